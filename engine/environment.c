@@ -1,0 +1,517 @@
+#include "environment.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jsonx.h"
+#include "log.h"
+#include "util.h"
+
+#define DESTROY_WAIT_MS 10000
+
+static struct environment *env_new(const struct engine_config *cfg)
+{
+    struct environment *env = calloc(1, sizeof(*env));
+
+    if (!env)
+        return NULL;
+    env->cfg = cfg;
+    env->fd = -1;
+    env->next_id = 1;
+    acp_lines_init(&env->lines, ACP_LINE_MAX_DEFAULT);
+    return env;
+}
+
+void environment_free(struct environment *env)
+{
+    if (!env)
+        return;
+    if (env->fd >= 0)
+        close(env->fd);
+    acp_lines_release(&env->lines);
+    if (env->agent_caps)
+        json_object_put(env->agent_caps);
+    free(env);
+}
+
+/* Read one '\n'-terminated line from fd before deadline (monotonic ms, 0 = none). */
+static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char **ret,
+                        size_t *ret_len)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int timeout = -1, r;
+        ssize_t n;
+
+        r = acp_lines_next(lines, ret, ret_len);
+        if (r != 0)
+            return r;
+        if (deadline) {
+            int64_t left = deadline - now_ms();
+            if (left <= 0)
+                return -ETIMEDOUT;
+            timeout = left > 1000000 ? 1000000 : (int)left;
+        }
+        r = poll(&p, 1, timeout);
+        if (r == -1 && errno == EINTR)
+            continue;
+        if (r == -1)
+            return -errno;
+        if (r == 0)
+            continue;
+        n = acp_lines_fill(lines, fd);
+        if (n == -EAGAIN)
+            continue;
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return -EPIPE;
+    }
+}
+
+static int connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char *line = NULL;
+    size_t len;
+    int fd, r;
+    int kpid, spid;
+
+    memcpy(sa.sun_path, env->paths.socket, strlen(env->paths.socket) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+        r = -errno;
+        close(fd);
+        snprintf(err, errlen, "cannot reach the keeper: %s", strerror(-r));
+        return r;
+    }
+    env->fd = fd;
+    r = read_line_fd(fd, &env->lines, deadline, &line, &len);
+    if (r < 0) {
+        snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
+        return r;
+    }
+    if (sscanf(line, "#hello %d %d", &kpid, &spid) != 2) {
+        snprintf(err, errlen, "the keeper refused the attach (%.40s)", line);
+        free(line);
+        return strncmp(line, "#busy", 5) == 0 ? -EBUSY : AR_E_PROTOCOL;
+    }
+    free(line);
+    env->keeper_pid = kpid;
+    env->sandbox_pid = spid;
+    return 0;
+}
+
+static json_object *keeper_spec(const struct environment *env, const struct run_request *req,
+                                const struct sandbox_plan *plan, uint64_t idle_ms,
+                                bool per_turn)
+{
+    const struct engine_config *cfg = env->cfg;
+    json_object *spec = json_object_new_object(), *sb = json_object_new_object();
+
+    json_object_object_add(spec, "envDir", json_object_new_string(env->paths.dir));
+    json_object_object_add(spec, "socket", json_object_new_string(env->paths.socket));
+    json_object_object_add(spec, "idleMs", json_object_new_int64((int64_t)idle_ms));
+    json_object_object_add(spec, "perTurn", json_object_new_boolean(per_turn));
+    json_object_object_add(spec, "attachTimeoutMs",
+                           json_object_new_int64((int64_t)cfg->keeper_start_ms));
+    json_object_object_add(spec, "bwrap", json_object_new_string(cfg->bwrap));
+    if (env->has_slot && cfg->shm_name) {
+        json_object_object_add(spec, "shm", json_object_new_string(cfg->shm_name));
+        json_object_object_add(spec, "slot", json_object_new_int64(env->h.index));
+        json_object_object_add(spec, "generation", json_object_new_int64(env->h.generation));
+    }
+    json_object_object_add(sb, "workspace", json_object_new_string(env->paths.workspace));
+    json_object_object_add(sb, "network",
+                           json_object_new_string(req->network == NETWORK_OFF ? "off" : "on"));
+    json_object_object_add(sb, "roBinds", json_object_get(plan->ro_binds));
+    json_object_object_add(sb, "files", json_object_get(plan->files));
+    json_object_object_add(sb, "env", json_object_get(plan->env));
+    json_object_object_add(sb, "argv", json_object_get(plan->argv));
+    json_object_object_add(sb, "cwd", json_object_new_string("/workspace"));
+    json_object_object_add(spec, "sandbox", sb);
+    return spec;
+}
+
+static int spawn_keeper(struct environment *env, json_object *spec, char *err, size_t errlen)
+{
+    const struct engine_config *cfg = env->cfg;
+    int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    char level[64], *argv[2], *envp[3];
+    struct acp_lines rl;
+    const char *text;
+    char *line = NULL;
+    size_t len;
+    pid_t pid = -1;
+    int r, kpid, spid;
+    int64_t deadline = now_ms() + (int64_t)cfg->keeper_start_ms;
+
+    acp_lines_init(&rl, 4096);
+    if (pipe2(spec_pipe, O_CLOEXEC) == -1 || pipe2(ready_pipe, O_CLOEXEC) == -1) {
+        r = -errno;
+        snprintf(err, errlen, "pipe: %s", strerror(-r));
+        goto out;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, spec_pipe[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, ready_pipe[1], STDOUT_FILENO);
+    posix_spawnattr_init(&attr);
+    {
+        sigset_t none, def;
+        sigemptyset(&none);
+        sigemptyset(&def);
+        sigaddset(&def, SIGPIPE);
+        sigaddset(&def, SIGTERM);
+        sigaddset(&def, SIGINT);
+        sigaddset(&def, SIGCHLD);
+        posix_spawnattr_setsigmask(&attr, &none);
+        posix_spawnattr_setsigdefault(&attr, &def);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    }
+    snprintf(level, sizeof(level), "AGENT_RUNNER_LOG_LEVEL=%s",
+             cfg->log_level ? cfg->log_level : "info");
+    argv[0] = (char *)"agent-runner-keeper";
+    argv[1] = NULL;
+    envp[0] = (char *)"PATH=/usr/bin:/bin";
+    envp[1] = level;
+    envp[2] = NULL;
+    r = -posix_spawn(&pid, cfg->keeper_bin, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    close(spec_pipe[0]);
+    close(ready_pipe[1]);
+    spec_pipe[0] = ready_pipe[1] = -1;
+    if (r < 0) {
+        snprintf(err, errlen, "cannot start the keeper '%s': %s", cfg->keeper_bin, strerror(-r));
+        goto out;
+    }
+    text = jsonx_text(spec, &len);
+    r = write_all(spec_pipe[1], text, len);
+    close(spec_pipe[1]);
+    spec_pipe[1] = -1;
+    if (r < 0) {
+        snprintf(err, errlen, "cannot hand the spec to the keeper: %s", strerror(-r));
+        goto out;
+    }
+    r = read_line_fd(ready_pipe[0], &rl, deadline, &line, &len);
+    if (r < 0) {
+        snprintf(err, errlen, "the keeper did not start: %s", strerror(-r));
+        goto out;
+    }
+    if (sscanf(line, "ready %d %d", &kpid, &spid) != 2) {
+        snprintf(err, errlen, "sandbox failed to start: %.300s",
+                 strncmp(line, "error ", 6) == 0 ? line + 6 : line);
+        r = AR_E_SANDBOX;
+        goto out;
+    }
+    env->keeper_pid = kpid;
+    env->sandbox_pid = spid;
+    r = 0;
+out:
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+            ;
+    free(line);
+    acp_lines_release(&rl);
+    for (int i = 0; i < 2; i++) {
+        if (spec_pipe[i] >= 0)
+            close(spec_pipe[i]);
+        if (ready_pipe[i] >= 0)
+            close(ready_pipe[i]);
+    }
+    return r;
+}
+
+static void release_slot(struct environment *env)
+{
+    struct pool *p = env->cfg->pool;
+
+    if (!env->has_slot || !p)
+        return;
+    if (pool_lock(p) >= 0) {
+        struct pool_slot *s = pool_slot_locked(p, env->h);
+        /* the keeper frees its own slot; free it here only if nobody started */
+        if (s && s->keeper_pid == 0)
+            pool_free_locked(p, env->h);
+        pool_unlock(p);
+    }
+    env->has_slot = false;
+}
+
+int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
+                        const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                        bool per_turn, struct environment **ret, char *err, size_t errlen)
+{
+    struct environment *env;
+    json_object *spec = NULL;
+    bool created = false, started = false;
+    int r;
+
+    env = env_new(cfg);
+    if (!env)
+        return -ENOMEM;
+    if (cfg->pool) {
+        r = pool_lock(cfg->pool);
+        if (r >= 0) {
+            r = pool_reserve_locked(cfg->pool, key, getpid(), &env->h);
+            if (r == 0) {
+                struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
+                s->harness = (uint8_t)req->harness;
+                s->flags = per_turn ? SLOT_F_PER_TURN : 0;
+                s->idle_ms = (uint32_t)idle_ms;
+                snprintf(s->provider, sizeof(s->provider), "%s", plan->provider);
+                snprintf(s->model, sizeof(s->model), "%s", plan->model_name);
+                snprintf(s->owner_turn, sizeof(s->owner_turn), "%s",
+                         req->turn_id ? req->turn_id : "");
+            }
+            pool_unlock(cfg->pool);
+        }
+        if (r < 0) {
+            snprintf(err, errlen, r == -ENOSPC ? "no free session slot" : "session table: %s",
+                     ar_strerror(r));
+            environment_free(env);
+            return r == -ENOSPC ? AR_E_CAPACITY : r;
+        }
+        env->has_slot = true;
+    }
+    r = env_setup_create(cfg->state_dir, &env->paths, err, errlen);
+    if (r < 0)
+        goto fail;
+    created = true;
+    if (env->has_slot) {
+        if (pool_lock(cfg->pool) >= 0) {
+            struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
+            if (s)
+                snprintf(s->env_dir, sizeof(s->env_dir), "%s", env->paths.dir);
+            pool_unlock(cfg->pool);
+        }
+    }
+    r = env_setup_workspace(&env->paths, req, err, errlen);
+    if (r < 0)
+        goto fail;
+    spec = keeper_spec(env, req, plan, idle_ms, per_turn);
+    r = spawn_keeper(env, spec, err, errlen);
+    json_object_put(spec);
+    if (r < 0)
+        goto fail;
+    started = true;
+    r = connect_keeper(env, now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
+    if (r < 0)
+        goto fail;
+    *ret = env;
+    return 0;
+fail:
+    /* one error boundary: undo everything this call did */
+    if (started) {
+        if (environment_destroy(env, TEARDOWN_FAILED_TURN) < 0)
+            log_debug("keeper %d did not finish its teardown", (int)env->keeper_pid);
+    } else if (created) {
+        (void)rm_rf(env->paths.dir);
+    }
+    release_slot(env);
+    environment_free(env);
+    return r;
+}
+
+int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
+                          struct environment **ret, char *err, size_t errlen)
+{
+    struct environment *env;
+    struct pool_slot *s;
+    int r;
+
+    if (!cfg->pool)
+        return -ENOENT;
+    env = env_new(cfg);
+    if (!env)
+        return -ENOMEM;
+    r = pool_lock(cfg->pool);
+    if (r < 0) {
+        environment_free(env);
+        return r;
+    }
+    s = pool_slot_locked(cfg->pool, h);
+    if (!s || s->state != SLOT_BUSY || s->owner_pid != getpid()) {
+        pool_unlock(cfg->pool);
+        environment_free(env);
+        snprintf(err, errlen, "the session slot changed hands");
+        return -ESTALE;
+    }
+    memcpy(env->paths.dir, s->env_dir, sizeof(s->env_dir));
+    memcpy(env->acp_session, s->acp_session, sizeof(env->acp_session));
+    pool_unlock(cfg->pool);
+    snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace",
+             env->paths.dir);
+    snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", env->paths.dir);
+    env->h = h;
+    env->has_slot = true;
+    env->warm = true;
+    r = connect_keeper(env, now_ms() + 5000, err, errlen);
+    if (r < 0) {
+        env->has_slot = false;
+        environment_free(env);
+        return r;
+    }
+    *ret = env;
+    return 0;
+}
+
+int environment_send(struct environment *env, const struct buf *line)
+{
+    if (env->fd < 0 || env->harness_exited)
+        return AR_E_HARNESS_EXITED;
+    if (write_all(env->fd, line->data, line->len) < 0)
+        return AR_E_HARNESS_EXITED;
+    return 0;
+}
+
+int environment_request(struct environment *env, const char *method, json_object *params,
+                        int64_t *ret_id)
+{
+    struct buf line;
+    int64_t id = env->next_id++;
+    int r;
+
+    buf_init(&line, ACP_LINE_MAX_DEFAULT);
+    r = acp_encode_request(&line, id, method, params);
+    if (r == 0)
+        r = environment_send(env, &line);
+    buf_release(&line);
+    if (r == 0 && ret_id)
+        *ret_id = id;
+    return r;
+}
+
+int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret)
+{
+    char err[160];
+
+    for (;;) {
+        char *line;
+        size_t len;
+        int r;
+
+        if (env->fd < 0 || env->harness_exited)
+            return AR_E_HARNESS_EXITED;
+        r = read_line_fd(env->fd, &env->lines, deadline_ms, &line, &len);
+        if (r == -ETIMEDOUT)
+            return r;
+        if (r == -E2BIG)
+            return AR_E_PROTOCOL;
+        if (r < 0) {
+            env->harness_exited = true;
+            return AR_E_HARNESS_EXITED;
+        }
+        if (len > 0 && line[0] == '#') {
+            if (strncmp(line, "#exit ", 6) == 0) {
+                env->harness_exited = true;
+                {
+                    uint64_t st;
+                    if (parse_u64(line + 6, 0, 1000, &st) == 0)
+                        env->harness_status = (int)st;
+                }
+                free(line);
+                return AR_E_HARNESS_EXITED;
+            }
+            free(line);
+            continue;
+        }
+        r = acp_decode(line, len, ret, err, sizeof(err));
+        free(line);
+        if (r == 0)
+            return 0;
+        env->malformed++;
+        log_debug("skipping a malformed harness line: %s", err);
+    }
+}
+
+int environment_park(struct environment *env, uint64_t idle_ms)
+{
+    struct buf line;
+    int r;
+
+    buf_init(&line, 64);
+    buf_printf(&line, "#park %llu\n", (unsigned long long)idle_ms);
+    r = environment_send(env, &line);
+    buf_release(&line);
+    close(env->fd);
+    env->fd = -1;
+    env->has_slot = false;
+    return r;
+}
+
+int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t wait_ms)
+{
+    int64_t deadline = now_ms() + wait_ms;
+
+    if (!proc_alive(keeper_pid, keeper_start))
+        return 0;
+    kill(keeper_pid, SIGTERM);
+    while (now_ms() < deadline) {
+        if (!proc_alive(keeper_pid, keeper_start))
+            return 0;
+        usleep(2000);
+    }
+    if (proc_alive(keeper_pid, keeper_start))
+        kill(keeper_pid, SIGKILL);
+    return -ETIMEDOUT;
+}
+
+int environment_destroy(struct environment *env, enum teardown_reason reason)
+{
+    struct buf line;
+    int64_t deadline = now_ms() + DESTROY_WAIT_MS;
+    int r = 0;
+
+    if (env->destroyed)
+        return 0;
+    env->destroyed = true;
+    if (env->has_slot && env->cfg->pool && pool_lock(env->cfg->pool) >= 0) {
+        pool_drain_locked(env->cfg->pool, env->h, (uint8_t)reason);
+        pool_unlock(env->cfg->pool);
+    }
+    if (env->fd >= 0) {
+        buf_init(&line, 16);
+        buf_append_str(&line, "#destroy\n");
+        (void)write_all(env->fd, line.data, line.len);
+        buf_release(&line);
+        /* the keeper closes the socket as the last step of its teardown */
+        for (;;) {
+            char chunk[4096];
+            struct pollfd p = {.fd = env->fd, .events = POLLIN};
+            int64_t left = deadline - now_ms();
+            ssize_t n;
+
+            if (left <= 0) {
+                r = -ETIMEDOUT;
+                break;
+            }
+            if (poll(&p, 1, (int)left) <= 0)
+                continue;
+            n = read(env->fd, chunk, sizeof(chunk));
+            if (n == 0 || (n == -1 && errno != EINTR && errno != EAGAIN))
+                break;
+        }
+        close(env->fd);
+        env->fd = -1;
+    }
+    if (r < 0 && env->keeper_pid > 0)
+        r = environment_destroy_keeper(env->keeper_pid, 0, 1000);
+    env->has_slot = false;
+    log_debug("environment '%s' destroyed (%s)", env->paths.id, teardown_reason_name(reason));
+    return r;
+}

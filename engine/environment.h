@@ -1,0 +1,86 @@
+/*
+ * environment — a live sandbox + harness, reached through its keeper.
+ *
+ * environment_acquire() starts a new one: it reserves a slot in the session table, creates the
+ * environment folder, runs env_setup, starts the keeper (which starts the sandbox), and
+ * attaches to it. All of that is one error boundary: any failure rolls back everything done so
+ * far (keeper, sandbox, folder, slot) before it returns.
+ *
+ * environment_reconnect() attaches to the keeper of a live slot the caller checked out.
+ *
+ * After a turn the caller either parks the environment (environment_park: the keeper keeps it
+ * warm, the worker detaches) or destroys it (environment_destroy). Destroy is idempotent: the
+ * keeper tears down once, and every caller returns only when that teardown has finished
+ * (the keeper's socket closed or, for a keeper nobody is attached to, the keeper process gone).
+ *
+ * Messages: environment_send() writes one ACP line to the harness; environment_recv() returns
+ * the next ACP message from it, waiting at most until deadline_ms (CLOCK_MONOTONIC ms; 0 = no
+ * deadline). Malformed lines are skipped and counted; the keeper's own lines are handled here.
+ */
+#ifndef AR_ENVIRONMENT_H
+#define AR_ENVIRONMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "acp.h"
+#include "contracts.h"
+#include "env_setup.h"
+#include "harness/harness.h"
+#include "pool.h"
+
+struct environment {
+    const struct engine_config *cfg;
+    struct pool_handle h;
+    bool has_slot;
+    struct env_paths paths;
+    pid_t keeper_pid;
+    pid_t sandbox_pid;
+    int fd;
+    struct acp_lines lines;
+    int64_t next_id;
+    uint64_t malformed;
+    bool harness_exited;
+    int harness_status;
+    bool destroyed;
+    bool warm; /* reconnected to a live harness */
+    char acp_session[128];
+    json_object *agent_caps; /* initialize result agentCapabilities (owned) */
+};
+
+/*
+ * Start a new environment for req with the harness plan. key is the pool key ("" for a
+ * per-turn run). idle_ms is the keeper's idle window. On failure err names the problem and
+ * nothing is left behind.
+ */
+int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
+                        const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                        bool per_turn, struct environment **ret, char *err, size_t errlen);
+
+/* Attach to the keeper of the checked-out slot h (state busy, owned by the caller). */
+int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
+                          struct environment **ret, char *err, size_t errlen);
+
+int environment_send(struct environment *env, const struct buf *line);
+/* Encode and send a request with a fresh id; *ret_id receives the id. */
+int environment_request(struct environment *env, const char *method, json_object *params,
+                        int64_t *ret_id);
+int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret);
+
+/* Keep it warm for idle_ms and detach. The slot must already be parked by the caller. */
+int environment_park(struct environment *env, uint64_t idle_ms);
+/* Tear it down and wait for the teardown to finish (bounded). */
+int environment_destroy(struct environment *env, enum teardown_reason reason);
+/* Release the struct (does not tear down: destroy or park first). NULL is a no-op. */
+void environment_free(struct environment *env);
+
+/*
+ * Tear down the environment of a slot that nobody is attached to (idle, parked, or whose
+ * worker died): signal its keeper and wait until it is gone. Used by eviction, /kill and the
+ * master. keeper_pid/start identify the process (pids are reused).
+ */
+int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t wait_ms);
+
+#endif

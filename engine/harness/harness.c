@@ -1,0 +1,106 @@
+#include "harness.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../provider/provider.h"
+
+#define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin"
+
+const struct harness_ops *harness_get(enum harness_kind kind)
+{
+    switch (kind) {
+    case HARNESS_PI:
+        return &harness_pi;
+    case HARNESS_SCRIPTED:
+        return &harness_scripted;
+    default:
+        return NULL;
+    }
+}
+
+void sandbox_plan_init(struct sandbox_plan *plan)
+{
+    memset(plan, 0, sizeof(*plan));
+    plan->argv = json_object_new_array();
+    plan->env = json_object_new_object();
+    plan->ro_binds = json_object_new_array();
+    plan->files = json_object_new_array();
+}
+
+void sandbox_plan_release(struct sandbox_plan *plan)
+{
+    json_object_put(plan->argv);
+    json_object_put(plan->env);
+    json_object_put(plan->ro_binds);
+    json_object_put(plan->files);
+    memset(plan, 0, sizeof(*plan));
+}
+
+void harness_setenv(struct sandbox_plan *plan, const char *name, const char *value)
+{
+    json_object_object_add(plan->env, name, json_object_new_string(value));
+}
+
+void harness_base_env(struct sandbox_plan *plan, const char *extra_path)
+{
+    char path[PATH_MAX + 64];
+
+    if (extra_path)
+        snprintf(path, sizeof(path), "%s:%s", extra_path, SYSTEM_PATH);
+    else
+        snprintf(path, sizeof(path), "%s", SYSTEM_PATH);
+    harness_setenv(plan, "PATH", path);
+    harness_setenv(plan, "HOME", SANDBOX_HOME);
+    harness_setenv(plan, "USER", "agent");
+    harness_setenv(plan, "LOGNAME", "agent");
+    harness_setenv(plan, "LANG", "C.UTF-8");
+    harness_setenv(plan, "TERM", "dumb");
+    harness_setenv(plan, "TMPDIR", "/tmp");
+    harness_add_file(plan, "/etc/passwd",
+                     "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                     "agent:x:1000:1000:agent:" SANDBOX_HOME ":/bin/bash\n"
+                     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                     0644);
+    harness_add_file(plan, "/etc/group",
+                     "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n", 0644);
+}
+
+void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req)
+{
+    for (size_t i = 0; i < req->mc.nenvironment; i++)
+        harness_setenv(plan, req->mc.environment[i].name, req->mc.environment[i].value);
+    for (size_t i = 0; i < req->mc.ncredentials; i++)
+        harness_setenv(plan, req->mc.credentials[i].name, req->mc.credentials[i].value);
+}
+
+void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content,
+                      int mode)
+{
+    json_object *f = json_object_new_object();
+
+    json_object_object_add(f, "path", json_object_new_string(path));
+    json_object_object_add(f, "content", json_object_new_string(content));
+    json_object_object_add(f, "mode", json_object_new_int(mode));
+    json_object_array_add(plan->files, f);
+}
+
+const struct credential *harness_credential(const struct run_request *req, int usage)
+{
+    for (size_t i = 0; i < req->mc.ncredentials; i++)
+        if (usage < 0 || (int)req->mc.credentials[i].usage == usage)
+            return &req->mc.credentials[i];
+    return NULL;
+}
+
+bool harness_file_exists(const char *dir, const char *rel)
+{
+    char path[PATH_MAX];
+
+    if (!dir)
+        return false;
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    return access(path, R_OK) == 0;
+}

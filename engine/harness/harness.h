@@ -1,0 +1,65 @@
+/*
+ * harness — one file per harness: how to launch it inside the sandbox, its environment (an
+ * allowlist: nothing of the runner's own environment is inherited), the configuration files
+ * it reads, the model it must end up on, and what it can do.
+ *
+ * A harness turns a validated run request into a struct sandbox_plan. It never writes to the
+ * host: files it needs are placed inside the sandbox's private home (plan->files) and the
+ * workspace files are env_setup's job.
+ */
+#ifndef AR_HARNESS_H
+#define AR_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#include "../contracts.h"
+
+struct harness_paths {
+    const char *harness_dir;    /* the project folder holding node_modules/ */
+    const char *scripted_agent; /* the scripted test agent binary, or NULL */
+};
+
+struct sandbox_plan {
+    json_object *argv;     /* array of strings: the command inside the sandbox */
+    json_object *env;      /* object NAME -> value: the complete harness environment */
+    json_object *ro_binds; /* array of host paths bound read-only at the same path */
+    json_object *files;    /* array of {path, content, mode} inside the sandbox home */
+    char model_id[256];    /* the ACP model id to select after session/new ("" = keep) */
+    char model_name[128];  /* the model as reported in the result */
+    char provider[64];     /* provider family, for the slot and logs */
+};
+
+struct harness_ops {
+    enum harness_kind kind;
+    const char *name;
+    /* true when the harness is installed under paths */
+    bool (*installed)(const struct harness_paths *paths);
+    /* fill plan (already initialised); AR_E_INVALID_REQUEST with err naming the field */
+    int (*plan)(const struct harness_paths *paths, const struct run_request *req,
+                struct sandbox_plan *plan, char *err, size_t errlen);
+};
+
+const struct harness_ops *harness_get(enum harness_kind kind);
+
+void sandbox_plan_init(struct sandbox_plan *plan);
+void sandbox_plan_release(struct sandbox_plan *plan);
+
+/* Helpers shared by the harness files. */
+/* The base environment every harness gets: PATH, HOME, USER, LANG, TERM, TMPDIR. */
+void harness_base_env(struct sandbox_plan *plan, const char *extra_path);
+/* Add modelConnection.environment and every credential (binding name -> value). */
+void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req);
+void harness_setenv(struct sandbox_plan *plan, const char *name, const char *value);
+void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content,
+                      int mode);
+/* The first credential with the given usage (or any usage when usage < 0), or NULL. */
+const struct credential *harness_credential(const struct run_request *req, int usage);
+bool harness_file_exists(const char *dir, const char *rel);
+
+extern const struct harness_ops harness_pi;
+extern const struct harness_ops harness_scripted;
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * pi — pi-acp@0.0.24 driving @mariozechner/pi-coding-agent@0.73.1
+ * (reference/acp-harnesses.md §3.1, §4.3; reference/agenta-runner.md §3.18).
+ *
+ * The model route is written as pi's models.json inside the sandbox home: a custom provider
+ * (connection.slug, else "custom") for an explicit endpoint, with `apiKey` naming the
+ * environment variable that carries the key — the key itself only travels in the harness
+ * environment. settings.json makes that provider/model the default; the engine still selects
+ * it over ACP and fails the run when pi does not end up on it (strict model selection).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../jsonx.h"
+#include "../provider/provider.h"
+#include "harness.h"
+
+#define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
+#define PI_ACP_JS "node_modules/pi-acp/dist/index.js"
+
+static bool pi_installed(const struct harness_paths *paths)
+{
+    return harness_file_exists(paths->harness_dir, PI_ACP_JS) &&
+           harness_file_exists(paths->harness_dir,
+                               "node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+}
+
+static const char *pi_api_for(const char *provider)
+{
+    if (strcmp(provider, "anthropic") == 0)
+        return "anthropic-messages";
+    return "openai-completions";
+}
+
+static int pi_plan(const struct harness_paths *paths, const struct run_request *req,
+                   struct sandbox_plan *plan, char *err, size_t errlen)
+{
+    char bin[PATH_MAX], js[PATH_MAX];
+    json_object *models, *providers, *prov, *model_list, *entry, *settings;
+    const struct credential *key;
+    const char *slug, *model;
+
+    snprintf(bin, sizeof(bin), "%s/node_modules/.bin", paths->harness_dir);
+    snprintf(js, sizeof(js), "%s/%s", paths->harness_dir, PI_ACP_JS);
+    json_object_array_add(plan->argv, json_object_new_string("node"));
+    json_object_array_add(plan->argv, json_object_new_string(js));
+    json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
+    harness_base_env(plan, bin);
+    harness_setenv(plan, "PI_OFFLINE", "1");
+    harness_setenv(plan, "PI_CODING_AGENT_DIR", PI_AGENT_DIR);
+    harness_connection_env(plan, req);
+
+    if (req->system_prompt)
+        harness_add_file(plan, PI_AGENT_DIR "/SYSTEM.md", req->system_prompt, 0600);
+    if (req->append_system_prompt)
+        harness_add_file(plan, PI_AGENT_DIR "/APPEND_SYSTEM.md", req->append_system_prompt,
+                         0600);
+
+    if (!req->mc.present || !req->mc.base_url) {
+        snprintf(err, errlen, "modelConnection.endpoint.baseUrl: required for pi on this runner");
+        return AR_E_INVALID_REQUEST;
+    }
+    model = req->model;
+    if (!model || !model[0]) {
+        snprintf(err, errlen, "model: required for a custom model connection");
+        return AR_E_INVALID_REQUEST;
+    }
+    key = harness_credential(req, CREDENTIAL_USAGE_OPAQUE_HTTP);
+    if (!key)
+        key = harness_credential(req, -1);
+    if (!key) {
+        snprintf(err, errlen, "modelConnection.credentials: pi needs an API key for a custom "
+                              "endpoint");
+        return AR_E_INVALID_REQUEST;
+    }
+    slug = req->connection_slug ? req->connection_slug : "custom";
+    /* "<slug>/<id>" in `model` names the same route */
+    if (strncmp(model, slug, strlen(slug)) == 0 && model[strlen(slug)] == '/')
+        model += strlen(slug) + 1;
+
+    entry = json_object_new_object();
+    json_object_object_add(entry, "id", json_object_new_string(model));
+    json_object_object_add(entry, "name", json_object_new_string(model));
+    model_list = json_object_new_array();
+    json_object_array_add(model_list, entry);
+    prov = json_object_new_object();
+    json_object_object_add(prov, "baseUrl", json_object_new_string(req->mc.base_url));
+    json_object_object_add(prov, "api", json_object_new_string(pi_api_for(req->mc.provider)));
+    json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
+    {
+        json_object *compat = json_object_new_object();
+        json_object_object_add(compat, "supportsDeveloperRole", json_object_new_boolean(0));
+        json_object_object_add(compat, "supportsReasoningEffort", json_object_new_boolean(0));
+        json_object_object_add(prov, "compat", compat);
+    }
+    if (req->mc.nheaders > 0) {
+        json_object *headers = json_object_new_object();
+        for (size_t i = 0; i < req->mc.nheaders; i++)
+            json_object_object_add(headers, req->mc.headers[i].name,
+                                   json_object_new_string(req->mc.headers[i].value));
+        json_object_object_add(prov, "headers", headers);
+    }
+    json_object_object_add(prov, "models", model_list);
+    providers = json_object_new_object();
+    json_object_object_add(providers, slug, prov);
+    models = json_object_new_object();
+    json_object_object_add(models, "providers", providers);
+    harness_add_file(plan, PI_AGENT_DIR "/models.json", jsonx_text(models, NULL), 0600);
+    json_object_put(models);
+
+    settings = json_object_new_object();
+    json_object_object_add(settings, "defaultProvider", json_object_new_string(slug));
+    json_object_object_add(settings, "defaultModel", json_object_new_string(model));
+    json_object_object_add(settings, "quietStartup", json_object_new_boolean(1));
+    json_object_object_add(settings, "enableInstallTelemetry", json_object_new_boolean(0));
+    harness_add_file(plan, PI_AGENT_DIR "/settings.json", jsonx_text(settings, NULL), 0600);
+    json_object_put(settings);
+
+    snprintf(plan->model_id, sizeof(plan->model_id), "%s/%s", slug, model);
+    snprintf(plan->model_name, sizeof(plan->model_name), "%s", model);
+    snprintf(plan->provider, sizeof(plan->provider), "%s", req->mc.provider);
+    return 0;
+}
+
+const struct harness_ops harness_pi = {
+    .kind = HARNESS_PI,
+    .name = "pi",
+    .installed = pi_installed,
+    .plan = pi_plan,
+};

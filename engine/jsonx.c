@@ -1,0 +1,105 @@
+#include "jsonx.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
+                size_t errlen)
+{
+    struct json_tokener *tok;
+    enum json_tokener_error jerr;
+    json_object *o;
+    size_t used;
+
+    if (len > (size_t)0x7fffffff) {
+        snprintf(err, errlen, "document too large");
+        return -EBADMSG;
+    }
+    tok = json_tokener_new_ex(depth);
+    if (!tok)
+        return -ENOMEM;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    o = json_tokener_parse_ex(tok, data, (int)len);
+    jerr = json_tokener_get_error(tok);
+    used = json_tokener_get_parse_end(tok);
+    if (jerr == json_tokener_continue) {
+        /* the input ended inside a value; an empty document ends here too */
+        snprintf(err, errlen, "unexpected end of input");
+        json_tokener_free(tok);
+        return -EBADMSG;
+    }
+    if (jerr != json_tokener_success) {
+        snprintf(err, errlen, "%s at offset %zu", json_tokener_error_desc(jerr), used);
+        json_tokener_free(tok);
+        return -EBADMSG;
+    }
+    json_tokener_free(tok);
+    for (size_t i = used; i < len; i++) {
+        if (data[i] != ' ' && data[i] != '\n' && data[i] != '\r' && data[i] != '\t') {
+            snprintf(err, errlen, "unexpected data after the JSON value at offset %zu", i);
+            json_object_put(o);
+            return -EBADMSG;
+        }
+    }
+    *ret = o;
+    return 0;
+}
+
+json_object *jsonx_get(json_object *o, const char *key)
+{
+    json_object *v;
+
+    if (!o || !json_object_is_type(o, json_type_object))
+        return NULL;
+    if (!json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v; /* json-c represents null as NULL */
+}
+
+const char *jsonx_str(json_object *o, const char *key)
+{
+    json_object *v = jsonx_get(o, key);
+
+    if (!v || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+json_object *jsonx_path(json_object *o, const char *path)
+{
+    char part[128];
+    const char *p = path;
+
+    while (o && *p) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+
+        if (n >= sizeof(part))
+            return NULL;
+        memcpy(part, p, n);
+        part[n] = '\0';
+        o = jsonx_get(o, part);
+        p += n;
+        if (*p == '.')
+            p++;
+    }
+    return o;
+}
+
+const char *jsonx_text(json_object *o, size_t *ret_len)
+{
+    const char *s;
+    size_t n;
+
+    if (!o) {
+        if (ret_len)
+            *ret_len = 4;
+        return "null";
+    }
+    s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
+                                                 JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    if (ret_len)
+        *ret_len = n;
+    return s;
+}

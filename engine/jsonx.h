@@ -1,0 +1,33 @@
+/*
+ * jsonx — thin helpers over json-c used by every parser of untrusted JSON: strict parsing with a
+ * depth cap and UTF-8 validation, typed member access, and compact serialisation.
+ */
+#ifndef AR_JSONX_H
+#define AR_JSONX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <json-c/json.h>
+
+#define JSONX_DEFAULT_DEPTH 64
+
+/*
+ * Parse exactly one JSON value from data[0..len). Trailing non-space bytes are an error.
+ * Returns 0 and a new reference in *ret (which may be NULL for the literal null), or -EBADMSG
+ * with a short description of the problem copied into err.
+ */
+int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
+                size_t errlen);
+
+/* The member `key` of an object, or NULL when absent, null, or o is not an object. */
+json_object *jsonx_get(json_object *o, const char *key);
+/* The string member, or NULL when absent/null/not a string. */
+const char *jsonx_str(json_object *o, const char *key);
+/* Member by dotted path ("runContext.project.id"), NULL when any step is missing. */
+json_object *jsonx_path(json_object *o, const char *path);
+
+/* Compact JSON text of o (valid until o changes or is freed). "null" for NULL. */
+const char *jsonx_text(json_object *o, size_t *ret_len);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * log — one JSON line per event on stderr (journald keeps stderr of the master and workers).
+ *
+ *   {"ts":"2026-11-29T10:00:00.123Z","level":"info","pid":42,"component":"worker",
+ *    "msg":"turn finished","requestId":"...","sessionKey":"...","turnId":"...","harness":"pi"}
+ *
+ * The level is checked before any argument is evaluated. Messages are lower case, without a
+ * final period, with the subject in quotes. The per-thread context (request id, session key,
+ * turn id, harness) is attached to every line the thread writes until it is cleared.
+ * Values that must never be logged (credentials) are registered per thread with
+ * log_redact_add(); every line is scrubbed of them before it is written.
+ */
+#ifndef AR_LOG_H
+#define AR_LOG_H
+
+#include <stdarg.h>
+
+enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
+
+extern int log_max_level;
+
+void log_setup(const char *component, enum log_level level);
+/* Parse "error", "warn", "info", "debug"; -EINVAL otherwise. */
+int log_level_parse(const char *s, enum log_level *ret);
+
+void log_ctx_set(const char *request_id, const char *session_key, const char *turn_id,
+                 const char *harness);
+void log_ctx_clear(void);
+/* Remember a secret for this thread's lines (copied; values shorter than 4 bytes ignored). */
+void log_redact_add(const char *secret);
+void log_redact_clear(void);
+
+void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_at(lvl, ...)                                                                        \
+    do {                                                                                        \
+        if ((int)(lvl) <= log_max_level)                                                        \
+            log_write((lvl), __VA_ARGS__);                                                      \
+    } while (0)
+#define log_error(...) log_at(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warn(...) log_at(LOG_LEVEL_WARN, __VA_ARGS__)
+#define log_info(...) log_at(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_at(LOG_LEVEL_DEBUG, __VA_ARGS__)
+
+#endif

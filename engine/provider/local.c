@@ -1,0 +1,295 @@
+/*
+ * local — bubblewrap sandboxes on the runner host.
+ *
+ * Layout inside the sandbox: a fresh root tmpfs with /usr and /etc bound read-only (plus the
+ * merged-/usr symlinks), private /proc, /dev and /tmp, HOME=/home/agent on a tmpfs (config
+ * files are copied in from memfds, so credentials never touch the host disk), the
+ * workspace bound read-write at /workspace, and the harness install folder read-only at its
+ * host path. New user (uid 1000), pid, ipc, uts, cgroup namespaces; net namespace unless the
+ * network is on; all capabilities dropped; --die-with-parent ties it to the keeper.
+ */
+#include "provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../jsonx.h"
+#include "../util.h"
+
+#define ARGV_MAX 512
+
+static const struct provider_caps local_caps = {
+    .name = "local",
+    .reusable_leases = true,
+    .network_off = true,
+    .network_allowlist = false,
+    .filesystem_modes = false,
+};
+
+const struct provider_caps *provider_capabilities(const char *name)
+{
+    if (name && strcmp(name, "local") == 0)
+        return &local_caps;
+    return NULL;
+}
+
+struct vec {
+    char **v;
+    size_t n;
+    int err;
+};
+
+static void vec_add(struct vec *a, const char *s)
+{
+    if (a->err)
+        return;
+    if (a->n + 2 > ARGV_MAX) {
+        a->err = -E2BIG;
+        return;
+    }
+    a->v[a->n] = strdup(s);
+    if (!a->v[a->n]) {
+        a->err = -ENOMEM;
+        return;
+    }
+    a->n++;
+    a->v[a->n] = NULL;
+}
+
+static void vec_add3(struct vec *a, const char *x, const char *y, const char *z)
+{
+    vec_add(a, x);
+    vec_add(a, y);
+    if (z)
+        vec_add(a, z);
+}
+
+void provider_argv_free(char **argv)
+{
+    if (!argv)
+        return;
+    for (char **p = argv; *p; p++)
+        free(*p);
+    free(argv);
+}
+
+static int vec_init(struct vec *a)
+{
+    a->v = calloc(ARGV_MAX, sizeof(char *));
+    a->n = 0;
+    a->err = a->v ? 0 : -ENOMEM;
+    return a->err;
+}
+
+static bool is_symlink(const char *path)
+{
+    struct stat st;
+
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* The merged-/usr top-level directories: a symlink on the host becomes a symlink inside. */
+static void add_system_dirs(struct vec *a)
+{
+    static const char *const tops[] = {"/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32"};
+
+    vec_add3(a, "--ro-bind", "/usr", "/usr");
+    for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
+        char target[256];
+        ssize_t n;
+
+        if (is_symlink(tops[i])) {
+            n = readlink(tops[i], target, sizeof(target) - 1);
+            if (n <= 0)
+                continue;
+            target[n] = '\0';
+            vec_add3(a, "--symlink", target, tops[i]);
+        } else if (access(tops[i], F_OK) == 0) {
+            vec_add3(a, "--ro-bind", tops[i], tops[i]);
+        }
+    }
+    vec_add3(a, "--ro-bind", "/etc", "/etc");
+}
+
+static bool allowed_file_path(const char *p)
+{
+    size_t n = strlen(SANDBOX_HOME);
+
+    if (strcmp(p, "/etc/passwd") == 0 || strcmp(p, "/etc/group") == 0)
+        return true;
+    return strncmp(p, SANDBOX_HOME "/", n + 1) == 0 && !strstr(p, "/../") && !strstr(p, "/./");
+}
+
+static int memfd_with(const char *name, const char *content, size_t len)
+{
+    int fd = memfd_create(name, 0); /* no MFD_CLOEXEC: bwrap must inherit it */
+    int r;
+
+    if (fd == -1)
+        return -errno;
+    r = write_all(fd, content, len);
+    if (r == 0 && lseek(fd, 0, SEEK_SET) == -1)
+        r = -errno;
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+static int add_parent_dirs(struct vec *a, const char *path, struct vec *made)
+{
+    char dir[512];
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (!slash || slash == dir)
+        return 0;
+    *slash = '\0';
+    if (strcmp(dir, SANDBOX_HOME) == 0 || strcmp(dir, "/etc") == 0)
+        return 0;
+    for (size_t i = 0; i < made->n; i++)
+        if (strcmp(made->v[i], dir) == 0)
+            return 0;
+    vec_add(made, dir);
+    vec_add3(a, "--dir", dir, NULL);
+    return 0;
+}
+
+int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, char ***ret_envp,
+                          int *fds, size_t maxfds, size_t *ret_nfds, char *err, size_t errlen)
+{
+    struct vec a = {0}, e = {0}, made = {0};
+    json_object *arr, *env;
+    const char *workspace, *network, *cwd;
+    size_t nfds = 0;
+    int r;
+
+    if (vec_init(&a) < 0 || vec_init(&e) < 0 || vec_init(&made) < 0) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    workspace = jsonx_str(sb, "workspace");
+    network = jsonx_str(sb, "network");
+    cwd = jsonx_str(sb, "cwd");
+    if (!workspace || workspace[0] != '/') {
+        snprintf(err, errlen, "sandbox: workspace must be an absolute path");
+        r = -EINVAL;
+        goto fail;
+    }
+    vec_add(&a, bwrap);
+    vec_add(&a, "--unshare-all");
+    if (network && strcmp(network, "on") == 0)
+        vec_add(&a, "--share-net");
+    vec_add3(&a, "--uid", "1000", NULL);
+    vec_add3(&a, "--gid", "1000", NULL);
+    vec_add3(&a, "--hostname", "sandbox", NULL);
+    vec_add(&a, "--die-with-parent");
+    vec_add(&a, "--new-session");
+    vec_add3(&a, "--cap-drop", "ALL", NULL);
+    add_system_dirs(&a);
+    vec_add3(&a, "--proc", "/proc", NULL);
+    vec_add3(&a, "--dev", "/dev", NULL);
+    vec_add3(&a, "--tmpfs", "/tmp", NULL);
+    vec_add3(&a, "--tmpfs", SANDBOX_HOME, NULL);
+    arr = jsonx_get(sb, "roBinds");
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        const char *p = json_object_get_string(json_object_array_get_idx(arr, i));
+        if (!p || p[0] != '/') {
+            snprintf(err, errlen, "sandbox: roBinds[%zu] must be an absolute path", i);
+            r = -EINVAL;
+            goto fail;
+        }
+        vec_add(&a, "--ro-bind");
+        vec_add3(&a, p, p, NULL);
+    }
+    vec_add3(&a, "--bind", workspace, SANDBOX_WORKSPACE);
+
+    arr = jsonx_get(sb, "files");
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        json_object *f = json_object_array_get_idx(arr, i);
+        const char *path = jsonx_str(f, "path");
+        json_object *content = jsonx_get(f, "content"), *mode = jsonx_get(f, "mode");
+        char fdstr[16], modestr[16];
+        int fd;
+
+        if (!path || !content || !allowed_file_path(path)) {
+            snprintf(err, errlen, "sandbox: files[%zu] has a path outside %s", i, SANDBOX_HOME);
+            r = -EINVAL;
+            goto fail;
+        }
+        if (nfds >= maxfds) {
+            snprintf(err, errlen, "sandbox: too many files");
+            r = -E2BIG;
+            goto fail;
+        }
+        fd = memfd_with("sandbox-file", json_object_get_string(content),
+                        (size_t)json_object_get_string_len(content));
+        if (fd < 0) {
+            r = fd;
+            snprintf(err, errlen, "sandbox: memfd: %s", strerror(-r));
+            goto fail;
+        }
+        fds[nfds++] = fd;
+        snprintf(fdstr, sizeof(fdstr), "%d", fd);
+        if (strncmp(path, "/etc/", 5) == 0) {
+            vec_add3(&a, "--ro-bind-data", fdstr, path);
+            continue;
+        }
+        add_parent_dirs(&a, path, &made);
+        snprintf(modestr, sizeof(modestr), "%04o",
+                 mode ? (unsigned)json_object_get_int(mode) & 07777u : 0600u);
+        vec_add3(&a, "--perms", modestr, NULL);
+        vec_add3(&a, "--file", fdstr, path);
+    }
+    vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
+    vec_add(&a, "--");
+    arr = jsonx_get(sb, "argv");
+    if (!arr || !json_object_is_type(arr, json_type_array) ||
+        json_object_array_length(arr) == 0) {
+        snprintf(err, errlen, "sandbox: argv is empty");
+        r = -EINVAL;
+        goto fail;
+    }
+    for (size_t i = 0; i < json_object_array_length(arr); i++)
+        vec_add(&a, json_object_get_string(json_object_array_get_idx(arr, i)));
+
+    env = jsonx_get(sb, "env");
+    if (env && json_object_is_type(env, json_type_object)) {
+        json_object_object_foreach(env, key, val)
+        {
+            char *kv;
+            if (!val || !json_object_is_type(val, json_type_string))
+                continue;
+            if (asprintf(&kv, "%s=%s", key, json_object_get_string(val)) < 0) {
+                r = -ENOMEM;
+                goto fail;
+            }
+            vec_add(&e, kv);
+            free(kv);
+        }
+    }
+    if (a.err || e.err) {
+        r = a.err ? a.err : e.err;
+        snprintf(err, errlen, "sandbox: %s", strerror(-r));
+        goto fail;
+    }
+    provider_argv_free(made.v);
+    *ret_argv = a.v;
+    *ret_envp = e.v;
+    *ret_nfds = nfds;
+    return 0;
+fail:
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    provider_argv_free(a.v);
+    provider_argv_free(e.v);
+    provider_argv_free(made.v);
+    return r;
+}

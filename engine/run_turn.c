@@ -1,0 +1,574 @@
+#include "run_turn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonx.h"
+#include "log.h"
+#include "util.h"
+
+#define TOOL_OUTPUT_MAX (4u * 1024 * 1024)
+
+void turn_state_init(struct turn_state *st, struct run_limits *limits)
+{
+    memset(st, 0, sizeof(*st));
+    st->limits = limits;
+}
+
+void turn_state_release(struct turn_state *st)
+{
+    for (size_t i = 0; i < st->ntools; i++) {
+        free(st->tools[i].id);
+        free(st->tools[i].name);
+        free(st->tools[i].input);
+    }
+    free(st->tools);
+    memset(st, 0, sizeof(*st));
+}
+
+void turn_close_block(struct turn_state *st, struct event_stream *es)
+{
+    if (st->open == 0)
+        return;
+    event_emit(es, event_block(st->open == 1 ? "message_end" : "thought_end", st->open_id));
+    st->open = 0;
+}
+
+static void open_block(struct turn_state *st, struct event_stream *es, int kind)
+{
+    if (st->open == kind)
+        return;
+    turn_close_block(st, es);
+    st->open = kind;
+    if (kind == 1)
+        snprintf(st->open_id, sizeof(st->open_id), "msg-%u", ++st->msg_seq);
+    else
+        snprintf(st->open_id, sizeof(st->open_id), "reason-%u", ++st->thought_seq);
+    event_emit(es, event_block(kind == 1 ? "message_start" : "thought_start", st->open_id));
+}
+
+static int text_chunk(struct turn_state *st, json_object *update, struct event_stream *es,
+                      struct run_result *res, int kind)
+{
+    json_object *content = jsonx_get(update, "content");
+    const char *type = jsonx_str(content, "type"), *text = jsonx_str(content, "text");
+
+    if (!type || strcmp(type, "text") != 0 || !text || !text[0])
+        return 0;
+    open_block(st, es, kind);
+    if (kind == 1 && buf_append_str(&res->output, text) < 0)
+        return -E2BIG;
+    return event_emit(es, event_text(kind == 1 ? "message_delta" : "thought_delta", st->open_id,
+                                     text));
+}
+
+static struct turn_tool *find_tool(struct turn_state *st, const char *id)
+{
+    for (size_t i = 0; i < st->ntools; i++)
+        if (strcmp(st->tools[i].id, id) == 0)
+            return &st->tools[i];
+    return NULL;
+}
+
+static struct turn_tool *add_tool(struct turn_state *st, const char *id)
+{
+    struct turn_tool *t;
+
+    if (st->ntools == st->cap_tools) {
+        size_t cap = st->cap_tools ? st->cap_tools * 2 : 8;
+        struct turn_tool *n = realloc(st->tools, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        st->tools = n;
+        st->cap_tools = cap;
+    }
+    t = &st->tools[st->ntools];
+    memset(t, 0, sizeof(*t));
+    t->id = strdup(id);
+    if (!t->id)
+        return NULL;
+    st->ntools++;
+    return t;
+}
+
+/* Claude names its tools in _meta.claudeCode.toolName; everyone else in title. */
+static const char *tool_name_of(json_object *update)
+{
+    const char *n = jsonx_str(jsonx_path(update, "_meta.claudeCode"), "toolName");
+
+    return n ? n : jsonx_str(update, "title");
+}
+
+/* The text a tool produced: text content blocks, diffs named by path, else rawOutput. */
+static void tool_output(json_object *update, struct buf *out)
+{
+    json_object *content = jsonx_get(update, "content"), *raw;
+
+    for (size_t i = 0; content && json_object_is_type(content, json_type_array) &&
+                       i < json_object_array_length(content);
+         i++) {
+        json_object *c = json_object_array_get_idx(content, i);
+        const char *type = jsonx_str(c, "type");
+
+        if (type && strcmp(type, "content") == 0) {
+            const char *text = jsonx_str(jsonx_get(c, "content"), "text");
+            if (text) {
+                if (out->len)
+                    buf_append_char(out, '\n');
+                buf_append_str(out, text);
+            }
+        } else if (type && strcmp(type, "diff") == 0) {
+            const char *path = jsonx_str(c, "path");
+            if (out->len)
+                buf_append_char(out, '\n');
+            buf_printf(out, "edited %s", path ? path : "a file");
+        }
+    }
+    if (out->len)
+        return;
+    raw = jsonx_get(update, "rawOutput");
+    if (raw) {
+        if (json_object_is_type(raw, json_type_string))
+            buf_append_str(out, json_object_get_string(raw));
+        else
+            buf_append_str(out, jsonx_text(raw, NULL));
+    }
+}
+
+static int tool_update(struct turn_state *st, json_object *update, struct event_stream *es,
+                       bool announce)
+{
+    const char *id = jsonx_str(update, "toolCallId"), *status = jsonx_str(update, "status");
+    json_object *raw = jsonx_get(update, "rawInput");
+    const char *name = tool_name_of(update);
+    struct turn_tool *t;
+
+    if (!id)
+        return 0;
+    turn_close_block(st, es);
+    t = find_tool(st, id);
+    if (!t) {
+        t = add_tool(st, id);
+        if (!t)
+            return -ENOMEM;
+        announce = true;
+        if (st->limits)
+            run_limits_tool_start(st->limits, id, now_ms());
+    }
+    if (name && (!t->name || strcmp(t->name, name) != 0)) {
+        free(t->name);
+        t->name = strdup(name);
+    }
+    if (raw) {
+        const char *text = jsonx_text(raw, NULL);
+        if (!t->input || strcmp(t->input, text) != 0) {
+            free(t->input);
+            t->input = strdup(text);
+            announce = true;
+        }
+    }
+    if (announce && !t->done)
+        event_emit(es, event_tool_call(id, t->name, raw));
+    if (status && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0) &&
+        !t->done) {
+        struct buf out;
+
+        buf_init(&out, TOOL_OUTPUT_MAX);
+        tool_output(update, &out);
+        t->done = true;
+        if (st->limits)
+            run_limits_tool_end(st->limits, id);
+        event_emit(es, event_tool_result(id, buf_str(&out), strcmp(status, "failed") == 0,
+                                         false));
+        buf_release(&out);
+    }
+    return 0;
+}
+
+static int usage_update(json_object *update, struct event_stream *es, struct run_result *res)
+{
+    struct run_usage u = {0};
+    json_object *used = jsonx_get(update, "used"), *cost = jsonx_get(update, "cost");
+
+    if (used && (json_object_is_type(used, json_type_int) ||
+                 json_object_is_type(used, json_type_double)))
+        u.total = json_object_get_int64(used);
+    if (cost) {
+        json_object *amount = jsonx_get(cost, "amount");
+        if (amount)
+            u.cost = json_object_get_double(amount);
+    }
+    res->usage.cost = u.cost ? u.cost : res->usage.cost;
+    return event_emit(es, event_usage(&u));
+}
+
+int turn_translate_update(struct turn_state *st, json_object *update, struct event_stream *es,
+                          struct run_result *res)
+{
+    const char *kind = jsonx_str(update, "sessionUpdate");
+
+    if (!kind)
+        return 0;
+    if (strcmp(kind, "agent_message_chunk") == 0)
+        return text_chunk(st, update, es, res, 1);
+    if (strcmp(kind, "agent_thought_chunk") == 0)
+        return text_chunk(st, update, es, res, 2);
+    if (strcmp(kind, "tool_call") == 0)
+        return tool_update(st, update, es, true);
+    if (strcmp(kind, "tool_call_update") == 0)
+        return tool_update(st, update, es, false);
+    if (strcmp(kind, "usage_update") == 0)
+        return usage_update(update, es, res);
+    /* plan, commands, modes, config options, session info, user chunks: not events */
+    return 0;
+}
+
+static bool cap_bool(json_object *o, const char *path)
+{
+    json_object *v = jsonx_path(o, path);
+
+    return v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
+void turn_caps_from_agent(json_object *agent_caps, enum harness_kind kind,
+                          struct harness_caps *caps)
+{
+    memset(caps, 0, sizeof(*caps));
+    caps->known = true;
+    caps->text_messages = true;
+    caps->tool_calls = true;
+    caps->streaming_deltas = true;
+    caps->usage = true;
+    caps->images = cap_bool(agent_caps, "promptCapabilities.image");
+    caps->file_attachments = cap_bool(agent_caps, "promptCapabilities.embeddedContext");
+    caps->mcp_tools = cap_bool(agent_caps, "mcpCapabilities.http");
+    caps->session_lifecycle = cap_bool(agent_caps, "loadSession");
+    caps->reasoning = kind == HARNESS_CLAUDE || kind == HARNESS_CODEX ||
+                      kind == HARNESS_SCRIPTED;
+    caps->plan_mode = kind == HARNESS_CLAUDE || kind == HARNESS_CODEX;
+    caps->permissions = kind != HARNESS_PI;
+}
+
+/* Answer a harness request that is not part of the turn's logic. */
+static void answer_unknown(struct environment *env, const struct acp_msg *m)
+{
+    char msg[160];
+    struct buf out;
+
+    buf_init(&out, 4096);
+    snprintf(msg, sizeof(msg), "Method not found: %.120s", m->method);
+    if (acp_encode_error(&out, m->id, ACP_METHOD_NOT_FOUND, msg) == 0)
+        (void)environment_send(env, &out);
+    buf_release(&out);
+}
+
+/* Wait for the response to request id, handling whatever arrives meanwhile. */
+static int await_response(struct environment *env, int64_t id, int64_t deadline,
+                          struct acp_msg *ret)
+{
+    for (;;) {
+        struct acp_msg m;
+        int64_t got;
+        int r = environment_recv(env, deadline, &m);
+
+        if (r < 0)
+            return r;
+        if (m.kind == ACP_RESPONSE && acp_msg_int_id(&m, &got) == 0 && got == id) {
+            *ret = m;
+            return 0;
+        }
+        if (m.kind == ACP_REQUEST)
+            answer_unknown(env, &m);
+        acp_msg_release(&m);
+    }
+}
+
+static int call(struct environment *env, const char *method, json_object *params,
+                int64_t deadline, json_object **ret_result, char *err, size_t errlen)
+{
+    struct acp_msg m;
+    int64_t id;
+    int r;
+
+    r = environment_request(env, method, params, &id);
+    if (r < 0) {
+        snprintf(err, errlen, "%s: the harness is gone", method);
+        return r;
+    }
+    r = await_response(env, id, deadline, &m);
+    if (r == -ETIMEDOUT) {
+        snprintf(err, errlen, "%s: no answer from the harness in time", method);
+        return AR_E_TIMEOUT;
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "%s: the harness exited%s", method,
+                 env->harness_exited ? "" : " (connection lost)");
+        return r;
+    }
+    if (m.error) {
+        snprintf(err, errlen, "%s failed: %.300s", method, acp_msg_error_message(&m));
+        acp_msg_release(&m);
+        return AR_E_HARNESS_ERROR;
+    }
+    *ret_result = m.result ? json_object_get(m.result) : NULL;
+    acp_msg_release(&m);
+    return 0;
+}
+
+static bool model_listed(json_object *models, const char *id)
+{
+    json_object *list = jsonx_get(models, "availableModels");
+
+    for (size_t i = 0; list && i < json_object_array_length(list); i++) {
+        const char *m = jsonx_str(json_object_array_get_idx(list, i), "modelId");
+        if (m && strcmp(m, id) == 0)
+            return true;
+    }
+    return false;
+}
+
+int run_turn_open_session(struct environment *env, const char *model_id, bool strict,
+                          int64_t deadline, char *err, size_t errlen)
+{
+    json_object *params, *caps, *fs, *info, *result = NULL, *models;
+    const char *sid, *current;
+    int r;
+
+    params = json_object_new_object();
+    json_object_object_add(params, "protocolVersion", json_object_new_int(ACP_PROTOCOL_VERSION));
+    caps = json_object_new_object();
+    fs = json_object_new_object();
+    json_object_object_add(fs, "readTextFile", json_object_new_boolean(0));
+    json_object_object_add(fs, "writeTextFile", json_object_new_boolean(0));
+    json_object_object_add(caps, "fs", fs);
+    json_object_object_add(caps, "terminal", json_object_new_boolean(0));
+    json_object_object_add(params, "clientCapabilities", caps);
+    info = json_object_new_object();
+    json_object_object_add(info, "name", json_object_new_string("agent-runner"));
+    json_object_object_add(info, "version", json_object_new_string(AR_VERSION));
+    json_object_object_add(params, "clientInfo", info);
+    r = call(env, "initialize", params, deadline, &result, err, errlen);
+    json_object_put(params);
+    if (r < 0)
+        return r;
+    if (env->agent_caps)
+        json_object_put(env->agent_caps);
+    env->agent_caps = json_object_get(jsonx_get(result, "agentCapabilities"));
+    json_object_put(result);
+    result = NULL;
+
+    params = json_object_new_object();
+    json_object_object_add(params, "cwd", json_object_new_string("/workspace"));
+    json_object_object_add(params, "mcpServers", json_object_new_array());
+    r = call(env, "session/new", params, deadline, &result, err, errlen);
+    json_object_put(params);
+    if (r < 0)
+        return r;
+    sid = jsonx_str(result, "sessionId");
+    if (!sid || !sid[0] || strlen(sid) >= sizeof(env->acp_session)) {
+        snprintf(err, errlen, "session/new: the harness returned no usable sessionId");
+        json_object_put(result);
+        return AR_E_PROTOCOL;
+    }
+    snprintf(env->acp_session, sizeof(env->acp_session), "%s", sid);
+    models = jsonx_get(result, "models");
+    current = jsonx_str(models, "currentModelId");
+    if (model_id && model_id[0] && !(current && strcmp(current, model_id) == 0)) {
+        json_object *res2 = NULL;
+
+        if (models && !model_listed(models, model_id) && strict) {
+            snprintf(err, errlen, "model: the harness does not offer \"%.200s\"", model_id);
+            json_object_put(result);
+            return AR_E_MODEL;
+        }
+        params = json_object_new_object();
+        json_object_object_add(params, "sessionId", json_object_new_string(sid));
+        json_object_object_add(params, "modelId", json_object_new_string(model_id));
+        r = call(env, "session/set_model", params, deadline, &res2, err, errlen);
+        json_object_put(params);
+        json_object_put(res2);
+        if (r < 0 && strict) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", err);
+            snprintf(err, errlen, "model: cannot select \"%.200s\" (%s)", model_id, why);
+            json_object_put(result);
+            return r == AR_E_HARNESS_ERROR ? AR_E_MODEL : r;
+        }
+    }
+    json_object_put(result);
+    return 0;
+}
+
+static void send_cancel(struct environment *env)
+{
+    json_object *params = json_object_new_object();
+    struct buf out;
+
+    json_object_object_add(params, "sessionId", json_object_new_string(env->acp_session));
+    buf_init(&out, 4096);
+    if (acp_encode_notification(&out, "session/cancel", params) == 0)
+        (void)environment_send(env, &out);
+    buf_release(&out);
+    json_object_put(params);
+}
+
+/* Reply to session/request_permission with the first option of the wanted kind. */
+static void answer_permission(struct environment *env, const struct acp_msg *m, bool allow)
+{
+    json_object *opts = jsonx_get(m->params, "options"), *res, *outcome;
+    const char *want = allow ? "allow_once" : "reject_once", *pick = NULL;
+    struct buf out;
+
+    for (size_t i = 0; opts && i < json_object_array_length(opts) && !pick; i++) {
+        json_object *o = json_object_array_get_idx(opts, i);
+        const char *kind = jsonx_str(o, "kind");
+        if (kind && strcmp(kind, want) == 0)
+            pick = jsonx_str(o, "optionId");
+    }
+    for (size_t i = 0; opts && i < json_object_array_length(opts) && !pick; i++) {
+        json_object *o = json_object_array_get_idx(opts, i);
+        const char *kind = jsonx_str(o, "kind");
+        /* never "always": a decision covers this call only */
+        if (kind && strncmp(kind, allow ? "allow" : "reject", allow ? 5 : 6) == 0 &&
+            !strstr(kind, "always"))
+            pick = jsonx_str(o, "optionId");
+    }
+    res = json_object_new_object();
+    outcome = json_object_new_object();
+    if (pick) {
+        json_object_object_add(outcome, "outcome", json_object_new_string("selected"));
+        json_object_object_add(outcome, "optionId", json_object_new_string(pick));
+    } else {
+        json_object_object_add(outcome, "outcome", json_object_new_string("cancelled"));
+    }
+    json_object_object_add(res, "outcome", outcome);
+    buf_init(&out, 4096);
+    if (acp_encode_result(&out, m->id, res) == 0)
+        (void)environment_send(env, &out);
+    buf_release(&out);
+    json_object_put(res);
+}
+
+static void finish_usage(struct run_result *res, json_object *prompt_result)
+{
+    json_object *u = jsonx_get(prompt_result, "usage");
+
+    if (u) {
+        res->usage.input = json_object_get_int64(jsonx_get(u, "inputTokens"));
+        res->usage.output = json_object_get_int64(jsonx_get(u, "outputTokens"));
+        res->usage.total = json_object_get_int64(jsonx_get(u, "totalTokens"));
+        if (!res->usage.total)
+            res->usage.total = res->usage.input + res->usage.output;
+    }
+    res->usage.present = true;
+}
+
+int run_turn_prompt(struct environment *env, const struct turn_options *opt,
+                    struct event_stream *es, struct run_result *res)
+{
+    struct run_limits limits;
+    struct turn_state st;
+    json_object *params;
+    char why[256];
+    int64_t prompt_id;
+    uint64_t seen_events;
+    int r;
+
+    run_limits_start(&limits, opt->limits, now_ms());
+    turn_state_init(&st, &limits);
+    params = json_object_new_object();
+    json_object_object_add(params, "sessionId", json_object_new_string(env->acp_session));
+    json_object_object_add(params, "prompt", json_object_get(opt->prompt));
+    r = environment_request(env, "session/prompt", params, &prompt_id);
+    json_object_put(params);
+    if (r < 0) {
+        snprintf(why, sizeof(why), "the harness is gone before the prompt");
+        goto fail;
+    }
+    seen_events = es->nevents;
+    for (;;) {
+        struct acp_msg m;
+        int64_t got, now;
+
+        r = environment_recv(env, run_limits_deadline(&limits), &m);
+        now = now_ms();
+        if (es->nevents != seen_events) {
+            run_limits_event(&limits, now);
+            seen_events = es->nevents;
+        }
+        if (r == -ETIMEDOUT) {
+            r = run_limits_check(&limits, now, why, sizeof(why));
+            if (r < 0) {
+                send_cancel(env);
+                goto fail;
+            }
+            continue;
+        }
+        if (r < 0) {
+            if (env->harness_exited)
+                snprintf(why, sizeof(why), "the harness exited during the turn (status %d)",
+                         env->harness_status);
+            else
+                snprintf(why, sizeof(why), "lost the harness: %s", ar_strerror(r));
+            goto fail;
+        }
+        run_limits_progress(&limits, now);
+        if (m.kind == ACP_NOTIFICATION && strcmp(m.method, "session/update") == 0) {
+            json_object *update = jsonx_get(m.params, "update");
+            const char *sid = jsonx_str(m.params, "sessionId");
+            if (update && (!sid || strcmp(sid, env->acp_session) == 0))
+                r = turn_translate_update(&st, update, es, res);
+            acp_msg_release(&m);
+            if (r < 0) {
+                snprintf(why, sizeof(why), "turn output exceeds its limit");
+                send_cancel(env);
+                goto fail;
+            }
+            continue;
+        }
+        if (m.kind == ACP_REQUEST) {
+            if (strcmp(m.method, "session/request_permission") == 0) {
+                const char *def = jsonx_str(opt->permissions, "default");
+                answer_permission(env, &m, def && strcmp(def, "allow") == 0);
+            } else {
+                answer_unknown(env, &m);
+            }
+            acp_msg_release(&m);
+            continue;
+        }
+        if (m.kind == ACP_RESPONSE && acp_msg_int_id(&m, &got) == 0 && got == prompt_id) {
+            turn_close_block(&st, es);
+            if (m.error) {
+                snprintf(why, sizeof(why), "the harness failed the prompt: %.200s",
+                         acp_msg_error_message(&m));
+                acp_msg_release(&m);
+                r = AR_E_HARNESS_ERROR;
+                goto fail_reusable;
+            }
+            {
+                const char *stop = jsonx_str(m.result, "stopReason");
+                res->stop_reason = strdup(stop ? stop : "end_turn");
+            }
+            finish_usage(res, m.result);
+            acp_msg_release(&m);
+            res->ok = true;
+            event_emit(es, event_usage(&res->usage));
+            turn_state_release(&st);
+            return 0;
+        }
+        acp_msg_release(&m);
+    }
+fail:
+    turn_close_block(&st, es);
+    event_emit(es, event_error(why, r == AR_E_TIMEOUT ? "run_limit" : "runner_error"));
+    run_result_fail(res, "%s", why);
+    turn_state_release(&st);
+    return r < 0 ? r : AR_E_PROTOCOL;
+fail_reusable:
+    event_emit(es, event_error(why, "provider_error"));
+    run_result_fail(res, "%s", why);
+    turn_state_release(&st);
+    return 0;
+}

@@ -1,0 +1,396 @@
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret)
+{
+    unsigned long long v;
+    char *end;
+
+    if (!str || *str < '0' || *str > '9')
+        return -EINVAL;
+    errno = 0;
+    v = strtoull(str, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (errno != 0 || *end != '\0')
+        return -EINVAL;
+    if (v < min || v > max)
+        return -ERANGE;
+    *ret = (uint64_t)v;
+    return 0;
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t now_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
+
+int64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int random_bytes(void *buf, size_t len)
+{
+    uint8_t *p = buf;
+
+    while (len > 0) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+void hex_encode(const uint8_t *in, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 0xf];
+    }
+    out[2 * len] = '\0';
+}
+
+int random_hex(char *out, size_t nbytes)
+{
+    uint8_t raw[64];
+    int r;
+
+    if (nbytes > sizeof(raw))
+        return -EINVAL;
+    r = random_bytes(raw, nbytes);
+    if (r < 0)
+        return r;
+    hex_encode(raw, nbytes, out);
+    return 0;
+}
+
+int random_uuid(char out[37])
+{
+    uint8_t u[16];
+    char h[33];
+    int r;
+
+    r = random_bytes(u, sizeof(u));
+    if (r < 0)
+        return r;
+    u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+    u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+    hex_encode(u, sizeof(u), h);
+    snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
+    return 0;
+}
+
+bool ct_equal(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const volatile uint8_t *pa = a, *pb = b;
+    uint8_t diff = 0;
+
+    if (alen != blen)
+        return false;
+    for (size_t i = 0; i < alen; i++)
+        diff |= (uint8_t)(pa[i] ^ pb[i]);
+    return diff == 0;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    size_t len = strlen(path);
+
+    if (len == 0 || len >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    memcpy(tmp, path, len + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, mode) == -1 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, mode) == -1 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int rm_rf_at(int parent, const char *name)
+{
+    struct stat st;
+    DIR *d;
+    int fd, r = 0;
+
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(parent, name, 0) == -1 && errno != ENOENT ? -errno : 0;
+
+    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd == -1)
+        return -errno;
+    d = fdopendir(fd);
+    if (!d) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    for (struct dirent *de = readdir(d); de; de = readdir(d)) {
+        int k;
+
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        k = rm_rf_at(dirfd(d), de->d_name);
+        if (k < 0 && r == 0)
+            r = k;
+    }
+    closedir(d);
+    if (unlinkat(parent, name, AT_REMOVEDIR) == -1 && errno != ENOENT && r == 0)
+        r = -errno;
+    return r;
+}
+
+int rm_rf(const char *path)
+{
+    return rm_rf_at(AT_FDCWD, path);
+}
+
+int write_file(const char *path, const void *data, size_t len, mode_t mode)
+{
+    int fd, r;
+
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd == -1)
+        return -errno;
+    r = write_all(fd, data, len);
+    if (close(fd) == -1 && r == 0)
+        r = -errno;
+    return r;
+}
+
+int write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
+                       mode_t mode)
+{
+    char part[256];
+    const char *p = rel;
+    int dfd, fd, r;
+
+    dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd == -1)
+        return -errno;
+    for (;;) {
+        size_t n = strcspn(p, "/");
+        int next;
+
+        if (n == 0 || n >= sizeof(part)) {
+            r = -EINVAL;
+            goto out;
+        }
+        memcpy(part, p, n);
+        part[n] = '\0';
+        if (strcmp(part, ".") == 0 || strcmp(part, "..") == 0) {
+            r = -EINVAL;
+            goto out;
+        }
+        if (p[n] == '\0')
+            break;
+        if (mkdirat(dfd, part, 0755) == -1 && errno != EEXIST) {
+            r = -errno;
+            goto out;
+        }
+        next = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next == -1) {
+            r = errno == ELOOP ? -ELOOP : -errno;
+            goto out;
+        }
+        close(dfd);
+        dfd = next;
+        p += n + 1;
+    }
+    fd = openat(dfd, part, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd == -1) {
+        r = -errno;
+        goto out;
+    }
+    r = write_all(fd, data, len);
+    if (close(fd) == -1 && r == 0)
+        r = -errno;
+out:
+    close(dfd);
+    return r;
+}
+
+int read_file(const char *path, size_t max, char **ret_data, size_t *ret_len)
+{
+    char *data = NULL;
+    size_t len = 0, cap = 0;
+    int fd, r = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return -errno;
+    for (;;) {
+        ssize_t n;
+
+        if (cap - len < 4096 + 1) {
+            char *nd;
+
+            cap = cap ? cap * 2 : 8192;
+            nd = realloc(data, cap);
+            if (!nd) {
+                r = -ENOMEM;
+                goto out;
+            }
+            data = nd;
+        }
+        n = read(fd, data + len, cap - len - 1);
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            r = -errno;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max) {
+            r = -EFBIG;
+            goto out;
+        }
+    }
+    if (!data) {
+        data = malloc(1);
+        if (!data) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
+    data[len] = '\0';
+    *ret_data = data;
+    if (ret_len)
+        *ret_len = len;
+    data = NULL;
+out:
+    free(data);
+    close(fd);
+    return r;
+}
+
+char *xstrdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+uint64_t proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long long start = 0;
+    ssize_t n;
+    char *p;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* the command name may hold spaces and parentheses: skip to the last ')' */
+    p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    /* after ") " come fields 3.. ; start time is field 22 */
+    p += 2;
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    if (!p)
+        return 0;
+    start = strtoull(p, NULL, 10);
+    return (uint64_t)start;
+}
+
+bool proc_alive(pid_t pid, uint64_t start_time)
+{
+    char path[64], buf[512];
+    ssize_t n;
+    char *p;
+    int fd;
+
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) == -1 && errno == ESRCH)
+        return false;
+    /* a zombie is dead for our purposes */
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd == -1)
+        return false;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+        return false;
+    if (start_time != 0 && proc_start_time(pid) != start_time)
+        return false;
+    return true;
+}

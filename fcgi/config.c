@@ -1,0 +1,210 @@
+#include "config.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/log.h"
+#include "../engine/run_limits.h"
+#include "../engine/util.h"
+
+enum kind { K_STR, K_U64, K_BOOL };
+
+struct setting {
+    const char *name;
+    enum kind kind;
+    size_t offset;
+    const char *def; /* NULL: no default */
+    uint64_t min, max;
+};
+
+#define OFF(f) offsetof(struct runner_config, f)
+#define EOFF(f) (offsetof(struct runner_config, engine) + offsetof(struct engine_config, f))
+#define MiB (1024ull * 1024)
+
+static const struct setting settings[] = {
+    {"AGENT_RUNNER_TOKEN", K_STR, OFF(token), NULL, 0, 0},
+    {"AGENT_RUNNER_MAX_BODY_BYTES", K_U64, OFF(max_body), "8388608", 1024, 1024 * MiB},
+    {"AGENT_RUNNER_MAX_CONTROL_BODY_BYTES", K_U64, OFF(max_small_body), "16384", 256, MiB},
+    {"AGENT_RUNNER_MAX_CONCURRENT_RUNS", K_U64, OFF(max_concurrent_runs), "1000", 1, 1000000},
+    {"AGENT_RUNNER_WORKERS", K_U64, OFF(workers), "2", 1, 256},
+    {"AGENT_RUNNER_THREADS", K_U64, OFF(threads), "64", 1, 4096},
+    {"AGENT_RUNNER_SLOTS", K_U64, OFF(slots), "1024", 16, 1u << 20},
+    {"AGENT_RUNNER_DRAIN_MS", K_U64, OFF(drain_ms), "20000", 0, 3600000},
+    {"AGENT_RUNNER_STATE_DIR", K_STR, OFF(state_dir), "/var/lib/agent-runner", 0, 0},
+    {"AGENT_RUNNER_HARNESS_DIR", K_STR, OFF(harness_dir), "", 0, 0},
+    {"AGENT_RUNNER_KEEPER_BIN", K_STR, OFF(keeper_bin), "", 0, 0},
+    {"AGENT_RUNNER_SCRIPTED_AGENT", K_STR, OFF(scripted_agent), "", 0, 0},
+    {"AGENT_RUNNER_BWRAP", K_STR, OFF(bwrap), "/usr/bin/bwrap", 0, 0},
+    {"AGENT_RUNNER_INSTANCE", K_STR, OFF(instance), "default", 0, 0},
+    {"AGENT_RUNNER_LOG_LEVEL", K_STR, OFF(log_level), "info", 0, 0},
+    {"AGENT_RUNNER_SESSION_TTL_MS", K_U64, EOFF(session_ttl_ms), "60000", 1, 86400000},
+    {"AGENT_RUNNER_SESSION_POOL_MAX", K_U64, EOFF(session_pool_max), "8", 0, 1u << 20},
+    {"AGENT_RUNNER_APPROVAL_TTL_MS", K_U64, EOFF(approval_ttl_ms), "600000", 1, 86400000},
+    {"AGENT_RUNNER_KEEPER_START_MS", K_U64, EOFF(keeper_start_ms), "30000", 100, 600000},
+    {"AGENT_RUNNER_HARNESS_INIT_MS", K_U64, EOFF(harness_init_ms), "60000", 100, 600000},
+    {"AGENT_RUNNER_RUN_TOTAL_MS", K_U64, EOFF(limits.total_ms), "39600000", 0, 86400000},
+    {"AGENT_RUNNER_RUN_IDLE_MS", K_U64, EOFF(limits.idle_ms), "1800000", 0, 86400000},
+    {"AGENT_RUNNER_RUN_FIRST_EVENT_MS", K_U64, EOFF(limits.first_event_ms), "120000", 0,
+     86400000},
+    {"AGENT_RUNNER_RUN_TOOL_CALL_MS", K_U64, EOFF(limits.tool_call_ms), "1800000", 0,
+     86400000},
+    {"AGENT_RUNNER_MODEL_STRICT", K_BOOL, EOFF(model_strict), "true", 0, 0},
+};
+
+static int parse_bool(const char *s, bool *ret)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+
+    for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+        if (strcmp(s, yes[i]) == 0) {
+            *ret = true;
+            return 0;
+        }
+        if (strcmp(s, no[i]) == 0) {
+            *ret = false;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* Folder of the running executable (build/bin). */
+static int exe_dir(char *out, size_t len)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+
+    if (n <= 0)
+        return -errno;
+    path[n] = '\0';
+    snprintf(out, len, "%s", dirname(path));
+    return 0;
+}
+
+static int set_default_path(char **field, const char *rel)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 64], real[PATH_MAX];
+    int r;
+
+    if (*field && (*field)[0])
+        return 0;
+    r = exe_dir(dir, sizeof(dir));
+    if (r < 0)
+        return r;
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    free(*field);
+    *field = strdup(realpath(path, real) ? real : path);
+    return *field ? 0 : -ENOMEM;
+}
+
+int config_load(struct runner_config *cfg, char *err, size_t errlen)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
+        const struct setting *s = &settings[i];
+        const char *v = getenv(s->name);
+        void *field = (char *)cfg + s->offset;
+
+        if (v) {
+            while (*v == ' ' || *v == '\t')
+                v++;
+            if (!*v)
+                v = NULL; /* empty or blank = unset */
+        }
+        if (!v)
+            v = s->def;
+        if (!v) {
+            snprintf(err, errlen, "%s must be set", s->name);
+            return -EINVAL;
+        }
+        switch (s->kind) {
+        case K_STR:
+            *(char **)field = strdup(v);
+            if (!*(char **)field)
+                return -ENOMEM;
+            break;
+        case K_U64:
+            if (parse_u64(v, s->min, s->max, (uint64_t *)field) < 0) {
+                snprintf(err, errlen, "%s: expected an integer in [%llu, %llu], got \"%.40s\"",
+                         s->name, (unsigned long long)s->min, (unsigned long long)s->max, v);
+                return -EINVAL;
+            }
+            break;
+        case K_BOOL:
+            if (parse_bool(v, (bool *)field) < 0) {
+                snprintf(err, errlen, "%s: expected true or false, got \"%.40s\"", s->name, v);
+                return -EINVAL;
+            }
+            break;
+        }
+    }
+    if (!cfg->token[0]) {
+        snprintf(err, errlen, "AGENT_RUNNER_TOKEN must be set");
+        return -EINVAL;
+    }
+    if (cfg->state_dir[0] != '/') {
+        snprintf(err, errlen, "AGENT_RUNNER_STATE_DIR must be an absolute path");
+        return -EINVAL;
+    }
+    if (set_default_path(&cfg->harness_dir, "../../harnesses") < 0 ||
+        set_default_path(&cfg->keeper_bin, "agent-runner-keeper") < 0) {
+        snprintf(err, errlen, "cannot locate the install folder");
+        return -EINVAL;
+    }
+    if (strlen(cfg->instance) > 40 || strchr(cfg->instance, '/')) {
+        snprintf(err, errlen, "AGENT_RUNNER_INSTANCE must be a short name without '/'");
+        return -EINVAL;
+    }
+    {
+        enum log_level lvl;
+        if (log_level_parse(cfg->log_level, &lvl) < 0) {
+            snprintf(err, errlen, "AGENT_RUNNER_LOG_LEVEL: expected error, warn, info or debug");
+            return -EINVAL;
+        }
+        log_max_level = (int)lvl;
+    }
+    snprintf(cfg->shm_name, sizeof(cfg->shm_name), "/agent-runner.%s", cfg->instance);
+    run_limits_config_normalize(&cfg->engine.limits);
+    cfg->engine.state_dir = cfg->state_dir;
+    cfg->engine.harness_dir = cfg->harness_dir;
+    cfg->engine.scripted_agent = cfg->scripted_agent[0] ? cfg->scripted_agent : NULL;
+    cfg->engine.keeper_bin = cfg->keeper_bin;
+    cfg->engine.bwrap = cfg->bwrap;
+    cfg->engine.shm_name = cfg->shm_name;
+    cfg->engine.log_level = cfg->log_level;
+    return 0;
+}
+
+void config_log(const struct runner_config *cfg)
+{
+    log_info("config: workers %llu, threads %llu, slots %llu, max body %llu, max runs %llu, "
+             "state '%s', harnesses '%s', keeper '%s', bwrap '%s', shm '%s', session ttl %llums, "
+             "pool max %llu, scripted agent '%s'",
+             (unsigned long long)cfg->workers, (unsigned long long)cfg->threads,
+             (unsigned long long)cfg->slots, (unsigned long long)cfg->max_body,
+             (unsigned long long)cfg->max_concurrent_runs, cfg->state_dir, cfg->harness_dir,
+             cfg->keeper_bin, cfg->bwrap, cfg->shm_name,
+             (unsigned long long)cfg->engine.session_ttl_ms,
+             (unsigned long long)cfg->engine.session_pool_max,
+             cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
+}
+
+void config_release(struct runner_config *cfg)
+{
+    free(cfg->token);
+    free(cfg->state_dir);
+    free(cfg->harness_dir);
+    free(cfg->keeper_bin);
+    free(cfg->scripted_agent);
+    free(cfg->bwrap);
+    free(cfg->instance);
+    free(cfg->log_level);
+    memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,43 @@
+/*
+ * config — the runner's settings, read once from the environment at start-up (one table:
+ * name, kind, default, range) and read-only afterwards. Invalid values are fatal; every
+ * effective value except the token is logged at start-up.
+ *
+ * The engine gets its part as a struct engine_config (config.engine); nothing under engine/
+ * reads the environment.
+ */
+#ifndef AR_CONFIG_H
+#define AR_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/contracts.h"
+
+struct runner_config {
+    char *token;
+    uint64_t max_body;
+    uint64_t max_small_body;
+    uint64_t max_concurrent_runs;
+    uint64_t workers;
+    uint64_t threads;
+    uint64_t slots;
+    uint64_t drain_ms;
+    char *state_dir;
+    char *harness_dir;
+    char *keeper_bin;
+    char *scripted_agent;
+    char *bwrap;
+    char *instance;
+    char *log_level;
+    char shm_name[96];
+    struct engine_config engine;
+};
+
+/* Fill cfg from the environment; on failure err says which variable is wrong. */
+int config_load(struct runner_config *cfg, char *err, size_t errlen);
+void config_log(const struct runner_config *cfg);
+void config_release(struct runner_config *cfg);
+
+#endif

@@ -1,0 +1,151 @@
+#include "http.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../engine/jsonx.h"
+#include "../engine/util.h"
+
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 202:
+        return "Accepted";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 413:
+        return "Payload Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Status";
+    }
+}
+
+void http_req_init(struct http_req *h, FCGX_Request *fr)
+{
+    const char *m, *p, *len;
+
+    memset(h, 0, sizeof(*h));
+    h->fr = fr;
+    m = FCGX_GetParam("REQUEST_METHOD", fr->envp);
+    snprintf(h->method, sizeof(h->method), "%s", m ? m : "");
+    p = FCGX_GetParam("DOCUMENT_URI", fr->envp);
+    if (!p)
+        p = FCGX_GetParam("REQUEST_URI", fr->envp);
+    snprintf(h->path, sizeof(h->path), "%s", p ? p : "");
+    h->path[strcspn(h->path, "?")] = '\0';
+    p = FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp);
+    if (p && strlen(p) < sizeof(h->request_id) && p[0])
+        snprintf(h->request_id, sizeof(h->request_id), "%s", p);
+    else
+        (void)random_hex(h->request_id, 16);
+    len = FCGX_GetParam("CONTENT_LENGTH", fr->envp);
+    if (len && len[0]) {
+        h->has_length = true;
+        if (parse_u64(len, 0, UINT64_MAX, &h->content_length) < 0)
+            h->content_length = UINT64_MAX; /* malformed: refused by http_read_body */
+    }
+}
+
+const char *http_param(const struct http_req *h, const char *name)
+{
+    return FCGX_GetParam(name, h->fr->envp);
+}
+
+int http_read_body(struct http_req *h, uint64_t max, struct buf *out)
+{
+    char chunk[65536];
+    uint64_t left;
+    int r;
+
+    if (!h->has_length || h->content_length == 0)
+        return 0;
+    if (h->content_length == UINT64_MAX)
+        return -EINVAL;
+    if (h->content_length > max)
+        return -EFBIG;
+    left = h->content_length;
+    while (left > 0) {
+        int want = left > sizeof(chunk) ? (int)sizeof(chunk) : (int)left;
+        int n = FCGX_GetStr(chunk, want, h->fr->in);
+        if (n <= 0)
+            return -EBADMSG;
+        r = buf_append(out, chunk, (size_t)n);
+        if (r < 0)
+            return r;
+        left -= (uint64_t)n;
+    }
+    return 0;
+}
+
+static void put_headers(struct http_req *h, int status, const char *type, const char *extra)
+{
+    FCGX_FPrintF(h->fr->out,
+                 "Status: %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
+                 "X-Request-Id: %s\r\n%s\r\n",
+                 status, reason_of(status), type, h->request_id, extra ? extra : "");
+    h->headers_sent = true;
+}
+
+void http_json(struct http_req *h, int status, json_object *body)
+{
+    size_t n;
+    const char *text = jsonx_text(body, &n);
+
+    put_headers(h, status, "application/json", NULL);
+    FCGX_PutStr(text, (int)n, h->fr->out);
+    FCGX_PutStr("\n", 1, h->fr->out);
+}
+
+void http_error(struct http_req *h, int status, const char *msg)
+{
+    json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "ok", json_object_new_boolean(0));
+    json_object_object_add(o, "error", json_object_new_string(msg));
+    http_json(h, status, o);
+    json_object_put(o);
+}
+
+void http_stream_start(struct http_req *h)
+{
+    put_headers(h, 200, "application/x-ndjson", "X-Accel-Buffering: no\r\n");
+    if (FCGX_FFlush(h->fr->out) < 0)
+        h->client_gone = true;
+}
+
+int http_stream_write(void *ctx, const char *line, size_t len)
+{
+    struct http_req *h = ctx;
+
+    if (h->client_gone)
+        return -1;
+    while (len > 0) {
+        int part = len > (1u << 30) ? (1 << 30) : (int)len;
+        if (FCGX_PutStr(line, part, h->fr->out) != part) {
+            h->client_gone = true;
+            return -1;
+        }
+        line += part;
+        len -= (size_t)part;
+    }
+    if (FCGX_FFlush(h->fr->out) < 0 || FCGX_GetError(h->fr->out) != 0) {
+        h->client_gone = true;
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * http — request and response I/O on one FastCGI request: parameters copied out of libfcgi's
+ * storage (its strings die at the next accept), the body read with a cap checked from
+ * CONTENT_LENGTH before any byte is read, JSON answers and the NDJSON stream.
+ */
+#ifndef AR_HTTP_H
+#define AR_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fcgiapp.h>
+#include <json-c/json.h>
+
+#include "../engine/buf.h"
+
+struct http_req {
+    FCGX_Request *fr;
+    char method[16];
+    char path[256];
+    char request_id[40];
+    bool has_length;
+    uint64_t content_length;
+    bool headers_sent;
+    bool client_gone;
+};
+
+/* Copy what the handlers need out of the request's parameters. */
+void http_req_init(struct http_req *h, FCGX_Request *fr);
+/* A parameter (e.g. "HTTP_ACCEPT") or NULL; valid until the request finishes. */
+const char *http_param(const struct http_req *h, const char *name);
+
+/*
+ * Read the body into out. -EFBIG when CONTENT_LENGTH exceeds max (nothing read),
+ * -EBADMSG when the body is shorter than announced, -EINVAL for a malformed length.
+ */
+int http_read_body(struct http_req *h, uint64_t max, struct buf *out);
+
+void http_json(struct http_req *h, int status, json_object *body);
+/* {"ok":false,"error":msg} */
+void http_error(struct http_req *h, int status, const char *msg);
+/* 200 + NDJSON headers (Content-Type, Cache-Control, X-Accel-Buffering). */
+void http_stream_start(struct http_req *h);
+/* Event sink callback: write one line and flush; -1 once the client is gone. */
+int http_stream_write(void *ctx, const char *line, size_t len);
+
+#endif

@@ -1,0 +1,471 @@
+/*
+ * agent-runnerd — the master (DESIGN.md §1). Started by `spawn-fcgi -n -s SOCK ... --` with the
+ * listening FastCGI socket on fd 0. It creates the session table, becomes the child subreaper
+ * (so keepers that workers start are adopted here), forks N workers, respawns any that dies,
+ * reaps keepers and frees their slots, and on SIGTERM/SIGINT drains: workers stop accepting and
+ * finish their turns up to AGENT_RUNNER_DRAIN_MS, then every environment is destroyed and the
+ * master exits with nothing left running.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "../engine/environment.h"
+#include "../engine/log.h"
+#include "../engine/pool.h"
+#include "../engine/util.h"
+#include "config.h"
+#include "worker.h"
+
+#define SWEEP_MS 1000
+#define RESPAWN_BACKOFF_MS 200
+
+struct worker_proc {
+    pid_t pid;
+    int64_t started;
+    unsigned restarts;
+};
+
+struct master {
+    struct runner_config cfg;
+    struct pool *pool;
+    struct worker_proc *workers;
+    unsigned nworkers;
+    int sig_fd;
+    bool draining;
+    int64_t drain_deadline;
+    /* scratch for the sweep, sized at start-up: no malloc near the lock */
+    struct sweep_entry {
+        struct pool_handle h;
+        int32_t keeper_pid;
+        uint64_t keeper_start;
+        int32_t owner_pid;
+        uint32_t state;
+        char env_dir[POOL_DIR_MAX];
+    } *scratch;
+};
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: agent-runnerd [--workers N] [--threads T]\n"
+                    "  run under: spawn-fcgi -n -s SOCK -M 0660 -U <nginx user> -- "
+                    "agent-runnerd --workers N\n"
+                    "  settings come from AGENT_RUNNER_* environment variables (README)\n");
+}
+
+static int parse_args(struct master *m, int argc, char **argv)
+{
+    static const struct option opts[] = {{"workers", required_argument, NULL, 'w'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int c;
+
+    while ((c = getopt_long(argc, argv, "w:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'w':
+            if (parse_u64(optarg, 1, PC_INFLIGHT_MAX_WORKERS, &m->cfg.workers) < 0) {
+                fprintf(stderr, "--workers: expected 1..%d\n", PC_INFLIGHT_MAX_WORKERS);
+                return -EINVAL;
+            }
+            break;
+        case 't':
+            if (parse_u64(optarg, 1, 4096, &m->cfg.threads) < 0) {
+                fprintf(stderr, "--threads: expected 1..4096\n");
+                return -EINVAL;
+            }
+            break;
+        case 'h':
+            usage();
+            exit(0);
+        default:
+            usage();
+            return -EINVAL;
+        }
+    }
+    if (m->cfg.workers > PC_INFLIGHT_MAX_WORKERS)
+        m->cfg.workers = PC_INFLIGHT_MAX_WORKERS;
+    return 0;
+}
+
+static bool fd0_is_socket(void)
+{
+    int type;
+    socklen_t len = sizeof(type);
+
+    return getsockopt(STDIN_FILENO, SOL_SOCKET, SO_TYPE, &type, &len) == 0;
+}
+
+static pid_t spawn_worker(struct master *m, unsigned index)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        sigset_t none;
+        int status;
+
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(m->sig_fd);
+        status = worker_main(&m->cfg, m->pool, index);
+        _exit(status);
+    }
+    if (pid > 0) {
+        m->workers[index].pid = pid;
+        m->workers[index].started = now_ms();
+        /* a fresh worker owns no runs: forget what a dead one had admitted */
+        __atomic_store_n(&m->pool->hdr->counters[PC_INFLIGHT_BASE + index], 0,
+                         __ATOMIC_RELAXED);
+    }
+    return pid;
+}
+
+static int worker_index_of(struct master *m, pid_t pid)
+{
+    for (unsigned i = 0; i < m->nworkers; i++)
+        if (m->workers[i].pid == pid)
+            return (int)i;
+    return -1;
+}
+
+/* Free the slot of a keeper that exited and remove what it left behind. */
+static void keeper_gone(struct master *m, pid_t pid)
+{
+    char dir[POOL_DIR_MAX] = "";
+    int r;
+
+    r = pool_lock(m->pool);
+    if (r < 0)
+        return;
+    for (uint32_t i = 0; i < m->pool->hdr->nslots; i++) {
+        struct pool_slot *s = &m->pool->slots[i];
+        if (s->state == SLOT_FREE || s->keeper_pid != pid)
+            continue;
+        memcpy(dir, s->env_dir, sizeof(dir));
+        pool_free_locked(m->pool, pool_handle_of(m->pool, i));
+        break;
+    }
+    pool_unlock(m->pool);
+    if (dir[0]) {
+        log_info("keeper %d exited without freeing its slot: reclaimed", (int)pid);
+        (void)rm_rf(dir);
+    }
+}
+
+static void reap(struct master *m)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        int w = worker_index_of(m, pid);
+
+        if (w < 0) {
+            keeper_gone(m, pid);
+            continue;
+        }
+        m->workers[w].pid = 0;
+        __atomic_store_n(&m->pool->hdr->counters[PC_INFLIGHT_BASE + (unsigned)w], 0,
+                         __ATOMIC_RELAXED);
+        if (m->draining)
+            continue;
+        log_warn("worker %d (pid %d) died (%s %d): respawning", w, (int)pid,
+                 WIFSIGNALED(status) ? "signal" : "status",
+                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+        pool_counter_add(m->pool, PC_WORKER_RESTARTS, 1);
+        m->workers[w].restarts++;
+        if (now_ms() - m->workers[w].started < RESPAWN_BACKOFF_MS)
+            usleep(RESPAWN_BACKOFF_MS * 1000);
+        if (spawn_worker(m, (unsigned)w) < 0)
+            log_error("cannot respawn worker %d: %s", w, strerror(errno));
+    }
+}
+
+/*
+ * Find slots whose keeper died (reaped elsewhere: pids are re-checked with their start time)
+ * and slots reserved by a worker that died before its keeper started. Pids are read under the
+ * lock, checked without it, and the slots changed under the lock again by (index, generation).
+ */
+static void sweep(struct master *m)
+{
+    uint32_t n = 0;
+
+    if (pool_lock(m->pool) < 0)
+        return;
+    for (uint32_t i = 0; i < m->pool->hdr->nslots; i++) {
+        struct pool_slot *s = &m->pool->slots[i];
+        struct sweep_entry *e;
+
+        if (s->state == SLOT_FREE)
+            continue;
+        e = &m->scratch[n++];
+        e->h = pool_handle_of(m->pool, i);
+        e->keeper_pid = s->keeper_pid;
+        e->keeper_start = s->keeper_start;
+        e->owner_pid = s->owner_pid;
+        e->state = s->state;
+        memcpy(e->env_dir, s->env_dir, sizeof(e->env_dir));
+    }
+    pool_unlock(m->pool);
+
+    for (uint32_t i = 0; i < n; i++) {
+        struct sweep_entry *e = &m->scratch[i];
+        bool dead;
+
+        if (e->keeper_pid > 0)
+            dead = !proc_alive(e->keeper_pid, e->keeper_start);
+        else
+            dead = e->owner_pid > 0 && !proc_alive(e->owner_pid, 0);
+        if (!dead)
+            e->h.generation = 0; /* keep */
+    }
+    if (pool_lock(m->pool) < 0)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        struct sweep_entry *e = &m->scratch[i];
+        struct pool_slot *s;
+
+        if (e->h.generation == 0)
+            continue;
+        s = pool_slot_locked(m->pool, e->h);
+        if (!s || s->keeper_pid != e->keeper_pid)
+            continue;
+        pool_free_locked(m->pool, e->h);
+    }
+    pool_unlock(m->pool);
+    for (uint32_t i = 0; i < n; i++) {
+        if (m->scratch[i].h.generation == 0 || !m->scratch[i].env_dir[0])
+            continue;
+        log_info("reclaimed the slot of a dead %s", m->scratch[i].keeper_pid ? "keeper" : "worker");
+        (void)rm_rf(m->scratch[i].env_dir);
+    }
+}
+
+/* Remove environment folders that no slot refers to (left by an earlier master). */
+static void clean_orphan_envs(struct master *m)
+{
+    char envs[512];
+
+    snprintf(envs, sizeof(envs), "%s/envs", m->cfg.state_dir);
+    (void)rm_rf(envs);
+    (void)mkdir_p(envs, 0700);
+}
+
+/* Destroy every environment: signal each keeper and wait for all of them. */
+static void destroy_all(struct master *m)
+{
+    uint32_t n = 0;
+    int64_t deadline;
+
+    if (pool_lock(m->pool) < 0)
+        return;
+    for (uint32_t i = 0; i < m->pool->hdr->nslots; i++) {
+        struct pool_slot *s = &m->pool->slots[i];
+        if (s->state == SLOT_FREE || s->keeper_pid <= 0)
+            continue;
+        m->scratch[n].keeper_pid = s->keeper_pid;
+        m->scratch[n].keeper_start = s->keeper_start;
+        n++;
+        s->last_teardown = (uint8_t)(s->state == SLOT_IDLE ? TEARDOWN_SHUTDOWN_IDLE
+                                                           : TEARDOWN_SHUTDOWN_IN_FLIGHT);
+    }
+    pool_unlock(m->pool);
+    for (uint32_t i = 0; i < n; i++)
+        if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+            kill(m->scratch[i].keeper_pid, SIGTERM);
+    deadline = now_ms() + 5000;
+    for (;;) {
+        bool any = false;
+        for (uint32_t i = 0; i < n; i++)
+            if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+                any = true;
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (!any)
+            break;
+        if (now_ms() > deadline) {
+            for (uint32_t i = 0; i < n; i++)
+                if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+                    kill(m->scratch[i].keeper_pid, SIGKILL);
+            break;
+        }
+        usleep(10000);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    log_info("destroyed %u environments", n);
+}
+
+static void start_drain(struct master *m)
+{
+    if (m->draining)
+        return;
+    m->draining = true;
+    m->drain_deadline = now_ms() + (int64_t)m->cfg.drain_ms;
+    log_info("draining: no new requests, %llums for turns in progress",
+             (unsigned long long)m->cfg.drain_ms);
+    /* one shutdown wakes every blocked accept(2) in every worker */
+    shutdown(STDIN_FILENO, SHUT_RDWR);
+    for (unsigned i = 0; i < m->nworkers; i++)
+        if (m->workers[i].pid > 0)
+            kill(m->workers[i].pid, SIGTERM);
+}
+
+static bool workers_alive(struct master *m)
+{
+    for (unsigned i = 0; i < m->nworkers; i++)
+        if (m->workers[i].pid > 0)
+            return true;
+    return false;
+}
+
+static int setup_signals(struct master *m)
+{
+    sigset_t set;
+
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) == -1)
+        return -errno;
+    m->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return m->sig_fd == -1 ? -errno : 0;
+}
+
+static void loop(struct master *m)
+{
+    int64_t next_sweep = now_ms() + SWEEP_MS;
+
+    for (;;) {
+        struct pollfd p = {.fd = m->sig_fd, .events = POLLIN};
+        int64_t now = now_ms();
+        int timeout = (int)(next_sweep - now);
+        struct signalfd_siginfo si;
+
+        if (m->draining) {
+            if (!workers_alive(m))
+                return;
+            if (now >= m->drain_deadline) {
+                log_warn("drain deadline passed: stopping the remaining workers");
+                for (unsigned i = 0; i < m->nworkers; i++)
+                    if (m->workers[i].pid > 0)
+                        kill(m->workers[i].pid, SIGKILL);
+            }
+            timeout = 100;
+        }
+        if (timeout < 0)
+            timeout = 0;
+        if (poll(&p, 1, timeout) == -1 && errno != EINTR)
+            return;
+        while (read(m->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            if (si.ssi_signo == SIGCHLD)
+                continue;
+            if (si.ssi_signo == SIGHUP)
+                log_info("SIGHUP ignored: restart the service to change settings");
+            else
+                start_drain(m);
+        }
+        reap(m);
+        if (now_ms() >= next_sweep) {
+            sweep(m);
+            next_sweep = now_ms() + SWEEP_MS;
+        }
+    }
+}
+
+static uint64_t kernel_boot_id(void)
+{
+    char *text = NULL;
+    uint64_t h = 1469598103934665603ull;
+
+    if (read_file("/proc/sys/kernel/random/boot_id", 128, &text, NULL) == 0) {
+        for (char *p = text; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        free(text);
+    }
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    struct master m;
+    char err[512];
+    int r;
+
+    memset(&m, 0, sizeof(m));
+    log_setup("master", LOG_LEVEL_INFO);
+    r = config_load(&m.cfg, err, sizeof(err));
+    if (r < 0) {
+        log_error("refusing to start: %s", err);
+        return 1;
+    }
+    if (parse_args(&m, argc, argv) < 0)
+        return 2;
+    if (!fd0_is_socket()) {
+        log_error("refusing to start: fd 0 is not the FastCGI socket (run under spawn-fcgi)");
+        return 1;
+    }
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1) {
+        log_error("cannot become child subreaper: %s", strerror(errno));
+        return 1;
+    }
+    r = mkdir_p(m.cfg.state_dir, 0711);
+    if (r < 0) {
+        log_error("cannot create state folder '%s': %s", m.cfg.state_dir, strerror(-r));
+        return 1;
+    }
+    clean_orphan_envs(&m);
+    r = pool_create(m.cfg.shm_name, (uint32_t)m.cfg.slots, m.cfg.instance, kernel_boot_id(),
+                    &m.pool);
+    if (r < 0) {
+        log_error("cannot create the session table '%s': %s", m.cfg.shm_name, strerror(-r));
+        return 1;
+    }
+    m.cfg.engine.pool = m.pool;
+    m.scratch = calloc(m.cfg.slots, sizeof(*m.scratch));
+    m.nworkers = (unsigned)m.cfg.workers;
+    m.workers = calloc(m.nworkers, sizeof(*m.workers));
+    if (!m.scratch || !m.workers || setup_signals(&m) < 0) {
+        log_error("start-up failed: %s", strerror(errno));
+        pool_destroy(m.pool);
+        return 1;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    config_log(&m.cfg);
+    for (unsigned i = 0; i < m.nworkers; i++) {
+        if (spawn_worker(&m, i) < 0) {
+            log_error("cannot fork worker %u: %s", i, strerror(errno));
+            start_drain(&m);
+            break;
+        }
+    }
+    log_info("master %d ready: %u workers x %llu threads", (int)getpid(), m.nworkers,
+             (unsigned long long)m.cfg.threads);
+    loop(&m);
+    destroy_all(&m);
+    sweep(&m);
+    clean_orphan_envs(&m);
+    pool_destroy(m.pool);
+    curl_global_cleanup();
+    free(m.scratch);
+    free(m.workers);
+    config_release(&m.cfg);
+    log_info("stopped");
+    return 0;
+}

@@ -1,0 +1,273 @@
+#include "routes.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/engine.h"
+#include "../engine/events.h"
+#include "../engine/jsonx.h"
+#include "../engine/log.h"
+#include "../engine/request.h"
+#include "../engine/util.h"
+#include "auth.h"
+#include "http.h"
+
+static bool authorized(const struct route_ctx *rc, struct http_req *h)
+{
+    return auth_ok(rc->cfg->token, http_param(h, "HTTP_X_AGENTA_RUNNER_TOKEN"),
+                   http_param(h, "HTTP_AUTHORIZATION"));
+}
+
+static uint64_t runs_in_flight(const struct route_ctx *rc)
+{
+    uint64_t n = 0;
+
+    for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
+        n += pool_counter_get(rc->pool, PC_INFLIGHT_BASE + i);
+    return n;
+}
+
+static bool admit(const struct route_ctx *rc)
+{
+    unsigned idx = PC_INFLIGHT_BASE + rc->worker_index;
+
+    pool_counter_add(rc->pool, idx, 1);
+    if (runs_in_flight(rc) > rc->cfg->max_concurrent_runs) {
+        __atomic_sub_fetch(&rc->pool->hdr->counters[idx], 1, __ATOMIC_RELAXED);
+        pool_counter_add(rc->pool, PC_ADMISSION_REJECTED, 1);
+        return false;
+    }
+    return true;
+}
+
+static void release_admission(const struct route_ctx *rc)
+{
+    __atomic_sub_fetch(&rc->pool->hdr->counters[PC_INFLIGHT_BASE + rc->worker_index], 1,
+                       __ATOMIC_RELAXED);
+}
+
+/* Read a capped body; answers the error itself and returns <0 when it cannot. */
+static int read_body(struct http_req *h, uint64_t max, struct buf *body)
+{
+    int r = http_read_body(h, max, body);
+
+    if (r == -EFBIG)
+        http_error(h, 413, "request body too large");
+    else if (r == -EINVAL)
+        http_error(h, 400, "invalid Content-Length");
+    else if (r < 0)
+        http_error(h, 400, "request body ended early");
+    return r;
+}
+
+static void handle_health(const struct route_ctx *rc, struct http_req *h)
+{
+    json_object *o = json_object_new_object(), *engines = json_object_new_array();
+
+    json_object_object_add(o, "status", json_object_new_string("ok"));
+    json_object_object_add(o, "runner", json_object_new_string(AR_VERSION));
+    json_object_object_add(o, "protocol", json_object_new_int(AR_PROTOCOL));
+    json_object_array_add(engines, json_object_new_string("agent-runner"));
+    json_object_object_add(o, "engines", engines);
+    json_object_object_add(o, "harnesses", engine_installed_harnesses(&rc->cfg->engine));
+    http_json(h, 200, o);
+    json_object_put(o);
+}
+
+static void status_body(struct http_req *h, int code, const char *status, const char *reason)
+{
+    json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "status", json_object_new_string(status));
+    if (reason)
+        json_object_object_add(o, "reason", json_object_new_string(reason));
+    http_json(h, code, o);
+    json_object_put(o);
+}
+
+static void handle_readyz(const struct route_ctx *rc, struct http_req *h)
+{
+    json_object *installed;
+    const char *why = NULL;
+
+    if (!rc->pool || rc->pool->hdr->magic != POOL_MAGIC)
+        why = "session table not attached";
+    else if (getppid() != rc->pool->hdr->master_pid)
+        why = "master is gone";
+    else if (runs_in_flight(rc) >= rc->cfg->max_concurrent_runs)
+        why = "at capacity";
+    if (!why) {
+        installed = engine_installed_harnesses(&rc->cfg->engine);
+        if (json_object_array_length(installed) == 0)
+            why = "no harness installed";
+        json_object_put(installed);
+    }
+    if (why)
+        status_body(h, 503, "unavailable", why);
+    else
+        status_body(h, 200, "ready", NULL);
+}
+
+static bool wants_ndjson(struct http_req *h)
+{
+    const char *accept = http_param(h, "HTTP_ACCEPT");
+
+    return accept && strstr(accept, "application/x-ndjson");
+}
+
+static void redact_request(const struct run_request *req)
+{
+    for (size_t i = 0; i < req->mc.ncredentials; i++)
+        log_redact_add(req->mc.credentials[i].value);
+    if (req->tool_callback)
+        log_redact_add(jsonx_str(req->tool_callback, "authorization"));
+    if (req->telemetry) {
+        json_object *hdrs = jsonx_path(req->telemetry, "exporters.otlp.headers");
+        json_object_object_foreach(hdrs, k, v)
+        {
+            (void)k;
+            if (v && json_object_is_type(v, json_type_string))
+                log_redact_add(json_object_get_string(v));
+        }
+    }
+}
+
+static void run_streaming(struct engine_turn *turn, struct http_req *h)
+{
+    struct event_sink sink = {.write_line = http_stream_write, .ctx = h};
+    struct event_stream es;
+    struct run_result res;
+    json_object *result;
+    struct buf line;
+
+    http_stream_start(h);
+    event_stream_init(&es, &sink);
+    run_result_init(&res);
+    engine_run(turn, &es, &res);
+    result = run_result_to_json(&res);
+    buf_init(&line, 512u * 1024 * 1024);
+    if (events_record_line("result", result, &line) == 0)
+        (void)http_stream_write(h, line.data, line.len);
+    buf_release(&line);
+    json_object_put(result);
+    log_info("turn finished: ok %s, stop '%s', %llu events%s", res.ok ? "true" : "false",
+             res.stop_reason ? res.stop_reason : "", (unsigned long long)es.nevents,
+             h->client_gone ? ", client gone" : "");
+    run_result_release(&res);
+    event_stream_release(&es);
+}
+
+static void run_oneshot(struct engine_turn *turn, struct http_req *h)
+{
+    struct event_stream es;
+    struct run_result res;
+    json_object *result;
+
+    event_stream_init(&es, NULL);
+    run_result_init(&res);
+    engine_run(turn, &es, &res);
+    result = run_result_to_json(&res);
+    http_json(h, res.ok ? 200 : 500, result);
+    json_object_put(result);
+    log_info("turn finished: ok %s, stop '%s'", res.ok ? "true" : "false",
+             res.stop_reason ? res.stop_reason : "");
+    run_result_release(&res);
+    event_stream_release(&es);
+}
+
+static void handle_run(const struct route_ctx *rc, struct http_req *h)
+{
+    struct request_limits lim;
+    struct run_request req;
+    struct engine_turn turn;
+    struct buf body;
+    char err[512];
+    int r;
+
+    if (!admit(rc)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "Runner at capacity (%llu concurrent runs)",
+                 (unsigned long long)rc->cfg->max_concurrent_runs);
+        http_error(h, 429, msg);
+        return;
+    }
+    buf_init(&body, rc->cfg->max_body);
+    if (read_body(h, rc->cfg->max_body, &body) < 0)
+        goto out;
+    request_limits_default(&lim);
+    lim.allow_scripted = rc->cfg->engine.scripted_agent != NULL;
+    r = request_parse(buf_str(&body), body.len, &lim, &req, err, sizeof(err));
+    if (r < 0) {
+        http_error(h, r == -ENOMEM ? 500 : 400, err);
+        goto out;
+    }
+    redact_request(&req);
+    log_ctx_set(h->request_id, req.session_id, req.turn_id, harness_kind_name(req.harness));
+    r = engine_prepare(&rc->cfg->engine, &req, &turn, err, sizeof(err));
+    if (r < 0) {
+        log_info("run refused: %s", err);
+        http_error(h, r == -ENOMEM ? 500 : 400, err);
+        run_request_release(&req);
+        goto out;
+    }
+    if (wants_ndjson(h))
+        run_streaming(&turn, h);
+    else
+        run_oneshot(&turn, h);
+    engine_turn_release(&turn);
+    run_request_release(&req);
+out:
+    buf_release(&body);
+    release_admission(rc);
+}
+
+struct route {
+    const char *path;
+    const char *method;
+    bool auth;
+    void (*fn)(const struct route_ctx *rc, struct http_req *h);
+};
+
+static void handle_livez(const struct route_ctx *rc, struct http_req *h)
+{
+    (void)rc;
+    status_body(h, 200, "alive", NULL);
+}
+
+static const struct route routes[] = {
+    {"/health", "GET", false, handle_health}, {"/livez", "GET", false, handle_livez},
+    {"/readyz", "GET", false, handle_readyz}, {"/run", "POST", true, handle_run},
+    {"/stream", "POST", true, handle_run},
+};
+
+void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)
+{
+    struct http_req h;
+    const struct route *match = NULL;
+
+    http_req_init(&h, fr);
+    for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+        if (strcmp(routes[i].path, h.path) == 0) {
+            match = &routes[i];
+            break;
+        }
+    }
+    if (!match) {
+        http_error(&h, 404, "Not found");
+        return;
+    }
+    if (strcmp(match->method, h.method) != 0 &&
+        !(strcmp(match->method, "GET") == 0 && strcmp(h.method, "HEAD") == 0)) {
+        http_error(&h, 405, "Method not allowed");
+        return;
+    }
+    if (match->auth && !authorized(rc, &h)) {
+        http_error(&h, 401, "Unauthorized");
+        return;
+    }
+    match->fn(rc, &h);
+    log_ctx_clear();
+    log_redact_clear();
+}

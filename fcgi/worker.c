@@ -1,0 +1,137 @@
+#include "worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <fcgiapp.h>
+
+#include "../engine/log.h"
+#include "../engine/util.h"
+#include "routes.h"
+
+#define THREAD_STACK (2u * 1024 * 1024)
+
+struct worker_thread {
+    pthread_t tid;
+    struct route_ctx rc;
+    atomic_bool accepting;
+    atomic_bool done;
+    bool started;
+};
+
+static pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool stopping;
+
+static void on_wake(int sig)
+{
+    (void)sig; /* only interrupts accept(2) */
+}
+
+static void *thread_main(void *arg)
+{
+    struct worker_thread *t = arg;
+    FCGX_Request req;
+
+    if (FCGX_InitRequest(&req, 0, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
+        atomic_store(&t->done, true);
+        return NULL;
+    }
+    while (!atomic_load(&stopping)) {
+        int rc;
+
+        pthread_mutex_lock(&accept_lock);
+        atomic_store(&t->accepting, true);
+        rc = atomic_load(&stopping) ? -1 : FCGX_Accept_r(&req);
+        atomic_store(&t->accepting, false);
+        pthread_mutex_unlock(&accept_lock);
+        if (rc < 0)
+            break;
+        routes_handle(&t->rc, &req);
+        FCGX_Finish_r(&req);
+    }
+    FCGX_Free(&req, 1);
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
+int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned index)
+{
+    struct worker_thread *threads;
+    struct sigaction sa;
+    pthread_attr_t attr;
+    sigset_t set;
+    unsigned n = (unsigned)cfg->threads, started = 0;
+    int sig;
+
+    prctl(PR_SET_NAME, "ar-worker");
+    /* a worker must never outlive its master */
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != pool->hdr->master_pid)
+        return 1;
+    log_setup("worker", (enum log_level)log_max_level);
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_wake; /* no SA_RESTART: accept(2) returns EINTR */
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    if (FCGX_Init() != 0)
+        return 1;
+    threads = calloc(n, sizeof(*threads));
+    if (!threads)
+        return 1;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, THREAD_STACK);
+    for (unsigned i = 0; i < n; i++) {
+        threads[i].rc.cfg = cfg;
+        threads[i].rc.pool = pool;
+        threads[i].rc.worker_index = index;
+        if (pthread_create(&threads[i].tid, &attr, thread_main, &threads[i]) != 0) {
+            log_error("cannot start worker thread %u of %u", i, n);
+            break;
+        }
+        threads[i].started = true;
+        started++;
+    }
+    pthread_attr_destroy(&attr);
+    if (started == 0)
+        return 1;
+    log_info("worker %u accepting with %u threads", index, started);
+
+    sigwait(&set, &sig);
+    log_info("worker %u stopping: finishing requests in progress", index);
+    atomic_store(&stopping, true);
+    FCGX_ShutdownPending();
+    /* wake threads blocked in accept(2) until every thread has left its loop */
+    for (;;) {
+        bool all_done = true;
+
+        for (unsigned i = 0; i < n; i++) {
+            if (!threads[i].started || atomic_load(&threads[i].done))
+                continue;
+            all_done = false;
+            if (atomic_load(&threads[i].accepting))
+                pthread_kill(threads[i].tid, SIGUSR1);
+        }
+        if (all_done)
+            break;
+        usleep(50000);
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (threads[i].started)
+            pthread_join(threads[i].tid, NULL);
+    free(threads);
+    log_info("worker %u stopped", index);
+    return 0;
+}
