@@ -1,0 +1,360 @@
+"""A real agent-runner stack on loopback, in a temp dir, for integration tests.
+
+Starts the scripted fake model server, spawn-fcgi + agent-runnerd (master, workers; keepers
+and bubblewrap sandboxes appear per turn) and nginx terminating TLS. Only the pids started
+here are ever signalled. `leaks()` lists processes and files a test left behind.
+"""
+
+import http.client
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("BUILD", "build")
+BIN = os.path.join(ROOT, BUILD, "bin")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+TOKEN = "test-token-" + os.urandom(8).hex()
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def proc_table():
+    """pid -> (ppid, cmdline) for every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+            state = stat[stat.rindex(")") + 2:].split()[0]
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError):
+            continue
+        if state == "Z":
+            cmd = "[zombie] " + cmd
+        out[int(d)] = (ppid, cmd)
+    return out
+
+
+def descendants(root, table=None):
+    table = table or proc_table()
+    kids = {}
+    for pid, (ppid, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class FakeModel:
+    def __init__(self, tmp):
+        self.portfile = os.path.join(tmp, "model.port")
+        self.log = os.path.join(tmp, "model.log")
+        self.proc = subprocess.Popen(
+            ["python3", os.path.join(FIXTURES, "fake_model.py"), "--port", "0",
+             "--portfile", self.portfile, "--log", self.log],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "model.err"), "w"))
+        wait_for(lambda: os.path.exists(self.portfile), what="fake model port")
+        with open(self.portfile) as f:
+            self.port = int(f.read().strip())
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def _call(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request(method, path, body=json.dumps(body) if body is not None else None,
+                  headers={"content-type": "application/json"})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return json.loads(data)
+
+    def script(self, name, steps):
+        self._call("POST", "/_script", {"name": name, "steps": steps})
+
+    def requests(self):
+        return self._call("GET", "/_log")
+
+    def reset(self):
+        self._call("POST", "/_reset", {})
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Stack:
+    def __init__(self, workers=2, threads=8, env=None, scripted=True, model=None):
+        self.tmp = tempfile.mkdtemp(prefix="ar-it.")
+        os.chmod(self.tmp, 0o755)
+        self.state = os.path.join(self.tmp, "state")
+        self.sock = os.path.join(self.tmp, "fcgi.sock")
+        self.port = free_port()
+        self.model = model
+        self.workers = workers
+        self.threads = threads
+        self.extra_env = dict(env or {})
+        self.scripted = scripted
+        self.master = None
+        self.nginx = None
+        self.runner_log = os.path.join(self.tmp, "runner.log")
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def start(self):
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                        "-subj", "/CN=127.0.0.1", "-keyout", os.path.join(self.tmp, "key.pem"),
+                        "-out", os.path.join(self.tmp, "cert.pem")],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        conf = subprocess.run(
+            ["bash", os.path.join(ROOT, "scripts", "render-nginx"), self.tmp,
+             f"127.0.0.1:{self.port}", self.sock, os.path.join(self.tmp, "cert.pem"),
+             os.path.join(self.tmp, "key.pem")], check=True, capture_output=True, text=True)
+        with open(os.path.join(self.tmp, "nginx.conf"), "w") as f:
+            f.write(conf.stdout)
+        self.start_master()
+        self.nginx = subprocess.Popen(["nginx", "-p", self.tmp, "-c",
+                                       os.path.join(self.tmp, "nginx.conf")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self._https_up, what="nginx")
+        return self
+
+    def runner_env(self):
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+               "AGENT_RUNNER_TOKEN": TOKEN,
+               "AGENT_RUNNER_STATE_DIR": self.state,
+               "AGENT_RUNNER_INSTANCE": "it-" + os.path.basename(self.tmp).split(".")[-1],
+               "AGENT_RUNNER_HARNESS_DIR": os.path.join(ROOT, "harnesses"),
+               "AGENT_RUNNER_KEEPER_BIN": os.path.join(BIN, "agent-runner-keeper"),
+               "AGENT_RUNNER_DRAIN_MS": "5000",
+               "AGENT_RUNNER_LOG_LEVEL": "debug",
+               # must never reach a sandbox
+               "AGENT_RUNNER_SECRET_CANARY": "canary-" + os.urandom(6).hex()}
+        if self.scripted:
+            env["AGENT_RUNNER_SCRIPTED_AGENT"] = os.path.join(BIN, "acp-scripted")
+        for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        env.update(self.extra_env)
+        return env
+
+    def start_master(self):
+        user = "www-data"
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            user = "root"
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+        self.env = self.runner_env()
+        self.master = subprocess.Popen(
+            ["spawn-fcgi", "-n", "-s", self.sock, "-M", "0660", "-U", user, "--",
+             os.path.join(BIN, "agent-runnerd"), "--workers", str(self.workers),
+             "--threads", str(self.threads)],
+            env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.runner_log, "a"))
+        wait_for(lambda: os.path.exists(self.sock), what="fastcgi socket")
+        wait_for(lambda: len(self.worker_pids()) == self.workers, what="workers")
+
+    def _https_up(self):
+        try:
+            status, _, _ = self.request("GET", "/livez")
+            return status == 200
+        except OSError:
+            return False
+
+    def stop(self):
+        if self.nginx and self.nginx.poll() is None:
+            self.nginx.send_signal(signal.SIGQUIT)
+            try:
+                self.nginx.wait(10)
+            except subprocess.TimeoutExpired:
+                self.nginx.kill()
+                self.nginx.wait()
+        self.stop_master()
+
+    def stop_master(self, sig=signal.SIGTERM, timeout=30):
+        if self.master and self.master.poll() is None:
+            self.master.send_signal(sig)
+            try:
+                self.master.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.master.kill()
+                self.master.wait()
+        return self.master.returncode if self.master else None
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # --- processes -------------------------------------------------------------------------
+
+    def worker_pids(self):
+        if not self.master or self.master.poll() is not None:
+            return []
+        t = proc_table()
+        return [p for p, (pp, cmd) in t.items() if pp == self.master.pid and
+                "agent-runnerd" in cmd and not cmd.startswith("[zombie]")]
+
+    def keeper_pids(self):
+        if not self.master:
+            return []
+        t = proc_table()
+        return [p for p, (pp, cmd) in t.items() if pp == self.master.pid and
+                "agent-runner-keeper" in cmd]
+
+    def strays(self):
+        """Processes below the master that are not workers, plus anything naming our tmp."""
+        t = proc_table()
+        workers = set(self.worker_pids())
+        out = []
+        if self.master and self.master.poll() is None:
+            for p in descendants(self.master.pid, t):
+                if p in workers or t.get(p, (0, ""))[0] in workers:
+                    continue
+                out.append((p, t[p][1]))
+        mine = {os.getpid()}
+        for p in (self.master, self.nginx):
+            if p:
+                mine.add(p.pid)
+        for p, (pp, cmd) in t.items():
+            if p in mine or self.tmp not in cmd or "nginx" in cmd:
+                continue
+            if p in workers or (self.master and pp == self.master.pid and p in workers):
+                continue
+            if "agent-runnerd" in cmd or "spawn-fcgi" in cmd:
+                continue
+            if (p, cmd) not in out:
+                out.append((p, cmd))
+        return out
+
+    def leaks(self, timeout=10.0):
+        """Wait until nothing is left behind; return what still is."""
+        deadline = time.monotonic() + timeout
+        envs = os.path.join(self.state, "envs")
+        while True:
+            stray = self.strays()
+            left = os.listdir(envs) if os.path.isdir(envs) else []
+            if not stray and not left:
+                return []
+            if time.monotonic() > deadline:
+                return [f"process {p}: {c}" for p, c in stray] + [f"env dir {d}" for d in left]
+            time.sleep(0.05)
+
+    def log_text(self):
+        with open(self.runner_log, errors="replace") as f:
+            return f.read()
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    def connection(self, timeout=120):
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, token=True, raw=None, timeout=120):
+        h = {"content-type": "application/json"}
+        if token:
+            h["authorization"] = "Bearer " + TOKEN
+        h.update(headers or {})
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        c = self.connection(timeout)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        try:
+            doc = json.loads(payload) if payload else None
+        except ValueError:
+            doc = payload.decode(errors="replace")
+        return r.status, dict(r.getheaders()), doc
+
+    def stream(self, body, headers=None, path="/run", timeout=300):
+        """POST an NDJSON run; returns (status, [(arrival_s, record)])."""
+        h = {"content-type": "application/json", "accept": "application/x-ndjson",
+             "authorization": "Bearer " + TOKEN}
+        h.update(headers or {})
+        c = self.connection(timeout)
+        t0 = time.monotonic()
+        c.request("POST", path, body=json.dumps(body), headers=h)
+        r = c.getresponse()
+        out = []
+        if r.status != 200:
+            data = r.read()
+            c.close()
+            return r.status, json.loads(data) if data else None
+        while True:
+            line = r.readline()
+            if not line:
+                break
+            out.append((time.monotonic() - t0, json.loads(line)))
+        c.close()
+        return r.status, out
+
+
+def events_of(records):
+    return [rec["event"] for _, rec in records if rec.get("kind") == "event"]
+
+
+def result_of(records):
+    res = [rec["result"] for _, rec in records if rec.get("kind") == "result"]
+    assert len(res) == 1, f"expected exactly one result record, got {len(res)}"
+    assert records[-1][1]["kind"] == "result", "the result must be the last record"
+    return res[0]
+
+
+def pi_request(model, prompt, model_name="fake-model", key="sk-test", **extra):
+    req = {
+        "harness": "pi_core", "sandbox": "local", "model": model_name,
+        "messages": [{"role": "user", "content": prompt}],
+        "modelConnection": {
+            "provider": "openai", "deployment": "custom",
+            "endpoint": {"baseUrl": model.base + "/v1"}, "credentialMode": "env",
+            "credentials": [{"binding": {"kind": "environment", "name": "OPENAI_API_KEY"},
+                             "value": key, "usage": "opaque_http"}]}}
+    req.update(extra)
+    return req
+
+
+def scripted_request(prompt, **extra):
+    req = {"harness": "scripted", "messages": [{"role": "user", "content": prompt}]}
+    req.update(extra)
+    return req
+
+
+def script(steps):
+    return "SCRIPT:" + json.dumps(steps)
