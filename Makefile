@@ -88,7 +88,7 @@ test: deps harnesses
 	$(MAKE) integration
 
 run: deps harnesses
-	$(MAKE) all
+	$(MAKE) $(PROGRAMS)
 	bash scripts/run-local
 
 asan:

@@ -174,6 +174,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     opt.prompt = t->prompt;
     opt.limits = &cfg->limits;
     opt.permissions = req->permissions;
+    opt.is_noise = t->harness->is_noise;
     r = run_turn_prompt(env, &opt, es, res);
     environment_destroy(env, r < 0 ? TEARDOWN_FAILED_TURN : TEARDOWN_PER_TURN);
     environment_free(env);

@@ -57,6 +57,8 @@ static int text_chunk(struct turn_state *st, json_object *update, struct event_s
 
     if (!type || strcmp(type, "text") != 0 || !text || !text[0])
         return 0;
+    if (kind == 1 && st->is_noise && st->is_noise(text))
+        return 0;
     open_block(st, es, kind);
     if (kind == 1 && buf_append_str(&res->output, text) < 0)
         return -E2BIG;
@@ -317,23 +319,69 @@ static int call(struct environment *env, const char *method, json_object *params
     return 0;
 }
 
-static bool model_listed(json_object *models, const char *id)
+/* The session's model config option (category "model"), or NULL. */
+static json_object *model_option(json_object *session_result)
 {
-    json_object *list = jsonx_get(models, "availableModels");
+    json_object *opts = jsonx_get(session_result, "configOptions");
 
-    for (size_t i = 0; list && i < json_object_array_length(list); i++) {
-        const char *m = jsonx_str(json_object_array_get_idx(list, i), "modelId");
-        if (m && strcmp(m, id) == 0)
-            return true;
+    for (size_t i = 0; opts && i < json_object_array_length(opts); i++) {
+        json_object *o = json_object_array_get_idx(opts, i);
+        const char *cat = jsonx_str(o, "category"), *id = jsonx_str(o, "id");
+        if ((cat && strcmp(cat, "model") == 0) || (!cat && id && strcmp(id, "model") == 0))
+            return o;
     }
-    return false;
+    return NULL;
+}
+
+/*
+ * Make the session run on model_id: nothing to do when it already does (models.currentModelId
+ * or the model config option), else session/set_config_option for agents with a model option
+ * (codex), else the older session/set_model (pi, claude). Strict: failing to select is fatal.
+ */
+static int select_model(struct environment *env, json_object *session_result,
+                        const char *model_id, bool strict, int64_t deadline, char *err,
+                        size_t errlen)
+{
+    json_object *opt = model_option(session_result), *params, *res = NULL;
+    const char *current = jsonx_str(jsonx_get(session_result, "models"), "currentModelId");
+    const char *method;
+    char why[256];
+    int r;
+
+    if (!model_id || !model_id[0])
+        return 0;
+    if (!current && opt)
+        current = jsonx_str(opt, "currentValue");
+    if (current && strcmp(current, model_id) == 0)
+        return 0;
+    params = json_object_new_object();
+    json_object_object_add(params, "sessionId", json_object_new_string(env->acp_session));
+    if (opt && jsonx_str(opt, "id")) {
+        method = "session/set_config_option";
+        json_object_object_add(params, "configId", json_object_new_string(jsonx_str(opt, "id")));
+        json_object_object_add(params, "value", json_object_new_string(model_id));
+    } else {
+        method = "session/set_model";
+        json_object_object_add(params, "modelId", json_object_new_string(model_id));
+    }
+    r = call(env, method, params, deadline, &res, err, errlen);
+    json_object_put(params);
+    json_object_put(res);
+    if (r < 0 && strict) {
+        snprintf(why, sizeof(why), "%s", err);
+        snprintf(err, errlen, "model: cannot select \"%.200s\" (%s)", model_id, why);
+        return r == AR_E_HARNESS_ERROR ? AR_E_MODEL : r;
+    }
+    if (r < 0)
+        log_debug("model '%s' not selected, continuing (not strict)", model_id);
+    return 0;
 }
 
 int run_turn_open_session(struct environment *env, const char *model_id, bool strict,
                           int64_t deadline, char *err, size_t errlen)
 {
-    json_object *params, *caps, *fs, *info, *result = NULL, *models;
-    const char *sid, *current;
+    json_object *params, *caps, *fs, *info, *result = NULL;
+    const char *sid;
     int r;
 
     params = json_object_new_object();
@@ -373,32 +421,9 @@ int run_turn_open_session(struct environment *env, const char *model_id, bool st
         return AR_E_PROTOCOL;
     }
     snprintf(env->acp_session, sizeof(env->acp_session), "%s", sid);
-    models = jsonx_get(result, "models");
-    current = jsonx_str(models, "currentModelId");
-    if (model_id && model_id[0] && !(current && strcmp(current, model_id) == 0)) {
-        json_object *res2 = NULL;
-
-        if (models && !model_listed(models, model_id) && strict) {
-            snprintf(err, errlen, "model: the harness does not offer \"%.200s\"", model_id);
-            json_object_put(result);
-            return AR_E_MODEL;
-        }
-        params = json_object_new_object();
-        json_object_object_add(params, "sessionId", json_object_new_string(sid));
-        json_object_object_add(params, "modelId", json_object_new_string(model_id));
-        r = call(env, "session/set_model", params, deadline, &res2, err, errlen);
-        json_object_put(params);
-        json_object_put(res2);
-        if (r < 0 && strict) {
-            char why[256];
-            snprintf(why, sizeof(why), "%s", err);
-            snprintf(err, errlen, "model: cannot select \"%.200s\" (%s)", model_id, why);
-            json_object_put(result);
-            return r == AR_E_HARNESS_ERROR ? AR_E_MODEL : r;
-        }
-    }
+    r = select_model(env, result, model_id, strict, deadline, err, errlen);
     json_object_put(result);
-    return 0;
+    return r;
 }
 
 static void send_cancel(struct environment *env)
@@ -478,6 +503,7 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
 
     run_limits_start(&limits, opt->limits, now_ms());
     turn_state_init(&st, &limits);
+    st.is_noise = opt->is_noise;
     params = json_object_new_object();
     json_object_object_add(params, "sessionId", json_object_new_string(env->acp_session));
     json_object_object_add(params, "prompt", json_object_get(opt->prompt));

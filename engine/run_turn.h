@@ -38,6 +38,7 @@ struct turn_state {
     size_t ntools;
     size_t cap_tools;
     struct run_limits *limits; /* may be NULL */
+    bool (*is_noise)(const char *text); /* drop such message chunks (may be NULL) */
 };
 
 void turn_state_init(struct turn_state *st, struct run_limits *limits);
@@ -66,6 +67,7 @@ struct turn_options {
     const struct run_limits_config *limits;
     json_object *permissions; /* the request's permission plan, borrowed, may be NULL */
     bool cancel_on_client_gone;
+    bool (*is_noise)(const char *text);
 };
 
 /*

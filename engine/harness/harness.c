@@ -14,6 +14,10 @@ const struct harness_ops *harness_get(enum harness_kind kind)
     switch (kind) {
     case HARNESS_PI:
         return &harness_pi;
+    case HARNESS_CLAUDE:
+        return &harness_claude;
+    case HARNESS_CODEX:
+        return &harness_codex;
     case HARNESS_SCRIPTED:
         return &harness_scripted;
     default:

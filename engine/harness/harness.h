@@ -40,6 +40,8 @@ struct harness_ops {
     /* fill plan (already initialised); AR_E_INVALID_REQUEST with err naming the field */
     int (*plan)(const struct harness_paths *paths, const struct run_request *req,
                 struct sandbox_plan *plan, char *err, size_t errlen);
+    /* true for harness chatter sent as assistant text that is not the model's (may be NULL) */
+    bool (*is_noise)(const char *text);
 };
 
 const struct harness_ops *harness_get(enum harness_kind kind);
@@ -60,6 +62,8 @@ const struct credential *harness_credential(const struct run_request *req, int u
 bool harness_file_exists(const char *dir, const char *rel);
 
 extern const struct harness_ops harness_pi;
+extern const struct harness_ops harness_claude;
+extern const struct harness_ops harness_codex;
 extern const struct harness_ops harness_scripted;
 
 #endif

@@ -1,0 +1,94 @@
+/*
+ * claude — @zed-industries/claude-agent-acp@0.23.1, which drives the bundled Claude Code CLI
+ * (reference/acp-harnesses.md §3.2, §4.4; reference/agenta-runner.md §3.3).
+ *
+ * The route is pure environment: ANTHROPIC_BASE_URL from the endpoint (the SDK appends
+ * /v1/messages itself, so a trailing /v1 is dropped), the key under its binding name
+ * (ANTHROPIC_API_KEY normally), ANTHROPIC_MODEL for the model, Bedrock/Vertex switches for
+ * those deployments. Non-essential traffic, telemetry and the auto-updater are off; the
+ * configuration folder lives in the sandbox's private home.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../provider/provider.h"
+#include "harness.h"
+
+#define CLAUDE_JS "node_modules/@zed-industries/claude-agent-acp/dist/index.js"
+
+static bool claude_installed(const struct harness_paths *paths)
+{
+    return harness_file_exists(paths->harness_dir, CLAUDE_JS);
+}
+
+static int claude_plan(const struct harness_paths *paths, const struct run_request *req,
+                       struct sandbox_plan *plan, char *err, size_t errlen)
+{
+    char js[PATH_MAX], base[2048];
+    const char *deployment = req->mc.present ? req->mc.deployment : "direct";
+
+    snprintf(js, sizeof(js), "%s/%s", paths->harness_dir, CLAUDE_JS);
+    json_object_array_add(plan->argv, json_object_new_string("node"));
+    json_object_array_add(plan->argv, json_object_new_string(js));
+    json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
+    harness_base_env(plan, NULL);
+    harness_setenv(plan, "CLAUDE_CONFIG_DIR", SANDBOX_HOME "/.claude");
+    harness_setenv(plan, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    harness_setenv(plan, "DISABLE_AUTOUPDATER", "1");
+    harness_setenv(plan, "DISABLE_TELEMETRY", "1");
+    harness_setenv(plan, "DISABLE_ERROR_REPORTING", "1");
+    harness_setenv(plan, "ENABLE_TOOL_SEARCH", "false");
+    harness_setenv(plan, "IS_SANDBOX", "1");
+    if (!req->mc.present) {
+        snprintf(err, errlen, "modelConnection: required for claude");
+        return AR_E_INVALID_REQUEST;
+    }
+    if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" needs a "
+                              "logged-in Claude configuration, which this runner does not have");
+        return AR_E_INVALID_REQUEST;
+    }
+    harness_connection_env(plan, req);
+    if (req->mc.base_url) {
+        size_t n;
+
+        snprintf(base, sizeof(base), "%s", req->mc.base_url);
+        n = strlen(base);
+        while (n > 0 && base[n - 1] == '/')
+            base[--n] = '\0';
+        if (n >= 3 && strcmp(base + n - 3, "/v1") == 0)
+            base[n - 3] = '\0';
+        harness_setenv(plan, "ANTHROPIC_BASE_URL", base);
+    }
+    if (strcmp(deployment, "bedrock") == 0) {
+        harness_setenv(plan, "CLAUDE_CODE_USE_BEDROCK", "1");
+        if (req->mc.region) {
+            harness_setenv(plan, "AWS_REGION", req->mc.region);
+            harness_setenv(plan, "AWS_DEFAULT_REGION", req->mc.region);
+        }
+    } else if (strcmp(deployment, "vertex") == 0 || strcmp(deployment, "vertex_ai") == 0) {
+        harness_setenv(plan, "CLAUDE_CODE_USE_VERTEX", "1");
+        if (req->mc.region)
+            harness_setenv(plan, "CLOUD_ML_REGION", req->mc.region);
+    }
+    if (req->model && req->model[0]) {
+        const char *model = req->model;
+        /* "anthropic/claude-x" names the same model */
+        if (strncmp(model, "anthropic/", 10) == 0)
+            model += 10;
+        harness_setenv(plan, "ANTHROPIC_MODEL", model);
+        harness_setenv(plan, "ANTHROPIC_CUSTOM_MODEL_OPTION", model);
+        snprintf(plan->model_id, sizeof(plan->model_id), "%s", model);
+        snprintf(plan->model_name, sizeof(plan->model_name), "%s", model);
+    }
+    snprintf(plan->provider, sizeof(plan->provider), "%s", req->mc.provider);
+    return 0;
+}
+
+const struct harness_ops harness_claude = {
+    .kind = HARNESS_CLAUDE,
+    .name = "claude",
+    .installed = claude_installed,
+    .plan = claude_plan,
+};

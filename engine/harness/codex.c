@@ -1,0 +1,150 @@
+/*
+ * codex — @zed-industries/codex-acp@0.16.0, a native binary bundling codex 0.137
+ * (reference/acp-harnesses.md §3.3, §4.5).
+ *
+ * Codex speaks only the OpenAI Responses API. The route goes into $CODEX_HOME/config.toml: a
+ * `model_providers.agent-runner` entry with the endpoint and `env_key` naming the variable that
+ * carries the key (the key itself only travels in the environment), or the built-in `openai`
+ * provider without an endpoint. CODEX_HOME is in the sandbox's private home, never under /tmp
+ * (codex refuses to install its helpers there). harnessMode picks the approval/sandbox pair:
+ * agent-full-access (default; our bubblewrap sandbox is the boundary), agent (asks before
+ * leaving the workspace), read-only.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../buf.h"
+#include "../provider/provider.h"
+#include "harness.h"
+
+#define CODEX_BIN "node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
+#define CODEX_HOME SANDBOX_HOME "/.codex"
+
+static bool codex_installed(const struct harness_paths *paths)
+{
+    return harness_file_exists(paths->harness_dir, CODEX_BIN);
+}
+
+/* A TOML basic string: quotes, backslashes and control characters escaped. */
+static void toml_string(struct buf *b, const char *s)
+{
+    buf_append_char(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            buf_printf(b, "\\u%04x", *p);
+        else
+            buf_append_char(b, (char)*p);
+    }
+    buf_append_char(b, '"');
+}
+
+static void toml_kv(struct buf *b, const char *key, const char *value)
+{
+    buf_printf(b, "%s = ", key);
+    toml_string(b, value);
+    buf_append_char(b, '\n');
+}
+
+static int codex_plan(const struct harness_paths *paths, const struct run_request *req,
+                      struct sandbox_plan *plan, char *err, size_t errlen)
+{
+    const char *mode = req->harness_mode ? req->harness_mode : "agent-full-access";
+    const struct credential *key;
+    char bin[PATH_MAX];
+    const char *model = req->model;
+    struct buf toml;
+
+    snprintf(bin, sizeof(bin), "%s/%s", paths->harness_dir, CODEX_BIN);
+    json_object_array_add(plan->argv, json_object_new_string(bin));
+    json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
+    harness_base_env(plan, NULL);
+    harness_setenv(plan, "CODEX_HOME", CODEX_HOME);
+    if (!req->mc.present) {
+        snprintf(err, errlen, "modelConnection: required for codex");
+        return AR_E_INVALID_REQUEST;
+    }
+    if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" needs a "
+                              "logged-in Codex home, which this runner does not have");
+        return AR_E_INVALID_REQUEST;
+    }
+    if (!model || !model[0]) {
+        snprintf(err, errlen, "model: required for codex");
+        return AR_E_INVALID_REQUEST;
+    }
+    if (strncmp(model, "openai/", 7) == 0)
+        model += 7;
+    harness_connection_env(plan, req);
+    key = harness_credential(req, CREDENTIAL_USAGE_OPAQUE_HTTP);
+    if (!key)
+        key = harness_credential(req, -1);
+
+    buf_init(&toml, 64 * 1024);
+    toml_kv(&toml, "model", model);
+    if (strcmp(mode, "read-only") == 0) {
+        toml_kv(&toml, "approval_policy", "never");
+        toml_kv(&toml, "sandbox_mode", "read-only");
+    } else if (strcmp(mode, "agent") == 0) {
+        toml_kv(&toml, "approval_policy", "on-request");
+        toml_kv(&toml, "sandbox_mode", "workspace-write");
+    } else {
+        toml_kv(&toml, "approval_policy", "never");
+        toml_kv(&toml, "sandbox_mode", "danger-full-access");
+    }
+    buf_append_str(&toml, "check_for_update_on_startup = false\n");
+    if (req->mc.base_url) {
+        if (!key) {
+            snprintf(err, errlen, "modelConnection.credentials: codex needs an API key for a "
+                                  "custom endpoint");
+            buf_release(&toml);
+            return AR_E_INVALID_REQUEST;
+        }
+        toml_kv(&toml, "model_provider", "agent-runner");
+        buf_append_str(&toml, "\n[model_providers.agent-runner]\n");
+        toml_kv(&toml, "name", req->mc.provider);
+        toml_kv(&toml, "base_url", req->mc.base_url);
+        toml_kv(&toml, "env_key", key->name);
+        toml_kv(&toml, "wire_api", "responses");
+        if (req->mc.nheaders > 0) {
+            buf_append_str(&toml, "\n[model_providers.agent-runner.http_headers]\n");
+            for (size_t i = 0; i < req->mc.nheaders; i++) {
+                toml_string(&toml, req->mc.headers[i].name);
+                buf_append_str(&toml, " = ");
+                toml_string(&toml, req->mc.headers[i].value);
+                buf_append_char(&toml, '\n');
+            }
+        }
+    } else {
+        if (!key || strcmp(key->name, "OPENAI_API_KEY") != 0) {
+            snprintf(err, errlen, "modelConnection.credentials: codex's built-in provider "
+                                  "needs OPENAI_API_KEY");
+            buf_release(&toml);
+            return AR_E_INVALID_REQUEST;
+        }
+        toml_kv(&toml, "model_provider", "openai");
+    }
+    harness_add_file(plan, CODEX_HOME "/config.toml", buf_str(&toml), 0600);
+    buf_release(&toml);
+    snprintf(plan->model_id, sizeof(plan->model_id), "%s", model);
+    snprintf(plan->model_name, sizeof(plan->model_name), "%s", model);
+    snprintf(plan->provider, sizeof(plan->provider), "%s", req->mc.provider);
+    return 0;
+}
+
+/* codex reports unknown model slugs as assistant text on every turn */
+static bool codex_is_noise(const char *text)
+{
+    return strncmp(text, "Model metadata for `", 20) == 0 &&
+           strstr(text, "` not found. Defaulting to fallback metadata") != NULL;
+}
+
+const struct harness_ops harness_codex = {
+    .kind = HARNESS_CODEX,
+    .name = "codex",
+    .installed = codex_installed,
+    .plan = codex_plan,
+    .is_noise = codex_is_noise,
+};

@@ -1,0 +1,69 @@
+"""Process lifecycle: worker respawn, keeper reaping, graceful drain on SIGTERM."""
+
+import os
+import signal
+import threading
+import time
+
+from stack import events_of, result_of, script, scripted_request, wait_for
+
+STACK = {"workers": 2, "threads": 4}
+
+
+def test_a_dead_worker_is_respawned(ctx):
+    before = set(ctx.stack.worker_pids())
+    victim = sorted(before)[0]
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: len(ctx.stack.worker_pids()) == 2 and victim not in ctx.stack.worker_pids(),
+             what="respawned worker")
+    # the new worker serves turns
+    for _ in range(4):
+        status, recs = ctx.stack.stream(scripted_request("after respawn"))
+        assert result_of(recs)["ok"] is True
+
+
+def test_a_killed_keeper_ends_the_turn_and_frees_everything(ctx):
+    holder = {}
+
+    def run():
+        holder["res"] = ctx.stack.stream(scripted_request(script([{"chunk": "x"},
+                                                                   {"sleep": 20000}])))
+
+    t = threading.Thread(target=run)
+    t.start()
+    keepers = wait_for(ctx.stack.keeper_pids, what="a keeper")
+    time.sleep(0.3)
+    os.kill(keepers[0], signal.SIGKILL)
+    t.join(30)
+    assert not t.is_alive(), "the turn did not end after its keeper died"
+    status, recs = holder["res"]
+    res = result_of(recs)
+    assert res["ok"] is False and "harness" in res["error"], res
+    assert [e["type"] for e in events_of(recs)][-2:] == ["error", "done"]
+
+
+def test_sigterm_drains_running_turns_then_exits_clean(ctx):
+    holder = {}
+
+    def run():
+        holder["res"] = ctx.stack.stream(scripted_request(script([{"chunk": "start"},
+                                                                   {"sleep": 1500},
+                                                                   {"chunk": " end"}])))
+
+    t = threading.Thread(target=run)
+    t.start()
+    wait_for(ctx.stack.keeper_pids, what="a keeper")
+    time.sleep(0.2)
+    ctx.stack.master.send_signal(signal.SIGTERM)
+    t.join(30)
+    status, recs = holder["res"]
+    res = result_of(recs)
+    assert res["ok"] is True and res["output"] == "start end", res
+    ctx.stack.master.wait(30)
+    assert ctx.stack.master.returncode == 0, ctx.stack.master.returncode
+    assert not os.path.exists(os.path.join("/dev/shm", "agent-runner." +
+                                           ctx.stack.env["AGENT_RUNNER_INSTANCE"]))
+    # bring it back for the tests that follow
+    ctx.stack.start_master()
+    status, recs = ctx.stack.stream(scripted_request("back"))
+    assert result_of(recs)["ok"] is True

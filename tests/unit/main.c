@@ -1,0 +1,167 @@
+/*
+ * unit-tests — runs every CUnit suite (or only the one named in argv[1]) with the basic
+ * interface and exits with the number of failed assertions (0 = success, capped at 255).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <CUnit/Basic.h>
+
+#include "../../engine/jsonx.h"
+#include "../../engine/util.h"
+#include "suites.h"
+
+#define FIXTURE_MAX (16u * 1024 * 1024)
+
+const char *test_shared_dir(void)
+{
+    static const char *dir;
+    const char *env;
+    struct stat st;
+
+    if (dir)
+        return dir;
+    env = getenv("AR_SHARED");
+    if (env && env[0] && stat(env, &st) == 0 && S_ISDIR(st.st_mode)) {
+        dir = env;
+    } else {
+        if (env && env[0])
+            fprintf(stderr, "unit-tests: AR_SHARED \"%s\" is not a folder, using \"%s\"\n", env,
+                    TEST_SHARED_DEFAULT);
+        dir = TEST_SHARED_DEFAULT;
+    }
+    return dir;
+}
+
+int test_read_shared(const char *name, char **ret_data, size_t *ret_len)
+{
+    char path[4096];
+    int n = snprintf(path, sizeof(path), "%s/%s", test_shared_dir(), name);
+
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -ENAMETOOLONG;
+    return read_file(path, FIXTURE_MAX, ret_data, ret_len);
+}
+
+json_object *test_json(const char *text)
+{
+    json_object *o = NULL;
+    char err[128];
+
+    if (jsonx_parse(text, strlen(text), JSONX_DEFAULT_DEPTH, &o, err, sizeof(err)) < 0)
+        return NULL;
+    return o;
+}
+
+json_object *test_shared_json(const char *name)
+{
+    json_object *o;
+    char *data;
+    size_t len;
+
+    if (test_read_shared(name, &data, &len) < 0)
+        return NULL;
+    o = test_json(data);
+    free(data);
+    return o;
+}
+
+static int sink_write(void *ctx, const char *line, size_t len)
+{
+    struct test_sink *s = ctx;
+    json_object *rec = NULL;
+    char err[128];
+
+    s->calls++;
+    if (s->fail_at && s->calls >= s->fail_at)
+        return -EPIPE;
+    if (len == 0 || line[len - 1] != '\n' || memchr(line, '\n', len - 1) ||
+        jsonx_parse(line, len - 1, JSONX_DEFAULT_DEPTH, &rec, err, sizeof(err)) < 0 || !rec ||
+        !json_object_is_type(rec, json_type_object)) {
+        json_object_put(rec);
+        s->bad_lines++;
+        return 0;
+    }
+    json_object_array_add(s->records, rec);
+    return 0;
+}
+
+void test_sink_init(struct test_sink *s, size_t fail_at, struct event_sink *ret_sink)
+{
+    memset(s, 0, sizeof(*s));
+    s->fail_at = fail_at;
+    s->records = json_object_new_array();
+    ret_sink->write_line = sink_write;
+    ret_sink->ctx = s;
+}
+
+void test_sink_release(struct test_sink *s)
+{
+    json_object_put(s->records);
+    memset(s, 0, sizeof(*s));
+}
+
+size_t test_sink_count(const struct test_sink *s)
+{
+    return json_object_array_length(s->records);
+}
+
+json_object *test_sink_event(const struct test_sink *s, size_t i)
+{
+    if (i >= json_object_array_length(s->records))
+        return NULL;
+    return jsonx_get(json_object_array_get_idx(s->records, i), "event");
+}
+
+static CU_SuiteInfo suites[] = {
+    {"acp", NULL, NULL, NULL, NULL, acp_tests},
+    {"request", NULL, NULL, NULL, NULL, request_tests},
+    {"events", NULL, NULL, NULL, NULL, events_tests},
+    {"run_turn", NULL, NULL, NULL, NULL, run_turn_tests},
+    {"run_limits", NULL, NULL, NULL, NULL, run_limits_tests},
+    CU_SUITE_INFO_NULL,
+};
+
+int main(int argc, char **argv)
+{
+    unsigned failures;
+    CU_ErrorCode rc;
+
+    if (argc > 2) {
+        fprintf(stderr, "usage: %s [suite]\n", argv[0]);
+        return 2;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "unit-tests: %s\n", CU_get_error_msg());
+        return 1;
+    }
+    if (CU_register_suites(suites) != CUE_SUCCESS) {
+        fprintf(stderr, "unit-tests: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 1;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    if (argc == 2) {
+        CU_pSuite s = CU_get_suite(argv[1]);
+
+        if (!s) {
+            fprintf(stderr, "unit-tests: no suite \"%s\"\n", argv[1]);
+            CU_cleanup_registry();
+            return 2;
+        }
+        rc = CU_basic_run_suite(s);
+    } else {
+        rc = CU_basic_run_tests();
+    }
+    failures = CU_get_number_of_failures();
+    printf("\nunit-tests: %u suites, %u tests run, %u tests failed, %u failed assertions\n",
+           CU_get_number_of_suites_run(), CU_get_number_of_tests_run(),
+           CU_get_number_of_tests_failed(), failures);
+    if (rc != CUE_SUCCESS && failures == 0)
+        failures = 1;
+    CU_cleanup_registry();
+    return failures > 255 ? 255 : (int)failures;
+}

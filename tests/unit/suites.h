@@ -1,0 +1,56 @@
+/*
+ * suites — the unit-test suites (one per engine module) and the helpers they share.
+ *
+ * Each tests/unit/test_<module>.c defines one NULL-terminated `CU_TestInfo <module>_tests[]`;
+ * main.c registers them all. The helpers below live in main.c.
+ */
+#ifndef AR_TEST_SUITES_H
+#define AR_TEST_SUITES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <CUnit/CUnit.h>
+#include <json-c/json.h>
+
+#include "../../engine/events.h"
+
+extern CU_TestInfo acp_tests[];
+extern CU_TestInfo request_tests[];
+extern CU_TestInfo events_tests[];
+extern CU_TestInfo run_turn_tests[];
+extern CU_TestInfo run_limits_tests[];
+
+/* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
+#define TEST_STR(s) ((s) ? (s) : "(null)")
+
+#define TEST_SHARED_DEFAULT "/work/shared/fixtures/agenta-golden"
+
+/* The golden-fixture folder: $AR_SHARED, else TEST_SHARED_DEFAULT. */
+const char *test_shared_dir(void);
+/* Read <shared dir>/name whole (NUL-terminated, malloc'ed). */
+int test_read_shared(const char *name, char **ret_data, size_t *ret_len);
+/* Parse the fixture <shared dir>/name; NULL when missing or not JSON. */
+json_object *test_shared_json(const char *name);
+/* Parse a JSON text strictly; NULL on error (or for the literal null). */
+json_object *test_json(const char *text);
+
+/*
+ * An event sink that records what it is given. Every line is checked to be exactly one
+ * '\n'-terminated JSON object (bad_lines counts the others) and kept, parsed, in `records`.
+ * From call number fail_at on (1-based; 0 = never) it refuses the line like a gone client.
+ */
+struct test_sink {
+    size_t calls;
+    size_t fail_at;
+    size_t bad_lines;
+    json_object *records;
+};
+
+void test_sink_init(struct test_sink *s, size_t fail_at, struct event_sink *ret_sink);
+void test_sink_release(struct test_sink *s);
+size_t test_sink_count(const struct test_sink *s);
+/* The "event" member of record i (borrowed), NULL when out of range. */
+json_object *test_sink_event(const struct test_sink *s, size_t i);
+
+#endif
