@@ -30,10 +30,11 @@ UNIT_SRC   := $(wildcard tests/unit/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
 UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
-ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o \
+ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
               $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o
 
-PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/acp-scripted
+PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
+            $(BIN)/acp-scripted
 
 .PHONY: all test unit integration run asan tsan deps harnesses clean
 .DEFAULT_GOAL := all
@@ -57,6 +58,10 @@ $(BIN)/agent-runnerd: $(BUILD)/fcgi/master.o $(BUILD)/libfront.a $(BUILD)/libeng
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/agent-runner-keeper: $(BUILD)/engine/keeper_main.o $(BUILD)/libengine.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/agent-runner-ctl: $(BUILD)/fcgi/ctl.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

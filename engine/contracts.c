@@ -31,6 +31,8 @@ const char *ar_strerror(int r)
         return "not available";
     case AR_E_MODEL:
         return "model unavailable";
+    case AR_E_RETRY:
+        return "retry";
     default:
         if (r < 0 && r > -4096)
             return strerror(-r);
@@ -102,6 +104,8 @@ void run_result_release(struct run_result *res)
     free(res->trace_id);
     if (res->events)
         json_object_put(res->events);
+    if (res->tool_call_ids)
+        json_object_put(res->tool_call_ids);
     memset(res, 0, sizeof(*res));
 }
 
@@ -207,6 +211,7 @@ static const char *const teardown_names[TEARDOWN_COUNT] = {
     [TEARDOWN_SHUTDOWN_IN_FLIGHT] = "shutdown-in-flight",
     [TEARDOWN_HARNESS_EXITED] = "harness-exited",
     [TEARDOWN_APPROVAL_EXPIRY] = "approval-expiry",
+    [TEARDOWN_SUPERSEDED] = "superseded",
 };
 
 const char *teardown_reason_name(enum teardown_reason r)

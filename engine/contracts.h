@@ -34,6 +34,7 @@ enum ar_error {
     AR_E_CLIENT_GONE = -10009,     /* the HTTP client disconnected */
     AR_E_UNAVAILABLE = -10010,     /* a harness or provider is not installed */
     AR_E_MODEL = -10011,           /* the requested model cannot be selected */
+    AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
 };
 
 /* strerror for -errno and the project codes above. Never NULL. */
@@ -216,6 +217,7 @@ struct run_result {
     struct run_usage usage;
     struct harness_caps caps;
     json_object *events; /* coalesced events (one-shot path) or NULL when streamed */
+    json_object *tool_call_ids; /* ids of the tool calls the turn made (array), or NULL */
 };
 
 #define RUN_OUTPUT_MAX (64u * 1024 * 1024)
@@ -246,6 +248,7 @@ enum teardown_reason {
     TEARDOWN_SHUTDOWN_IN_FLIGHT,
     TEARDOWN_HARNESS_EXITED,
     TEARDOWN_APPROVAL_EXPIRY,
+    TEARDOWN_SUPERSEDED,
     TEARDOWN_COUNT,
 };
 
@@ -283,6 +286,9 @@ struct engine_config {
     struct run_limits_config limits;
     bool model_strict;
     const char *log_level;      /* passed to keepers */
+    enum lifecycle_mode local_mode; /* runner's mode for the local provider (UNSET = inherit) */
+    uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
+    uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
 };
 
 #endif

@@ -1,8 +1,23 @@
 /*
- * engine — the entry point of a turn: validate what can be validated before a response
- * starts (engine_prepare), then run it (engine_run): acquire an environment, open the ACP
- * session, run the prompt, then tear the environment down or keep it, and always end the
- * stream with `done` (when the turn started) and a filled result.
+ * engine — the entry point of a turn.
+ *
+ * engine_prepare() refuses what can be refused before a response starts (uninstalled
+ * harness, a request the harness cannot run, no user message, an impossible lifecycle) and
+ * computes the turn's identity: pool key, config fingerprint, history fingerprint of the prior
+ * conversation, credential epoch.
+ *
+ * engine_run() dispatches (DESIGN.md §4, reference/agenta-runner.md §3.15):
+ *   - no pool key, or a per-turn policy: cold, destroyed after the turn;
+ *   - an idle environment whose identity still matches and a fresh user message: warm — only
+ *     the new user text is sent to the live harness; a failure before the harness said
+ *     anything retries cold once;
+ *   - any mismatch: the old environment is torn down with its named reason, then cold (the
+ *     transcript is replayed as text when there is earlier history);
+ *   - a busy environment of the same session is superseded.
+ * After a successful turn under a warm policy the environment is parked in the pool (capacity:
+ * the least recently used idle one is evicted when full; if every parked one is busy or
+ * awaiting approval, this one is not kept). Every stream ends with `done` once the turn
+ * started, and the result is always filled.
  */
 #ifndef AR_ENGINE_H
 #define AR_ENGINE_H
@@ -13,26 +28,36 @@
 #include "contracts.h"
 #include "events.h"
 #include "harness/harness.h"
+#include "identity.h"
+#include "policy.h"
+#include "pool.h"
 
 struct engine_turn {
     const struct engine_config *cfg;
     struct run_request *req; /* borrowed */
     const struct harness_ops *harness;
     struct sandbox_plan plan;
-    json_object *prompt; /* ACP content blocks */
+    char key[POOL_KEY_MAX]; /* "" = per-turn */
+    uint8_t config_fp[IDENTITY_DIGEST_LEN];
+    uint8_t prior_fp[IDENTITY_DIGEST_LEN];
+    uint8_t epoch[IDENTITY_DIGEST_LEN];
+    struct lifecycle_policy policy; /* for a new session; a live one keeps its admitted one */
+    bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
 };
 
-/*
- * Everything that can be refused before the response starts: an uninstalled harness
- * (AR_E_UNAVAILABLE), a request the harness cannot run, no user message
- * (AR_E_INVALID_REQUEST). err names the problem. On success release with engine_turn_release.
- */
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                    struct engine_turn *ret, char *err, size_t errlen);
 void engine_turn_release(struct engine_turn *t);
 
 /* Run the prepared turn; events go to es, the outcome to res (initialised by the caller). */
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res);
+
+/*
+ * Destroy the environment of key (warm, parked or running) and wait for the teardown.
+ * 0 also when there was none (idempotent).
+ */
+int engine_kill_session(const struct engine_config *cfg, const char *key,
+                        enum teardown_reason reason);
 
 /* Harness names (as /health lists them) that are installed under cfg. */
 json_object *engine_installed_harnesses(const struct engine_config *cfg);

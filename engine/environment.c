@@ -246,7 +246,7 @@ static void release_slot(struct environment *env)
         struct pool_slot *s = pool_slot_locked(p, env->h);
         /* the keeper frees its own slot; free it here only if nobody started */
         if (s && s->keeper_pid == 0)
-            pool_free_locked(p, env->h);
+            pool_free_locked(p, env->h, TEARDOWN_FAILED_TURN);
         pool_unlock(p);
     }
     env->has_slot = false;

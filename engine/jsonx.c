@@ -24,10 +24,20 @@ int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char
     jerr = json_tokener_get_error(tok);
     used = json_tokener_get_parse_end(tok);
     if (jerr == json_tokener_continue) {
-        /* the input ended inside a value; an empty document ends here too */
-        snprintf(err, errlen, "unexpected end of input");
-        json_tokener_free(tok);
-        return -EBADMSG;
+        /*
+         * The input ended inside a value. A number or literal that ends the data ("42",
+         * "null") is complete only once the tokener sees the end, so finish with a NUL;
+         * anything else (and an empty document) is truncated.
+         */
+        o = json_tokener_parse_ex(tok, "", 1);
+        if (json_tokener_get_error(tok) != json_tokener_success) {
+            json_object_put(o);
+            snprintf(err, errlen, "unexpected end of input");
+            json_tokener_free(tok);
+            return -EBADMSG;
+        }
+        jerr = json_tokener_success;
+        used = len;
     }
     if (jerr != json_tokener_success) {
         snprintf(err, errlen, "%s at offset %zu", json_tokener_error_desc(jerr), used);

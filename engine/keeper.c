@@ -62,6 +62,7 @@ struct keeper {
     uint64_t dropped;
     int exit_status;
     bool child_exited;
+    uint8_t reason; /* why the keeper ends (0: the reason its slot was drained with) */
 };
 
 static void set_nonblock(int fd)
@@ -182,7 +183,7 @@ static void slot_orphaned(struct keeper *k, struct pool_slot *s)
 static void slot_release(struct keeper *k, struct pool_slot *s)
 {
     (void)s;
-    pool_free_locked(k->pool, k->h);
+    pool_free_locked(k->pool, k->h, k->reason);
 }
 
 static int start_sandbox(struct keeper *k, char *err, size_t errlen)
@@ -607,6 +608,7 @@ static int loop(struct keeper *k)
             int64_t left = k->deadline - now_ms();
             if (left <= 0) {
                 log_info("idle deadline passed: tearing down");
+                k->reason = TEARDOWN_IDLE_EXPIRY;
                 break;
             }
             timeout = left > 60000 ? 60000 : (int)left;
@@ -665,6 +667,7 @@ static int loop(struct keeper *k)
                 k->child_exited = true;
             }
             log_info("harness exited with status %d", k->exit_status);
+            k->reason = TEARDOWN_HARNESS_EXITED;
             break;
         }
     }

@@ -50,6 +50,21 @@ static void map_views(struct pool *p, void *base)
     p->buckets = (int32_t *)(p->slots + p->hdr->nslots);
 }
 
+static bool parked(const struct pool_slot *s)
+{
+    return s->key[0] && (s->state == SLOT_IDLE || s->state == SLOT_AWAITING_APPROVAL);
+}
+
+/* Every state change goes through here so the derived parked count stays exact. */
+static void set_state(struct pool *p, struct pool_slot *s, uint32_t state)
+{
+    if (parked(s))
+        p->hdr->nparked--;
+    s->state = state;
+    if (parked(s))
+        p->hdr->nparked++;
+}
+
 static void rebuild_derived_locked(struct pool *p)
 {
     struct pool_header *h = p->hdr;
@@ -59,6 +74,7 @@ static void rebuild_derived_locked(struct pool *p)
     h->free_head = -1;
     h->lru_head = h->lru_tail = -1;
     h->nused = 0;
+    h->nparked = 0;
     /* walk backwards so the free list hands out low indexes first */
     for (uint32_t i = h->nslots; i-- > 0;) {
         struct pool_slot *s = &p->slots[i];
@@ -72,6 +88,8 @@ static void rebuild_derived_locked(struct pool *p)
             continue;
         }
         h->nused++;
+        if (parked(s))
+            h->nparked++;
         if (s->key[0]) {
             uint32_t b = s->key_hash & (h->nbuckets - 1);
             s->hash_next = p->buckets[b];
@@ -153,7 +171,7 @@ uint32_t pool_repair_locked(struct pool *p)
 int pool_check_locked(struct pool *p, char *err, size_t errlen)
 {
     struct pool_header *h = p->hdr;
-    uint32_t nfree = 0, nlru = 0, nused = 0, nidle = 0;
+    uint32_t nfree = 0, nlru = 0, nused = 0, nidle = 0, nparked = 0;
     int32_t prev = -1;
 
     for (int32_t i = h->free_head; i >= 0; i = p->slots[i].free_next) {
@@ -186,6 +204,8 @@ int pool_check_locked(struct pool *p, char *err, size_t errlen)
         nused++;
         if (s->state == SLOT_IDLE)
             nidle++;
+        if (parked(s))
+            nparked++;
         if (s->key[0]) {
             int found = pool_find_locked(p, s->key);
             if (found != (int)i) {
@@ -194,9 +214,10 @@ int pool_check_locked(struct pool *p, char *err, size_t errlen)
             }
         }
     }
-    if (nused != h->nused || nused + nfree != h->nslots || nidle != nlru) {
-        snprintf(err, errlen, "counts: used %u/%u free %u idle %u lru %u", nused, h->nused, nfree,
-                 nidle, nlru);
+    if (nused != h->nused || nused + nfree != h->nslots || nidle != nlru ||
+        nparked != h->nparked) {
+        snprintf(err, errlen, "counts: used %u/%u free %u idle %u lru %u parked %u/%u", nused,
+                 h->nused, nfree, nidle, nlru, nparked, h->nparked);
         return -EUCLEAN;
     }
     return 0;
@@ -513,7 +534,7 @@ int pool_checkout_locked(struct pool *p, struct pool_handle h, bool approval, pi
         return -EBUSY;
     if (s->state == SLOT_IDLE)
         lru_remove(p, (int32_t)h.index);
-    s->state = SLOT_BUSY;
+    set_state(p, s, SLOT_BUSY);
     s->owner_pid = (int32_t)owner;
     snprintf(s->owner_turn, sizeof(s->owner_turn), "%s", turn_id ? turn_id : "");
     s->last_used_ms = now_ms();
@@ -532,7 +553,7 @@ int pool_park_locked(struct pool *p, struct pool_handle h, enum slot_state state
         return -EINVAL;
     if (s->state != SLOT_BUSY && s->state != SLOT_STARTING)
         return -EBUSY;
-    s->state = state;
+    set_state(p, s, state);
     s->owner_pid = 0;
     s->owner_turn[0] = '\0';
     s->last_used_ms = now_ms();
@@ -553,27 +574,56 @@ int pool_drain_locked(struct pool *p, struct pool_handle h, uint8_t reason)
         return -ESTALE;
     if (s->state == SLOT_IDLE)
         lru_remove(p, (int32_t)h.index);
-    s->state = SLOT_DRAINING;
+    set_state(p, s, SLOT_DRAINING);
     s->last_teardown = reason;
     return 0;
 }
 
-int pool_free_locked(struct pool *p, struct pool_handle h)
+int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason)
 {
     struct pool_slot *s = pool_slot_locked(p, h);
     int32_t i = (int32_t)h.index;
 
     if (!s)
         return -ESTALE;
+    if (s->key[0]) {
+        struct pool_teardown *t = &p->hdr->recent[p->hdr->recent_next % POOL_RECENT_MAX];
+
+        memcpy(t->key, s->key, sizeof(t->key));
+        t->reason = reason ? reason : s->last_teardown;
+        t->harness = s->harness;
+        t->turns = s->turns;
+        t->at_ms = now_ms();
+        p->hdr->recent_next++;
+    }
     if (s->state == SLOT_IDLE)
         lru_remove(p, i);
     hash_remove(p, i);
+    set_state(p, s, SLOT_FREE);
     slot_reset(s);
     s->hash_next = s->lru_prev = s->lru_next = -1;
     s->free_next = p->hdr->free_head;
     p->hdr->free_head = i;
     p->hdr->nused--;
     return 0;
+}
+
+uint32_t pool_parked_count_locked(struct pool *p)
+{
+    return p->hdr->nparked;
+}
+
+const struct pool_teardown *pool_recent_teardown_locked(struct pool *p, const char *key)
+{
+    uint32_t n = p->hdr->recent_next < POOL_RECENT_MAX ? p->hdr->recent_next : POOL_RECENT_MAX;
+
+    for (uint32_t k = 1; k <= n; k++) {
+        const struct pool_teardown *t = &p->hdr->recent[(p->hdr->recent_next - k) %
+                                                        POOL_RECENT_MAX];
+        if (strcmp(t->key, key) == 0)
+            return t;
+    }
+    return NULL;
 }
 
 int pool_lru_idle_locked(struct pool *p)

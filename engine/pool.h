@@ -27,7 +27,7 @@
 #include <sys/types.h>
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 3u
+#define POOL_LAYOUT_VERSION 4u
 #define POOL_KEY_MAX 272
 #define POOL_DIR_MAX 192
 #define POOL_APPROVALS_MAX 8
@@ -89,6 +89,7 @@ struct pool_slot {
     uint8_t last_teardown;
     uint8_t harness;
     uint8_t napprovals;
+    uint32_t caps; /* harness capability bits (run_turn.h TURN_CAP_*) */
     int32_t keeper_pid;
     uint64_t keeper_start;
     int32_t owner_pid; /* worker running the turn (fencing) */
@@ -109,6 +110,17 @@ struct pool_slot {
     struct pool_approval approvals[POOL_APPROVALS_MAX];
 };
 
+#define POOL_RECENT_MAX 64
+
+/* A teardown, remembered after its slot was freed (agent-runner-ctl shows them). */
+struct pool_teardown {
+    char key[POOL_KEY_MAX];
+    uint8_t reason;
+    uint8_t harness;
+    int64_t at_ms;
+    uint32_t turns;
+};
+
 struct pool_header {
     uint64_t magic;
     uint32_t layout_version;
@@ -125,7 +137,10 @@ struct pool_header {
     int32_t lru_head;        /* derived: least recently used idle slot */
     int32_t lru_tail;        /* derived */
     uint32_t nused;          /* derived */
+    uint32_t nparked;        /* derived: keyed slots idle or awaiting approval */
     uint64_t counters[POOL_COUNTERS_MAX]; /* atomically updated, read without the lock */
+    uint32_t recent_next;
+    struct pool_teardown recent[POOL_RECENT_MAX];
 };
 
 struct pool {
@@ -190,8 +205,17 @@ int pool_park_locked(struct pool *p, struct pool_handle h, enum slot_state state
 /* Mark a slot draining (it leaves the LRU and the key index keeps it until freed). */
 int pool_drain_locked(struct pool *p, struct pool_handle h, uint8_t reason);
 
-/* Free the slot: generation bumped, key index/LRU updated. */
-int pool_free_locked(struct pool *p, struct pool_handle h);
+/*
+ * Free the slot: generation bumped, key index/LRU updated, and the teardown remembered with
+ * reason (0 = the reason recorded by pool_drain_locked, if any).
+ */
+int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason);
+
+/* Count of parked slots (idle + awaiting approval) holding a key. */
+uint32_t pool_parked_count_locked(struct pool *p);
+
+/* The most recent teardown remembered for key, or NULL. */
+const struct pool_teardown *pool_recent_teardown_locked(struct pool *p, const char *key);
 
 /* The least recently used idle slot, or -ENOENT. */
 int pool_lru_idle_locked(struct pool *p);

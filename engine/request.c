@@ -173,16 +173,12 @@ static int id_string(struct pctx *c, json_object *o, const char *key, const char
 
     if (r < 0)
         return r;
+    /* blank ids (whitespace only, as String.trim() sees it) count as absent, as in Agenta's
+     * runner; checked before control characters, which tabs and newlines also are */
+    if (s && !s[strspn(s, " \t\r\n\v\f")])
+        s = NULL;
     if (s && has_control(s))
         return fail(c, "%s: contains control characters", key);
-    if (s) {
-        /* blank ids count as absent, as in Agenta's runner */
-        const char *p = s;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (!*p)
-            s = NULL;
-    }
     *ret = s;
     return 0;
 }

@@ -490,6 +490,39 @@ static void finish_usage(struct run_result *res, json_object *prompt_result)
     res->usage.present = true;
 }
 
+static void record_tool_ids(const struct turn_state *st, struct run_result *res)
+{
+    if (!res->tool_call_ids)
+        res->tool_call_ids = json_object_new_array();
+    for (size_t i = 0; i < st->ntools; i++)
+        json_object_array_add(res->tool_call_ids, json_object_new_string(st->tools[i].id));
+}
+
+uint32_t turn_caps_to_bits(const struct harness_caps *c)
+{
+    const bool v[] = {c->text_messages, c->images,      c->file_attachments, c->mcp_tools,
+                      c->tool_calls,    c->reasoning,   c->plan_mode,        c->permissions,
+                      c->usage,         c->streaming_deltas, c->session_lifecycle};
+    uint32_t bits = 1u << 31; /* known */
+
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        if (v[i])
+            bits |= 1u << i;
+    return bits;
+}
+
+void turn_caps_from_bits(uint32_t bits, struct harness_caps *c)
+{
+    bool *v[] = {&c->text_messages, &c->images,      &c->file_attachments, &c->mcp_tools,
+                 &c->tool_calls,    &c->reasoning,   &c->plan_mode,        &c->permissions,
+                 &c->usage,         &c->streaming_deltas, &c->session_lifecycle};
+
+    memset(c, 0, sizeof(*c));
+    c->known = (bits >> 31) & 1u;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        *v[i] = (bits >> i) & 1u;
+}
+
 int run_turn_prompt(struct environment *env, const struct turn_options *opt,
                     struct event_stream *es, struct run_result *res)
 {
@@ -500,6 +533,8 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
     int64_t prompt_id;
     uint64_t seen_events;
     int r;
+
+    uint64_t start_events = es->nevents;
 
     run_limits_start(&limits, opt->limits, now_ms());
     turn_state_init(&st, &limits);
@@ -580,6 +615,7 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
             finish_usage(res, m.result);
             acp_msg_release(&m);
             res->ok = true;
+            record_tool_ids(&st, res);
             event_emit(es, event_usage(&res->usage));
             turn_state_release(&st);
             return 0;
@@ -587,12 +623,22 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
         acp_msg_release(&m);
     }
 fail:
+    if (opt->retry_if_silent && es->nevents == start_events) {
+        turn_state_release(&st);
+        return AR_E_RETRY;
+    }
     turn_close_block(&st, es);
+    record_tool_ids(&st, res);
     event_emit(es, event_error(why, r == AR_E_TIMEOUT ? "run_limit" : "runner_error"));
     run_result_fail(res, "%s", why);
     turn_state_release(&st);
     return r < 0 ? r : AR_E_PROTOCOL;
 fail_reusable:
+    if (opt->retry_if_silent && es->nevents == start_events) {
+        turn_state_release(&st);
+        return AR_E_RETRY;
+    }
+    record_tool_ids(&st, res);
     event_emit(es, event_error(why, "provider_error"));
     run_result_fail(res, "%s", why);
     turn_state_release(&st);

@@ -54,6 +54,10 @@ void turn_close_block(struct turn_state *st, struct event_stream *es);
 void turn_caps_from_agent(json_object *agent_caps, enum harness_kind kind,
                           struct harness_caps *caps);
 
+/* Capability flags as stored in a pool slot. */
+uint32_t turn_caps_to_bits(const struct harness_caps *caps);
+void turn_caps_from_bits(uint32_t bits, struct harness_caps *caps);
+
 /*
  * initialize + session/new (+ model selection) on a fresh environment, before deadline.
  * Strict model selection: when model_id is set and the harness cannot end up on it, the turn
@@ -68,6 +72,8 @@ struct turn_options {
     json_object *permissions; /* the request's permission plan, borrowed, may be NULL */
     bool cancel_on_client_gone;
     bool (*is_noise)(const char *text);
+    /* a failure before any event of the turn returns AR_E_RETRY silently (warm turns) */
+    bool retry_if_silent;
 };
 
 /*

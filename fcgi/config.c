@@ -43,6 +43,7 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_BWRAP", K_STR, OFF(bwrap), "/usr/bin/bwrap", 0, 0},
     {"AGENT_RUNNER_INSTANCE", K_STR, OFF(instance), "default", 0, 0},
     {"AGENT_RUNNER_LOG_LEVEL", K_STR, OFF(log_level), "info", 0, 0},
+    {"AGENT_RUNNER_LOCAL_LIFECYCLE", K_STR, OFF(local_lifecycle), "inherit", 0, 0},
     {"AGENT_RUNNER_SESSION_TTL_MS", K_U64, EOFF(session_ttl_ms), "60000", 1, 86400000},
     {"AGENT_RUNNER_SESSION_POOL_MAX", K_U64, EOFF(session_pool_max), "8", 0, 1u << 20},
     {"AGENT_RUNNER_APPROVAL_TTL_MS", K_U64, EOFF(approval_ttl_ms), "600000", 1, 86400000},
@@ -170,6 +171,20 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         }
         log_max_level = (int)lvl;
     }
+    if (strcmp(cfg->local_lifecycle, "warm") == 0) {
+        cfg->engine.local_mode = LIFECYCLE_WARM;
+    } else if (strcmp(cfg->local_lifecycle, "per_turn") == 0) {
+        cfg->engine.local_mode = LIFECYCLE_PER_TURN;
+    } else if (strcmp(cfg->local_lifecycle, "inherit") != 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_LOCAL_LIFECYCLE: expected warm, per_turn or inherit");
+        return -EINVAL;
+    }
+    /* an explicitly configured window is the provider's; otherwise the request's may apply */
+    {
+        const char *ttl = getenv("AGENT_RUNNER_SESSION_TTL_MS");
+        if (ttl && ttl[0])
+            cfg->engine.local_idle_ms = cfg->engine.session_ttl_ms;
+    }
     snprintf(cfg->shm_name, sizeof(cfg->shm_name), "/agent-runner.%s", cfg->instance);
     run_limits_config_normalize(&cfg->engine.limits);
     cfg->engine.state_dir = cfg->state_dir;
@@ -206,5 +221,6 @@ void config_release(struct runner_config *cfg)
     free(cfg->bwrap);
     free(cfg->instance);
     free(cfg->log_level);
+    free(cfg->local_lifecycle);
     memset(cfg, 0, sizeof(*cfg));
 }

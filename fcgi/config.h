@@ -31,6 +31,7 @@ struct runner_config {
     char *bwrap;
     char *instance;
     char *log_level;
+    char *local_lifecycle;
     char shm_name[96];
     struct engine_config engine;
 };

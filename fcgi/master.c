@@ -155,7 +155,7 @@ static void keeper_gone(struct master *m, pid_t pid)
         if (s->state == SLOT_FREE || s->keeper_pid != pid)
             continue;
         memcpy(dir, s->env_dir, sizeof(dir));
-        pool_free_locked(m->pool, pool_handle_of(m->pool, i));
+        pool_free_locked(m->pool, pool_handle_of(m->pool, i), 0);
         break;
     }
     pool_unlock(m->pool);
@@ -243,7 +243,7 @@ static void sweep(struct master *m)
         s = pool_slot_locked(m->pool, e->h);
         if (!s || s->keeper_pid != e->keeper_pid)
             continue;
-        pool_free_locked(m->pool, e->h);
+        pool_free_locked(m->pool, e->h, 0);
     }
     pool_unlock(m->pool);
     for (uint32_t i = 0; i < n; i++) {
@@ -438,6 +438,12 @@ int main(int argc, char **argv)
         return 1;
     }
     m.cfg.engine.pool = m.pool;
+    /* the credential epoch key lives only in this boot's processes, never in shm */
+    if (random_bytes(m.cfg.engine.epoch_key, sizeof(m.cfg.engine.epoch_key)) < 0) {
+        log_error("cannot make the credential epoch key");
+        pool_destroy(m.pool);
+        return 1;
+    }
     m.scratch = calloc(m.cfg.slots, sizeof(*m.scratch));
     m.nworkers = (unsigned)m.cfg.workers;
     m.workers = calloc(m.nworkers, sizeof(*m.workers));

@@ -12,6 +12,7 @@ usage: run.py [-k substring] [module ...]
 import importlib.util
 import os
 import sys
+import tempfile
 import time
 import traceback
 
@@ -53,7 +54,7 @@ def main():
             continue
         print(f"== {os.path.basename(path)} ({len(tests)} tests)", flush=True)
         ctx = Ctx()
-        ctx.model = stack.FakeModel(tempfile_dir())
+        ctx.model = stack.FakeModel(tempfile.mkdtemp(prefix="ar-model."))
         opts = getattr(mod, "STACK", {})
         ctx.stack = stack.Stack(model=ctx.model, **opts)
         try:
@@ -99,17 +100,6 @@ def main():
 
 class SkipTest(Exception):
     pass
-
-
-_tmp = None
-
-
-def tempfile_dir():
-    global _tmp
-    import tempfile
-    if _tmp is None:
-        _tmp = tempfile.mkdtemp(prefix="ar-model.")
-    return _tmp
 
 
 stack.SkipTest = SkipTest

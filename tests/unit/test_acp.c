@@ -115,8 +115,8 @@ static void test_acp_decode_response_error(void)
     acp_msg_release(&m);
 
     /* an error without a message still reads as an error */
-    CU_ASSERT_EQUAL_FATAL(
-        decode("{\"jsonrpc\":\"2.0\",\"id\":10,\"error\":{\"code\":-32000}}", &m), 0);
+    CU_ASSERT_EQUAL_FATAL(decode("{\"jsonrpc\":\"2.0\",\"id\":10,\"error\":{\"code\":-32000}}", &m),
+                          0);
     CU_ASSERT_EQUAL(m.kind, ACP_RESPONSE);
     CU_ASSERT_EQUAL(acp_msg_error_code(&m), -32000);
     CU_ASSERT_STRING_EQUAL(acp_msg_error_message(&m), "unknown error");
@@ -147,7 +147,7 @@ static void test_acp_decode_agent_request_id_collision(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(req.method), "session/request_permission");
     CU_ASSERT_PTR_NULL(req.result);
     CU_ASSERT_PTR_NULL(resp.method);
-    CU_ASSERT_EQUAL(jsonx_get(resp.result, "protocolVersion") != NULL, 1);
+    CU_ASSERT_PTR_NOT_NULL(jsonx_get(resp.result, "protocolVersion"));
     acp_msg_release(&req);
     acp_msg_release(&resp);
 }
@@ -178,7 +178,7 @@ static void test_acp_decode_invalid_lines(void)
     static const char *const bad[] = {
         "",
         "not json",
-        "{\"jsonrpc\":\"2.0\",\"method\":\"x\"",   /* truncated */
+        "{\"jsonrpc\":\"2.0\",\"method\":\"x\"",    /* truncated */
         "{\"jsonrpc\":\"2.0\",\"method\":\"x\"} x", /* trailing garbage */
         "{\"id\":1,\"method\":\"initialize\"}",     /* no jsonrpc */
         "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"initialize\"}",
@@ -187,9 +187,9 @@ static void test_acp_decode_invalid_lines(void)
         "\"jsonrpc\"",
         "null",
         "42",
-        "{\"jsonrpc\":\"2.0\"}",                       /* neither method nor id */
-        "{\"jsonrpc\":\"2.0\",\"params\":{}}",         /* neither method nor id */
-        "{\"jsonrpc\":\"2.0\",\"id\":1}",              /* response without result/error */
+        "{\"jsonrpc\":\"2.0\"}",                         /* neither method nor id */
+        "{\"jsonrpc\":\"2.0\",\"params\":{}}",           /* neither method nor id */
+        "{\"jsonrpc\":\"2.0\",\"id\":1}",                /* response without result/error */
         "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":null}", /* a null error is no error */
         "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"result\":{}}",
         "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"x\"}",
@@ -204,7 +204,7 @@ static void test_acp_decode_invalid_lines(void)
 
         memset(&m, 0xa5, sizeof(m));
         CU_ASSERT_EQUAL(acp_decode(bad[i], strlen(bad[i]), &m, err, sizeof(err)), -EBADMSG);
-        CU_ASSERT_NOT_EQUAL(err[0], '\0'); /* says why */
+        CU_ASSERT_NOT_EQUAL(err[0], '\0');              /* says why */
         CU_ASSERT_EQUAL((unsigned)m.kind, 0xa5a5a5a5u); /* untouched on failure */
     }
 }
@@ -349,19 +349,24 @@ static void expect_line(struct acp_lines *l, const char *want)
     free(line);
 }
 
+static int feed_str(struct acp_lines *l, const char *s)
+{
+    return acp_lines_feed(l, s, strlen(s));
+}
+
 static void test_acp_lines_split_across_feeds(void)
 {
     struct acp_lines l;
 
     acp_lines_init(&l, ACP_LINE_MAX_DEFAULT);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "{\"jsonrpc\":", 11), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "{\"jsonrpc\":"), 0);
     expect_line(&l, NULL);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "\"2.0\",", 6), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "\"2.0\","), 0);
     expect_line(&l, NULL);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "\"method\":\"m\"}\n{\"a\"", 19), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "\"method\":\"m\"}\n{\"a\""), 0);
     expect_line(&l, "{\"jsonrpc\":\"2.0\",\"method\":\"m\"}");
     expect_line(&l, NULL);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, ":1}\n", 4), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, ":1}\n"), 0);
     expect_line(&l, "{\"a\":1}");
     expect_line(&l, NULL);
     acp_lines_release(&l);
@@ -373,13 +378,13 @@ static void test_acp_lines_several_lines_in_one_feed(void)
     struct acp_lines l;
 
     acp_lines_init(&l, ACP_LINE_MAX_DEFAULT);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, data, sizeof(data) - 1), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, data), 0);
     expect_line(&l, "one");
     expect_line(&l, "two");
     expect_line(&l, ""); /* an empty line is a line */
     expect_line(&l, "three");
     expect_line(&l, NULL); /* "four" has no '\n' yet */
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "\n", 1), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "\n"), 0);
     expect_line(&l, "four");
     expect_line(&l, NULL);
     acp_lines_release(&l);
@@ -390,7 +395,7 @@ static void test_acp_lines_crlf(void)
     struct acp_lines l;
 
     acp_lines_init(&l, ACP_LINE_MAX_DEFAULT);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "a\r\nbc\r\n\r\nd\re\n", 13), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "a\r\nbc\r\n\r\nd\re\n"), 0);
     expect_line(&l, "a");
     expect_line(&l, "bc");
     expect_line(&l, "");
@@ -441,7 +446,7 @@ static void test_acp_lines_big_line_default_max(void)
     CU_ASSERT_EQUAL(got, len);
     CU_ASSERT_EQUAL(memcmp(line, msg, len), 0);
     CU_ASSERT_EQUAL(acp_decode(line, got, &m, err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(json_object_get_string_len(jsonx_get(m.params, "text")) > 3000000, 1);
+    CU_ASSERT(json_object_get_string_len(jsonx_get(m.params, "text")) > 3000000);
     acp_msg_release(&m);
     free(line);
     acp_lines_release(&l);
@@ -510,7 +515,7 @@ static void test_acp_lines_over_max_is_e2big(void)
 
     /* exactly the maximum is fine */
     acp_lines_init(&l, 16);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "0123456789abcdef\n", 17), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "0123456789abcdef\n"), 0);
     expect_line(&l, "0123456789abcdef");
     acp_lines_release(&l);
 
@@ -541,13 +546,13 @@ static void test_acp_lines_partial_line_stays_buffered(void)
 
     acp_lines_init(&l, ACP_LINE_MAX_DEFAULT);
     expect_line(&l, NULL); /* empty */
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "abc", 3), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "abc"), 0);
     expect_line(&l, NULL);
     expect_line(&l, NULL); /* asking again does not lose or duplicate bytes */
     CU_ASSERT_EQUAL(l.in.len, 3);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "def", 3), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "def"), 0);
     expect_line(&l, NULL);
-    CU_ASSERT_EQUAL(acp_lines_feed(&l, "\nghi", 4), 0);
+    CU_ASSERT_EQUAL(feed_str(&l, "\nghi"), 0);
     expect_line(&l, "abcdef");
     expect_line(&l, NULL);
     CU_ASSERT_EQUAL(l.in.len, 3);

@@ -17,20 +17,22 @@
 /* A credential value planted in hostile requests: it must never appear in an error message. */
 #define SECRET "sk-CANARY-7f3a9c"
 
-#define CRED_KIND(kind, name)                                                                   \
-    "{\"binding\":{\"kind\":\"" kind "\",\"name\":\"" name "\"},\"value\":\"" SECRET            \
+#define CRED_KIND(kind, name)                                                                      \
+    "{\"binding\":{\"kind\":\"" kind "\",\"name\":\"" name "\"},\"value\":\"" SECRET               \
     "\",\"usage\":\"opaque_http\"}"
 #define CRED(name) CRED_KIND("environment", name)
-#define MC(mode, extra)                                                                         \
-    "{\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"direct\","                  \
+#define MC(mode, extra)                                                                            \
+    "{\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"direct\","                     \
     "\"credentialMode\":\"" mode "\"" extra "}}"
 #define MC_CREDS(creds) MC("env", ",\"credentials\":[" creds "]")
-#define MC_URL(url)                                                                             \
-    MC("env", ",\"credentials\":[" CRED("OPENAI_API_KEY") "],\"endpoint\":{\"baseUrl\":\"" url \
-              "\"}")
+#define MC_URL(url)                                                                                \
+    MC("env",                                                                                      \
+       ",\"credentials\":[" CRED("OPENAI_API_KEY") "],\"endpoint\":{\"baseUrl\":\"" url "\"}")
 #define HF(path) "{\"harnessFiles\":[{\"path\":\"" path "\",\"content\":\"x\"}]}"
-#define SKILL(extra) "{\"skills\":[{\"name\":\"notes\",\"description\":\"d\",\"body\":\"b\"" extra "}]}"
-#define SKILL_NAMED(name) "{\"skills\":[{\"name\":\"" name "\",\"description\":\"d\",\"body\":\"b\"}]}"
+#define SKILL(extra)                                                                               \
+    "{\"skills\":[{\"name\":\"notes\",\"description\":\"d\",\"body\":\"b\"" extra "}]}"
+#define SKILL_NAMED(name)                                                                          \
+    "{\"skills\":[{\"name\":\"" name "\",\"description\":\"d\",\"body\":\"b\"}]}"
 #define SKILL_FILE(path) SKILL(",\"files\":[{\"path\":\"" path "\",\"content\":\"c\"}]")
 #define MCP(name, conn) "{\"mcpServers\":[{\"name\":\"" name "\",\"connection\":" conn "}]}"
 #define MCP_HTTP(url) "{\"type\":\"http\",\"url\":\"" url "\"}"
@@ -114,8 +116,7 @@ static const struct refusal refusals[] = {
      "modelConnection.credentials[0].binding.kind"},
     {MC_CREDS(CRED("PATH")), INVALID, "modelConnection.credentials[0].binding.name"},
     {MC_CREDS(CRED("LD_PRELOAD")), INVALID, "modelConnection.credentials[0].binding.name"},
-    {MC_CREDS(CRED("AGENT_RUNNER_TOKEN")), INVALID,
-     "modelConnection.credentials[0].binding.name"},
+    {MC_CREDS(CRED("AGENT_RUNNER_TOKEN")), INVALID, "modelConnection.credentials[0].binding.name"},
     {MC_CREDS(CRED("openai_key")), INVALID, "modelConnection.credentials[0].binding.name"},
     {MC_CREDS("{\"binding\":{\"kind\":\"environment\",\"name\":\"K\"},\"value\":\"" SECRET
               "\\n\",\"usage\":\"opaque_http\"}"),
@@ -130,8 +131,8 @@ static const struct refusal refusals[] = {
      "modelConnection.credentials"},
     {MC("runtime_provided", ",\"environment\":{\"LD_PRELOAD\":\"/tmp/x.so\"}"), INVALID,
      "modelConnection.environment"},
-    {MC("env", ",\"environment\":{\"OPENAI_API_KEY\":\"x\"},\"credentials\":[" CRED(
-                   "OPENAI_API_KEY") "]"),
+    {MC("env",
+        ",\"environment\":{\"OPENAI_API_KEY\":\"x\"},\"credentials\":[" CRED("OPENAI_API_KEY") "]"),
      INVALID, "modelConnection.credentials[0].binding.name"},
     {MC_URL("http://api.example.com/v1"), INVALID, "modelConnection.endpoint.baseUrl"},
     {MC_URL("http://10.0.0.1:8080"), INVALID, "modelConnection.endpoint.baseUrl"},
@@ -215,14 +216,16 @@ static const struct refusal refusals[] = {
 
     /* project ids are part of pool keys: ':' is the separator */
     {"{\"projectId\":\"a:b\"}", INVALID, "projectId"},
-    {"{\"projectId\":\"ok\",\"runContext\":{\"project\":{\"id\":\"p:1\"}}}", INVALID,
-     "projectId"},
+    {"{\"projectId\":\"ok\",\"runContext\":{\"project\":{\"id\":\"p:1\"}}}", INVALID, "projectId"},
 
     /* not a JSON object at all */
     {"[]", INVALID, "request: expected a JSON object"},
     {"[{\"harness\":\"pi_core\"}]", INVALID, "request: expected a JSON object"},
     {"\"pi_core\"", INVALID, "request: expected a JSON object"},
-    {"null", INVALID, "request: expected a JSON object"},
+    {"null", INVALID, "request: expected a JSON object"}, /* a complete document */
+    {"42", INVALID, "request: expected a JSON object"},
+    {"true", INVALID, "request: expected a JSON object"},
+    {"nul", BADJSON, "Invalid JSON"},
     {"{} x", BADJSON, "Invalid JSON"},
     {"{\"harness\":\"pi_core\"}{}", BADJSON, "Invalid JSON"},
     {"{\"harness\":", BADJSON, "Invalid JSON"},
@@ -231,8 +234,8 @@ static const struct refusal refusals[] = {
 };
 
 /* Parse body and check the refusal: return code, the field in the message, no secret. */
-static void expect_refused(const char *body, size_t len, const struct request_limits *lim,
-                           int rc, const char *field)
+static void expect_refused(const char *body, size_t len, const struct request_limits *lim, int rc,
+                           const char *field)
 {
     struct run_request req;
     char err[512] = "";
@@ -352,10 +355,10 @@ static void test_request_strings_over_max_string(void)
 
     /* more messages than max_messages */
     lim.max_messages = 2;
-    expect_refused("{\"messages\":[{\"role\":\"user\"},{\"role\":\"user\"},{\"role\":\"user\"}]}",
-                   strlen("{\"messages\":[{\"role\":\"user\"},{\"role\":\"user\"},{\"role\":"
-                          "\"user\"}]}"),
-                   &lim, INVALID, "messages: more than 2");
+    buf_reset(&b);
+    buf_append_str(&b, "{\"messages\":[{\"role\":\"user\"},{\"role\":\"user\"},"
+                       "{\"role\":\"user\"}]}");
+    expect_refused(b.data, b.len, &lim, INVALID, "messages: more than 2");
     buf_release(&b);
     free(big);
 }
@@ -396,12 +399,13 @@ static void test_request_http_base_url_only_to_loopback(void)
 
 static void test_request_scripted_needs_allow_scripted(void)
 {
+    static const char scripted[] = "{\"harness\":\"scripted\"}";
     struct request_limits lim;
     struct run_request req;
 
     request_limits_default(&lim);
     CU_ASSERT_FALSE(lim.allow_scripted);
-    expect_refused("{\"harness\":\"scripted\"}", 22, &lim, INVALID, "harness");
+    expect_refused(scripted, strlen(scripted), &lim, INVALID, "harness");
     lim.allow_scripted = true;
     CU_ASSERT_EQUAL_FATAL(parse_ok("{\"harness\":\"scripted\"}", &lim, &req), 0);
     CU_ASSERT_EQUAL(req.harness, HARNESS_SCRIPTED);
@@ -431,9 +435,8 @@ static void test_request_empty_body_is_empty_object(void)
         struct run_request req;
         char err[256] = "";
 
-        CU_ASSERT_EQUAL_FATAL(request_parse(bodies[i], strlen(bodies[i]), &lim, &req, err,
-                                            sizeof(err)),
-                              0);
+        CU_ASSERT_EQUAL_FATAL(
+            request_parse(bodies[i], strlen(bodies[i]), &lim, &req, err, sizeof(err)), 0);
         CU_ASSERT_PTR_NOT_NULL(req.root);
         CU_ASSERT_EQUAL(req.harness, HARNESS_PI);
         CU_ASSERT_STRING_EQUAL(TEST_STR(req.harness_name), "pi_core");
@@ -453,10 +456,8 @@ static void test_request_empty_body_is_empty_object(void)
 static void test_request_blank_session_id_is_absent(void)
 {
     static const char *const bodies[] = {
-        "{\"sessionId\":\"\"}",
-        "{\"sessionId\":\"   \"}",
-        "{\"sessionId\":\" \\t \"}",
-        "{\"sessionId\":null}",
+        "{\"sessionId\":\"\"}",    "{\"sessionId\":\"   \"}", "{\"sessionId\":\" \\t \"}",
+        "{\"sessionId\":\"\\n\"}", "{\"sessionId\":null}",
     };
     struct request_limits lim;
     struct run_request req;
@@ -519,9 +520,8 @@ static void test_request_run_context_project_overrides_project_id(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(req.project_id), "p-top");
     run_request_release(&req);
 
-    CU_ASSERT_EQUAL_FATAL(parse_ok("{\"runContext\":{\"project\":{\"id\":\"only-ctx\"}}}", &lim,
-                                   &req),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        parse_ok("{\"runContext\":{\"project\":{\"id\":\"only-ctx\"}}}", &lim, &req), 0);
     CU_ASSERT_STRING_EQUAL(TEST_STR(req.project_id), "only-ctx");
     run_request_release(&req);
 }
@@ -535,8 +535,7 @@ static void test_request_session_ref(void)
         {"{\"sessionId\":\"s\",\"projectId\":\"\"}", INVALID, "projectId"},
         {"{\"sessionId\":\"s\",\"projectId\":\"a:b\"}", INVALID, "projectId"},
         {"{\"sessionId\":5,\"projectId\":\"p\"}", INVALID, "sessionId"},
-        {"{\"sessionId\":\"s\",\"projectId\":\"p\",\"targetTurnId\":[]}", INVALID,
-         "targetTurnId"},
+        {"{\"sessionId\":\"s\",\"projectId\":\"p\",\"targetTurnId\":[]}", INVALID, "targetTurnId"},
         {"[]", INVALID, "request"},
         {"", BADJSON, "Invalid JSON"},
         {"{\"sessionId\":", BADJSON, "Invalid JSON"},
@@ -545,24 +544,22 @@ static void test_request_session_ref(void)
     char err[256];
     const char *body = "{\"sessionId\":\"s-1\",\"projectId\":\"p-1\",\"targetTurnId\":\"t-1\"}";
 
-    CU_ASSERT_EQUAL_FATAL(request_parse_session_ref(body, strlen(body), &ref, err, sizeof(err)),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(request_parse_session_ref(body, strlen(body), &ref, err, sizeof(err)), 0);
     CU_ASSERT_STRING_EQUAL(ref.session_id, "s-1");
     CU_ASSERT_STRING_EQUAL(ref.project_id, "p-1");
     CU_ASSERT_STRING_EQUAL(ref.target_turn_id, "t-1");
 
     body = "{\"sessionId\":\"s-2\",\"projectId\":\"p-2\"}";
-    CU_ASSERT_EQUAL_FATAL(request_parse_session_ref(body, strlen(body), &ref, err, sizeof(err)),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(request_parse_session_ref(body, strlen(body), &ref, err, sizeof(err)), 0);
     CU_ASSERT_STRING_EQUAL(ref.session_id, "s-2");
     CU_ASSERT_STRING_EQUAL(ref.target_turn_id, "");
 
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         err[0] = '\0';
         memset(&ref, 'q', sizeof(ref));
-        CU_ASSERT_EQUAL(request_parse_session_ref(bad[i].body, strlen(bad[i].body), &ref, err,
-                                                  sizeof(err)),
-                        bad[i].rc);
+        CU_ASSERT_EQUAL(
+            request_parse_session_ref(bad[i].body, strlen(bad[i].body), &ref, err, sizeof(err)),
+            bad[i].rc);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].field));
         CU_ASSERT_EQUAL(ref.session_id[0], 'q'); /* untouched on failure */
     }
@@ -588,23 +585,28 @@ static void test_request_host_is_loopback(void)
     CU_ASSERT_STRING_EQUAL(scheme, "http");
     CU_ASSERT_STRING_EQUAL(host, "127.0.0.1");
     CU_ASSERT_EQUAL(port, 8080);
-    CU_ASSERT_EQUAL(request_parse_url("https://[::1]/x", scheme, sizeof(scheme), host,
-                                      sizeof(host), &port),
-                    0);
+    CU_ASSERT_EQUAL(
+        request_parse_url("https://[::1]/x", scheme, sizeof(scheme), host, sizeof(host), &port), 0);
     CU_ASSERT_STRING_EQUAL(host, "[::1]");
     CU_ASSERT_EQUAL(port, 443);
-    CU_ASSERT_EQUAL(request_parse_url("https://u:p@h/", scheme, sizeof(scheme), host,
-                                      sizeof(host), &port),
-                    -EINVAL);
-    CU_ASSERT_EQUAL(request_parse_url("https://h:99999/", scheme, sizeof(scheme), host,
-                                      sizeof(host), &port),
-                    -EINVAL);
-    CU_ASSERT_EQUAL(request_parse_url("https://h:/", scheme, sizeof(scheme), host, sizeof(host),
-                                      &port),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        request_parse_url("https://u:p@h/", scheme, sizeof(scheme), host, sizeof(host), &port),
+        -EINVAL);
+    CU_ASSERT_EQUAL(
+        request_parse_url("https://h:99999/", scheme, sizeof(scheme), host, sizeof(host), &port),
+        -EINVAL);
+    CU_ASSERT_EQUAL(
+        request_parse_url("https://h:/", scheme, sizeof(scheme), host, sizeof(host), &port),
+        -EINVAL);
 }
 
 /* ---- golden fixtures ---- */
+
+/* Length of a JSON array, 0 for anything else (json-c asserts on a non-array). */
+static size_t arr_len(json_object *a)
+{
+    return a && json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+}
 
 static void check_pi_core(const struct run_request *r)
 {
@@ -633,7 +635,7 @@ static void check_pi_core(const struct run_request *r)
                            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
     CU_ASSERT_EQUAL(r->network, NETWORK_OFF);
     CU_ASSERT_TRUE(r->network_strict);
-    CU_ASSERT_EQUAL(json_object_array_length(r->custom_tools), 2);
+    CU_ASSERT_EQUAL(arr_len(r->custom_tools), 2);
     CU_ASSERT_PTR_NOT_NULL(r->tool_callback);
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(r->permissions, "default")), "allow_reads");
     CU_ASSERT_EQUAL_FATAL(r->nskills, 1);
@@ -666,11 +668,8 @@ static void check_claude(const struct run_request *r)
     CU_ASSERT_EQUAL_FATAL(r->nharness_files, 1);
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->harness_files[0].path), ".claude/settings.json");
     CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(r->harness_files[0].content), "acceptEdits"));
-    CU_ASSERT_EQUAL(json_object_array_length(r->permissions ? jsonx_get(r->permissions, "rules")
-                                                            : NULL),
-                    3);
-    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_path(r->run_context, "run"), "kind")),
-                           "test");
+    CU_ASSERT_EQUAL(arr_len(jsonx_get(r->permissions, "rules")), 3);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_path(r->run_context, "run"), "kind")), "test");
 }
 
 static void check_codex(const struct run_request *r)
@@ -710,7 +709,7 @@ static void check_attachment(const struct run_request *r)
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[0].mime_type), "image/png");
     CU_ASSERT_EQUAL(r->messages[0].blocks[1].type, BLOCK_TEXT);
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[1].text), "Describe this image.");
-    CU_ASSERT_EQUAL(json_object_array_length(r->custom_tools), 0);
+    CU_ASSERT_EQUAL(arr_len(r->custom_tools), 0);
     CU_ASSERT_PTR_NULL(r->tool_callback); /* "toolCallback": null */
 }
 
@@ -742,14 +741,14 @@ static void check_against_document(const struct run_request *r, json_object *doc
     CU_ASSERT_TRUE(str_eq(r->mc.provider, jsonx_str(mc, "provider")));
     CU_ASSERT_TRUE(str_eq(r->mc.deployment, jsonx_str(mc, "deployment")));
     CU_ASSERT_TRUE(str_eq(r->mc.base_url, jsonx_str(jsonx_get(mc, "endpoint"), "baseUrl")));
-    CU_ASSERT_EQUAL_FATAL(r->mc.ncredentials, creds ? json_object_array_length(creds) : 0);
+    CU_ASSERT_EQUAL_FATAL(r->mc.ncredentials, arr_len(creds));
     for (size_t i = 0; i < r->mc.ncredentials; i++) {
         json_object *c = json_object_array_get_idx(creds, i);
-        CU_ASSERT_TRUE(str_eq(r->mc.credentials[i].name,
-                              jsonx_str(jsonx_get(c, "binding"), "name")));
+        CU_ASSERT_TRUE(
+            str_eq(r->mc.credentials[i].name, jsonx_str(jsonx_get(c, "binding"), "name")));
         CU_ASSERT_TRUE(str_eq(r->mc.credentials[i].value, jsonx_str(c, "value")));
     }
-    CU_ASSERT_EQUAL_FATAL(r->nmessages, msgs ? json_object_array_length(msgs) : 0);
+    CU_ASSERT_EQUAL_FATAL(r->nmessages, arr_len(msgs));
     for (size_t i = 0; i < r->nmessages; i++) {
         json_object *m = json_object_array_get_idx(msgs, i), *content = jsonx_get(m, "content");
         CU_ASSERT_TRUE(str_eq(r->messages[i].role, jsonx_str(m, "role")));
@@ -757,7 +756,7 @@ static void check_against_document(const struct run_request *r, json_object *doc
             CU_ASSERT_EQUAL_FATAL(r->messages[i].nblocks, 1);
             CU_ASSERT_TRUE(str_eq(r->messages[i].blocks[0].text, json_object_get_string(content)));
         } else if (content) {
-            CU_ASSERT_EQUAL(r->messages[i].nblocks, json_object_array_length(content));
+            CU_ASSERT_EQUAL(r->messages[i].nblocks, arr_len(content));
         }
     }
 }

@@ -1,0 +1,68 @@
+/*
+ * policy — small pure rules, no I/O.
+ *
+ * Lifecycle (DESIGN.md §4, Paperclip's warm rule): whether an environment stays warm after a
+ * turn and for how long. First match wins:
+ *   1. the policy admitted with the session's first turn, while that session lives;
+ *   2. per-turn for managed (runtime-provided / subscription) credentials unless the harness
+ *      supports a managed warm session (codex);
+ *   3. the runner's configured mode for the provider (warm | per_turn | inherit);
+ *   4. the request's lifecycle.mode;
+ *   5. default: local is warm; a remote provider is warm only for a measured harness (codex,
+ *      opencode, claude) on a provider with reusable leases; else per-turn.
+ * Idle window: the provider's configured window, then the request's idleTimeoutMs, then the
+ * provider default (local 60 s, remote 300 s), clamped to (0, 24 h]. An explicit warm choice
+ * (steps 3-4) on a provider without reusable leases is an error
+ * (runner_warm_environment_requires_reusable_lease); the default never is: it falls back to
+ * per-turn.
+ */
+#ifndef AR_POLICY_H
+#define AR_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "contracts.h"
+
+#define POLICY_IDLE_MAX_MS (24ull * 3600 * 1000)
+
+enum lifecycle_source {
+    LIFECYCLE_FROM_ADMITTED = 1,
+    LIFECYCLE_FROM_MANAGED_CREDENTIALS,
+    LIFECYCLE_FROM_RUNNER,
+    LIFECYCLE_FROM_REQUEST,
+    LIFECYCLE_FROM_DEFAULT,
+};
+
+struct lifecycle_input {
+    /* 1: a live session's admitted policy */
+    enum lifecycle_mode admitted_mode; /* UNSET when the session is new */
+    uint64_t admitted_idle_ms;
+    /* 2 */
+    enum credential_mode credential_mode;
+    enum harness_kind harness;
+    /* the provider */
+    bool provider_remote;
+    bool provider_reusable_leases;
+    /* 3: runner config for this provider (UNSET = inherit), 0 = no configured window */
+    enum lifecycle_mode runner_mode;
+    uint64_t runner_idle_ms;
+    /* 4 */
+    enum lifecycle_mode request_mode;
+    uint64_t request_idle_ms;
+};
+
+struct lifecycle_policy {
+    enum lifecycle_mode mode; /* WARM or PER_TURN */
+    uint64_t idle_ms;
+    enum lifecycle_source source;
+};
+
+/* 0, or AR_E_INVALID_REQUEST with err = runner_warm_environment_requires_reusable_lease. */
+int policy_lifecycle(const struct lifecycle_input *in, struct lifecycle_policy *ret, char *err,
+                     size_t errlen);
+
+const char *policy_lifecycle_source_name(enum lifecycle_source s);
+
+#endif

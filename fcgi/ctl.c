@@ -1,0 +1,286 @@
+/*
+ * agent-runner-ctl — look at and act on a running agent-runner's session table.
+ *
+ *   agent-runner-ctl [--instance NAME] sessions [--json]   live sessions and recent teardowns
+ *   agent-runner-ctl [--instance NAME] stats [--json]      counters and table occupancy
+ *   agent-runner-ctl [--instance NAME] kill <key>          destroy a session's environment
+ *   agent-runner-ctl [--instance NAME] check               slot table consistency check
+ *
+ * `sessions` and `stats` map the segment read-only and never take its lock (a slot is copied
+ * until two reads agree). `kill` and `check` map it read-write and take the lock.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/engine.h"
+#include "../engine/jsonx.h"
+#include "../engine/pool.h"
+#include "../engine/util.h"
+
+static const char *counter_names[] = {
+    [PC_TURNS_OK] = "turns_ok",
+    [PC_TURNS_ERROR] = "turns_error",
+    [PC_TURNS_PAUSED] = "turns_paused",
+    [PC_TURNS_CANCELLED] = "turns_cancelled",
+    [PC_TURNS_LIMIT] = "turns_limit",
+    [PC_ADMISSION_REJECTED] = "admission_rejected",
+    [PC_WORKER_RESTARTS] = "worker_restarts",
+    [PC_KEEPER_SPAWNS] = "keeper_spawns",
+    [PC_WARM_HITS] = "warm_hits",
+    [PC_COLD_STARTS] = "cold_starts",
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: agent-runner-ctl [--instance NAME] sessions [--json]\n"
+               "       agent-runner-ctl [--instance NAME] stats [--json]\n"
+               "       agent-runner-ctl [--instance NAME] kill <projectId:sessionId>\n"
+               "       agent-runner-ctl [--instance NAME] check\n");
+}
+
+/* A consistent copy of slot i without the lock: retry until two reads agree. */
+static bool read_slot(const struct pool *p, uint32_t i, struct pool_slot *out)
+{
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint32_t gen = __atomic_load_n(&p->slots[i].generation, __ATOMIC_ACQUIRE);
+        memcpy(out, &p->slots[i], sizeof(*out));
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (gen == __atomic_load_n(&p->slots[i].generation, __ATOMIC_ACQUIRE) &&
+            out->generation == gen && out->state < SLOT_STATE_COUNT &&
+            memchr(out->key, '\0', sizeof(out->key)))
+            return true;
+    }
+    return false;
+}
+
+static const struct pool_teardown *recent_for(const struct pool *p, const char *key)
+{
+    uint32_t next = p->hdr->recent_next;
+    uint32_t n = next < POOL_RECENT_MAX ? next : POOL_RECENT_MAX;
+
+    for (uint32_t k = 1; k <= n; k++) {
+        const struct pool_teardown *t = &p->hdr->recent[(next - k) % POOL_RECENT_MAX];
+        if (strncmp(t->key, key, sizeof(t->key)) == 0)
+            return t;
+    }
+    return NULL;
+}
+
+static int cmd_sessions(const struct pool *p, bool json)
+{
+    json_object *list = json_object_new_array(), *recent = json_object_new_array();
+    int64_t now = now_ms();
+    uint32_t next = p->hdr->recent_next;
+    uint32_t n = next < POOL_RECENT_MAX ? next : POOL_RECENT_MAX;
+
+    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
+        struct pool_slot s;
+        const struct pool_teardown *t;
+        json_object *o;
+        int64_t left = 0;
+
+        if (!read_slot(p, i, &s) || s.state == SLOT_FREE)
+            continue;
+        if (s.state == SLOT_IDLE)
+            left = s.idle_deadline_ms - now;
+        else if (s.state == SLOT_AWAITING_APPROVAL)
+            left = s.approval_deadline_ms - now;
+        o = json_object_new_object();
+        json_object_object_add(o, "key", json_object_new_string(s.key));
+        json_object_object_add(o, "state", json_object_new_string(pool_state_name(s.state)));
+        json_object_object_add(o, "harness",
+                               json_object_new_string(harness_kind_name(s.harness)));
+        json_object_object_add(o, "provider", json_object_new_string(s.provider));
+        json_object_object_add(o, "model", json_object_new_string(s.model));
+        json_object_object_add(o, "keeperPid", json_object_new_int(s.keeper_pid));
+        json_object_object_add(o, "ownerPid", json_object_new_int(s.owner_pid));
+        json_object_object_add(o, "idleLeftMs", json_object_new_int64(left > 0 ? left : 0));
+        json_object_object_add(o, "turns", json_object_new_int((int)s.turns));
+        json_object_object_add(o, "slot", json_object_new_int((int)i));
+        json_object_object_add(o, "generation", json_object_new_int64(s.generation));
+        t = s.key[0] ? recent_for(p, s.key) : NULL;
+        json_object_object_add(o, "lastTeardown",
+                               t ? json_object_new_string(teardown_reason_name(
+                                       (enum teardown_reason)t->reason))
+                                 : NULL);
+        json_object_array_add(list, o);
+    }
+    for (uint32_t k = 1; k <= n; k++) {
+        const struct pool_teardown *t = &p->hdr->recent[(next - k) % POOL_RECENT_MAX];
+        json_object *o = json_object_new_object();
+        char key[POOL_KEY_MAX];
+
+        snprintf(key, sizeof(key), "%.*s", (int)sizeof(t->key) - 1, t->key);
+        json_object_object_add(o, "key", json_object_new_string(key));
+        json_object_object_add(o, "reason", json_object_new_string(teardown_reason_name(
+                                                (enum teardown_reason)t->reason)));
+        json_object_object_add(o, "harness",
+                               json_object_new_string(harness_kind_name(t->harness)));
+        json_object_object_add(o, "agoMs", json_object_new_int64(now - t->at_ms));
+        json_object_object_add(o, "turns", json_object_new_int((int)t->turns));
+        json_object_array_add(recent, o);
+    }
+    if (json) {
+        json_object *doc = json_object_new_object();
+        json_object_object_add(doc, "sessions", list);
+        json_object_object_add(doc, "recent", recent);
+        printf("%s\n", jsonx_text(doc, NULL));
+        json_object_put(doc);
+        return 0;
+    }
+    printf("%-40s %-18s %-9s %-12s %8s %10s %6s %s\n", "KEY", "STATE", "HARNESS", "PROVIDER",
+           "KEEPER", "IDLE_LEFT", "TURNS", "LAST_TEARDOWN");
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *o = json_object_array_get_idx(list, i);
+        const char *last = jsonx_str(o, "lastTeardown");
+        printf("%-40s %-18s %-9s %-12s %8d %9llds %6d %s\n", jsonx_str(o, "key"),
+               jsonx_str(o, "state"), jsonx_str(o, "harness"), jsonx_str(o, "provider"),
+               json_object_get_int(jsonx_get(o, "keeperPid")),
+               (long long)(json_object_get_int64(jsonx_get(o, "idleLeftMs")) / 1000),
+               json_object_get_int(jsonx_get(o, "turns")), last ? last : "-");
+    }
+    if (json_object_array_length(recent)) {
+        printf("\nrecent teardowns:\n");
+        for (size_t i = 0; i < json_object_array_length(recent); i++) {
+            json_object *o = json_object_array_get_idx(recent, i);
+            printf("  %-40s %-22s %lldms ago\n", jsonx_str(o, "key"), jsonx_str(o, "reason"),
+                   (long long)json_object_get_int64(jsonx_get(o, "agoMs")));
+        }
+    }
+    json_object_put(list);
+    json_object_put(recent);
+    return 0;
+}
+
+static int cmd_stats(const struct pool *p, bool json)
+{
+    json_object *doc = json_object_new_object(), *counters = json_object_new_object();
+    uint64_t inflight = 0;
+
+    for (unsigned i = 0; i < ARRAY_SIZE(counter_names); i++)
+        if (counter_names[i])
+            json_object_object_add(counters, counter_names[i],
+                                   json_object_new_int64((int64_t)pool_counter_get(p, i)));
+    for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
+        inflight += pool_counter_get(p, PC_INFLIGHT_BASE + i);
+    json_object_object_add(counters, "runs_in_flight", json_object_new_int64((int64_t)inflight));
+    json_object_object_add(doc, "instance", json_object_new_string(p->hdr->instance_id));
+    json_object_object_add(doc, "masterPid", json_object_new_int(p->hdr->master_pid));
+    json_object_object_add(doc, "slots", json_object_new_int((int)p->hdr->nslots));
+    json_object_object_add(doc, "used", json_object_new_int((int)p->hdr->nused));
+    json_object_object_add(doc, "parked", json_object_new_int((int)p->hdr->nparked));
+    json_object_object_add(doc, "repairs", json_object_new_int((int)p->hdr->repairs));
+    json_object_object_add(doc, "counters", counters);
+    if (json) {
+        printf("%s\n", jsonx_text(doc, NULL));
+    } else {
+        printf("instance %s, master %d, slots %u used %u parked %u, repairs %u\n",
+               p->hdr->instance_id, p->hdr->master_pid, p->hdr->nslots, p->hdr->nused,
+               p->hdr->nparked, p->hdr->repairs);
+        json_object_object_foreach(counters, k, v)
+        {
+            printf("  %-20s %lld\n", k, (long long)json_object_get_int64(v));
+        }
+    }
+    json_object_put(doc);
+    return 0;
+}
+
+static int cmd_kill(struct pool *p, const char *key)
+{
+    struct engine_config cfg;
+    int r;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.pool = p;
+    r = engine_kill_session(&cfg, key, TEARDOWN_KILL);
+    if (r < 0) {
+        fprintf(stderr, "kill '%s': %s\n", key, ar_strerror(r));
+        return 1;
+    }
+    printf("%s\n", r > 0 ? "killed" : "no such session");
+    return 0;
+}
+
+static int cmd_check(struct pool *p)
+{
+    char err[256];
+    int r = pool_lock(p);
+
+    if (r < 0) {
+        fprintf(stderr, "cannot lock the session table: %s\n", ar_strerror(r));
+        return 1;
+    }
+    r = pool_check_locked(p, err, sizeof(err));
+    pool_unlock(p);
+    if (r < 0) {
+        printf("inconsistent: %s\n", err);
+        return 1;
+    }
+    printf("consistent\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"instance", required_argument, NULL, 'i'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    const char *instance = getenv("AGENT_RUNNER_INSTANCE");
+    bool json = false, rw;
+    struct pool *p = NULL;
+    char name[96];
+    const char *cmd;
+    int c, r;
+
+    while ((c = getopt_long(argc, argv, "i:jh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'i':
+            instance = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    cmd = argv[optind];
+    if (!instance || !instance[0])
+        instance = "default";
+    snprintf(name, sizeof(name), "/agent-runner.%s", instance);
+    rw = strcmp(cmd, "kill") == 0 || strcmp(cmd, "check") == 0;
+    r = pool_attach(name, !rw, &p);
+    if (r < 0) {
+        fprintf(stderr, "cannot attach '%s': %s\n", name,
+                r == -EPROTO ? "not an agent-runner session table of this version"
+                             : ar_strerror(r));
+        return 1;
+    }
+    if (strcmp(cmd, "sessions") == 0)
+        r = cmd_sessions(p, json);
+    else if (strcmp(cmd, "stats") == 0)
+        r = cmd_stats(p, json);
+    else if (strcmp(cmd, "kill") == 0 && optind + 1 < argc)
+        r = cmd_kill(p, argv[optind + 1]);
+    else if (strcmp(cmd, "check") == 0)
+        r = cmd_check(p);
+    else {
+        usage(stderr);
+        r = 2;
+    }
+    pool_detach(p);
+    return r;
+}
