@@ -223,6 +223,38 @@ out:
     release_admission(rc);
 }
 
+static void handle_kill(const struct route_ctx *rc, struct http_req *h)
+{
+    struct session_ref ref;
+    struct buf body;
+    char err[256], key[POOL_KEY_MAX];
+    json_object *ok;
+    int r;
+
+    buf_init(&body, rc->cfg->max_small_body);
+    if (read_body(h, rc->cfg->max_small_body, &body) < 0)
+        goto out;
+    r = request_parse_session_ref(buf_str(&body), body.len, &ref, err, sizeof(err));
+    if (r < 0) {
+        http_error(h, 400, err);
+        goto out;
+    }
+    snprintf(key, sizeof(key), "%s:%s", ref.project_id, ref.session_id);
+    log_ctx_set(h->request_id, key, NULL, NULL);
+    r = engine_kill_session(&rc->cfg->engine, key, TEARDOWN_KILL);
+    if (r < 0) {
+        http_error(h, 500, ar_strerror(r));
+        goto out;
+    }
+    log_info("kill: %s", r > 0 ? "environment destroyed" : "no environment");
+    ok = json_object_new_object();
+    json_object_object_add(ok, "ok", json_object_new_boolean(1));
+    http_json(h, 200, ok);
+    json_object_put(ok);
+out:
+    buf_release(&body);
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -239,7 +271,7 @@ static void handle_livez(const struct route_ctx *rc, struct http_req *h)
 static const struct route routes[] = {
     {"/health", "GET", false, handle_health}, {"/livez", "GET", false, handle_livez},
     {"/readyz", "GET", false, handle_readyz}, {"/run", "POST", true, handle_run},
-    {"/stream", "POST", true, handle_run},
+    {"/stream", "POST", true, handle_run},    {"/kill", "POST", true, handle_kill},
 };
 
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)

@@ -274,6 +274,29 @@ class Stack:
                 return [f"process {p}: {c}" for p, c in stray] + [f"env dir {d}" for d in left]
             time.sleep(0.05)
 
+    def ctl(self, *args, check=True):
+        out = subprocess.run([os.path.join(BIN, "agent-runner-ctl"), "--instance",
+                              self.env["AGENT_RUNNER_INSTANCE"], *args],
+                             capture_output=True, text=True, timeout=60)
+        if check and out.returncode != 0:
+            raise AssertionError(f"agent-runner-ctl {args}: {out.returncode} {out.stderr}")
+        return out
+
+    def sessions(self):
+        return json.loads(self.ctl("sessions", "--json").stdout)
+
+    def session(self, key):
+        for s in self.sessions()["sessions"]:
+            if s["key"] == key:
+                return s
+        return None
+
+    def recent_reason(self, key):
+        for r in self.sessions()["recent"]:
+            if r["key"] == key:
+                return r["reason"]
+        return None
+
     def log_text(self):
         with open(self.runner_log, errors="replace") as f:
             return f.read()
