@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "environment.h"
@@ -85,6 +86,8 @@ static json_object *build_prompt(const struct run_request *req, bool replay, boo
     return blocks;
 }
 
+static bool approval_reply_tail(const struct run_request *req);
+
 static int refuse_unusable(const struct run_request *req, char *err, size_t errlen)
 {
     if (req->custom_tools && json_object_array_length(req->custom_tools) > 0) {
@@ -142,6 +145,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     buf_init(&probe, 80u * 1024 * 1024);
     r = run_request_prompt_text(req, &probe);
     buf_release(&probe);
+    if (r < 0 && approval_reply_tail(req))
+        r = 0; /* an answer to pending approvals needs no new text */
     if (r < 0) {
         snprintf(err, errlen, "No user message to send (prompt/messages empty).");
         return AR_E_INVALID_REQUEST;
@@ -187,9 +192,102 @@ void engine_turn_release(struct engine_turn *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* ---- transcript lookups ---------------------------------------------------------------- */
+
+/* {"approved": bool, "interactionToken"?} of a tool_result block, or NULL */
+static json_object *approval_output(const struct content_block *b)
+{
+    json_object *approved;
+
+    if (b->type != BLOCK_TOOL_RESULT || !b->output ||
+        !json_object_is_type(b->output, json_type_object))
+        return NULL;
+    approved = jsonx_get(b->output, "approved");
+    return approved && json_object_is_type(approved, json_type_boolean) ? b->output : NULL;
+}
+
+/* The client's decision on the gate of tool_call_id in this request: -1 none, 0 deny, 1 allow. */
+static int decision_for(const struct run_request *req, const struct pool_approval *g)
+{
+    for (size_t i = req->nmessages; i-- > 0;) {
+        const struct chat_message *m = &req->messages[i];
+        for (size_t j = 0; j < m->nblocks; j++) {
+            const struct content_block *b = &m->blocks[j];
+            json_object *out = approval_output(b);
+            const char *token;
+
+            if (!out || !b->tool_call_id || strcmp(b->tool_call_id, g->tool_call_id) != 0)
+                continue;
+            token = jsonx_str(out, "interactionToken");
+            if (token && strcmp(token, g->token) != 0)
+                return -1; /* an answer to another (older) interaction */
+            return json_object_get_boolean(jsonx_get(out, "approved")) ? 1 : 0;
+        }
+    }
+    return -1;
+}
+
+/* The tail message only answers approvals (tool_result blocks, no new user text). */
+static bool approval_reply_tail(const struct run_request *req)
+{
+    const struct chat_message *m;
+    bool any = false;
+
+    if (req->nmessages == 0)
+        return false;
+    m = &req->messages[req->nmessages - 1];
+    for (size_t i = 0; i < m->nblocks; i++) {
+        if (approval_output(&m->blocks[i]))
+            any = true;
+        else if (m->blocks[i].type == BLOCK_TEXT && m->blocks[i].text && m->blocks[i].text[0])
+            return false;
+    }
+    return any;
+}
+
+/* A stored decision: a tool_call with the same tool and canonical arguments was answered. */
+static enum permission stored_decision(void *ctx, const char *tool, json_object *args)
+{
+    const struct run_request *req = ctx;
+    struct buf want, have;
+    enum permission found = PERMISSION_UNSET;
+
+    if (!tool)
+        return PERMISSION_UNSET;
+    buf_init(&want, 1024 * 1024);
+    buf_init(&have, 1024 * 1024);
+    identity_canonical(args, &want);
+    for (size_t i = 0; i < req->nmessages && found == PERMISSION_UNSET; i++) {
+        const struct chat_message *m = &req->messages[i];
+        for (size_t j = 0; j < m->nblocks; j++) {
+            const struct content_block *b = &m->blocks[j];
+
+            if (b->type != BLOCK_TOOL_CALL || !b->tool_name || !b->tool_call_id ||
+                strcasecmp(b->tool_name, tool) != 0)
+                continue;
+            buf_reset(&have);
+            identity_canonical(b->input, &have);
+            if (strcmp(buf_str(&have), buf_str(&want)) != 0)
+                continue;
+            for (size_t k = i; k < req->nmessages; k++)
+                for (size_t l = 0; l < req->messages[k].nblocks; l++) {
+                    const struct content_block *rb = &req->messages[k].blocks[l];
+                    json_object *out = approval_output(rb);
+                    if (out && rb->tool_call_id && strcmp(rb->tool_call_id, b->tool_call_id) == 0)
+                        found = json_object_get_boolean(jsonx_get(out, "approved"))
+                                    ? PERMISSION_ALLOW
+                                    : PERMISSION_DENY;
+                }
+        }
+    }
+    buf_release(&want);
+    buf_release(&have);
+    return found;
+}
+
 /* ---- the pool side of dispatch ----------------------------------------------------------- */
 
-enum lookup_outcome { LOOKUP_MISS, LOOKUP_WARM, LOOKUP_EVICT };
+enum lookup_outcome { LOOKUP_MISS, LOOKUP_WARM, LOOKUP_RESUME, LOOKUP_EVICT };
 
 struct lookup {
     enum lookup_outcome outcome;
@@ -200,6 +298,10 @@ struct lookup {
     uint32_t caps;
     uint8_t admitted_mode;
     uint32_t admitted_idle_ms;
+    int64_t prompt_id;
+    int64_t next_id;
+    struct pool_approval gates[POOL_APPROVALS_MAX];
+    size_t ngates;
 };
 
 /* Why an idle environment cannot take this turn (TEARDOWN_NONE: it can). */
@@ -218,6 +320,38 @@ static enum teardown_reason mismatch_locked(const struct engine_turn *t,
     return TEARDOWN_NONE;
 }
 
+/*
+ * A parked approval can resume when the request answers at least one of its gates, the
+ * credentials and runtime are unchanged, its approval window is still open, and (unless the
+ * request only carries the answers) the conversation is the one it paused in.
+ */
+static enum teardown_reason resume_mismatch_locked(const struct engine_turn *t,
+                                                   const struct pool_slot *s,
+                                                   struct lookup *lk)
+{
+    size_t answered = 0;
+
+    if (s->harness != (uint8_t)t->req->harness ||
+        memcmp(s->config_fp, t->config_fp, sizeof(t->config_fp)) != 0 ||
+        memcmp(s->cred_epoch, t->epoch, sizeof(t->epoch)) != 0)
+        return TEARDOWN_RUNTIME_INCOMPATIBLE;
+    if (s->approval_deadline_ms <= now_ms())
+        return TEARDOWN_APPROVAL_EXPIRY;
+    lk->ngates = s->napprovals;
+    for (size_t i = 0; i < lk->ngates; i++) {
+        lk->gates[i] = s->approvals[i];
+        lk->gates[i].decision = (int8_t)decision_for(t->req, &lk->gates[i]);
+        if (lk->gates[i].decision >= 0)
+            answered++;
+    }
+    if (answered == 0)
+        return TEARDOWN_SESSION_INCOMPATIBLE;
+    if (!approval_reply_tail(t->req) && t->req->nmessages > 1 &&
+        memcmp(s->history_fp, t->prior_fp, sizeof(t->prior_fp)) != 0)
+        return TEARDOWN_CONTINUITY_INVALID;
+    return TEARDOWN_NONE;
+}
+
 static void lookup_locked(struct pool *p, const struct engine_turn *t, struct lookup *lk)
 {
     int i = pool_find_locked(p, t->key);
@@ -230,20 +364,27 @@ static void lookup_locked(struct pool *p, const struct engine_turn *t, struct lo
     lk->h = pool_handle_of(p, (uint32_t)i);
     lk->keeper_pid = s->keeper_pid;
     lk->keeper_start = s->keeper_start;
+    lk->caps = s->caps;
+    lk->admitted_mode = s->policy_mode;
+    lk->admitted_idle_ms = s->idle_ms;
+    lk->prompt_id = s->prompt_id;
+    lk->next_id = s->acp_next_id;
     switch (s->state) {
     case SLOT_IDLE:
         lk->reason = mismatch_locked(t, s);
         if (lk->reason == TEARDOWN_NONE &&
             pool_checkout_locked(p, lk->h, false, getpid(), t->req->turn_id) == 0) {
             lk->outcome = LOOKUP_WARM;
-            lk->caps = s->caps;
-            lk->admitted_mode = s->policy_mode;
-            lk->admitted_idle_ms = s->idle_ms;
             return;
         }
         break;
     case SLOT_AWAITING_APPROVAL:
-        lk->reason = TEARDOWN_SESSION_INCOMPATIBLE;
+        lk->reason = resume_mismatch_locked(t, s, lk);
+        if (lk->reason == TEARDOWN_NONE &&
+            pool_checkout_locked(p, lk->h, true, getpid(), t->req->turn_id) == 0) {
+            lk->outcome = LOOKUP_RESUME;
+            return;
+        }
         break;
     case SLOT_DRAINING:
         lk->outcome = LOOKUP_EVICT;
@@ -312,26 +453,69 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     return 1;
 }
 
+/* ---- after a turn ------------------------------------------------------------------------- */
+
+static void capacity_victim_locked(const struct engine_config *cfg, struct lookup *victim,
+                                   bool *room)
+{
+    int lru;
+
+    *room = true;
+    if (pool_parked_count_locked(cfg->pool) < cfg->session_pool_max)
+        return;
+    lru = pool_lru_idle_locked(cfg->pool);
+    if (lru < 0) {
+        *room = false; /* every seat is busy or awaiting approval */
+        return;
+    }
+    victim->h = pool_handle_of(cfg->pool, (uint32_t)lru);
+    victim->keeper_pid = cfg->pool->slots[lru].keeper_pid;
+    victim->keeper_start = cfg->pool->slots[lru].keeper_start;
+    victim->reason = TEARDOWN_CAPACITY_EVICTION;
+    victim->outcome = LOOKUP_EVICT;
+    pool_drain_locked(cfg->pool, victim->h, TEARDOWN_CAPACITY_EVICTION);
+}
+
+static void evict_victim(const struct engine_config *cfg, const struct lookup *victim)
+{
+    char vkey[POOL_KEY_MAX] = "";
+
+    if (victim->outcome != LOOKUP_EVICT)
+        return;
+    if (pool_lock(cfg->pool) >= 0) {
+        struct pool_slot *vs = pool_slot_locked(cfg->pool, victim->h);
+        if (vs)
+            memcpy(vkey, vs->key, sizeof(vkey));
+        pool_unlock(cfg->pool);
+    }
+    if (vkey[0])
+        evict(cfg, victim, vkey);
+}
+
 /*
- * After a turn: park the environment (warm policy, turn ok, client still there, a seat in the
- * pool) or destroy it. A full pool evicts its least recently used idle environment.
+ * After a turn: park the environment — awaiting approval when the turn paused on gates, idle
+ * under a warm policy when it ended well with the client still there — or destroy it. A full
+ * pool evicts its least recently used idle environment.
  */
 static void finish_environment(struct engine_turn *t, struct environment *env,
                                struct event_stream *es, struct run_result *res, int turn_rc,
+                               const struct turn_outcome *out,
                                const struct lifecycle_policy *policy)
 {
     const struct engine_config *cfg = t->cfg;
     struct lookup victim = {0};
     enum teardown_reason reason = TEARDOWN_PER_TURN;
     uint8_t next_fp[IDENTITY_DIGEST_LEN];
-    bool park = false;
+    bool park = false, awaiting = out->paused;
+    uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
 
     if (turn_rc < 0 || env->harness_exited)
-        reason = TEARDOWN_FAILED_TURN;
+        reason = out->limit_tripped ? TEARDOWN_FAILED_TURN : TEARDOWN_FAILED_TURN;
     else if (es->client_gone && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
-    if (t->key[0] && env->has_slot && policy->mode == LIFECYCLE_WARM && res->ok &&
-        reason == TEARDOWN_PER_TURN && !es->client_gone && cfg->session_pool_max > 0) {
+    if (t->key[0] && env->has_slot && res->ok && reason == TEARDOWN_PER_TURN &&
+        cfg->session_pool_max > 0 &&
+        (awaiting || (policy->mode == LIFECYCLE_WARM && !es->client_gone))) {
         const char **ids = NULL;
         size_t nids = res->tool_call_ids ? json_object_array_length(res->tool_call_ids) : 0;
 
@@ -346,19 +530,8 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
         struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
 
         park = s && s->state == SLOT_BUSY && s->owner_pid == getpid();
-        if (park && pool_parked_count_locked(cfg->pool) >= cfg->session_pool_max) {
-            int lru = pool_lru_idle_locked(cfg->pool);
-            if (lru >= 0) {
-                victim.h = pool_handle_of(cfg->pool, (uint32_t)lru);
-                victim.keeper_pid = cfg->pool->slots[lru].keeper_pid;
-                victim.keeper_start = cfg->pool->slots[lru].keeper_start;
-                victim.reason = TEARDOWN_CAPACITY_EVICTION;
-                victim.outcome = LOOKUP_EVICT;
-                pool_drain_locked(cfg->pool, victim.h, TEARDOWN_CAPACITY_EVICTION);
-            } else {
-                park = false; /* every seat is busy or awaiting approval */
-            }
-        }
+        if (park)
+            capacity_victim_locked(cfg, &victim, &park);
         if (park) {
             memcpy(s->config_fp, t->config_fp, sizeof(s->config_fp));
             memcpy(s->history_fp, next_fp, sizeof(s->history_fp));
@@ -367,27 +540,23 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
             s->caps = turn_caps_to_bits(&res->caps);
             s->policy_mode = (uint8_t)policy->mode;
             s->idle_ms = (uint32_t)policy->idle_ms;
-            s->flags &= ~(uint32_t)(SLOT_F_HISTORY_BROKEN | SLOT_F_PER_TURN);
+            s->flags &= ~(uint32_t)(SLOT_F_HISTORY_BROKEN | SLOT_F_PER_TURN | SLOT_F_CANCEL);
+            s->acp_next_id = env->next_id;
+            s->prompt_id = out->prompt_id;
+            s->napprovals = (uint8_t)(awaiting ? out->ngates : 0);
+            if (awaiting)
+                memcpy(s->approvals, out->gates, out->ngates * sizeof(out->gates[0]));
             s->turns++;
-            pool_park_locked(cfg->pool, env->h, SLOT_IDLE, now_ms() + (int64_t)policy->idle_ms);
+            pool_park_locked(cfg->pool, env->h, awaiting ? SLOT_AWAITING_APPROVAL : SLOT_IDLE,
+                             now_ms() + (int64_t)window);
         }
         pool_unlock(cfg->pool);
     }
-    if (victim.outcome == LOOKUP_EVICT) {
-        char vkey[POOL_KEY_MAX] = "";
-        if (pool_lock(cfg->pool) >= 0) {
-            struct pool_slot *vs = pool_slot_locked(cfg->pool, victim.h);
-            if (vs)
-                memcpy(vkey, vs->key, sizeof(vkey));
-            pool_unlock(cfg->pool);
-        }
-        if (vkey[0])
-            evict(cfg, &victim, vkey);
-    }
+    evict_victim(cfg, &victim);
     if (park) {
-        environment_park(env, policy->idle_ms);
-        log_debug("session '%s' parked for %llums", t->key,
-                  (unsigned long long)policy->idle_ms);
+        environment_park(env, window, awaiting);
+        log_debug("session '%s' parked %s for %llums", t->key, awaiting ? "on approval" : "idle",
+                  (unsigned long long)window);
     } else {
         environment_destroy(env, reason);
     }
@@ -407,13 +576,16 @@ static void collect_events(struct event_stream *es, struct run_result *res)
     res->events = event_stream_take(es);
 }
 
-static void count_outcome(const struct engine_config *cfg, const struct run_result *res)
+static void count_outcome(const struct engine_config *cfg, const struct run_result *res,
+                          bool limit)
 {
     unsigned idx = PC_TURNS_OK;
 
     if (!cfg->pool)
         return;
-    if (!res->ok)
+    if (limit)
+        idx = PC_TURNS_LIMIT;
+    else if (!res->ok)
         idx = PC_TURNS_ERROR;
     else if (res->stop_reason && strcmp(res->stop_reason, "paused") == 0)
         idx = PC_TURNS_PAUSED;
@@ -422,7 +594,31 @@ static void count_outcome(const struct engine_config *cfg, const struct run_resu
     pool_counter_add(cfg->pool, idx, 1);
 }
 
-static struct turn_options turn_options(const struct engine_turn *t, json_object *prompt)
+struct cancel_probe {
+    struct pool *pool;
+    struct pool_handle h;
+    bool has_slot;
+    struct event_stream *es;
+    bool on_client_gone;
+};
+
+/* /cancel sets the slot's flag; a client that went away cancels a run without a session. */
+static bool should_cancel(void *ctx)
+{
+    struct cancel_probe *c = ctx;
+
+    if (c->has_slot && c->pool) {
+        const struct pool_slot *s = &c->pool->slots[c->h.index];
+        uint32_t flags = __atomic_load_n(&s->flags, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&s->generation, __ATOMIC_ACQUIRE) == c->h.generation &&
+            (flags & (SLOT_F_CANCEL | SLOT_F_KILL)))
+            return true;
+    }
+    return c->on_client_gone && !event_stream_client_alive(c->es);
+}
+
+static struct turn_options turn_options(struct engine_turn *t, json_object *prompt,
+                                        struct cancel_probe *probe)
 {
     struct turn_options opt;
 
@@ -432,27 +628,35 @@ static struct turn_options turn_options(const struct engine_turn *t, json_object
     opt.permissions = t->req->permissions;
     opt.is_noise = t->harness->is_noise;
     opt.cancel_on_client_gone = t->client_gone_cancels;
+    opt.stored = stored_decision;
+    opt.stored_ctx = t->req;
+    opt.should_cancel = should_cancel;
+    opt.cancel_ctx = probe;
     return opt;
 }
 
-/* A turn on a live environment; AR_E_RETRY when it failed before the harness said anything. */
-static int run_warm(struct engine_turn *t, const struct lookup *lk, struct event_stream *es,
-                    struct run_result *res)
+/* A turn on a live environment (warm follow-up, or approval resume); AR_E_RETRY when it failed
+ * before the harness said anything. */
+static int run_live(struct engine_turn *t, struct lookup *lk, struct event_stream *es,
+                    struct run_result *res, bool *limit)
 {
     const struct engine_config *cfg = t->cfg;
     struct lifecycle_policy policy = {.mode = (enum lifecycle_mode)lk->admitted_mode,
                                       .idle_ms = lk->admitted_idle_ms,
                                       .source = LIFECYCLE_FROM_ADMITTED};
+    bool resume = lk->outcome == LOOKUP_RESUME;
     struct environment *env = NULL;
+    struct cancel_probe probe;
+    struct turn_outcome out;
     struct turn_options opt;
-    json_object *prompt;
+    json_object *prompt = NULL;
     char err[512];
     int r;
 
     r = environment_reconnect(cfg, lk->h, &env, err, sizeof(err));
     if (r < 0) {
         struct lookup gone = *lk;
-        log_info("warm session '%s' unreachable (%s): starting cold", t->key, err);
+        log_info("live session '%s' unreachable (%s): starting cold", t->key, err);
         gone.reason = TEARDOWN_HARNESS_EXITED;
         if (pool_lock(cfg->pool) >= 0) {
             pool_drain_locked(cfg->pool, lk->h, TEARDOWN_HARNESS_EXITED);
@@ -461,17 +665,29 @@ static int run_warm(struct engine_turn *t, const struct lookup *lk, struct event
         evict(cfg, &gone, t->key);
         return AR_E_RETRY;
     }
+    if (lk->next_id > env->next_id)
+        env->next_id = lk->next_id;
     pool_counter_add(cfg->pool, PC_WARM_HITS, 1);
     turn_caps_from_bits(lk->caps, &res->caps);
     if (!res->session_id)
         res->session_id = xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_starting"));
     event_emit(es, event_data_phase("environment_ready"));
-    prompt = build_prompt(t->req, false, res->caps.images);
-    opt = turn_options(t, prompt);
-    opt.retry_if_silent = true;
-    r = run_turn_prompt(env, &opt, es, res);
+    probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = true, .es = es,
+                                  .on_client_gone = t->client_gone_cancels};
+    if (!resume)
+        prompt = build_prompt(t->req, false, res->caps.images);
+    opt = turn_options(t, prompt, &probe);
+    if (resume) {
+        opt.resume_prompt_id = lk->prompt_id;
+        opt.resume = lk->gates;
+        opt.nresume = lk->ngates;
+    } else {
+        opt.retry_if_silent = true;
+    }
+    r = run_turn_prompt(env, &opt, es, res, &out);
     json_object_put(prompt);
+    *limit = out.limit_tripped;
     if (r == AR_E_RETRY) {
         log_info("warm turn of '%s' failed before any output: retrying cold", t->key);
         environment_destroy(env, TEARDOWN_FAILED_TURN);
@@ -479,17 +695,37 @@ static int run_warm(struct engine_turn *t, const struct lookup *lk, struct event
         evict(cfg, lk, t->key);
         return AR_E_RETRY;
     }
-    finish_environment(t, env, es, res, r, &policy);
+    finish_environment(t, env, es, res, r, &out, &policy);
     environment_free(env);
     return 0;
 }
 
-static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res)
+/* The prompt of a cold turn whose request answers approvals a lost session was waiting on. */
+static json_object *approval_replay_prompt(const struct run_request *req)
+{
+    static const char closing[] =
+        "The user has now answered the pending tool approvals above. Run the APPROVED calls "
+        "again with the same arguments (they have NOT run yet); do not run the DENIED ones; "
+        "then continue the task without restarting it.";
+    struct buf text;
+    json_object *blocks = json_object_new_array();
+
+    buf_init(&text, 80u * 1024 * 1024);
+    transcript_turn_text(req, closing, &text);
+    json_object_array_add(blocks, text_block(buf_str(&text)));
+    buf_release(&text);
+    return blocks;
+}
+
+static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
+                     bool *limit)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
     bool warm_policy = t->policy.mode == LIFECYCLE_WARM;
     struct environment *env = NULL;
+    struct cancel_probe probe;
+    struct turn_outcome out;
     struct turn_options opt;
     json_object *prompt;
     char err[512];
@@ -528,7 +764,8 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
         if (s) {
             memcpy(s->acp_session, env->acp_session, sizeof(s->acp_session));
-            s->state = s->state == SLOT_STARTING ? SLOT_BUSY : s->state;
+            if (s->state == SLOT_STARTING)
+                s->state = SLOT_BUSY;
         }
         pool_unlock(cfg->pool);
     }
@@ -536,11 +773,17 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     if (!res->session_id)
         res->session_id = xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_ready"));
-    prompt = build_prompt(req, req->nmessages > 1, res->caps.images);
-    opt = turn_options(t, prompt);
-    r = run_turn_prompt(env, &opt, es, res);
+    if (approval_reply_tail(req))
+        prompt = approval_replay_prompt(req);
+    else
+        prompt = build_prompt(req, req->nmessages > 1, res->caps.images);
+    probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = env->has_slot,
+                                  .es = es, .on_client_gone = t->client_gone_cancels};
+    opt = turn_options(t, prompt, &probe);
+    r = run_turn_prompt(env, &opt, es, res, &out);
     json_object_put(prompt);
-    finish_environment(t, env, es, res, r, &t->policy);
+    *limit = out.limit_tripped;
+    finish_environment(t, env, es, res, r, &out, &t->policy);
     environment_free(env);
     emit_done(es, res);
 }
@@ -549,6 +792,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
 {
     const struct engine_config *cfg = t->cfg;
     struct lookup lk = {0};
+    bool limit = false;
 
     res->model = xstrdup(t->plan.model_name[0] ? t->plan.model_name : NULL);
     res->session_id = xstrdup(t->req->session_id);
@@ -556,8 +800,8 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
         lookup_locked(cfg->pool, t, &lk);
         pool_unlock(cfg->pool);
     }
-    if (lk.outcome == LOOKUP_WARM) {
-        if (run_warm(t, &lk, es, res) == 0) {
+    if (lk.outcome == LOOKUP_WARM || lk.outcome == LOOKUP_RESUME) {
+        if (run_live(t, &lk, es, res, &limit) == 0) {
             emit_done(es, res);
             goto out;
         }
@@ -569,8 +813,117 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     } else if (lk.outcome == LOOKUP_EVICT) {
         evict(cfg, &lk, t->key);
     }
-    run_cold(t, es, res);
+    run_cold(t, es, res, &limit);
 out:
-    count_outcome(cfg, res);
+    count_outcome(cfg, res, limit);
     collect_events(es, res);
+}
+
+static bool always(void *ctx)
+{
+    (void)ctx;
+    return true;
+}
+
+/* Cancel a turn parked on approvals: answer its gates "cancelled" and keep it warm. */
+static int cancel_parked(const struct engine_config *cfg, const char *key)
+{
+    struct lookup lk;
+    struct environment *env = NULL;
+    struct event_stream es;
+    struct run_result res;
+    struct turn_outcome out;
+    struct turn_options opt;
+    char err[256];
+    uint32_t idle = 0;
+    int i, r;
+
+    memset(&lk, 0, sizeof(lk));
+    r = pool_lock(cfg->pool);
+    if (r < 0)
+        return r;
+    i = pool_find_locked(cfg->pool, key);
+    if (i < 0 || cfg->pool->slots[i].state != SLOT_AWAITING_APPROVAL) {
+        pool_unlock(cfg->pool);
+        return 0;
+    }
+    lk.h = pool_handle_of(cfg->pool, (uint32_t)i);
+    lk.prompt_id = cfg->pool->slots[i].prompt_id;
+    lk.next_id = cfg->pool->slots[i].acp_next_id;
+    lk.ngates = cfg->pool->slots[i].napprovals;
+    memcpy(lk.gates, cfg->pool->slots[i].approvals, sizeof(lk.gates));
+    for (size_t g = 0; g < lk.ngates; g++)
+        lk.gates[g].decision = -1;
+    idle = cfg->pool->slots[i].idle_ms;
+    r = pool_checkout_locked(cfg->pool, lk.h, true, getpid(), "cancel");
+    pool_unlock(cfg->pool);
+    if (r < 0)
+        return 0;
+    r = environment_reconnect(cfg, lk.h, &env, err, sizeof(err));
+    if (r < 0) {
+        lk.reason = TEARDOWN_HARNESS_EXITED;
+        lk.keeper_pid = 0;
+        engine_kill_session(cfg, key, TEARDOWN_HARNESS_EXITED);
+        return 0;
+    }
+    if (lk.next_id > env->next_id)
+        env->next_id = lk.next_id;
+    event_stream_init(&es, NULL);
+    run_result_init(&res);
+    memset(&opt, 0, sizeof(opt));
+    opt.limits = &cfg->limits;
+    opt.resume_prompt_id = lk.prompt_id;
+    opt.resume = lk.gates;
+    opt.nresume = lk.ngates;
+    opt.should_cancel = always;
+    r = run_turn_prompt(env, &opt, &es, &res, &out);
+    if (r == 0 && res.ok && pool_lock(cfg->pool) >= 0) {
+        struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
+        if (s && s->state == SLOT_BUSY) {
+            s->napprovals = 0;
+            s->acp_next_id = env->next_id;
+            s->flags &= ~(uint32_t)SLOT_F_CANCEL;
+            pool_park_locked(cfg->pool, env->h, SLOT_IDLE, now_ms() + (int64_t)(idle ? idle : 60000));
+        } else {
+            r = -ESTALE;
+        }
+        pool_unlock(cfg->pool);
+        if (r == 0)
+            environment_park(env, idle ? idle : 60000, false);
+    }
+    if (r != 0 || !res.ok)
+        environment_destroy(env, TEARDOWN_FAILED_TURN);
+    environment_free(env);
+    run_result_release(&res);
+    event_stream_release(&es);
+    return 0;
+}
+
+int engine_cancel_session(const struct engine_config *cfg, const char *key,
+                          const char *target_turn)
+{
+    struct pool_slot *s;
+    int i, r;
+
+    if (!cfg->pool)
+        return -ENOENT;
+    r = pool_lock(cfg->pool);
+    if (r < 0)
+        return r;
+    i = pool_find_locked(cfg->pool, key);
+    if (i < 0) {
+        pool_unlock(cfg->pool);
+        return -ENOENT;
+    }
+    s = &cfg->pool->slots[i];
+    if (target_turn && target_turn[0] && s->state == SLOT_BUSY &&
+        strcmp(s->owner_turn, target_turn) != 0)
+        r = 0; /* that turn is over already */
+    else if (s->state == SLOT_BUSY || s->state == SLOT_STARTING)
+        __atomic_or_fetch(&s->flags, SLOT_F_CANCEL, __ATOMIC_RELEASE);
+    r = s->state == SLOT_AWAITING_APPROVAL ? 1 : 0;
+    pool_unlock(cfg->pool);
+    if (r == 1)
+        r = cancel_parked(cfg, key);
+    return r;
 }

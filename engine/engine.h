@@ -59,6 +59,15 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
 int engine_kill_session(const struct engine_config *cfg, const char *key,
                         enum teardown_reason reason);
 
+/*
+ * POST /cancel: stop the session's current turn but keep its environment warm. A running turn
+ * is flagged (it sends session/cancel and ends with stopReason cancelled); a turn parked on
+ * approvals gets its gates answered "cancelled". -ENOENT when the session is not held here.
+ * A target_turn that is not the running one is a no-op.
+ */
+int engine_cancel_session(const struct engine_config *cfg, const char *key,
+                          const char *target_turn);
+
 /* Harness names (as /health lists them) that are installed under cfg. */
 json_object *engine_installed_harnesses(const struct engine_config *cfg);
 

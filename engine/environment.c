@@ -439,13 +439,13 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
     }
 }
 
-int environment_park(struct environment *env, uint64_t idle_ms)
+int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
 {
     struct buf line;
     int r;
 
     buf_init(&line, 64);
-    buf_printf(&line, "#park %llu\n", (unsigned long long)idle_ms);
+    buf_printf(&line, "#%s %llu\n", awaiting ? "await" : "park", (unsigned long long)window_ms);
     r = environment_send(env, &line);
     buf_release(&line);
     close(env->fd);

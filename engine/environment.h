@@ -69,8 +69,11 @@ int environment_request(struct environment *env, const char *method, json_object
                         int64_t *ret_id);
 int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret);
 
-/* Keep it warm for idle_ms and detach. The slot must already be parked by the caller. */
-int environment_park(struct environment *env, uint64_t idle_ms);
+/*
+ * Keep it alive for window_ms and detach; awaiting: a prompt waits on approvals (its expiry is
+ * approval-expiry). The slot must already be parked by the caller.
+ */
+int environment_park(struct environment *env, uint64_t window_ms, bool awaiting);
 /* Tear it down and wait for the teardown to finish (bounded). */
 int environment_destroy(struct environment *env, enum teardown_reason reason);
 /* Release the struct (does not tear down: destroy or park first). NULL is a no-op. */

@@ -119,6 +119,15 @@ int event_emit(struct event_stream *es, json_object *ev)
     return r == -ENOMEM ? r : 0;
 }
 
+bool event_stream_client_alive(struct event_stream *es)
+{
+    if (es->client_gone)
+        return false;
+    if (es->streaming && es->sink.client_alive && !es->sink.client_alive(es->sink.ctx))
+        es->client_gone = true;
+    return !es->client_gone;
+}
+
 json_object *event_stream_take(struct event_stream *es)
 {
     json_object *arr;

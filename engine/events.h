@@ -24,6 +24,8 @@
 struct event_sink {
     /* Write len bytes (one complete NDJSON line, '\n' included) and flush. <0 = client gone. */
     int (*write_line)(void *ctx, const char *line, size_t len);
+    /* false once the client is known to be gone, without writing (may be NULL) */
+    bool (*client_alive)(void *ctx);
     void *ctx;
 };
 
@@ -47,6 +49,9 @@ void event_stream_release(struct event_stream *es);
 /* Deliver one event; takes ownership of ev. Returns <0 only for -ENOMEM; a failed sink sets
  * client_gone and the event is dropped (the turn decides what a gone client means). */
 int event_emit(struct event_stream *es, json_object *ev);
+
+/* false when the client went away (a failed write, or the sink's probe says so). */
+bool event_stream_client_alive(struct event_stream *es);
 
 /* Move the coalesced events out (a new array, never NULL) for the one-shot result. */
 json_object *event_stream_take(struct event_stream *es);

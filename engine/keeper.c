@@ -59,6 +59,7 @@ struct keeper {
     char prompt_id[64];
     char acp_session[128];
     bool parked;
+    bool awaiting; /* parked on a permission gate: expiry is approval-expiry */
     uint64_t dropped;
     int exit_status;
     bool child_exited;
@@ -159,9 +160,9 @@ static void slot_update(struct keeper *k, void (*fn)(struct keeper *, struct poo
 
 static void slot_set_pids(struct keeper *k, struct pool_slot *s)
 {
-    (void)k;
     s->keeper_pid = (int32_t)getpid();
     s->keeper_start = proc_start_time(getpid());
+    s->sandbox_pid = (int32_t)k->child;
 }
 
 static void slot_mark_broken(struct keeper *k, struct pool_slot *s)
@@ -397,10 +398,13 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
     if (len > 0 && line[0] == '#') {
         if (strcmp(line, "#destroy") == 0)
             return false;
-        if (strncmp(line, "#park ", 6) == 0 && parse_u64(line + 6, 1, 86400000ull, &ms) == 0) {
+        /* "#park <ms>": idle; "#await <ms>": a prompt waits on an approval (kept in flight) */
+        if ((strncmp(line, "#park ", 6) == 0 && parse_u64(line + 6, 1, 86400000ull, &ms) == 0) ||
+            (strncmp(line, "#await ", 7) == 0 && parse_u64(line + 7, 1, 86400000ull, &ms) == 0)) {
             k->idle_ms = (int64_t)ms;
             k->per_turn = false;
             k->parked = true;
+            k->awaiting = line[1] == 'a';
             k->prompt_in_flight = false;
         }
         return true;
@@ -456,6 +460,7 @@ static void accept_client(struct keeper *k)
     }
     k->client_fd = fd;
     k->parked = false;
+    k->awaiting = false;
     k->deadline = 0;
     acp_lines_init(&k->client_in, ACP_LINE_MAX_DEFAULT);
     buf_init(&k->client_out, OUTQ_MAX);
@@ -608,7 +613,7 @@ static int loop(struct keeper *k)
             int64_t left = k->deadline - now_ms();
             if (left <= 0) {
                 log_info("idle deadline passed: tearing down");
-                k->reason = TEARDOWN_IDLE_EXPIRY;
+                k->reason = k->awaiting ? TEARDOWN_APPROVAL_EXPIRY : TEARDOWN_IDLE_EXPIRY;
                 break;
             }
             timeout = left > 60000 ? 60000 : (int)left;
@@ -793,6 +798,7 @@ int keeper_main(int argc, char **argv)
         teardown(&k);
         return 1;
     }
+    slot_update(&k, slot_set_pids);
     emit_ready("ready %d %d", (int)getpid(), (int)k.child);
     devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devnull >= 0) {

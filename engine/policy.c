@@ -1,6 +1,10 @@
 #include "policy.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "jsonx.h"
 
 static uint64_t clamp_idle(uint64_t ms)
 {
@@ -79,4 +83,116 @@ const char *policy_lifecycle_source_name(enum lifecycle_source s)
         return "default";
     }
     return "unknown";
+}
+
+enum permission policy_permission_parse(const char *s)
+{
+    if (!s)
+        return PERMISSION_UNSET;
+    if (strcmp(s, "allow") == 0)
+        return PERMISSION_ALLOW;
+    if (strcmp(s, "ask") == 0)
+        return PERMISSION_ASK;
+    if (strcmp(s, "deny") == 0)
+        return PERMISSION_DENY;
+    return PERMISSION_UNSET;
+}
+
+const char *policy_permission_name(enum permission p)
+{
+    switch (p) {
+    case PERMISSION_ALLOW:
+        return "allow";
+    case PERMISSION_ASK:
+        return "ask";
+    case PERMISSION_DENY:
+        return "deny";
+    default:
+        return "unset";
+    }
+}
+
+/* The first string argument of a tool call, in the order the harness sent them. */
+static const char *first_string_arg(json_object *args)
+{
+    if (!args || !json_object_is_type(args, json_type_object))
+        return NULL;
+    json_object_object_foreach(args, key, val)
+    {
+        (void)key;
+        return val && json_object_is_type(val, json_type_string) ? json_object_get_string(val)
+                                                                 : NULL;
+    }
+    return NULL;
+}
+
+static bool rule_matches(const char *pattern, const struct permission_gate *g)
+{
+    const char *open = strchr(pattern, '(');
+    size_t nlen = open ? (size_t)(open - pattern) : strlen(pattern);
+    const char *arg, *prefix_end;
+    size_t plen;
+
+    if (!g->tool_name || strlen(g->tool_name) != nlen ||
+        strncasecmp(pattern, g->tool_name, nlen) != 0)
+        return false;
+    if (!open)
+        return true;
+    /* Tool(prefix:*) */
+    prefix_end = strstr(open, ":*)");
+    if (!prefix_end || prefix_end[3] != '\0')
+        return false;
+    plen = (size_t)(prefix_end - open - 1);
+    arg = first_string_arg(g->args);
+    return arg && strncmp(arg, open + 1, plen) == 0;
+}
+
+enum permission policy_permission_effective(json_object *plan, const struct permission_gate *g)
+{
+    enum permission best = PERMISSION_UNSET;
+    json_object *rules;
+    const char *def;
+
+    if (g->spec != PERMISSION_UNSET)
+        return g->spec;
+    if (g->server != PERMISSION_UNSET)
+        return g->server;
+    rules = jsonx_get(plan, "rules");
+    for (size_t i = 0; rules && json_object_is_type(rules, json_type_array) &&
+                       i < json_object_array_length(rules);
+         i++) {
+        json_object *r = json_object_array_get_idx(rules, i);
+        const char *pattern = jsonx_str(r, "pattern");
+        enum permission p = policy_permission_parse(jsonx_str(r, "permission"));
+
+        if (!pattern || p == PERMISSION_UNSET || !rule_matches(pattern, g))
+            continue;
+        if ((int)p > (int)best) /* deny > ask > allow */
+            best = p;
+    }
+    if (best != PERMISSION_UNSET)
+        return best;
+    if (plan && !json_object_is_type(plan, json_type_object))
+        return PERMISSION_ASK; /* malformed plan */
+    def = jsonx_str(plan, "default");
+    if (!def || strcmp(def, "allow_reads") == 0)
+        return g->read_only_hint == 1 ? PERMISSION_ALLOW : PERMISSION_ASK;
+    best = policy_permission_parse(def);
+    return best == PERMISSION_UNSET ? PERMISSION_ASK : best;
+}
+
+enum verdict policy_permission_decide(enum permission effective, enum permission stored)
+{
+    switch (effective) {
+    case PERMISSION_ALLOW:
+        return VERDICT_ALLOW;
+    case PERMISSION_DENY:
+        return VERDICT_DENY;
+    default:
+        if (stored == PERMISSION_ALLOW)
+            return VERDICT_ALLOW;
+        if (stored == PERMISSION_DENY)
+            return VERDICT_DENY;
+        return VERDICT_PENDING;
+    }
 }

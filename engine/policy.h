@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <json-c/json.h>
+
 #include "contracts.h"
 
 #define POLICY_IDLE_MAX_MS (24ull * 3600 * 1000)
@@ -64,5 +66,33 @@ int policy_lifecycle(const struct lifecycle_input *in, struct lifecycle_policy *
                      size_t errlen);
 
 const char *policy_lifecycle_source_name(enum lifecycle_source s);
+
+/*
+ * Permission plan (reference/agenta-runner.md §3.24). The request's `permissions` object:
+ * default allow | ask | deny | allow_reads (the default when absent; a malformed plan means
+ * ask), rules [{pattern, permission}] with patterns `Tool` (exact, case-insensitive) and
+ * `Tool(prefix:*)` (the tool's first string argument starts with prefix).
+ *
+ * effective = spec permission > server permission > the strongest matching rule
+ * (deny > ask > allow) > the default (allow_reads: a read-only hint allows, anything else asks).
+ * decide: allow and deny are final; ask takes a decision stored in the transcript for the same
+ * tool and arguments, else it is pending (the turn pauses for approval).
+ */
+enum permission { PERMISSION_UNSET = -1, PERMISSION_ALLOW = 0, PERMISSION_ASK, PERMISSION_DENY };
+enum verdict { VERDICT_ALLOW = 0, VERDICT_DENY, VERDICT_PENDING };
+
+struct permission_gate {
+    const char *tool_name;       /* may be NULL */
+    json_object *args;           /* borrowed, may be NULL */
+    int read_only_hint;          /* -1 unknown, 0 no, 1 yes */
+    enum permission spec;        /* the tool spec's own permission */
+    enum permission server;      /* the MCP server's permission */
+};
+
+enum permission policy_permission_effective(json_object *plan, const struct permission_gate *g);
+/* stored: PERMISSION_UNSET, PERMISSION_ALLOW or PERMISSION_DENY from the transcript */
+enum verdict policy_permission_decide(enum permission effective, enum permission stored);
+enum permission policy_permission_parse(const char *s);
+const char *policy_permission_name(enum permission p);
 
 #endif

@@ -27,7 +27,7 @@
 #include <sys/types.h>
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 4u
+#define POOL_LAYOUT_VERSION 5u
 #define POOL_KEY_MAX 272
 #define POOL_DIR_MAX 192
 #define POOL_APPROVALS_MAX 8
@@ -67,11 +67,15 @@ enum pool_counter {
     PC_INFLIGHT_MAX_WORKERS = 64,
 };
 
+/* A permission gate the harness is waiting on (its request is unanswered). */
 struct pool_approval {
     char tool_call_id[96];
     char token[48];
     char request_id[64]; /* the agent's JSON-RPC id of the permission request, as JSON text */
     char tool_name[64];
+    char allow_option[48];  /* the allow_once option to answer "approved" with */
+    char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
+    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
 };
 
 struct pool_slot {
@@ -91,7 +95,10 @@ struct pool_slot {
     uint8_t napprovals;
     uint32_t caps; /* harness capability bits (run_turn.h TURN_CAP_*) */
     int32_t keeper_pid;
+    int32_t sandbox_pid;
     uint64_t keeper_start;
+    int64_t prompt_id;   /* the in-flight session/prompt of a parked approval */
+    int64_t acp_next_id; /* next request id a reconnecting worker uses */
     int32_t owner_pid; /* worker running the turn (fencing) */
     int32_t reserved_by_pid;
     int64_t created_ms; /* CLOCK_MONOTONIC, shared by every process */

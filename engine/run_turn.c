@@ -7,9 +7,13 @@
 
 #include "jsonx.h"
 #include "log.h"
+#include "policy.h"
 #include "util.h"
 
 #define TOOL_OUTPUT_MAX (4u * 1024 * 1024)
+#define PAUSE_QUIET_MS 150   /* gates that arrive together park together */
+#define CANCEL_POLL_MS 100
+#define CANCEL_GRACE_MS 10000
 
 void turn_state_init(struct turn_state *st, struct run_limits *limits)
 {
@@ -183,7 +187,7 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
         if (st->limits)
             run_limits_tool_end(st->limits, id);
         event_emit(es, event_tool_result(id, buf_str(&out), strcmp(status, "failed") == 0,
-                                         false));
+                                         t->denied));
         buf_release(&out);
     }
     return 0;
@@ -439,41 +443,127 @@ static void send_cancel(struct environment *env)
     json_object_put(params);
 }
 
-/* Reply to session/request_permission with the first option of the wanted kind. */
-static void answer_permission(struct environment *env, const struct acp_msg *m, bool allow)
+/* The optionId of the first option of kind (allow_once, reject_once), never an "always". */
+static const char *option_of(json_object *params, const char *kind_prefix)
 {
-    json_object *opts = jsonx_get(m->params, "options"), *res, *outcome;
-    const char *want = allow ? "allow_once" : "reject_once", *pick = NULL;
+    json_object *opts = jsonx_get(params, "options");
+    const char *fallback = NULL;
+
+    for (size_t i = 0; opts && i < json_object_array_length(opts); i++) {
+        json_object *o = json_object_array_get_idx(opts, i);
+        const char *kind = jsonx_str(o, "kind"), *id = jsonx_str(o, "optionId");
+
+        if (!kind || !id || strncmp(kind, kind_prefix, strlen(kind_prefix)) != 0 ||
+            strstr(kind, "always"))
+            continue;
+        if (strstr(kind, "once"))
+            return id;
+        if (!fallback)
+            fallback = id;
+    }
+    return fallback;
+}
+
+/* Answer a permission request (id given as JSON text): option, or "cancelled" when NULL. */
+static void reply_permission(struct environment *env, const char *id_json, const char *option)
+{
+    json_object *id = NULL, *res = json_object_new_object(), *outcome = json_object_new_object();
+    char err[64];
     struct buf out;
 
-    for (size_t i = 0; opts && i < json_object_array_length(opts) && !pick; i++) {
-        json_object *o = json_object_array_get_idx(opts, i);
-        const char *kind = jsonx_str(o, "kind");
-        if (kind && strcmp(kind, want) == 0)
-            pick = jsonx_str(o, "optionId");
-    }
-    for (size_t i = 0; opts && i < json_object_array_length(opts) && !pick; i++) {
-        json_object *o = json_object_array_get_idx(opts, i);
-        const char *kind = jsonx_str(o, "kind");
-        /* never "always": a decision covers this call only */
-        if (kind && strncmp(kind, allow ? "allow" : "reject", allow ? 5 : 6) == 0 &&
-            !strstr(kind, "always"))
-            pick = jsonx_str(o, "optionId");
-    }
-    res = json_object_new_object();
-    outcome = json_object_new_object();
-    if (pick) {
+    if (jsonx_parse(id_json, strlen(id_json), 4, &id, err, sizeof(err)) < 0)
+        id = NULL;
+    if (option && option[0]) {
         json_object_object_add(outcome, "outcome", json_object_new_string("selected"));
-        json_object_object_add(outcome, "optionId", json_object_new_string(pick));
+        json_object_object_add(outcome, "optionId", json_object_new_string(option));
     } else {
         json_object_object_add(outcome, "outcome", json_object_new_string("cancelled"));
     }
     json_object_object_add(res, "outcome", outcome);
     buf_init(&out, 4096);
-    if (acp_encode_result(&out, m->id, res) == 0)
+    if (acp_encode_result(&out, id, res) == 0)
         (void)environment_send(env, &out);
     buf_release(&out);
     json_object_put(res);
+    json_object_put(id);
+}
+
+static void mark_denied(struct turn_state *st, const char *tool_call_id)
+{
+    struct turn_tool *t = find_tool(st, tool_call_id);
+
+    if (!t)
+        t = add_tool(st, tool_call_id);
+    if (t)
+        t->denied = true;
+}
+
+/* The gate of a session/request_permission as the permission plan sees it. */
+static void gate_of(json_object *params, struct permission_gate *g)
+{
+    json_object *tc = jsonx_get(params, "toolCall");
+    const char *kind = jsonx_str(tc, "kind");
+
+    memset(g, 0, sizeof(*g));
+    g->tool_name = tool_name_of(tc);
+    g->args = jsonx_get(tc, "rawInput");
+    g->spec = PERMISSION_UNSET;
+    g->server = PERMISSION_UNSET;
+    if (!kind)
+        g->read_only_hint = -1;
+    else
+        g->read_only_hint = strcmp(kind, "read") == 0 || strcmp(kind, "search") == 0 ||
+                            strcmp(kind, "think") == 0;
+}
+
+static json_object *interaction_request(const struct pool_approval *g, json_object *params)
+{
+    json_object *ev = event_new("interaction_request"), *payload = json_object_new_object();
+    json_object *tc = params ? jsonx_get(params, "toolCall") : NULL, *copy = NULL;
+
+    json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
+    json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
+    if (tc && json_object_deep_copy(tc, &copy, NULL) == 0) {
+        json_object_object_add(copy, "resolvedName", json_object_new_string(g->tool_name));
+        json_object_object_add(payload, "toolCall", copy);
+    } else {
+        json_object *min = json_object_new_object();
+        json_object_object_add(min, "toolCallId", json_object_new_string(g->tool_call_id));
+        json_object_object_add(min, "resolvedName", json_object_new_string(g->tool_name));
+        json_object_object_add(payload, "toolCall", min);
+    }
+    if (params && jsonx_get(params, "options"))
+        json_object_object_add(payload, "options", json_object_get(jsonx_get(params, "options")));
+    json_object_object_add(payload, "interactionToken", json_object_new_string(g->token));
+    json_object_object_add(ev, "payload", payload);
+    return ev;
+}
+
+static json_object *interaction_response(const struct pool_approval *g)
+{
+    json_object *ev = event_new("interaction_response"), *payload = json_object_new_object();
+
+    json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
+    json_object_object_add(payload, "approved", json_object_new_boolean(g->decision == 1));
+    json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "payload", payload);
+    return ev;
+}
+
+/* A cancelled turn settles the tool calls that never finished. */
+static void settle_open_tools(struct turn_state *st, struct event_stream *es)
+{
+    for (size_t i = 0; i < st->ntools; i++) {
+        struct turn_tool *t = &st->tools[i];
+        if (t->done)
+            continue;
+        t->done = true;
+        event_emit(es, event_tool_result(t->id, "INTERRUPTED_BY_USER: the turn was cancelled "
+                                                "before this call finished",
+                                         true, false));
+    }
 }
 
 static void finish_usage(struct run_result *res, json_object *prompt_result)
@@ -524,42 +614,95 @@ void turn_caps_from_bits(uint32_t bits, struct harness_caps *c)
 }
 
 int run_turn_prompt(struct environment *env, const struct turn_options *opt,
-                    struct event_stream *es, struct run_result *res)
+                    struct event_stream *es, struct run_result *res, struct turn_outcome *out)
 {
+    struct pool_approval gates[POOL_APPROVALS_MAX];
+    char waiting_for[POOL_APPROVALS_MAX][96]; /* approved calls still running (resume) */
+    size_t ngates = 0, nwaiting = 0;
     struct run_limits limits;
     struct turn_state st;
-    json_object *params;
     char why[256];
-    int64_t prompt_id;
-    uint64_t seen_events;
+    int64_t prompt_id, quiet_until = 0, cancel_deadline = 0;
+    uint64_t seen_events, start_events = es->nevents;
+    bool cancelling = false;
     int r;
 
-    uint64_t start_events = es->nevents;
-
+    memset(out, 0, sizeof(*out));
     run_limits_start(&limits, opt->limits, now_ms());
     turn_state_init(&st, &limits);
     st.is_noise = opt->is_noise;
-    params = json_object_new_object();
-    json_object_object_add(params, "sessionId", json_object_new_string(env->acp_session));
-    json_object_object_add(params, "prompt", json_object_get(opt->prompt));
-    r = environment_request(env, "session/prompt", params, &prompt_id);
-    json_object_put(params);
+    if (opt->resume_prompt_id > 0) {
+        prompt_id = opt->resume_prompt_id;
+        for (size_t i = 0; i < opt->nresume; i++) {
+            const struct pool_approval *g = &opt->resume[i];
+
+            if (g->decision < 0) {
+                gates[ngates++] = *g; /* carried forward */
+                continue;
+            }
+            event_emit(es, interaction_response(g));
+            reply_permission(env, g->request_id, g->decision == 1 ? g->allow_option
+                                                                  : g->reject_option);
+            if (g->decision == 1)
+                snprintf(waiting_for[nwaiting++], sizeof(waiting_for[0]), "%s",
+                         g->tool_call_id);
+            else
+                mark_denied(&st, g->tool_call_id);
+        }
+        if (ngates > 0 && nwaiting == 0)
+            quiet_until = now_ms() + PAUSE_QUIET_MS;
+        r = 0;
+    } else {
+        json_object *params = json_object_new_object();
+        json_object_object_add(params, "sessionId", json_object_new_string(env->acp_session));
+        json_object_object_add(params, "prompt", json_object_get(opt->prompt));
+        r = environment_request(env, "session/prompt", params, &prompt_id);
+        json_object_put(params);
+    }
     if (r < 0) {
         snprintf(why, sizeof(why), "the harness is gone before the prompt");
         goto fail;
     }
+    out->prompt_id = prompt_id;
     seen_events = es->nevents;
     for (;;) {
         struct acp_msg m;
-        int64_t got, now;
+        int64_t got, now = now_ms(), deadline;
+        bool check_cancel = opt->should_cancel != NULL;
 
-        r = environment_recv(env, run_limits_deadline(&limits), &m);
+        if (check_cancel && !cancelling && opt->should_cancel(opt->cancel_ctx)) {
+            cancelling = true;
+            cancel_deadline = now + CANCEL_GRACE_MS;
+            send_cancel(env);
+            for (size_t i = 0; i < ngates; i++)
+                reply_permission(env, gates[i].request_id, NULL);
+            ngates = 0;
+            quiet_until = 0;
+            run_limits_pause(&limits);
+            log_debug("cancelling the turn");
+        }
+        deadline = run_limits_deadline(&limits);
+        if (quiet_until && (!deadline || quiet_until < deadline))
+            deadline = quiet_until;
+        if (cancelling && (!deadline || cancel_deadline < deadline))
+            deadline = cancel_deadline;
+        if (check_cancel && !cancelling && (!deadline || now + CANCEL_POLL_MS < deadline))
+            deadline = now + CANCEL_POLL_MS;
+        r = environment_recv(env, deadline, &m);
         now = now_ms();
         if (es->nevents != seen_events) {
             run_limits_event(&limits, now);
             seen_events = es->nevents;
         }
         if (r == -ETIMEDOUT) {
+            if (cancelling && now >= cancel_deadline) {
+                snprintf(why, sizeof(why), "the harness did not stop within %dms of the cancel",
+                         CANCEL_GRACE_MS);
+                r = AR_E_TIMEOUT;
+                goto fail;
+            }
+            if (quiet_until && now >= quiet_until)
+                goto paused;
             r = run_limits_check(&limits, now, why, sizeof(why));
             if (r < 0) {
                 send_cancel(env);
@@ -579,8 +722,19 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
         if (m.kind == ACP_NOTIFICATION && strcmp(m.method, "session/update") == 0) {
             json_object *update = jsonx_get(m.params, "update");
             const char *sid = jsonx_str(m.params, "sessionId");
-            if (update && (!sid || strcmp(sid, env->acp_session) == 0))
+            if (update && (!sid || strcmp(sid, env->acp_session) == 0)) {
                 r = turn_translate_update(&st, update, es, res);
+                /* an approved call that finished lets a carried-forward pause happen */
+                for (size_t i = 0; r == 0 && i < nwaiting; i++) {
+                    struct turn_tool *t = find_tool(&st, waiting_for[i]);
+                    if (t && t->done) {
+                        memmove(waiting_for[i], waiting_for[--nwaiting], sizeof(waiting_for[0]));
+                        if (nwaiting == 0 && ngates > 0)
+                            quiet_until = now + PAUSE_QUIET_MS;
+                        break;
+                    }
+                }
+            }
             acp_msg_release(&m);
             if (r < 0) {
                 snprintf(why, sizeof(why), "turn output exceeds its limit");
@@ -589,13 +743,51 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
             }
             continue;
         }
-        if (m.kind == ACP_REQUEST) {
-            if (strcmp(m.method, "session/request_permission") == 0) {
-                const char *def = jsonx_str(opt->permissions, "default");
-                answer_permission(env, &m, def && strcmp(def, "allow") == 0);
+        if (m.kind == ACP_REQUEST && strcmp(m.method, "session/request_permission") == 0) {
+            struct permission_gate pg;
+            enum permission eff, stored = PERMISSION_UNSET;
+            enum verdict v;
+            const char *tcid = jsonx_str(jsonx_get(m.params, "toolCall"), "toolCallId");
+            const char *id_json = jsonx_text(m.id, NULL);
+
+            gate_of(m.params, &pg);
+            eff = policy_permission_effective(opt->permissions, &pg);
+            if (opt->stored && eff == PERMISSION_ASK)
+                stored = opt->stored(opt->stored_ctx, pg.tool_name, pg.args);
+            v = policy_permission_decide(eff, stored);
+            if (cancelling) {
+                reply_permission(env, id_json, NULL);
+            } else if (v == VERDICT_ALLOW) {
+                reply_permission(env, id_json, option_of(m.params, "allow"));
+            } else if (v == VERDICT_DENY || !tcid || ngates >= POOL_APPROVALS_MAX ||
+                       strlen(id_json) >= sizeof(gates[0].request_id)) {
+                reply_permission(env, id_json, option_of(m.params, "reject"));
+                if (tcid)
+                    mark_denied(&st, tcid);
             } else {
-                answer_unknown(env, &m);
+                struct pool_approval *g = &gates[ngates++];
+                const char *allow = option_of(m.params, "allow");
+                const char *reject = option_of(m.params, "reject");
+
+                memset(g, 0, sizeof(*g));
+                snprintf(g->tool_call_id, sizeof(g->tool_call_id), "%s", tcid);
+                snprintf(g->request_id, sizeof(g->request_id), "%s", id_json);
+                snprintf(g->tool_name, sizeof(g->tool_name), "%s",
+                         pg.tool_name ? pg.tool_name : "tool");
+                snprintf(g->allow_option, sizeof(g->allow_option), "%s", allow ? allow : "");
+                snprintf(g->reject_option, sizeof(g->reject_option), "%s", reject ? reject : "");
+                g->decision = -1;
+                (void)random_hex(g->token, 16);
+                turn_close_block(&st, es);
+                event_emit(es, interaction_request(g, m.params));
+                run_limits_pause(&limits);
+                quiet_until = now + PAUSE_QUIET_MS;
             }
+            acp_msg_release(&m);
+            continue;
+        }
+        if (m.kind == ACP_REQUEST) {
+            answer_unknown(env, &m);
             acp_msg_release(&m);
             continue;
         }
@@ -610,11 +802,14 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
             }
             {
                 const char *stop = jsonx_str(m.result, "stopReason");
-                res->stop_reason = strdup(stop ? stop : "end_turn");
+                res->stop_reason = strdup(cancelling ? "cancelled" : stop ? stop : "end_turn");
             }
+            if (cancelling || (res->stop_reason && strcmp(res->stop_reason, "cancelled") == 0))
+                settle_open_tools(&st, es);
             finish_usage(res, m.result);
             acp_msg_release(&m);
             res->ok = true;
+            out->cancelled = cancelling;
             record_tool_ids(&st, res);
             event_emit(es, event_usage(&res->usage));
             turn_state_release(&st);
@@ -622,6 +817,23 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
         }
         acp_msg_release(&m);
     }
+paused:
+    /* the prompt stays in flight: its gates wait, unanswered, for the client's decision */
+    turn_close_block(&st, es);
+    for (size_t i = 0; i < opt->nresume; i++)
+        for (size_t j = 0; j < ngates; j++)
+            if (opt->resume[i].decision < 0 &&
+                strcmp(opt->resume[i].tool_call_id, gates[j].tool_call_id) == 0)
+                event_emit(es, interaction_request(&gates[j], NULL));
+    memcpy(out->gates, gates, ngates * sizeof(gates[0]));
+    out->ngates = ngates;
+    out->paused = true;
+    res->ok = true;
+    res->stop_reason = strdup("paused");
+    res->usage.present = true;
+    record_tool_ids(&st, res);
+    turn_state_release(&st);
+    return 0;
 fail:
     if (opt->retry_if_silent && es->nevents == start_events) {
         turn_state_release(&st);
@@ -631,6 +843,7 @@ fail:
     record_tool_ids(&st, res);
     event_emit(es, event_error(why, r == AR_E_TIMEOUT ? "run_limit" : "runner_error"));
     run_result_fail(res, "%s", why);
+    out->limit_tripped = r == AR_E_TIMEOUT;
     turn_state_release(&st);
     return r < 0 ? r : AR_E_PROTOCOL;
 fail_reusable:

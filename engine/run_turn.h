@@ -20,6 +20,8 @@
 #include "contracts.h"
 #include "environment.h"
 #include "events.h"
+#include "policy.h"
+#include "pool.h"
 #include "run_limits.h"
 
 struct turn_tool {
@@ -27,6 +29,7 @@ struct turn_tool {
     char *name;
     char *input; /* compact JSON of the last rawInput sent */
     bool done;
+    bool denied; /* its permission was refused: its result says denied */
 };
 
 struct turn_state {
@@ -67,7 +70,17 @@ int run_turn_open_session(struct environment *env, const char *model_id, bool st
                           int64_t deadline, char *err, size_t errlen);
 
 struct turn_options {
-    json_object *prompt; /* array of ACP content blocks (borrowed) */
+    json_object *prompt; /* array of ACP content blocks (borrowed); NULL when resuming */
+    /* resume a parked approval: the in-flight prompt and its gates (decision -1 = carried) */
+    int64_t resume_prompt_id;
+    const struct pool_approval *resume;
+    size_t nresume;
+    /* a decision for (tool, args) already stored in the transcript, or PERMISSION_UNSET */
+    enum permission (*stored)(void *ctx, const char *tool, json_object *args);
+    void *stored_ctx;
+    /* polled while the turn runs: true stops it (session/cancel, gates answered cancelled) */
+    bool (*should_cancel)(void *ctx);
+    void *cancel_ctx;
     const struct run_limits_config *limits;
     json_object *permissions; /* the request's permission plan, borrowed, may be NULL */
     bool cancel_on_client_gone;
@@ -76,12 +89,25 @@ struct turn_options {
     bool retry_if_silent;
 };
 
+struct turn_outcome {
+    bool paused; /* stopReason paused: gates[] wait for approval, the prompt is in flight */
+    bool cancelled;
+    bool limit_tripped;
+    int64_t prompt_id;
+    struct pool_approval gates[POOL_APPROVALS_MAX];
+    size_t ngates;
+};
+
 /*
- * Run the prompt to its end. On success res->stop_reason is set and ok is true; on failure the
- * error event has been emitted and res->error says why. Returns 0 when the environment can be
- * reused afterwards, <0 when it must be torn down (limit tripped, harness gone, protocol error).
+ * Run the prompt (or resume a parked one) to its end. Permission requests are decided by the
+ * permission plan: allow -> "once", deny -> reject (the tool result says denied), ask -> an
+ * interaction_request event and a pause: the turn ends with stopReason "paused" after a short
+ * quiet period, leaving the harness's requests unanswered. On success res->stop_reason is set
+ * and ok is true; on failure the error event has been emitted and res->error says why.
+ * Returns 0 when the environment can be reused afterwards, <0 when it must be torn down
+ * (limit tripped, harness gone, protocol error), AR_E_RETRY (see retry_if_silent).
  */
 int run_turn_prompt(struct environment *env, const struct turn_options *opt,
-                    struct event_stream *es, struct run_result *res);
+                    struct event_stream *es, struct run_result *res, struct turn_outcome *out);
 
 #endif

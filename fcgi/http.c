@@ -1,6 +1,7 @@
 #include "http.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -126,6 +127,18 @@ void http_stream_start(struct http_req *h)
     put_headers(h, 200, "application/x-ndjson", "X-Accel-Buffering: no\r\n");
     if (FCGX_FFlush(h->fr->out) < 0)
         h->client_gone = true;
+}
+
+bool http_client_alive(void *ctx)
+{
+    struct http_req *h = ctx;
+    struct pollfd p = {.fd = h->fr->ipcFd, .events = POLLRDHUP};
+
+    if (h->client_gone)
+        return false;
+    if (p.fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+        h->client_gone = true;
+    return !h->client_gone;
 }
 
 int http_stream_write(void *ctx, const char *line, size_t len)

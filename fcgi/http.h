@@ -42,6 +42,8 @@ void http_json(struct http_req *h, int status, json_object *body);
 void http_error(struct http_req *h, int status, const char *msg);
 /* 200 + NDJSON headers (Content-Type, Cache-Control, X-Accel-Buffering). */
 void http_stream_start(struct http_req *h);
+/* Event sink probe: false once nginx closed the connection (the client went away). */
+bool http_client_alive(void *ctx);
 /* Event sink callback: write one line and flush; -1 once the client is gone. */
 int http_stream_write(void *ctx, const char *line, size_t len);
 

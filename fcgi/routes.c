@@ -136,7 +136,8 @@ static void redact_request(const struct run_request *req)
 
 static void run_streaming(struct engine_turn *turn, struct http_req *h)
 {
-    struct event_sink sink = {.write_line = http_stream_write, .ctx = h};
+    struct event_sink sink = {
+        .write_line = http_stream_write, .client_alive = http_client_alive, .ctx = h};
     struct event_stream es;
     struct run_result res;
     json_object *result;
@@ -255,6 +256,42 @@ out:
     buf_release(&body);
 }
 
+static void handle_cancel(const struct route_ctx *rc, struct http_req *h)
+{
+    struct session_ref ref;
+    struct buf body;
+    char err[256], key[POOL_KEY_MAX];
+    json_object *ok;
+    int r;
+
+    buf_init(&body, rc->cfg->max_small_body);
+    if (read_body(h, rc->cfg->max_small_body, &body) < 0)
+        goto out;
+    r = request_parse_session_ref(buf_str(&body), body.len, &ref, err, sizeof(err));
+    if (r < 0) {
+        http_error(h, 400, err);
+        goto out;
+    }
+    snprintf(key, sizeof(key), "%s:%s", ref.project_id, ref.session_id);
+    log_ctx_set(h->request_id, key, ref.target_turn_id, NULL);
+    r = engine_cancel_session(&rc->cfg->engine, key, ref.target_turn_id);
+    if (r == -ENOENT) {
+        http_error(h, 404, "session not held here");
+        goto out;
+    }
+    if (r < 0) {
+        http_error(h, 500, ar_strerror(r));
+        goto out;
+    }
+    log_info("cancel requested");
+    ok = json_object_new_object();
+    json_object_object_add(ok, "ok", json_object_new_boolean(1));
+    http_json(h, 202, ok);
+    json_object_put(ok);
+out:
+    buf_release(&body);
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -272,6 +309,7 @@ static const struct route routes[] = {
     {"/health", "GET", false, handle_health}, {"/livez", "GET", false, handle_livez},
     {"/readyz", "GET", false, handle_readyz}, {"/run", "POST", true, handle_run},
     {"/stream", "POST", true, handle_run},    {"/kill", "POST", true, handle_kill},
+    {"/cancel", "POST", true, handle_cancel},
 };
 
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)

@@ -18,6 +18,8 @@ const struct harness_ops *harness_get(enum harness_kind kind)
         return &harness_claude;
     case HARNESS_CODEX:
         return &harness_codex;
+    case HARNESS_OPENCODE:
+        return &harness_opencode;
     case HARNESS_SCRIPTED:
         return &harness_scripted;
     default:

@@ -64,6 +64,7 @@ bool harness_file_exists(const char *dir, const char *rel);
 extern const struct harness_ops harness_pi;
 extern const struct harness_ops harness_claude;
 extern const struct harness_ops harness_codex;
+extern const struct harness_ops harness_opencode;
 extern const struct harness_ops harness_scripted;
 
 #endif

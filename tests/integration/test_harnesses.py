@@ -13,6 +13,8 @@ MODELS = {
                lambda cmd: {"command": cmd, "description": "run it"}),
     "codex": ("openai", "OPENAI_API_KEY", "/v1", "exec_command", lambda cmd: {"cmd": cmd}),
     "pi_core": ("openai", "OPENAI_API_KEY", "/v1", "bash", lambda cmd: {"command": cmd}),
+    "opencode": ("openai", "OPENAI_API_KEY", "/v1", "bash",
+                 lambda cmd: {"command": cmd, "description": "run it"}),
 }
 
 
@@ -81,6 +83,10 @@ def test_codex_runs_a_tool_call(ctx):
     res = run_tool_turn(ctx, "codex")
     # codex's "unknown model metadata" chatter is not the model's output
     assert "Model metadata" not in res["output"], res["output"]
+
+
+def test_opencode_runs_a_tool_call(ctx):
+    run_tool_turn(ctx, "opencode")
 
 
 def test_runner_environment_never_reaches_the_sandbox(ctx):

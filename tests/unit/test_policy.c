@@ -1,0 +1,264 @@
+/*
+ * policy — the lifecycle rule as a table: every precedence step (admitted, managed
+ * credentials, runner, request, default), the provider defaults, the explicit-warm error on a
+ * provider without reusable leases, and the idle window order and clamping.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../../engine/contracts.h"
+#include "../../engine/policy.h"
+#include "suites.h"
+
+#define DAY_MS POLICY_IDLE_MAX_MS
+
+/* the three kinds of provider */
+#define LOCAL .provider_remote = false, .provider_reusable_leases = true
+#define REMOTE .provider_remote = true, .provider_reusable_leases = true
+#define REMOTE_NO_LEASE .provider_remote = true, .provider_reusable_leases = false
+
+#define WARM LIFECYCLE_WARM
+#define PER_TURN LIFECYCLE_PER_TURN
+#define RUNTIME CREDENTIAL_MODE_RUNTIME
+
+struct policy_case {
+    const char *name;
+    struct lifecycle_input in;
+    enum lifecycle_mode mode;
+    uint64_t idle_ms;
+    enum lifecycle_source source;
+};
+
+static const struct policy_case cases[] = {
+    /* 1. the admitted policy wins over everything */
+    {"admitted warm over managed credentials, runner and request",
+     {.admitted_mode = WARM, .admitted_idle_ms = 5000, .credential_mode = RUNTIME,
+      .harness = HARNESS_PI, LOCAL, .runner_mode = PER_TURN, .request_mode = PER_TURN},
+     WARM, 5000, LIFECYCLE_FROM_ADMITTED},
+    {"admitted per_turn over runner warm",
+     {.admitted_mode = PER_TURN, .admitted_idle_ms = 4000, .harness = HARNESS_CODEX, REMOTE,
+      .runner_mode = WARM, .runner_idle_ms = 9000, .request_mode = WARM},
+     PER_TURN, 4000, LIFECYCLE_FROM_ADMITTED},
+    {"admitted warm on a provider without reusable leases is no error",
+     {.admitted_mode = WARM, .admitted_idle_ms = 1000, .harness = HARNESS_CLAUDE,
+      REMOTE_NO_LEASE},
+     WARM, 1000, LIFECYCLE_FROM_ADMITTED},
+    {"admitted without a window takes the runner's",
+     {.admitted_mode = WARM, .harness = HARNESS_PI, LOCAL, .runner_idle_ms = 7000,
+      .request_idle_ms = 8000},
+     WARM, 7000, LIFECYCLE_FROM_ADMITTED},
+    {"admitted without a window and nothing configured: provider default",
+     {.admitted_mode = WARM, .harness = HARNESS_CODEX, REMOTE},
+     WARM, 300000, LIFECYCLE_FROM_ADMITTED},
+    {"admitted window clamped to 24 h",
+     {.admitted_mode = WARM, .admitted_idle_ms = DAY_MS * 3, .harness = HARNESS_PI, LOCAL},
+     WARM, DAY_MS, LIFECYCLE_FROM_ADMITTED},
+
+    /* 2. managed credentials force per-turn, except on codex */
+    {"managed credentials pi over runner warm",
+     {.credential_mode = RUNTIME, .harness = HARNESS_PI, LOCAL, .runner_mode = WARM,
+      .request_mode = WARM},
+     PER_TURN, 60000, LIFECYCLE_FROM_MANAGED_CREDENTIALS},
+    {"managed credentials claude over request warm",
+     {.credential_mode = RUNTIME, .harness = HARNESS_CLAUDE, REMOTE, .request_mode = WARM},
+     PER_TURN, 300000, LIFECYCLE_FROM_MANAGED_CREDENTIALS},
+    {"managed credentials opencode",
+     {.credential_mode = RUNTIME, .harness = HARNESS_OPENCODE, REMOTE},
+     PER_TURN, 300000, LIFECYCLE_FROM_MANAGED_CREDENTIALS},
+    {"managed credentials on a lease-less provider is no error",
+     {.credential_mode = RUNTIME, .harness = HARNESS_PI, REMOTE_NO_LEASE, .runner_mode = WARM},
+     PER_TURN, 300000, LIFECYCLE_FROM_MANAGED_CREDENTIALS},
+    {"managed credentials codex: the runner decides",
+     {.credential_mode = RUNTIME, .harness = HARNESS_CODEX, LOCAL, .runner_mode = WARM,
+      .request_mode = PER_TURN},
+     WARM, 60000, LIFECYCLE_FROM_RUNNER},
+    {"managed credentials codex: the request decides",
+     {.credential_mode = RUNTIME, .harness = HARNESS_CODEX, REMOTE, .request_mode = PER_TURN},
+     PER_TURN, 300000, LIFECYCLE_FROM_REQUEST},
+    {"managed credentials codex: the default (remote, reusable)",
+     {.credential_mode = RUNTIME, .harness = HARNESS_CODEX, REMOTE},
+     WARM, 300000, LIFECYCLE_FROM_DEFAULT},
+    {"env credentials do not force per-turn",
+     {.credential_mode = CREDENTIAL_MODE_ENV, .harness = HARNESS_PI, LOCAL},
+     WARM, 60000, LIFECYCLE_FROM_DEFAULT},
+
+    /* 3. the runner's mode over the request's */
+    {"runner warm over request per_turn",
+     {.harness = HARNESS_PI, LOCAL, .runner_mode = WARM, .request_mode = PER_TURN},
+     WARM, 60000, LIFECYCLE_FROM_RUNNER},
+    {"runner per_turn over request warm",
+     {.harness = HARNESS_CODEX, REMOTE, .runner_mode = PER_TURN, .request_mode = WARM},
+     PER_TURN, 300000, LIFECYCLE_FROM_RUNNER},
+    {"runner warm for pi on a remote provider (explicit beats the default)",
+     {.harness = HARNESS_PI, REMOTE, .runner_mode = WARM},
+     WARM, 300000, LIFECYCLE_FROM_RUNNER},
+    {"runner per_turn on a lease-less provider is no error",
+     {.harness = HARNESS_CODEX, REMOTE_NO_LEASE, .runner_mode = PER_TURN, .request_mode = WARM},
+     PER_TURN, 300000, LIFECYCLE_FROM_RUNNER},
+
+    /* 4. the request's mode when the runner inherits */
+    {"request warm",
+     {.harness = HARNESS_PI, REMOTE, .request_mode = WARM},
+     WARM, 300000, LIFECYCLE_FROM_REQUEST},
+    {"request per_turn",
+     {.harness = HARNESS_PI, LOCAL, .request_mode = PER_TURN},
+     PER_TURN, 60000, LIFECYCLE_FROM_REQUEST},
+    {"request per_turn on a lease-less provider",
+     {.harness = HARNESS_CLAUDE, REMOTE_NO_LEASE, .request_mode = PER_TURN},
+     PER_TURN, 300000, LIFECYCLE_FROM_REQUEST},
+
+    /* 5. defaults */
+    {"default local pi", {.harness = HARNESS_PI, LOCAL}, WARM, 60000, LIFECYCLE_FROM_DEFAULT},
+    {"default local scripted",
+     {.harness = HARNESS_SCRIPTED, LOCAL},
+     WARM, 60000, LIFECYCLE_FROM_DEFAULT},
+    {"default remote codex", {.harness = HARNESS_CODEX, REMOTE}, WARM, 300000,
+     LIFECYCLE_FROM_DEFAULT},
+    {"default remote opencode", {.harness = HARNESS_OPENCODE, REMOTE}, WARM, 300000,
+     LIFECYCLE_FROM_DEFAULT},
+    {"default remote claude", {.harness = HARNESS_CLAUDE, REMOTE}, WARM, 300000,
+     LIFECYCLE_FROM_DEFAULT},
+    {"default remote pi is per-turn", {.harness = HARNESS_PI, REMOTE}, PER_TURN, 300000,
+     LIFECYCLE_FROM_DEFAULT},
+    {"default remote scripted is per-turn",
+     {.harness = HARNESS_SCRIPTED, REMOTE},
+     PER_TURN, 300000, LIFECYCLE_FROM_DEFAULT},
+    {"default remote codex without reusable leases falls back to per-turn",
+     {.harness = HARNESS_CODEX, REMOTE_NO_LEASE},
+     PER_TURN, 300000, LIFECYCLE_FROM_DEFAULT},
+    {"default local without reusable leases falls back to per-turn",
+     {.harness = HARNESS_PI, .provider_remote = false, .provider_reusable_leases = false},
+     PER_TURN, 60000, LIFECYCLE_FROM_DEFAULT},
+
+    /* idle window: runner, then request, then provider default; clamped to 24 h */
+    {"idle: runner window first",
+     {.harness = HARNESS_PI, LOCAL, .runner_idle_ms = 1000, .request_idle_ms = 2000},
+     WARM, 1000, LIFECYCLE_FROM_DEFAULT},
+    {"idle: request window without a runner window",
+     {.harness = HARNESS_PI, LOCAL, .request_idle_ms = 2000},
+     WARM, 2000, LIFECYCLE_FROM_DEFAULT},
+    {"idle: runner window 0 means none configured",
+     {.harness = HARNESS_CODEX, REMOTE, .runner_idle_ms = 0, .request_idle_ms = 2500},
+     WARM, 2500, LIFECYCLE_FROM_DEFAULT},
+    {"idle: the smallest window is kept",
+     {.harness = HARNESS_PI, LOCAL, .runner_idle_ms = 1},
+     WARM, 1, LIFECYCLE_FROM_DEFAULT},
+    {"idle: runner window clamped to 24 h",
+     {.harness = HARNESS_PI, LOCAL, .runner_idle_ms = DAY_MS + 1, .request_idle_ms = 5},
+     WARM, DAY_MS, LIFECYCLE_FROM_DEFAULT},
+    {"idle: request window clamped to 24 h",
+     {.harness = HARNESS_PI, LOCAL, .request_idle_ms = UINT64_MAX},
+     WARM, DAY_MS, LIFECYCLE_FROM_DEFAULT},
+    {"idle: exactly 24 h is kept",
+     {.harness = HARNESS_PI, LOCAL, .request_idle_ms = DAY_MS},
+     WARM, DAY_MS, LIFECYCLE_FROM_DEFAULT},
+    {"idle: a per-turn policy still reports the window",
+     {.harness = HARNESS_PI, REMOTE, .runner_idle_ms = 4321},
+     PER_TURN, 4321, LIFECYCLE_FROM_DEFAULT},
+};
+
+static void test_policy_lifecycle_table(void)
+{
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct policy_case *c = &cases[i];
+        struct lifecycle_policy got;
+        char err[256] = "";
+        int r;
+
+        memset(&got, 0xa5, sizeof(got));
+        r = policy_lifecycle(&c->in, &got, err, sizeof(err));
+        if (r != 0 || got.mode != c->mode || got.idle_ms != c->idle_ms ||
+            got.source != c->source)
+            fprintf(stderr,
+                    "\n  policy case \"%s\": rc %d mode %d idle %llu source %s (want %d %llu %s)",
+                    c->name, r, (int)got.mode, (unsigned long long)got.idle_ms,
+                    policy_lifecycle_source_name(got.source), (int)c->mode,
+                    (unsigned long long)c->idle_ms, policy_lifecycle_source_name(c->source));
+        CU_ASSERT_EQUAL(r, 0);
+        CU_ASSERT_EQUAL(got.mode, c->mode);
+        CU_ASSERT_EQUAL(got.idle_ms, c->idle_ms);
+        CU_ASSERT_EQUAL(got.source, c->source);
+        CU_ASSERT_STRING_EQUAL(err, "");
+    }
+}
+
+static void test_policy_explicit_warm_needs_reusable_lease(void)
+{
+    static const struct lifecycle_input bad[] = {
+        {.harness = HARNESS_CODEX, REMOTE_NO_LEASE, .runner_mode = WARM},
+        {.harness = HARNESS_CODEX, REMOTE_NO_LEASE, .runner_mode = WARM, .request_mode = PER_TURN},
+        {.harness = HARNESS_PI, REMOTE_NO_LEASE, .request_mode = WARM},
+        {.harness = HARNESS_CLAUDE, REMOTE_NO_LEASE, .request_mode = WARM, .request_idle_ms = 10},
+        /* codex with managed credentials reaches the explicit choice too */
+        {.harness = HARNESS_CODEX, .credential_mode = RUNTIME, REMOTE_NO_LEASE,
+         .request_mode = WARM},
+    };
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct lifecycle_policy got = {.mode = LIFECYCLE_UNSET, .idle_ms = 77, .source = 0};
+        char err[256] = "";
+        int r = policy_lifecycle(&bad[i], &got, err, sizeof(err));
+
+        CU_ASSERT_EQUAL(r, AR_E_INVALID_REQUEST);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "runner_warm_environment_requires_reusable_lease"));
+        /* nothing written on failure */
+        CU_ASSERT_EQUAL(got.mode, LIFECYCLE_UNSET);
+        CU_ASSERT_EQUAL(got.idle_ms, 77);
+        CU_ASSERT_EQUAL(got.source, 0);
+    }
+}
+
+static void test_policy_error_message_fits_small_buffer(void)
+{
+    struct lifecycle_input in = {.harness = HARNESS_PI, REMOTE_NO_LEASE, .runner_mode = WARM};
+    struct lifecycle_policy got;
+    char err[16];
+
+    memset(err, 'z', sizeof(err));
+    CU_ASSERT_EQUAL(policy_lifecycle(&in, &got, err, sizeof(err)), AR_E_INVALID_REQUEST);
+    CU_ASSERT_PTR_NOT_NULL(memchr(err, '\0', sizeof(err)));
+    CU_ASSERT_EQUAL(strncmp(err, "runner_warm_env", 15), 0);
+}
+
+static void test_policy_same_input_same_answer(void)
+{
+    struct lifecycle_input in = {.harness = HARNESS_OPENCODE, REMOTE, .request_idle_ms = 1234};
+    struct lifecycle_policy a, b;
+    char err[64];
+
+    CU_ASSERT_EQUAL(policy_lifecycle(&in, &a, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(policy_lifecycle(&in, &b, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(a.mode, b.mode);
+    CU_ASSERT_EQUAL(a.idle_ms, b.idle_ms);
+    CU_ASSERT_EQUAL(a.source, b.source);
+    /* the admitted policy of the next turn reproduces this one */
+    in.admitted_mode = a.mode;
+    in.admitted_idle_ms = a.idle_ms;
+    in.runner_mode = PER_TURN;
+    CU_ASSERT_EQUAL(policy_lifecycle(&in, &b, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(b.mode, a.mode);
+    CU_ASSERT_EQUAL(b.idle_ms, a.idle_ms);
+    CU_ASSERT_EQUAL(b.source, LIFECYCLE_FROM_ADMITTED);
+}
+
+static void test_policy_source_names(void)
+{
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name(LIFECYCLE_FROM_ADMITTED), "admitted");
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name(LIFECYCLE_FROM_MANAGED_CREDENTIALS),
+                           "managed-credentials");
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name(LIFECYCLE_FROM_RUNNER), "runner");
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name(LIFECYCLE_FROM_REQUEST), "request");
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name(LIFECYCLE_FROM_DEFAULT), "default");
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name((enum lifecycle_source)0), "unknown");
+    CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name((enum lifecycle_source)99), "unknown");
+}
+
+CU_TestInfo policy_tests[] = {
+    {"test_policy_lifecycle_table", test_policy_lifecycle_table},
+    {"test_policy_explicit_warm_needs_reusable_lease",
+     test_policy_explicit_warm_needs_reusable_lease},
+    {"test_policy_error_message_fits_small_buffer", test_policy_error_message_fits_small_buffer},
+    {"test_policy_same_input_same_answer", test_policy_same_input_same_answer},
+    {"test_policy_source_names", test_policy_source_names},
+    CU_TEST_INFO_NULL,
+};
