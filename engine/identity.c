@@ -160,7 +160,7 @@ static json_object *mcp_shape(json_object *servers)
 
 int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGEST_LEN])
 {
-    static const char *const plain[] = {"sandbox",      "model",         "connection",
+    static const char *const plain[] = {"model",        "connection",
                                         "modelCapabilities", "agentsMd", "systemPrompt",
                                         "appendSystemPrompt", "skills",  "customTools",
                                         "permissions",  "sandboxPermission", "harnessFiles"};
@@ -168,6 +168,9 @@ int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGES
     int r;
 
     json_object_object_add(doc, "harness", json_object_new_string(harness_kind_name(req->harness)));
+    /* the provider as resolved: an absent sandbox is "local", the same environment */
+    if (req->sandbox)
+        json_object_object_add(doc, "sandbox", json_object_new_string(req->sandbox));
     for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
         copy_member(doc, root, plain[i]);
     if (req->harness == HARNESS_CODEX)

@@ -42,6 +42,17 @@ static void render_block(const struct content_block *b, const char *name, struct
         buf_append_str(out, ")]");
         break;
     case BLOCK_TOOL_RESULT:
+        if (b->output && json_object_is_type(b->output, json_type_object) &&
+            json_object_is_type(jsonx_get(b->output, "approved"), json_type_boolean)) {
+            const char *what = name ? name : b->tool_name ? b->tool_name : b->tool_call_id;
+            if (json_object_get_boolean(jsonx_get(b->output, "approved")))
+                buf_printf(out, "[user APPROVED %s (call %s); the call has NOT run yet]",
+                           what ? what : "the tool", b->tool_call_id ? b->tool_call_id : "?");
+            else
+                buf_printf(out, "[user DENIED %s (call %s); the call was not executed]",
+                           what ? what : "the tool", b->tool_call_id ? b->tool_call_id : "?");
+            break;
+        }
         json = jsonx_text(b->output, &n);
         buf_printf(out, "[%s %s: ", name ? name : b->tool_name ? b->tool_name : "tool",
                    b->is_error ? "error" : "returned");
@@ -78,13 +89,14 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
         buf_release(&latest);
         return r;
     }
-    if (req->nmessages <= 1) {
-        r = buf_append_str(out, closing ? closing : buf_str(&latest));
+    if (req->nmessages <= 1 && !closing) {
+        r = buf_append_str(out, buf_str(&latest));
         buf_release(&latest);
         return r;
     }
     buf_init(&hist, 64u * 1024 * 1024);
-    for (size_t i = 0; i + 1 < req->nmessages; i++) {
+    /* with a closing frame the tail (answers to approvals) is history too */
+    for (size_t i = 0; i + (closing ? 0 : 1) < req->nmessages; i++) {
         const struct chat_message *m = &req->messages[i];
 
         buf_printf(&hist, "%s: ", m->role ? m->role : "unknown");

@@ -27,7 +27,10 @@ int transcript_render_message(const struct chat_message *m, struct buf *out);
 
 /*
  * The text of a cold turn: the latest user text alone when there is no earlier message,
- * else the replay. closing may replace the default closing line (NULL = default).
+ * else the replay. closing replaces the default closing line (NULL = default); with a closing
+ * every message, the tail included, is replayed (the tail answers approvals, it is no prompt).
+ * Approval answers render as "[user APPROVED x (call id); the call has NOT run yet]" and
+ * "[user DENIED x (call id); the call was not executed]".
  */
 int transcript_turn_text(const struct run_request *req, const char *closing, struct buf *out);
 

@@ -96,6 +96,9 @@ static int cmd_sessions(const struct pool *p, bool json)
         json_object_object_add(o, "provider", json_object_new_string(s.provider));
         json_object_object_add(o, "model", json_object_new_string(s.model));
         json_object_object_add(o, "keeperPid", json_object_new_int(s.keeper_pid));
+        json_object_object_add(o, "sandboxPid", json_object_new_int(s.sandbox_pid));
+        json_object_object_add(o, "envDir", json_object_new_string(s.env_dir));
+        json_object_object_add(o, "approvals", json_object_new_int(s.napprovals));
         json_object_object_add(o, "ownerPid", json_object_new_int(s.owner_pid));
         json_object_object_add(o, "idleLeftMs", json_object_new_int64(left > 0 ? left : 0));
         json_object_object_add(o, "turns", json_object_new_int((int)s.turns));

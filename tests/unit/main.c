@@ -122,6 +122,9 @@ static CU_SuiteInfo suites[] = {
     {"events", NULL, NULL, NULL, NULL, events_tests},
     {"run_turn", NULL, NULL, NULL, NULL, run_turn_tests},
     {"run_limits", NULL, NULL, NULL, NULL, run_limits_tests},
+    {"pool", NULL, NULL, NULL, NULL, pool_tests},
+    {"identity", NULL, NULL, NULL, NULL, identity_tests},
+    {"policy", NULL, NULL, NULL, NULL, policy_tests},
     CU_SUITE_INFO_NULL,
 };
 

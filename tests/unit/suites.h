@@ -20,6 +20,9 @@ extern CU_TestInfo request_tests[];
 extern CU_TestInfo events_tests[];
 extern CU_TestInfo run_turn_tests[];
 extern CU_TestInfo run_limits_tests[];
+extern CU_TestInfo pool_tests[];
+extern CU_TestInfo identity_tests[];
+extern CU_TestInfo policy_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")

@@ -91,8 +91,7 @@ static void sleep_ms(long ms)
  * Fork a child that takes the lock, runs scribble (may be NULL) and _exits without unlocking.
  * Returns the child's exit status (0 = it held the lock when it died) or -errno.
  */
-static int die_holding_lock(struct pool *p, void (*scribble)(struct pool *, uint32_t),
-                            uint32_t idx)
+static int die_holding_lock(struct pool *p, void (*scribble)(struct pool *, uint32_t), uint32_t idx)
 {
     pid_t pid;
     int status;
