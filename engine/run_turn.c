@@ -498,14 +498,18 @@ static void mark_denied(struct turn_state *st, const char *tool_call_id)
         t->denied = true;
 }
 
-/* The gate of a session/request_permission as the permission plan sees it. */
-static void gate_of(json_object *params, struct permission_gate *g)
+/*
+ * The gate of a session/request_permission as the permission plan sees it. The tool's name is
+ * the one its announcement carried (claude names the tool there, and only a title here).
+ */
+static void gate_of(struct turn_state *st, json_object *params, struct permission_gate *g)
 {
     json_object *tc = jsonx_get(params, "toolCall");
-    const char *kind = jsonx_str(tc, "kind");
+    const char *kind = jsonx_str(tc, "kind"), *id = jsonx_str(tc, "toolCallId");
+    struct turn_tool *known = id ? find_tool(st, id) : NULL;
 
     memset(g, 0, sizeof(*g));
-    g->tool_name = tool_name_of(tc);
+    g->tool_name = known && known->name ? known->name : tool_name_of(tc);
     g->args = jsonx_get(tc, "rawInput");
     g->spec = PERMISSION_UNSET;
     g->server = PERMISSION_UNSET;
@@ -524,7 +528,8 @@ static json_object *interaction_request(const struct pool_approval *g, json_obje
     json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
     json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
     json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
-    if (tc && json_object_deep_copy(tc, &copy, NULL) == 0) {
+    if (tc && json_object_is_type(tc, json_type_object) &&
+        json_object_deep_copy(tc, &copy, NULL) == 0) {
         json_object_object_add(copy, "resolvedName", json_object_new_string(g->tool_name));
         json_object_object_add(payload, "toolCall", copy);
     } else {
@@ -750,7 +755,7 @@ int run_turn_prompt(struct environment *env, const struct turn_options *opt,
             const char *tcid = jsonx_str(jsonx_get(m.params, "toolCall"), "toolCallId");
             const char *id_json = jsonx_text(m.id, NULL);
 
-            gate_of(m.params, &pg);
+            gate_of(&st, m.params, &pg);
             eff = policy_permission_effective(opt->permissions, &pg);
             if (opt->stored && eff == PERMISSION_ASK)
                 stored = opt->stored(opt->stored_ctx, pg.tool_name, pg.args);

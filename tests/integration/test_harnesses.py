@@ -3,6 +3,7 @@ sandbox, the configured model and key reach the model API, and nothing of the ru
 environment reaches the sandbox."""
 
 import json
+import os
 import uuid
 
 from stack import events_of, pi_request, result_of, script, scripted_request
@@ -125,3 +126,54 @@ def test_unselectable_model_fails_the_run(ctx):
     assert res["ok"] is False and "no-such-model" in res["error"], res
     err = next(e for e in events_of(recs) if e["type"] == "error")
     assert err["code"] == "model_unavailable", err
+
+
+def claude_write_session(ctx, approve):
+    tag = uuid.uuid4().hex[:8]
+    p, s = "proj-" + tag, "sess-" + tag
+    key = f"{p}:{s}"
+    fname = f"approved-{tag}.txt"
+    name = f"claude-write-{tag}"
+    ctx.model.script(name, [{"tool": {"name": "Write", "arguments": {
+        "file_path": f"/workspace/{fname}", "content": "yes\n"}}}, {"text": "finished"}])
+    first = [{"role": "user", "content": f"Write the file [[script:{name}]]"}]
+    req = harness_request(ctx, "claude", "", "sk-claude-" + tag, projectId=p, sessionId=s,
+                          permissions={"default": "allow_reads"})
+    req["messages"] = first
+    status, recs = ctx.stack.stream(req)
+    res = result_of(recs)
+    assert res["ok"] is True and res["stopReason"] == "paused", res
+    gate = next(e for e in events_of(recs) if e["type"] == "interaction_request")
+    assert gate["payload"]["toolCall"]["resolvedName"] == "Write", gate
+    before = ctx.stack.session(key)
+    assert before["state"] == "awaiting_approval", before
+    workspace = os.path.join(before["envDir"], "workspace")
+    assert not os.path.exists(os.path.join(workspace, fname)), "ran before approval"
+    req["messages"] = first + [{"role": "user", "content": [{
+        "type": "tool_result", "toolCallId": gate["id"],
+        "output": {"approved": approve,
+                   "interactionToken": gate["payload"]["interactionToken"]}}]}]
+    status, recs = ctx.stack.stream(req)
+    res = result_of(recs)
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    evs = events_of(recs)
+    assert evs[2]["type"] == "interaction_response", [e["type"] for e in evs]
+    after = ctx.stack.session(key)
+    # the same claude process went on: neither the keeper nor the sandbox changed
+    assert after["keeperPid"] == before["keeperPid"], (before, after)
+    assert after["sandboxPid"] == before["sandboxPid"], (before, after)
+    exists = os.path.exists(os.path.join(workspace, fname))
+    ctx.stack.ctl("kill", key)
+    return exists, evs
+
+
+def test_claude_asks_before_writing_and_resumes_on_approval(ctx):
+    exists, evs = claude_write_session(ctx, True)
+    assert exists, "the approved write did not happen"
+
+
+def test_claude_denied_write_leaves_no_file(ctx):
+    exists, evs = claude_write_session(ctx, False)
+    assert not exists, "a denied write happened"
+    tr = [e for e in evs if e["type"] == "tool_result"]
+    assert tr and tr[0]["denied"] is True, tr

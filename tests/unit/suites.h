@@ -27,7 +27,7 @@ extern CU_TestInfo policy_tests[];
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")
 
-#define TEST_SHARED_DEFAULT "/work/shared/fixtures/agenta-golden"
+#define TEST_SHARED_DEFAULT "tests/fixtures/agenta-golden"
 
 /* The golden-fixture folder: $AR_SHARED, else TEST_SHARED_DEFAULT. */
 const char *test_shared_dir(void);

@@ -9,6 +9,7 @@
 #include "../../engine/contracts.h"
 #include "../../engine/policy.h"
 #include "suites.h"
+#include "../../engine/jsonx.h"
 
 #define DAY_MS POLICY_IDLE_MAX_MS
 
@@ -350,7 +351,66 @@ static void test_policy_source_names(void)
     CU_ASSERT_STRING_EQUAL(policy_lifecycle_source_name((enum lifecycle_source)99), "unknown");
 }
 
+static enum permission perm_of(json_object *o, const char *key)
+{
+    return policy_permission_parse(jsonx_str(o, key));
+}
+
+/* Every case of permission_decisions.json: the effective permission and the verdict. */
+static void test_policy_permission_golden_vectors(void)
+{
+    json_object *doc = test_shared_json("permission_decisions.json");
+    json_object *vectors = jsonx_get(doc, "vectors");
+    size_t n;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vectors);
+    n = json_object_array_length(vectors);
+    CU_ASSERT(n >= 40);
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(vectors, i), *gate = jsonx_get(c, "gate");
+        json_object *hint = jsonx_get(gate, "readOnlyHint");
+        const char *want_eff = jsonx_str(jsonx_get(c, "expected"), "effective");
+        const char *want_verdict = jsonx_str(jsonx_get(c, "expected"), "verdict");
+        struct permission_gate g = {
+            .tool_name = jsonx_str(gate, "toolName"),
+            .args = jsonx_get(gate, "args"),
+            .read_only_hint = hint ? (json_object_get_boolean(hint) ? 1 : 0) : -1,
+            .spec = perm_of(gate, "specPermission"),
+            .server = perm_of(gate, "serverPermission"),
+        };
+        enum permission eff = policy_permission_effective(jsonx_get(c, "plan"), &g);
+        enum verdict v = policy_permission_decide(eff, perm_of(c, "stored"));
+        const char *verdict = v == VERDICT_ALLOW ? "allow"
+                              : v == VERDICT_DENY ? "deny"
+                                                  : "pendingApproval";
+
+        if (strcmp(policy_permission_name(eff), want_eff) != 0 ||
+            strcmp(verdict, want_verdict) != 0)
+            fprintf(stderr, "\n  case '%s': got %s/%s, want %s/%s\n", jsonx_str(c, "name"),
+                    policy_permission_name(eff), verdict, want_eff, want_verdict);
+        CU_ASSERT_STRING_EQUAL(policy_permission_name(eff), want_eff);
+        CU_ASSERT_STRING_EQUAL(verdict, want_verdict);
+    }
+    json_object_put(doc);
+}
+
+/* Allow replies never pick "always"; a malformed plan asks. */
+static void test_policy_permission_malformed_plan_asks(void)
+{
+    json_object *plan = json_object_new_string("allow");
+    struct permission_gate g = {.tool_name = "Bash", .read_only_hint = 1,
+                                .spec = PERMISSION_UNSET, .server = PERMISSION_UNSET};
+
+    CU_ASSERT_EQUAL(policy_permission_effective(plan, &g), PERMISSION_ASK);
+    CU_ASSERT_EQUAL(policy_permission_effective(NULL, &g), PERMISSION_ALLOW);
+    g.read_only_hint = -1;
+    CU_ASSERT_EQUAL(policy_permission_effective(NULL, &g), PERMISSION_ASK);
+    json_object_put(plan);
+}
+
 CU_TestInfo policy_tests[] = {
+    {"test_policy_permission_golden_vectors", test_policy_permission_golden_vectors},
+    {"test_policy_permission_malformed_plan_asks", test_policy_permission_malformed_plan_asks},
     {"test_policy_lifecycle_table", test_policy_lifecycle_table},
     {"test_policy_explicit_warm_needs_reusable_lease",
      test_policy_explicit_warm_needs_reusable_lease},
