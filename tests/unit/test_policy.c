@@ -360,7 +360,7 @@ static enum permission perm_of(json_object *o, const char *key)
 static void test_policy_permission_golden_vectors(void)
 {
     json_object *doc = test_shared_json("permission_decisions.json");
-    json_object *vectors = jsonx_get(doc, "vectors");
+    json_object *vectors = jsonx_get(doc, "cases");
     size_t n;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(vectors);
