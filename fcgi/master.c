@@ -6,6 +6,7 @@
  * finish their turns up to AGENT_RUNNER_DRAIN_MS, then every environment is destroyed and the
  * master exits with nothing left running.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -254,14 +255,119 @@ static void sweep(struct master *m)
     }
 }
 
-/* Remove environment folders that no slot refers to (left by an earlier master). */
+/* Remove environment folders that no live slot refers to (left by an earlier master). */
 static void clean_orphan_envs(struct master *m)
 {
-    char envs[512];
+    char envs[512], path[1024];
+    struct dirent *de;
+    DIR *d;
 
     snprintf(envs, sizeof(envs), "%s/envs", m->cfg.state_dir);
-    (void)rm_rf(envs);
     (void)mkdir_p(envs, 0700);
+    d = opendir(envs);
+    if (!d)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        bool live = false;
+
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", envs, de->d_name);
+        for (uint32_t i = 0; m->pool && i < m->pool->hdr->nslots && !live; i++)
+            live = m->pool->slots[i].state != SLOT_FREE &&
+                   strcmp(m->pool->slots[i].env_dir, path) == 0;
+        if (!live)
+            (void)rm_rf(path);
+    }
+    closedir(d);
+}
+
+/*
+ * A master that restarts after a crash adopts the session table its predecessor left, when it
+ * is of this layout, this instance, this kernel boot and this size: warm environments (their
+ * keepers survived) stay warm. Anything else is rebuilt, never trusted.
+ */
+/*
+ * The credential-epoch key belongs to a session table: made with it, kept beside it in a
+ * root-only file under the state folder (never in shm), read back by a master that adopts it.
+ */
+static int epoch_key(struct master *m, bool create)
+{
+    char path[512], *data = NULL;
+    size_t len = 0;
+    int r;
+
+    snprintf(path, sizeof(path), "%s/epoch.key", m->cfg.state_dir);
+    if (!create) {
+        r = read_file(path, 64, &data, &len);
+        if (r == 0 && len == sizeof(m->cfg.engine.epoch_key))
+            memcpy(m->cfg.engine.epoch_key, data, len);
+        else if (r == 0)
+            r = -EINVAL;
+        free(data);
+        return r;
+    }
+    r = random_bytes(m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key));
+    if (r == 0)
+        r = write_file(path, m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key), 0600);
+    return r;
+}
+
+/* Stop the keepers a table we are about to rebuild still lists: nobody could reach them. */
+static void stop_orphans(struct pool *p)
+{
+    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
+        const struct pool_slot *s = &p->slots[i];
+        if (s->state != SLOT_FREE && s->keeper_pid > 0 && proc_alive(s->keeper_pid, s->keeper_start))
+            kill(s->keeper_pid, SIGTERM);
+    }
+}
+
+static int adopt_or_create(struct master *m, uint64_t boot_id)
+{
+    struct pool *p = NULL;
+    uint32_t reset;
+    int r;
+
+    r = pool_attach(m->cfg.shm_name, false, &p);
+    if (r == 0 && p->hdr->boot_id == boot_id && p->hdr->nslots == m->cfg.slots &&
+        strcmp(p->hdr->instance_id, m->cfg.instance) == 0 &&
+        !proc_alive(p->hdr->master_pid, 0) && epoch_key(m, false) == 0) {
+        r = pool_lock(p);
+        if (r >= 0) {
+            char err[160];
+            reset = pool_repair_locked(p);
+            if (pool_check_locked(p, err, sizeof(err)) < 0)
+                r = -EUCLEAN;
+            p->hdr->master_pid = (int32_t)getpid();
+            for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
+                p->hdr->counters[PC_INFLIGHT_BASE + i] = 0;
+            pool_unlock(p);
+            if (r >= 0) {
+                log_info("adopted the session table of a previous master (%u used, %u reset)",
+                         p->hdr->nused, reset);
+                m->pool = p;
+                return 0;
+            }
+        }
+    }
+    if (p && p->hdr->master_pid != (int32_t)getpid() && proc_alive(p->hdr->master_pid, 0) &&
+        p->hdr->master_pid != 0) {
+        log_error("another master (pid %d) runs instance '%s'", p->hdr->master_pid,
+                  m->cfg.instance);
+        pool_detach(p);
+        return -EBUSY;
+    }
+    if (p)
+        stop_orphans(p);
+    pool_detach(p);
+    r = epoch_key(m, true);
+    if (r < 0) {
+        log_error("cannot store the credential epoch key: %s", strerror(-r));
+        return r;
+    }
+    return pool_create(m->cfg.shm_name, (uint32_t)m->cfg.slots, m->cfg.instance, boot_id,
+                       &m->pool);
 }
 
 /* Destroy every environment: signal each keeper and wait for all of them. */
@@ -430,20 +536,14 @@ int main(int argc, char **argv)
         log_error("cannot create state folder '%s': %s", m.cfg.state_dir, strerror(-r));
         return 1;
     }
-    clean_orphan_envs(&m);
-    r = pool_create(m.cfg.shm_name, (uint32_t)m.cfg.slots, m.cfg.instance, kernel_boot_id(),
-                    &m.pool);
+    r = adopt_or_create(&m, kernel_boot_id());
+    if (r == 0)
+        clean_orphan_envs(&m);
     if (r < 0) {
         log_error("cannot create the session table '%s': %s", m.cfg.shm_name, strerror(-r));
         return 1;
     }
     m.cfg.engine.pool = m.pool;
-    /* the credential epoch key lives only in this boot's processes, never in shm */
-    if (random_bytes(m.cfg.engine.epoch_key, sizeof(m.cfg.engine.epoch_key)) < 0) {
-        log_error("cannot make the credential epoch key");
-        pool_destroy(m.pool);
-        return 1;
-    }
     m.scratch = calloc(m.cfg.slots, sizeof(*m.scratch));
     m.nworkers = (unsigned)m.cfg.workers;
     m.workers = calloc(m.nworkers, sizeof(*m.workers));
@@ -466,8 +566,14 @@ int main(int argc, char **argv)
     loop(&m);
     destroy_all(&m);
     sweep(&m);
-    clean_orphan_envs(&m);
     pool_destroy(m.pool);
+    m.pool = NULL;
+    clean_orphan_envs(&m);
+    {
+        char key[512];
+        snprintf(key, sizeof(key), "%s/epoch.key", m.cfg.state_dir);
+        (void)unlink(key);
+    }
     curl_global_cleanup();
     free(m.scratch);
     free(m.workers);

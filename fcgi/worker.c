@@ -113,21 +113,23 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
     log_info("worker %u stopping: finishing requests in progress", index);
     atomic_store(&stopping, true);
     FCGX_ShutdownPending();
-    /* wake threads blocked in accept(2) until every thread has left its loop */
+    /* wake threads blocked in accept(2) until none is in it (they check `stopping` first) */
     for (;;) {
-        bool all_done = true;
+        bool any = false;
 
         for (unsigned i = 0; i < n; i++) {
-            if (!threads[i].started || atomic_load(&threads[i].done))
-                continue;
-            all_done = false;
-            if (atomic_load(&threads[i].accepting))
+            if (threads[i].started && atomic_load(&threads[i].accepting)) {
+                any = true;
                 pthread_kill(threads[i].tid, SIGUSR1);
+            }
         }
-        if (all_done)
+        if (!any)
             break;
-        usleep(50000);
+        usleep(20000);
     }
+    /* nobody accepts any more: let go of the listening socket so a new master can bind;
+     * requests in progress keep their own connections */
+    close(STDIN_FILENO);
     for (unsigned i = 0; i < n; i++)
         if (threads[i].started)
             pthread_join(threads[i].tid, NULL);

@@ -67,3 +67,34 @@ def test_sigterm_drains_running_turns_then_exits_clean(ctx):
     ctx.stack.start_master()
     status, recs = ctx.stack.stream(scripted_request("back"))
     assert result_of(recs)["ok"] is True
+
+
+def test_a_restarted_master_adopts_live_sessions(ctx):
+    import uuid
+    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    key = f"{p}:{s}"
+    req = {"harness": "scripted", "projectId": p, "sessionId": s,
+           "messages": [{"role": "user", "content": "one"}]}
+    status, recs = ctx.stack.stream(req)
+    out1 = result_of(recs)["output"]
+    keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]
+    old_workers = set(ctx.stack.worker_pids())
+    ctx.stack.master.kill()
+    ctx.stack.master.wait()
+    # its workers follow it; the keeper does not
+    wait_for(lambda: not any(os.path.exists(f"/proc/{w}") and
+                             open(f"/proc/{w}/stat").read().split()[2] != "Z"
+                             for w in old_workers), what="old workers gone")
+    assert os.path.exists(f"/proc/{keeper}")
+    t0 = time.monotonic()
+    ctx.stack.start_master()
+    wait_for(lambda: ctx.stack.request("GET", "/readyz", token=False)[0] == 200,
+             what="readyz after restart")
+    print(f"    readyz {time.monotonic() - t0:.3f}s after the master restart")
+    req["messages"] = [{"role": "user", "content": "one"},
+                       {"role": "assistant", "content": out1},
+                       {"role": "user", "content": "two"}]
+    status, recs = ctx.stack.stream(req)
+    assert result_of(recs)["output"] == "echo[2]: two", result_of(recs)
+    assert ctx.stack.session(key)["keeperPid"] == keeper
+    ctx.stack.ctl("kill", key)
