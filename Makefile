@@ -5,6 +5,8 @@
 #   make test       install what is missing, build, run unit + integration tests
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make tsan       unit tests under ThreadSanitizer (build-tsan/)
+#   make bench      install what is missing, build, run tests/bench/run.py on its own stack
+#                   and write BENCHMARKS.md
 #
 # User knobs: CFLAGS (optimisation, sanitizers), LDFLAGS, WERROR=1 (CI), BUILD.
 
@@ -30,13 +32,15 @@ UNIT_SRC   := $(wildcard tests/unit/*.c)
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
 UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
+BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
-              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o
+              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ)
 
 PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
             $(BIN)/acp-scripted
+BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
-.PHONY: all test unit integration run asan tsan deps harnesses clean
+.PHONY: all test unit integration run asan tsan deps harnesses clean bench bench-programs
 .DEFAULT_GOAL := all
 
 all: $(PROGRAMS) $(BIN)/unit-tests
@@ -73,6 +77,14 @@ $(BIN)/unit-tests: $(UNIT_OBJ) $(BUILD)/libfront.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcunit
 
+$(BIN)/loadgen: $(BUILD)/tests/bench/loadgen.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ -lcurl -pthread
+
+$(BIN)/bench-pool: $(BUILD)/tests/bench/bench_pool.o $(BUILD)/libengine.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 -include $(ALL_OBJ:.o=.d)
 
 deps:
@@ -91,6 +103,14 @@ test: deps harnesses
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) integration
+
+bench-programs: $(PROGRAMS) $(BENCH_PROGRAMS)
+
+# Benchmarks on a real stack in a temp dir (tests/bench/run.py): one table on stdout, the same
+# table with the machine description in BENCHMARKS.md. Meant for an otherwise idle machine.
+bench: deps harnesses
+	$(MAKE) bench-programs
+	BUILD=$(BUILD) python3 tests/bench/run.py --out $(CURDIR)/BENCHMARKS.md
 
 run: deps harnesses
 	$(MAKE) $(PROGRAMS)

@@ -9,6 +9,8 @@
 #include "environment.h"
 #include "jsonx.h"
 #include "log.h"
+#include "metrics.h"
+#include "trace.h"
 #include "provider/provider.h"
 #include "run_turn.h"
 #include "transcript.h"
@@ -576,22 +578,25 @@ static void collect_events(struct event_stream *es, struct run_result *res)
     res->events = event_stream_take(es);
 }
 
-static void count_outcome(const struct engine_config *cfg, const struct run_result *res,
-                          bool limit)
+static void count_outcome(const struct engine_turn *t, const struct event_stream *es,
+                          const struct run_result *res, bool limit, int64_t started)
 {
-    unsigned idx = PC_TURNS_OK;
+    enum metric_outcome o = OUTCOME_OK;
 
-    if (!cfg->pool)
+    if (!t->cfg->pool)
         return;
     if (limit)
-        idx = PC_TURNS_LIMIT;
+        o = OUTCOME_LIMIT;
     else if (!res->ok)
-        idx = PC_TURNS_ERROR;
+        o = OUTCOME_ERROR;
     else if (res->stop_reason && strcmp(res->stop_reason, "paused") == 0)
-        idx = PC_TURNS_PAUSED;
+        o = OUTCOME_PAUSED;
     else if (res->stop_reason && strcmp(res->stop_reason, "cancelled") == 0)
-        idx = PC_TURNS_CANCELLED;
-    pool_counter_add(cfg->pool, idx, 1);
+        o = OUTCOME_CANCELLED;
+    metrics_turn(t->cfg->pool, (unsigned)t->req->harness, t->plan.provider, o);
+    if (es->first_output_ms)
+        metrics_observe(&t->cfg->pool->hdr->metrics.first_event,
+                        (es->first_output_ms - started) * 1000);
 }
 
 struct cancel_probe {
@@ -718,7 +723,7 @@ static json_object *approval_replay_prompt(const struct run_request *req)
 }
 
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
-                     bool *limit)
+                     bool *limit, enum teardown_reason why)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
@@ -731,8 +736,12 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     char err[512];
     int r;
 
-    if (cfg->pool)
+    int64_t spawn_start = now_ns();
+
+    if (cfg->pool) {
         pool_counter_add(cfg->pool, PC_COLD_STARTS, 1);
+        metrics_cold_start(cfg->pool, (unsigned)why);
+    }
     event_emit(es, event_data_phase("environment_starting"));
     r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy, &env,
                             err, sizeof(err));
@@ -747,8 +756,10 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         run_result_fail(res, "%s", err);
         return;
     }
-    if (cfg->pool)
+    if (cfg->pool) {
         pool_counter_add(cfg->pool, PC_KEEPER_SPAWNS, 1);
+        metrics_observe(&cfg->pool->hdr->metrics.keeper_spawn, (now_ns() - spawn_start) / 1000);
+    }
     r = run_turn_open_session(env, t->plan.model_id, cfg->model_strict,
                               now_ms() + (int64_t)cfg->harness_init_ms, err, sizeof(err));
     if (r < 0) {
@@ -788,19 +799,33 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     emit_done(es, res);
 }
 
+static void observe_trace(void *ctx, json_object *ev)
+{
+    trace_run_event(ctx, ev);
+}
+
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res)
 {
     const struct engine_config *cfg = t->cfg;
     struct lookup lk = {0};
+    enum teardown_reason why = TEARDOWN_NONE;
+    int64_t started = now_ms();
+    struct trace_run *trace;
+    char trace_id[33];
     bool limit = false;
 
     res->model = xstrdup(t->plan.model_name[0] ? t->plan.model_name : NULL);
     res->session_id = xstrdup(t->req->session_id);
+    trace = trace_run_start(t->req, t->plan.model_name, trace_id);
+    res->trace_id = strdup(trace_id);
+    es->observe = observe_trace;
+    es->observe_ctx = trace;
     if (t->key[0] && cfg->pool && pool_lock(cfg->pool) >= 0) {
         lookup_locked(cfg->pool, t, &lk);
         pool_unlock(cfg->pool);
     }
     if (lk.outcome == LOOKUP_WARM || lk.outcome == LOOKUP_RESUME) {
+        trace_run_environment(trace, lk.outcome == LOOKUP_WARM ? "warm" : "resume");
         if (run_live(t, &lk, es, res, &limit) == 0) {
             emit_done(es, res);
             goto out;
@@ -810,12 +835,18 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
         run_result_init(res);
         res->model = xstrdup(t->plan.model_name[0] ? t->plan.model_name : NULL);
         res->session_id = xstrdup(t->req->session_id);
+        res->trace_id = strdup(trace_id);
+        why = TEARDOWN_HARNESS_EXITED;
     } else if (lk.outcome == LOOKUP_EVICT) {
+        why = lk.reason;
         evict(cfg, &lk, t->key);
     }
-    run_cold(t, es, res, &limit);
+    trace_run_environment(trace, "cold");
+    run_cold(t, es, res, &limit, why);
 out:
-    count_outcome(cfg, res, limit);
+    count_outcome(t, es, res, limit, started);
+    es->observe = NULL;
+    trace_run_finish(trace, res);
     collect_events(es, res);
 }
 

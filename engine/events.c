@@ -101,9 +101,16 @@ int event_emit(struct event_stream *es, json_object *ev)
 
     if (!ev)
         return -ENOMEM;
+    if (es->observe)
+        es->observe(es->observe_ctx, ev);
     es->last_event_ms = now_ms();
     if (es->nevents++ == 0)
         es->first_event_ms = es->last_event_ms;
+    if (!es->first_output_ms) {
+        const char *type = jsonx_str(ev, "type");
+        if (type && strcmp(type, "data") != 0)
+            es->first_output_ms = es->last_event_ms;
+    }
     if (!es->streaming)
         return collect(es, ev);
     if (es->client_gone) {

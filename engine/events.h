@@ -36,6 +36,10 @@ struct event_stream {
     uint64_t nevents;
     int64_t first_event_ms; /* monotonic, 0 until the first event */
     int64_t last_event_ms;
+    int64_t first_output_ms; /* the first event that is not a `data` status event */
+    /* sees every event before it is delivered (tracing); may be NULL */
+    void (*observe)(void *ctx, json_object *ev);
+    void *observe_ctx;
     /* collecting mode */
     json_object *collected;
     int open_kind; /* 0 none, 1 message, 2 thought */

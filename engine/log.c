@@ -128,6 +128,22 @@ static void scrub(struct buf *line)
     }
 }
 
+char *log_redact_copy(const char *s, size_t max)
+{
+    struct buf b;
+    char *out = NULL;
+    size_t n = strlen(s);
+
+    buf_init(&b, LOG_LINE_MAX * 2 > max * 2 ? LOG_LINE_MAX * 2 : max * 2);
+    if (buf_append(&b, s, n < max ? n : max) == 0) {
+        scrub(&b);
+        if (b.data)
+            out = strdup(b.data);
+    }
+    buf_release(&b);
+    return out;
+}
+
 void log_write(enum log_level level, const char *fmt, ...)
 {
     char msg[4096], ts[64];

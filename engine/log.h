@@ -14,6 +14,7 @@
 #define AR_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 
@@ -29,6 +30,8 @@ void log_ctx_clear(void);
 /* Remember a secret for this thread's lines (copied; values shorter than 4 bytes ignored). */
 void log_redact_add(const char *secret);
 void log_redact_clear(void);
+/* A malloc'ed copy of s, at most max bytes, with this thread's secrets replaced. */
+char *log_redact_copy(const char *s, size_t max);
 
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

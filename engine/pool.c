@@ -586,6 +586,7 @@ int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason)
 
     if (!s)
         return -ESTALE;
+    metrics_teardown(p, reason ? reason : s->last_teardown);
     if (s->key[0]) {
         struct pool_teardown *t = &p->hdr->recent[p->hdr->recent_next % POOL_RECENT_MAX];
 

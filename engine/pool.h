@@ -26,8 +26,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "metrics.h"
+
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 5u
+#define POOL_LAYOUT_VERSION 6u
 #define POOL_KEY_MAX 272
 #define POOL_DIR_MAX 192
 #define POOL_APPROVALS_MAX 8
@@ -53,12 +55,7 @@ enum slot_flags {
 /* Indexes into pool_header.counters. Per-worker in-flight runs live at PC_INFLIGHT_BASE + w so
  * the master can zero the share of a worker that died. */
 enum pool_counter {
-    PC_TURNS_OK = 0,
-    PC_TURNS_ERROR,
-    PC_TURNS_PAUSED,
-    PC_TURNS_CANCELLED,
-    PC_TURNS_LIMIT,
-    PC_ADMISSION_REJECTED,
+    PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_KEEPER_SPAWNS,
     PC_WARM_HITS,
@@ -148,6 +145,7 @@ struct pool_header {
     uint64_t counters[POOL_COUNTERS_MAX]; /* atomically updated, read without the lock */
     uint32_t recent_next;
     struct pool_teardown recent[POOL_RECENT_MAX];
+    struct pool_metrics metrics;
 };
 
 struct pool {

@@ -21,11 +21,6 @@
 #include "../engine/util.h"
 
 static const char *counter_names[] = {
-    [PC_TURNS_OK] = "turns_ok",
-    [PC_TURNS_ERROR] = "turns_error",
-    [PC_TURNS_PAUSED] = "turns_paused",
-    [PC_TURNS_CANCELLED] = "turns_cancelled",
-    [PC_TURNS_LIMIT] = "turns_limit",
     [PC_ADMISSION_REJECTED] = "admission_rejected",
     [PC_WORKER_RESTARTS] = "worker_restarts",
     [PC_KEEPER_SPAWNS] = "keeper_spawns",
@@ -170,6 +165,18 @@ static int cmd_stats(const struct pool *p, bool json)
     for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
         inflight += pool_counter_get(p, PC_INFLIGHT_BASE + i);
     json_object_object_add(counters, "runs_in_flight", json_object_new_int64((int64_t)inflight));
+    {
+        static const char *const outcomes[METRIC_OUTCOMES] = {"turns_ok", "turns_error",
+                                                              "turns_paused", "turns_cancelled",
+                                                              "turns_limit"};
+        for (unsigned o = 0; o < METRIC_OUTCOMES; o++) {
+            uint64_t sum = 0;
+            for (unsigned h = 0; h < METRIC_HARNESSES; h++)
+                for (unsigned pr = 0; pr <= METRIC_PROVIDERS; pr++)
+                    sum += __atomic_load_n(&p->hdr->metrics.turns[h][pr][o], __ATOMIC_RELAXED);
+            json_object_object_add(counters, outcomes[o], json_object_new_int64((int64_t)sum));
+        }
+    }
     json_object_object_add(doc, "instance", json_object_new_string(p->hdr->instance_id));
     json_object_object_add(doc, "masterPid", json_object_new_int(p->hdr->master_pid));
     json_object_object_add(doc, "slots", json_object_new_int((int)p->hdr->nslots));

@@ -36,30 +36,35 @@ static const char *reason_of(int status)
     }
 }
 
-void http_req_init(struct http_req *h, FCGX_Request *fr)
+void http_parse_params(struct http_req *h, const char *method, const char *document_uri,
+                       const char *request_uri, const char *content_length,
+                       const char *request_id)
 {
-    const char *m, *p, *len;
+    const char *p = document_uri ? document_uri : request_uri;
 
     memset(h, 0, sizeof(*h));
-    h->fr = fr;
-    m = FCGX_GetParam("REQUEST_METHOD", fr->envp);
-    snprintf(h->method, sizeof(h->method), "%s", m ? m : "");
-    p = FCGX_GetParam("DOCUMENT_URI", fr->envp);
-    if (!p)
-        p = FCGX_GetParam("REQUEST_URI", fr->envp);
+    snprintf(h->method, sizeof(h->method), "%s", method ? method : "");
     snprintf(h->path, sizeof(h->path), "%s", p ? p : "");
     h->path[strcspn(h->path, "?")] = '\0';
-    p = FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp);
-    if (p && strlen(p) < sizeof(h->request_id) && p[0])
-        snprintf(h->request_id, sizeof(h->request_id), "%s", p);
+    if (request_id && strlen(request_id) < sizeof(h->request_id) && request_id[0])
+        snprintf(h->request_id, sizeof(h->request_id), "%s", request_id);
     else
         (void)random_hex(h->request_id, 16);
-    len = FCGX_GetParam("CONTENT_LENGTH", fr->envp);
-    if (len && len[0]) {
+    if (content_length && content_length[0]) {
         h->has_length = true;
-        if (parse_u64(len, 0, UINT64_MAX, &h->content_length) < 0)
+        if (parse_u64(content_length, 0, UINT64_MAX, &h->content_length) < 0)
             h->content_length = UINT64_MAX; /* malformed: refused by http_read_body */
     }
+}
+
+void http_req_init(struct http_req *h, FCGX_Request *fr)
+{
+    http_parse_params(h, FCGX_GetParam("REQUEST_METHOD", fr->envp),
+                      FCGX_GetParam("DOCUMENT_URI", fr->envp),
+                      FCGX_GetParam("REQUEST_URI", fr->envp),
+                      FCGX_GetParam("CONTENT_LENGTH", fr->envp),
+                      FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp));
+    h->fr = fr;
 }
 
 const char *http_param(const struct http_req *h, const char *name)

@@ -28,6 +28,17 @@ struct http_req {
 
 /* Copy what the handlers need out of the request's parameters. */
 void http_req_init(struct http_req *h, FCGX_Request *fr);
+/*
+ * The pure part of http_req_init (h->fr is left NULL): fill *h, zeroed first, from the
+ * parameters REQUEST_METHOD, DOCUMENT_URI, REQUEST_URI, CONTENT_LENGTH and HTTP_X_REQUEST_ID,
+ * each NULL when absent. Strings are truncated to their fields; the path is DOCUMENT_URI, else
+ * REQUEST_URI, cut at '?'. A request id that is empty or does not fit is replaced by a random
+ * one. A non-empty CONTENT_LENGTH sets has_length; one that is not a decimal below UINT64_MAX
+ * is stored as UINT64_MAX, which http_read_body refuses. Cannot fail.
+ */
+void http_parse_params(struct http_req *h, const char *method, const char *document_uri,
+                       const char *request_uri, const char *content_length,
+                       const char *request_id);
 /* A parameter (e.g. "HTTP_ACCEPT") or NULL; valid until the request finishes. */
 const char *http_param(const struct http_req *h, const char *name);
 

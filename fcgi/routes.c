@@ -9,6 +9,7 @@
 #include "../engine/events.h"
 #include "../engine/jsonx.h"
 #include "../engine/log.h"
+#include "../engine/metrics.h"
 #include "../engine/request.h"
 #include "../engine/util.h"
 #include "auth.h"
@@ -292,6 +293,22 @@ out:
     buf_release(&body);
 }
 
+static void handle_metrics(const struct route_ctx *rc, struct http_req *h)
+{
+    struct buf out;
+
+    buf_init(&out, 4u * 1024 * 1024);
+    if (metrics_render(rc->pool, &out) < 0) {
+        http_error(h, 500, "metrics unavailable");
+    } else {
+        FCGX_FPrintF(h->fr->out,
+                     "Status: 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                     "Cache-Control: no-cache\r\n\r\n");
+        FCGX_PutStr(buf_str(&out), (int)out.len, h->fr->out);
+    }
+    buf_release(&out);
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -310,6 +327,7 @@ static const struct route routes[] = {
     {"/readyz", "GET", false, handle_readyz}, {"/run", "POST", true, handle_run},
     {"/stream", "POST", true, handle_run},    {"/kill", "POST", true, handle_kill},
     {"/cancel", "POST", true, handle_cancel},
+    {"/metrics", "GET", true, handle_metrics},
 };
 
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)

@@ -42,7 +42,8 @@ def paused_turn(ctx, steps):
     first = [{"role": "user", "content": script(steps)}]
     res, evs = turn(ctx, p, s, first)
     assert res["ok"] is True and res["stopReason"] == "paused", res
-    assert evs[-1] == {"type": "done", "stopReason": "paused"}, evs[-1]
+    assert evs[-1]["type"] == "done" and evs[-1]["stopReason"] == "paused", evs[-1]
+    assert len(evs[-1]["traceId"]) == 32, evs[-1]
     reqs = [e for e in evs if e["type"] == "interaction_request"]
     sess = ctx.stack.session(f"{p}:{s}")
     assert sess["state"] == "awaiting_approval", sess

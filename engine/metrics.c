@@ -1,0 +1,203 @@
+#include "metrics.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "buf.h"
+#include "contracts.h"
+#include "pool.h"
+
+/* Upper bounds of the histogram buckets, in seconds. */
+static const double bounds[METRIC_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                              0.25,  0.5,    1,     2.5,  5,     10};
+
+static const char *const outcome_names[METRIC_OUTCOMES] = {"ok", "error", "paused", "cancelled",
+                                                           "limit"};
+
+static void add(uint64_t *cell, uint64_t n)
+{
+    __atomic_add_fetch(cell, n, __ATOMIC_RELAXED);
+}
+
+static uint64_t get(const uint64_t *cell)
+{
+    return __atomic_load_n(cell, __ATOMIC_RELAXED);
+}
+
+/* The label index of provider: 0..METRIC_PROVIDERS-1, or METRIC_PROVIDERS for "other". */
+static unsigned provider_index(struct pool *p, const char *provider)
+{
+    struct pool_metrics *m = &p->hdr->metrics;
+    char name[METRIC_PROVIDER_LEN];
+    unsigned idx = METRIC_PROVIDERS;
+
+    snprintf(name, sizeof(name), "%s", provider && provider[0] ? provider : "none");
+    for (unsigned i = 0; i < METRIC_PROVIDERS; i++)
+        if (strncmp(m->providers[i], name, sizeof(name)) == 0)
+            return i;
+    if (pool_lock(p) < 0)
+        return METRIC_PROVIDERS;
+    for (unsigned i = 0; i < METRIC_PROVIDERS; i++) {
+        if (strncmp(m->providers[i], name, sizeof(name)) == 0) {
+            idx = i;
+            break;
+        }
+        if (!m->providers[i][0]) {
+            memcpy(m->providers[i], name, sizeof(name));
+            idx = i;
+            break;
+        }
+    }
+    pool_unlock(p);
+    return idx;
+}
+
+void metrics_turn(struct pool *p, unsigned harness, const char *provider,
+                  enum metric_outcome outcome)
+{
+    if (!p || harness >= METRIC_HARNESSES || (unsigned)outcome >= METRIC_OUTCOMES)
+        return;
+    add(&p->hdr->metrics.turns[harness][provider_index(p, provider)][outcome], 1);
+}
+
+void metrics_cold_start(struct pool *p, unsigned reason)
+{
+    if (p && reason < METRIC_REASONS)
+        add(&p->hdr->metrics.cold_starts[reason], 1);
+}
+
+void metrics_teardown(struct pool *p, unsigned reason)
+{
+    if (p && reason < METRIC_REASONS)
+        add(&p->hdr->metrics.teardowns[reason], 1);
+}
+
+void metrics_observe(struct metric_histogram *h, int64_t micros)
+{
+    double s = (double)micros / 1e6;
+    unsigned i;
+
+    if (micros < 0)
+        micros = 0;
+    for (i = 0; i < METRIC_BUCKETS && s > bounds[i]; i++)
+        ;
+    if (i < METRIC_BUCKETS)
+        add(&h->buckets[i], 1);
+    else
+        add(&h->inf, 1);
+    add(&h->count, 1);
+    add(&h->sum_us, (uint64_t)micros);
+}
+
+/* Label values are provider names from requests: escape what the exposition format needs. */
+static void label_value(struct buf *out, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            buf_printf(out, "\\%c", *v);
+        else if (*v == '\n')
+            buf_append_str(out, "\\n");
+        else
+            buf_append_char(out, *v);
+    }
+}
+
+static void histogram(struct buf *out, const char *name, const char *help,
+                      const struct metric_histogram *h)
+{
+    uint64_t cum = 0;
+
+    buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (unsigned i = 0; i < METRIC_BUCKETS; i++) {
+        cum += get(&h->buckets[i]);
+        buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
+    }
+    cum += get(&h->inf);
+    buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+    buf_printf(out, "%s_sum %.6f\n%s_count %llu\n", name, (double)get(&h->sum_us) / 1e6, name,
+               (unsigned long long)get(&h->count));
+}
+
+static void counter(struct buf *out, const char *name, const char *help, uint64_t v)
+{
+    buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+               (unsigned long long)v);
+}
+
+int metrics_render(struct pool *p, struct buf *out)
+{
+    const struct pool_metrics *m = &p->hdr->metrics;
+    uint64_t states[SLOT_STATE_COUNT] = {0}, inflight = 0;
+
+    buf_printf(out, "# HELP agent_runner_build_info Runner version and protocol.\n"
+                    "# TYPE agent_runner_build_info gauge\n"
+                    "agent_runner_build_info{version=\"%s\",protocol=\"%d\"} 1\n",
+               AR_VERSION, AR_PROTOCOL);
+    buf_append_str(out, "# HELP agent_runner_turns_total Turns by harness, provider and outcome.\n"
+                        "# TYPE agent_runner_turns_total counter\n");
+    for (unsigned h = 0; h < METRIC_HARNESSES && h < HARNESS_COUNT; h++)
+        for (unsigned pr = 0; pr <= METRIC_PROVIDERS; pr++)
+            for (unsigned o = 0; o < METRIC_OUTCOMES; o++) {
+                uint64_t v = get(&m->turns[h][pr][o]);
+                if (!v)
+                    continue;
+                buf_printf(out, "agent_runner_turns_total{harness=\"%s\",provider=\"",
+                           harness_kind_name((enum harness_kind)h));
+                if (pr < METRIC_PROVIDERS)
+                    label_value(out, m->providers[pr]);
+                else
+                    buf_append_str(out, "other");
+                buf_printf(out, "\",outcome=\"%s\"} %llu\n", outcome_names[o],
+                           (unsigned long long)v);
+            }
+    counter(out, "agent_runner_warm_hits_total", "Turns that ran on a live environment.",
+            pool_counter_get(p, PC_WARM_HITS));
+    buf_append_str(out, "# HELP agent_runner_cold_starts_total Turns that started a new "
+                        "environment, by why (miss, or the mismatch that evicted the old one).\n"
+                        "# TYPE agent_runner_cold_starts_total counter\n");
+    for (unsigned r = 0; r < METRIC_REASONS && r < TEARDOWN_COUNT; r++) {
+        uint64_t v = get(&m->cold_starts[r]);
+        if (v)
+            buf_printf(out, "agent_runner_cold_starts_total{reason=\"%s\"} %llu\n",
+                       r == 0 ? "miss" : teardown_reason_name((enum teardown_reason)r),
+                       (unsigned long long)v);
+    }
+    buf_append_str(out, "# HELP agent_runner_teardowns_total Environments torn down, by reason.\n"
+                        "# TYPE agent_runner_teardowns_total counter\n");
+    for (unsigned r = 0; r < METRIC_REASONS && r < TEARDOWN_COUNT; r++) {
+        uint64_t v = get(&m->teardowns[r]);
+        if (v)
+            buf_printf(out, "agent_runner_teardowns_total{reason=\"%s\"} %llu\n",
+                       teardown_reason_name((enum teardown_reason)r), (unsigned long long)v);
+    }
+    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
+        uint32_t st = __atomic_load_n(&p->slots[i].state, __ATOMIC_RELAXED);
+        if (st < SLOT_STATE_COUNT)
+            states[st]++;
+    }
+    buf_append_str(out, "# HELP agent_runner_sessions Session table slots by state.\n"
+                        "# TYPE agent_runner_sessions gauge\n");
+    for (unsigned st = 1; st < SLOT_STATE_COUNT; st++)
+        buf_printf(out, "agent_runner_sessions{state=\"%s\"} %llu\n", pool_state_name(st),
+                   (unsigned long long)states[st]);
+    histogram(out, "agent_runner_keeper_spawn_seconds",
+              "Time to start a keeper and its sandbox and attach to it.", &m->keeper_spawn);
+    histogram(out, "agent_runner_first_event_seconds",
+              "Time from the start of a turn to the harness's first output.", &m->first_event);
+    for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
+        inflight += pool_counter_get(p, PC_INFLIGHT_BASE + i);
+    buf_printf(out, "# HELP agent_runner_runs_in_flight Runs being served now.\n"
+                    "# TYPE agent_runner_runs_in_flight gauge\nagent_runner_runs_in_flight %llu\n",
+               (unsigned long long)inflight);
+    counter(out, "agent_runner_admission_rejected_total",
+            "Runs refused with 429 because the runner was at capacity.",
+            pool_counter_get(p, PC_ADMISSION_REJECTED));
+    counter(out, "agent_runner_worker_restarts_total", "Worker processes respawned.",
+            pool_counter_get(p, PC_WORKER_RESTARTS));
+    counter(out, "agent_runner_keeper_spawns_total", "Keepers started.",
+            pool_counter_get(p, PC_KEEPER_SPAWNS));
+    counter(out, "agent_runner_shm_repairs_total",
+            "Times a process died holding the session table lock and the table was repaired.",
+            p->hdr->repairs);
+    return 0;
+}
