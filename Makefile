@@ -5,6 +5,8 @@
 #   make test       install what is missing, build, run unit + integration tests
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make tsan       unit tests under ThreadSanitizer (build-tsan/)
+#   make fuzz-replay  replay every fuzz corpus through its target (gcc; part of make test)
+#   make fuzz       run each libFuzzer target FUZZ_SECONDS (clang, build-fuzz/)
 #   make bench      install what is missing, build, run tests/bench/run.py on its own stack
 #                   and write BENCHMARKS.md
 #
@@ -28,6 +30,9 @@ BIN := $(BUILD)/bin
 ENGINE_SRC := $(filter-out engine/keeper_main.c,$(wildcard engine/*.c engine/harness/*.c engine/provider/*.c))
 FRONT_SRC  := $(filter-out fcgi/master.c fcgi/ctl.c,$(wildcard fcgi/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
+# tests/fuzz/fuzz_<target>.c, each with its seed corpus in tests/fuzz/corpus/<target>/
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_OBJ     := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/fuzz_%.o) $(BUILD)/tests/fuzz/replay.o
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
@@ -41,6 +46,7 @@ PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
 .PHONY: all test unit integration run asan tsan deps harnesses clean bench bench-programs
+.PHONY: fuzz-replay fuzz
 .DEFAULT_GOAL := all
 
 all: $(PROGRAMS) $(BIN)/unit-tests
@@ -85,7 +91,13 @@ $(BIN)/bench-pool: $(BUILD)/tests/bench/bench_pool.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
--include $(ALL_OBJ:.o=.d)
+$(BIN)/fuzz-replay-%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o \
+                      $(BUILD)/libfront.a $(BUILD)/libengine.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+-include $(ALL_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+.SECONDARY: $(FUZZ_OBJ)
 
 deps:
 	bash scripts/install-deps
@@ -99,9 +111,16 @@ unit: $(BIN)/unit-tests
 integration: $(PROGRAMS)
 	BUILD=$(BUILD) python3 tests/integration/run.py
 
+# Every fuzz target over its committed corpus: fast, no libFuzzer needed.
+fuzz-replay: $(FUZZ_TARGETS:%=$(BIN)/fuzz-replay-%)
+	@for t in $(FUZZ_TARGETS); do \
+	    $(BIN)/fuzz-replay-$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
 test: deps harnesses
 	$(MAKE) all
 	$(MAKE) unit
+	$(MAKE) fuzz-replay
 	$(MAKE) integration
 
 bench-programs: $(PROGRAMS) $(BENCH_PROGRAMS)
@@ -125,5 +144,53 @@ asan-unit:
 tsan:
 	$(MAKE) BUILD=build-tsan CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS='-fsanitize=thread' unit
 
+# libFuzzer: clang with ASan + UBSan into its own tree; every engine and front-end object is
+# rebuilt there with fuzzer-no-link so coverage reaches the code under test. Each target runs
+# FUZZ_SECONDS on a scratch copy of its corpus (build-fuzz/corpus/<target>, kept between runs,
+# seeded from tests/fuzz/corpus/<target>); the log is build-fuzz/fuzz-<target>.log, crashes
+# land in build-fuzz/artifacts/<target>/. Extra libFuzzer flags: FUZZ_FLAGS='-jobs=4 ...'.
+FUZZ_BUILD   := build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=c17 -pthread $(filter-out -Werror,$(WARN)) $(PKG_CFLAGS) -O1 -g \
+                -fno-omit-frame-pointer $(FUZZ_SAN)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(ALL_CPPFLAGS) -MMD -MP $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_BUILD)/libengine.a: $(ENGINE_SRC:%.c=$(FUZZ_BUILD)/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/libfront.a: $(FRONT_SRC:%.c=$(FUZZ_BUILD)/%.o)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz-%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfront.a \
+                      $(FUZZ_BUILD)/libengine.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+.SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/tests/fuzz/fuzz_%.o)
+-include $(wildcard $(FUZZ_BUILD)/engine/*.d $(FUZZ_BUILD)/engine/*/*.d $(FUZZ_BUILD)/fcgi/*.d \
+                    $(FUZZ_BUILD)/tests/fuzz/*.d)
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+	    mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts/$$t; \
+	    cp tests/fuzz/corpus/$$t/* $(FUZZ_BUILD)/corpus/$$t/; \
+	    dict=; if [ -f tests/fuzz/$$t.dict ]; then dict=-dict=tests/fuzz/$$t.dict; fi; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS)s"; \
+	    $(FUZZ_BUILD)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t/ $$dict $(FUZZ_FLAGS) \
+	        $(FUZZ_BUILD)/corpus/$$t > $(FUZZ_BUILD)/fuzz-$$t.log 2>&1 || failed="$$failed $$t"; \
+	    grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units' $(FUZZ_BUILD)/fuzz-$$t.log \
+	        | sed "s/^/fuzz: $$t: /"; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	    echo "fuzz: FAILED:$$failed (see $(FUZZ_BUILD)/fuzz-<target>.log, artifacts/)"; \
+	    exit 1; \
+	fi
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan $(FUZZ_BUILD)

@@ -121,7 +121,7 @@ static void check_line(const char *line, size_t len)
         FUZZ_CHECK(m.result || m.error || json_object_object_get_ex(m.root, "result", NULL));
         break;
     default:
-        FUZZ_CHECK(!"unknown message kind");
+        fuzz_fail(__FILE__, __LINE__, "a known message kind");
     }
     acp_msg_release(&m);
     FUZZ_CHECK(m.root == NULL);

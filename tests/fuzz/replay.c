@@ -85,8 +85,8 @@ out:
 
 static int replay_file(const char *path)
 {
-    uint8_t *data;
-    size_t len;
+    uint8_t *data = NULL;
+    size_t len = 0;
     int r;
 
     r = slurp(path, &data, &len);

@@ -1,0 +1,511 @@
+#!/usr/bin/env python3
+"""Benchmarks for `make bench`: one table on stdout, the same table with the machine
+description in BENCHMARKS.md.
+
+Starts its own stack in a temp dir (tests/integration/stack.py: nginx with TLS on a loopback
+port, spawn-fcgi, agent-runnerd master + workers, keepers and bubblewrap sandboxes per
+environment, the scripted fake model for pi) and stops everything it started. Rows:
+
+  1. warm turns through TLS nginx, keep-alive, scripted zero-latency agent (build/bin/loadgen):
+     p50/p99 at 1 session, turns/s and p99 at 16 and 64 concurrent sessions
+  2. cold local turns (no sessionId: new keeper + bwrap + agent per turn), cold/warm p50
+  3. real pi (pi_core) against tests/fixtures/fake_model.py: time to the first message_delta
+     of a cold turn and of a warm follow-up, and their ratio
+  4. the shm session table with 10,000 slots (build/bin/bench-pool)
+  5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
+
+usage: run.py [--out BENCHMARKS.md] [--quick] [--profile DIR]
+  --quick    fewer turns (a smoke run, figures are noisier)
+  --profile  also record `perf record -g` of a worker and `strace -c -f` of a keeper during
+             extra 64-session warm runs (not in the table), into DIR
+Everything shares the machine's cores: nginx, the workers, keepers, agents and the driver.
+"""
+
+import argparse
+import datetime
+import http.client
+import json
+import os
+import platform
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+import stack  # noqa: E402
+
+BIN = stack.BIN
+MiB = 1024 * 1024
+
+TARGETS = {
+    "warm_p50_1": 1.0,        # ms
+    "warm_tps_64": 3000.0,    # turns/s
+    "warm_p99_64": 50.0,      # ms
+    "cold_p50": 25.0,         # ms
+    "pi_ratio": 10.0,
+    "keeper_rss": 4 * MiB,
+}
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# --- machine -------------------------------------------------------------------------------
+
+def machine():
+    model, cores = "unknown", os.cpu_count()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    def version(cmd):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (out.stdout + out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            return "?"
+    return {
+        "cpu": model,
+        "cores": cores,
+        "kernel": platform.release(),
+        "memory": f"{mem / 2**30:.1f} GiB",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nginx": version(["nginx", "-v"]),
+        "curl": version(["curl", "--version"]).split(" (")[0],
+        "bwrap": version(["bwrap", "--version"]),
+        "node": version(["node", "--version"]),
+        "loadavg": open("/proc/loadavg").read().split()[:3],
+    }
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+def proc_status(pid):
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                    out[k] = int(v.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def rss(pid):
+    return proc_status(pid).get("VmRSS", 0)
+
+
+def mib(n):
+    return f"{n / MiB:.2f} MiB"
+
+
+def fmt_ms(v):
+    return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
+
+
+def loadgen(st, *args):
+    cmd = [os.path.join(BIN, "loadgen"), "--url", f"https://127.0.0.1:{st.port}/run",
+           "--token", stack.TOKEN, *args]
+    shown = "loadgen " + " ".join(args)
+    log(f"running {shown}")
+    t0 = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if out.stderr.strip():
+        sys.stderr.write(out.stderr)
+    if not out.stdout.strip():
+        raise RuntimeError(f"{shown}: no output (exit {out.returncode})")
+    res = json.loads(out.stdout)
+    res["cmd"] = shown
+    log(f"  {res['turns']} turns, {res['errors']} errors, {res['turns_per_s']:.0f} turns/s, "
+        f"p50 {res['all']['p50_ms']:.3f} ms, p99 {res['all']['p99_ms']:.3f} ms "
+        f"({time.monotonic() - t0:.1f}s)")
+    return res
+
+
+def tls_connection(st, timeout=300):
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    c = http.client.HTTPSConnection("127.0.0.1", st.port, context=ctx, timeout=timeout)
+    c.connect()  # the TLS handshake happens before any clock starts
+    return c
+
+
+def timed_stream(conn, body):
+    """POST an NDJSON run on an open keep-alive connection.
+    Returns (seconds to the first message_delta, result record, records)."""
+    h = {"content-type": "application/json", "accept": "application/x-ndjson",
+         "authorization": "Bearer " + stack.TOKEN}
+    data = json.dumps(body)
+    t0 = time.monotonic()
+    conn.request("POST", "/run", body=data, headers=h)
+    r = conn.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"status {r.status}: {r.read()[:300]!r}")
+    first, result, recs = None, None, []
+    while True:
+        line = r.readline()
+        if not line:
+            break
+        rec = json.loads(line)
+        recs.append(rec)
+        if first is None and rec.get("kind") == "event" and \
+                rec["event"].get("type") == "message_delta":
+            first = time.monotonic() - t0
+        if rec.get("kind") == "result":
+            result = rec["result"]
+    return first, result, recs
+
+
+def wait_idle(st, key, timeout=10):
+    def idle():
+        s = st.session(key)
+        return s if s and s["state"] == "idle" else None
+    return stack.wait_for(idle, timeout=timeout, what=f"idle session {key}")
+
+
+def tree_rss(root):
+    table = stack.proc_table()
+    pids = [root] + stack.descendants(root, table)
+    return sum(rss(p) for p in pids), pids, table
+
+
+def keeper_rss_rows(st, key):
+    s = wait_idle(st, key)
+    time.sleep(0.3)  # let the just-parked keeper settle
+    kp, sp = s["keeperPid"], s["sandboxPid"]
+    ks = proc_status(kp)
+    sandbox, pids, table = tree_rss(sp)
+    names = ", ".join(sorted({os.path.basename(table[p][1].split()[0]) for p in pids
+                              if p in table and table[p][1]}))
+    return ks, sandbox, len(pids), names
+
+
+# --- the parts -------------------------------------------------------------------------------
+
+def bench_pool():
+    cmd = [os.path.join(BIN, "bench-pool"), "--slots", "10000", "--fill", "8000",
+           "--iters", "1000000"]
+    log("running " + " ".join(cmd[1:]))
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300)
+    res = json.loads(out.stdout)
+    res["cmd"] = "bench-pool --slots 10000 --fill 8000 --iters 1000000"
+    return res
+
+
+def pi_body(model, text, project, session, history=None):
+    req = stack.pi_request(model, text, projectId=project, sessionId=session)
+    if history:
+        req["messages"] = history
+    return req
+
+
+def bench_pi(st, model, n):
+    """n x (cold turn, warm follow-up) on new sessions; returns firsts and the RSS sample."""
+    cold, warm, rss_sample = [], [], None
+    conn = tls_connection(st)
+    try:
+        for i in range(n):
+            p, s = "bench-pi", "pi-" + uuid.uuid4().hex[:8]
+            key = f"{p}:{s}"
+            first_text = f"Remember the number {i}."
+            f1, res1, _ = timed_stream(conn, pi_body(model, first_text, p, s))
+            if not res1 or res1.get("ok") is not True or f1 is None:
+                raise RuntimeError(f"pi cold turn failed: {res1}")
+            wait_idle(st, key)
+            history = [{"role": "user", "content": first_text},
+                       {"role": "assistant", "content": res1["output"]},
+                       {"role": "user", "content": "Which number?"}]
+            f2, res2, _ = timed_stream(conn, pi_body(model, "", p, s, history))
+            if not res2 or res2.get("ok") is not True or f2 is None:
+                raise RuntimeError(f"pi warm turn failed: {res2}")
+            if st.session(key)["turns"] != 2:
+                raise RuntimeError("pi follow-up did not run on the warm environment")
+            cold.append(f1)
+            warm.append(f2)
+            log(f"  pi {i + 1}/{n}: first delta cold {f1 * 1000:.0f} ms, warm {f2 * 1000:.1f} ms")
+            if i == n - 1:
+                rss_sample = keeper_rss_rows(st, key)
+            st.ctl("kill", key)
+    finally:
+        conn.close()
+    return cold, warm, rss_sample
+
+
+def scripted_rss(st):
+    p, s = "bench-rss", "rss-" + uuid.uuid4().hex[:8]
+    key = f"{p}:{s}"
+    conn = tls_connection(st)
+    try:
+        _, res, _ = timed_stream(conn, {"harness": "scripted", "projectId": p, "sessionId": s,
+                                        "messages": [{"role": "user", "content": "rss"}]})
+    finally:
+        conn.close()
+    if not res or res.get("ok") is not True:
+        raise RuntimeError(f"scripted turn failed: {res}")
+    sample = keeper_rss_rows(st, key)
+    st.ctl("kill", key)
+    return sample
+
+
+def profile_run(st, outdir, sessions, turns):
+    """perf record of one worker and strace -c of one warm keeper while loadgen runs."""
+    os.makedirs(outdir, exist_ok=True)
+    worker = st.worker_pids()[0]
+    perf_data = os.path.join(outdir, "worker.perf.data")
+    log(f"profiling worker {worker} with perf record -g")
+    perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-o", perf_data, "-p",
+                             str(worker)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    res = loadgen(st, "--sessions", str(sessions), "--turns", str(turns), "--prefix",
+                  "prof" + uuid.uuid4().hex[:4])
+    perf.send_signal(signal.SIGINT)
+    perf.wait(60)
+    with open(os.path.join(outdir, "worker.perf.txt"), "w") as f:
+        subprocess.run(["perf", "report", "-i", perf_data, "--no-children", "--stdio",
+                        "--percent-limit", "0.7", "--sort", "dso,sym"], stdout=f,
+                       stderr=subprocess.DEVNULL, timeout=300)
+    log(f"worker profile in {outdir}/worker.perf.txt ({res['turns_per_s']:.0f} turns/s "
+        f"under perf)")
+    # strace -c -f of the master's workers (syscall counts per warm turn)
+    strace_out = os.path.join(outdir, "worker.strace.txt")
+    tr = subprocess.Popen(["strace", "-c", "-f", "-o", strace_out, "-p", str(worker)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    res2 = loadgen(st, "--sessions", "1", "--turns", "1000", "--prefix",
+                   "strace" + uuid.uuid4().hex[:4])
+    tr.send_signal(signal.SIGINT)
+    tr.wait(60)
+    log(f"worker syscall summary in {strace_out} (1000 warm turns over 2 workers; "
+        f"{res2['turns_per_s']:.0f} turns/s under strace)")
+
+
+# --- the table -------------------------------------------------------------------------------
+
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+
+def build_rows(r):
+    rows = []
+    w1, w16, w64, cold = r["w1"], r["w16"], r["w64"], r["cold"]
+
+    def lg(res):
+        extra = (f"{res['turns']} warm turns, {res['errors']} errors, "
+                 f"{res['new_connections']} new connections")
+        if res["mode"] == "cold":
+            extra = f"{res['turns']} cold turns, {res['errors']} errors"
+        return f"`{res['cmd']}` ({extra})"
+
+    def followup(res):
+        f = res["followup"]
+        return (f"; [user,assistant,user] follow-ups alone: p50 {fmt_ms(f['p50_ms'])}, "
+                f"p99 {fmt_ms(f['p99_ms'])}")
+
+    t = TARGETS
+    rows.append(("1. warm turn p50, 1 session", fmt_ms(w1["all"]["p50_ms"]),
+                 f"<= {t['warm_p50_1']:g} ms ({verdict(w1['all']['p50_ms'] <= t['warm_p50_1'])})",
+                 lg(w1) + followup(w1), ""))
+    rows.append(("1. warm turn p99, 1 session", fmt_ms(w1["all"]["p99_ms"]), "—",
+                 f"same run; {w1['turns_per_s']:.0f} turns/s", ""))
+    rows.append(("1. warm turns/s, 16 sessions", f"{w16['turns_per_s']:.0f} turns/s", "—",
+                 lg(w16), f"{w16['turns_per_s'] / w1['turns_per_s']:.2f}x the 1-session rate"))
+    rows.append(("1. warm turn p99, 16 sessions", fmt_ms(w16["all"]["p99_ms"]), "—",
+                 f"same run; p50 {fmt_ms(w16['all']['p50_ms'])}", ""))
+    rows.append(("1. warm turns/s, 64 sessions", f"{w64['turns_per_s']:.0f} turns/s",
+                 f">= {t['warm_tps_64']:g} ({verdict(w64['turns_per_s'] >= t['warm_tps_64'])})",
+                 lg(w64), f"{w64['turns_per_s'] / w16['turns_per_s']:.2f}x the 16-session rate"))
+    rows.append(("1. warm turn p99, 64 sessions", fmt_ms(w64["all"]["p99_ms"]),
+                 f"<= {t['warm_p99_64']:g} ms "
+                 f"({verdict(w64['all']['p99_ms'] <= t['warm_p99_64'])})",
+                 f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}", ""))
+    rows.append(("2. cold local turn p50", fmt_ms(cold["all"]["p50_ms"]),
+                 f"<= {t['cold_p50']:g} ms ({verdict(cold['all']['p50_ms'] <= t['cold_p50'])})",
+                 lg(cold), f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
+                           "(warm: 1-session run)"))
+    rows.append(("2. cold local turn p99", fmt_ms(cold["all"]["p99_ms"]), "—", "same run", ""))
+    pc, pw = r["pi_cold"], r["pi_warm"]
+    mc, mw = statistics.median(pc), statistics.median(pw)
+    rows.append(("3. pi first message_delta, cold turn (median)", f"{mc * 1000:.0f} ms", "—",
+                 f"{len(pc)} new sessions, pi_core vs fake_model.py, one keep-alive TLS "
+                 f"connection; all: " + ", ".join(f"{x * 1000:.0f}" for x in pc) + " ms", ""))
+    rows.append(("3. pi first message_delta, warm follow-up (median)", f"{mw * 1000:.1f} ms",
+                 f"cold/warm >= {t['pi_ratio']:g} ({verdict(mc / mw >= t['pi_ratio'])})",
+                 "[user, assistant, user] on the same session right after; all: " +
+                 ", ".join(f"{x * 1000:.1f}" for x in pw) + " ms",
+                 f"cold/warm = {mc / mw:.1f}x"))
+    pool = r["pool"]
+    for key, label in (("lookup", "lookup (pool_find_locked, hit)"),
+                       ("reserve_free", "reserve + free"),
+                       ("park_checkout", "checkout + park"),
+                       ("lock_unlock", "pool_lock + pool_unlock alone")):
+        v = pool[key]
+        note = ("two critical sections per op; hold times per section"
+                if key in ("reserve_free", "park_checkout") else "")
+        rows.append((f"4. pool {label}, 10,000 slots", f"{v['ns_per_op']:.0f} ns/op", "—",
+                     f"`{pool['cmd']}`: lock hold p50 {v['hold_p50_ns']:.0f} ns, "
+                     f"p99 {v['hold_p99_ns']:.0f} ns" + (f" ({note})" if note else ""),
+                     f"{v['ns_per_op'] / pool['lock_unlock']['ns_per_op']:.1f}x lock+unlock"
+                     if key != "lock_unlock" else
+                     f"clock read inside a hold: {pool['clock_read_ns']} ns"))
+    m = r["rss"]
+    rows.append(("5. RSS master", mib(m["master"]), "—",
+                 f"VmRSS of agent-runnerd master, after the load runs", ""))
+    rows.append(("5. RSS one worker", mib(m["worker"]), "—",
+                 f"VmRSS of worker pid {m['worker_pid']} (2 workers x 96 threads), after "
+                 f"the load runs; other worker {mib(m['worker2'])}", ""))
+    for harness in ("scripted", "pi"):
+        ks, sandbox, npids, names = m[harness]
+        kr = ks.get("VmRSS", 0)
+        rows.append((f"5. RSS idle keeper ({harness}), harness excluded", mib(kr),
+                     f"<= 4 MiB ({verdict(kr <= t['keeper_rss'])})",
+                     f"keeperPid from `agent-runner-ctl sessions --json`; anon "
+                     f"{mib(ks.get('RssAnon', 0))}, file {mib(ks.get('RssFile', 0))}, "
+                     f"shmem {mib(ks.get('RssShmem', 0))}", ""))
+        rows.append((f"5. RSS idle keeper ({harness}), sandbox + harness included",
+                     mib(kr + sandbox), "—",
+                     f"keeper + sandboxPid and its {npids - 1} descendants ({names}); "
+                     f"VmRSS summed (shared pages counted per process)",
+                     f"harness side {sandbox / max(kr, 1):.1f}x the keeper"))
+    return rows
+
+
+def render(rows):
+    head = ("figure", "value", "target", "command / parameters", "ratio")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
+    return "\n".join(lines)
+
+
+def write_markdown(path, mach, table, r, wall):
+    w = r["w64"]
+    text = f"""# Benchmarks
+
+Written by `make bench` (tests/bench/run.py) — do not edit by hand; run it again.
+
+Machine: {mach['cpu']}, {mach['cores']} cores, {mach['memory']}, kernel {mach['kernel']};
+{mach['nginx']}, {mach['curl']}, {mach['bwrap']}, node {mach['node']}.
+Date: {mach['date']}. Load average before the run: {' '.join(mach['loadavg'])}. The whole run
+took {wall:.0f} s.
+
+Everything runs on this one machine and shares its {mach['cores']} cores: nginx (1 worker
+process, TLS), the FastCGI master and 2 workers x 96 threads, one keeper + bwrap + agent per
+environment, and the load driver (build/bin/loadgen, libcurl, one keep-alive connection per
+session). Log level `info`; `AGENT_RUNNER_SESSION_POOL_MAX=256`,
+`AGENT_RUNNER_MAX_CONCURRENT_RUNS=100000`.
+
+{table}
+
+How to read it:
+- A warm turn is measured from handing the request to libcurl to the arrival of the final
+  NDJSON `{{"kind":"result"}}` record. Every result is checked: HTTP 200, `ok:true`, and the
+  output exactly `echo[k]: <text>` with the agent's own prompt count k (a turn that silently
+  went cold would answer `echo[1]: Conversation so far: ...` and count as an error).
+- Warm turns alternate a one-message `[user]` turn and a `[user, assistant, user]` follow-up
+  on the same session (`--chain 1`). A fixed three-message window cannot stay warm for more
+  than one follow-up: the runner compares the follow-up's earlier user texts with the user
+  texts of the previous turn (engine/identity.c), so `[u2, a2, u3]` after `[u1, a1, u2]` is
+  continuity-invalid and replays cold. A one-message turn needs no history check.
+- Throughput counts the warm turns of the measured phase over its wall time (all sessions
+  warm before the clock starts; each session's cold turn and its final `/kill` are not
+  counted).
+- Cold turns carry no sessionId: a keeper, a bwrap sandbox and the scripted agent are
+  started, the turn runs, and the environment is torn down before the result is sent.
+- pi: first `message_delta` on an already open TLS connection; the cold turn includes starting
+  node + pi inside bwrap, ACP initialize and session/new.
+- Pool: one process, no contention; ns/op from a tight loop, hold times from a second loop
+  reading CLOCK_MONOTONIC inside each critical section.
+"""
+    with open(path, "w") as f:
+        f.write(text)
+
+
+# --- main ------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(stack.ROOT, "BENCHMARKS.md"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--profile", metavar="DIR")
+    args = ap.parse_args()
+    t_all = time.monotonic()
+    for prog in ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper",
+                 "acp-scripted", "agent-runner-ctl"):
+        if not os.access(os.path.join(BIN, prog), os.X_OK):
+            sys.exit(f"bench: {BIN}/{prog} is missing: run `make bench`")
+    mach = machine()
+    r = {}
+    r["pool"] = bench_pool()
+
+    q = args.quick
+    model_tmp = tempfile.mkdtemp(prefix="ar-bench-model.")
+    model = stack.FakeModel(model_tmp)
+    st = stack.Stack(workers=2, threads=96, model=model, env={
+        "AGENT_RUNNER_LOG_LEVEL": "info",
+        "AGENT_RUNNER_SESSION_POOL_MAX": "256",
+        "AGENT_RUNNER_MAX_CONCURRENT_RUNS": "100000",
+        "AGENT_RUNNER_SESSION_TTL_MS": "600000",
+    })
+    try:
+        log(f"starting the stack in {st.tmp}")
+        st.start()
+        # warm-up: first turns pay page faults and lazy binding in nginx and the workers
+        loadgen(st, "--sessions", "4", "--turns", "50", "--prefix", "warmup")
+        r["w1"] = loadgen(st, "--sessions", "1", "--turns", "300" if q else "3000",
+                          "--prefix", "w1")
+        r["w16"] = loadgen(st, "--sessions", "16", "--turns", "40" if q else "300",
+                           "--prefix", "w16")
+        r["w64"] = loadgen(st, "--sessions", "64", "--turns", "20" if q else "120",
+                           "--prefix", "w64")
+        r["cold"] = loadgen(st, "--cold", "--sessions", "1", "--turns", "40" if q else "200",
+                            "--prefix", "cold")
+        if args.profile:
+            profile_run(st, args.profile, 64, 60)
+        workers = sorted(st.worker_pids())
+        mem = {"master": rss(st.master.pid), "worker_pid": workers[0], "worker": rss(workers[0]),
+               "worker2": rss(workers[1]) if len(workers) > 1 else 0}
+        mem["scripted"] = scripted_rss(st)
+        log("running pi turns")
+        r["pi_cold"], r["pi_warm"], mem["pi"] = bench_pi(st, model, 2 if q else 5)
+        r["rss"] = mem
+        leaks = st.leaks(timeout=15)
+        if leaks:
+            log("left behind after the runs: " + "; ".join(leaks))
+    finally:
+        st.stop()
+        st.cleanup()
+        model.stop()
+        shutil.rmtree(model_tmp, ignore_errors=True)
+
+    rows = build_rows(r)
+    table = render(rows)
+    wall = time.monotonic() - t_all
+    print(table)
+    print(f"\nmachine: {mach['cpu']}, {mach['cores']} cores, kernel {mach['kernel']}, "
+          f"{mach['date']}; {wall:.0f} s")
+    write_markdown(args.out, mach, table, r, wall)
+    log(f"wrote {args.out}")
+    errors = sum(r[k]["errors"] for k in ("w1", "w16", "w64", "cold"))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

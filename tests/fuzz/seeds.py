@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Write the hand-made seed inputs of tests/fuzz/corpus/<target>/.
+
+Run from the repository root: python3 tests/fuzz/seeds.py. Seeds are named seed-*; inputs
+libFuzzer found and that were kept (minimised) are named found-* and are not touched here.
+The input layouts are described at the top of each tests/fuzz/fuzz_<target>.c.
+"""
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
+GOLDEN = os.path.join(ROOT, "tests", "fixtures", "agenta-golden")
+
+
+def write(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def j(o):
+    return json.dumps(o, separators=(",", ":"))
+
+
+def request_seeds():
+    t = "request"
+    for g in sorted(os.listdir(GOLDEN)):
+        if g.startswith("run_request."):
+            with open(os.path.join(GOLDEN, g), "rb") as f:
+                write(t, "golden-" + g[len("run_request."):], f.read())
+    user = [{"role": "user", "content": "hi"}]
+    mc_env = {"provider": "openai", "deployment": "direct", "credentialMode": "env",
+              "credentials": [{"binding": {"kind": "environment", "name": "OPENAI_API_KEY"},
+                               "value": "sk0123456789abcdef", "usage": "opaque_http"}]}
+    seeds = {
+        "empty": "",
+        "blank": " \r\n\t",
+        "object": "{}",
+        "null": "null",
+        "array": "[]",
+        "string": "\"x\"",
+        "truncated": "{\"harness\":\"pi",
+        "trailing": "{} x",
+        "scripted": j({"harness": "scripted", "messages": user}),
+        "legacy": j({"secrets": {}, "provider": "openai", "endpoint": "x"}),
+        "sandbox": j({"sandbox": "daytona"}),
+        "ids": j({"sessionId": "  ", "turnId": "t\u0001", "projectId": "a:b"}),
+        "id-long": j({"sessionId": "s" * 129}),
+        "nul-model": "{\"model\":\"a\\u0000b\",\"messages\":[{\"role\":\"user\",\"content\":\"x\\u0000\"}]}",
+        "mc-env": j({"modelConnection": mc_env, "messages": user}),
+        "mc-leak": j({"modelConnection": dict(mc_env, credentials=[
+            dict(mc_env["credentials"][0], usage="bogus")])}),
+        "mc-custom": j({"modelConnection": {
+            "provider": "x", "deployment": "custom", "credentialMode": "env",
+            "endpoint": {"baseUrl": "http://127.0.0.1:8080/v1", "headers": {"X-A": "b"}},
+            "environment": {"MY_VAR": "1", "LD_PRELOAD": "x"},
+            "credentials": mc_env["credentials"]}}),
+        "mc-urls": j({"modelConnection": {
+            "provider": "x", "deployment": "d", "credentialMode": "none",
+            "endpoint": {"baseUrl": "https://user@[::1]:65536/"}}}),
+        "blocks": j({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": "a"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "tool_call", "toolCallId": "c1", "toolName": "t", "input": {"a": 1}},
+            {"type": "tool_result", "toolCallId": "c1", "output": "o", "isError": True},
+            {"type": "resource", "uri": "file:///x"}, {"type": "weird"}]}]}),
+        "blocks-bad": j({"messages": [{"role": "user", "content": [{"type": "image"}, 3]}, 7]}),
+        "files": j({"harnessFiles": [{"path": "a/b.txt", "content": "x"},
+                                     {"path": "../etc/passwd", "content": "x"},
+                                     {"path": "a//b", "content": "x"}, {"path": "/abs", "content": ""}]}),
+        "files-dup": j({"harnessFiles": [{"path": "a", "content": "x"}, {"path": "a", "content": "y"}]}),
+        "skills": j({"skills": [
+            {"name": "ok-skill", "description": "d\u00e9j\u00e0", "body": "b",
+             "files": [{"path": "SKILL.md", "content": "x"}]},
+            {"name": "Bad--name", "description": "d", "body": "b"}]}),
+        "skills-exec": j({"skills": [{"name": "s", "description": "d", "body": "b",
+                                      "files": [{"path": "run.sh", "content": "x",
+                                                 "executable": True}]}]}),
+        "tools": j({"customTools": [
+            {"name": "a", "kind": "callback", "call": {"method": "GET", "path": "/x"}},
+            {"name": "b", "kind": "code"}, {"name": "a", "callRef": "r", "call": {}}]}),
+        "mcp": j({"mcpServers": [
+            {"name": "srv", "connection": {"type": "http", "url": "http://localhost:9/mcp"},
+             "policy": {"permission": "ask", "tools": {"mode": "include"}}},
+            {"name": "agenta-tools", "connection": {"type": "stdio"}}]}),
+        "callback": j({"toolCallback": {"endpoint": "http://10.0.0.1/x",
+                                        "authorization": "Bearer 123456789012345678"}}),
+        "permissions": j({"permissions": {"default": "ask", "rules": [
+            {"pattern": "Bash(*)", "permission": "deny"}, {"pattern": "", "permission": "x"}]}}),
+        "sandbox-perm": j({"sandboxPermission": {"enforcement": "best_effort", "network": {
+            "mode": "allowlist", "allowlist": ["example.com"]}}}),
+        "sandbox-fs": j({"sandboxPermission": {"filesystem": {}}}),
+        "lifecycle": j({"lifecycle": {"mode": "warm", "idleTimeoutMs": 86400000}}),
+        "lifecycle-bad": j({"lifecycle": {"mode": "per_turn", "idleTimeoutMs": 9223372036854775808}}),
+        "telemetry": j({"telemetry": {"exporters": {"otlp": {
+            "endpoint": "https://otlp.example:4318/v1/traces", "headers": {"a": 1}}}}}),
+        "traceparent": j({"context": {"propagation": {
+            "traceparent": "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"}}}),
+        "run-context": j({"projectId": "p1", "runContext": {"project": {"id": "proj:x"}}}),
+        "connection": j({"connection": {"mode": "m", "slug": "bad slug"}, "harnessMode": "agent"}),
+        "deep": "[" * 70 + "]" * 70,
+        "session-ref": j({"sessionId": "sess-1", "projectId": "proj-1", "targetTurnId": "turn-1"}),
+        "session-ref-bad": j({"sessionId": "s", "projectId": "a:b"}),
+        "unicode": "{\"agentsMd\":\"\\ud83d\\ude00 \\u2028\",\"model\":\"m\u00e9\"}",
+        "bad-utf8": b"{\"model\":\"\xc3\x28\"}",
+    }
+    for name, data in seeds.items():
+        write(t, name + ".json", data)
+
+
+def acp_seeds():
+    t = "acp"
+    lines = [
+        '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
+        '"clientCapabilities":{"fs":{"readTextFile":true,"writeTextFile":true},"terminal":true},'
+        '"clientInfo":{"name":"my-client","title":"My Client","version":"1.0.0"}}}',
+        '{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true,'
+        '"promptCapabilities":{"image":true,"audio":true,"embeddedContext":true}},'
+        '"agentInfo":{"name":"my-agent","title":"My Agent","version":"1.0.0"},"authMethods":[]}}',
+        '{"jsonrpc":"2.0","id":1,"method":"session/new","params":{"cwd":"/home/user/project","mcpServers":[]}}',
+        '{"jsonrpc":"2.0","id":1,"result":{"sessionId":"sess_abc123","modes":{},"configOptions":[]}}',
+        '{"jsonrpc":"2.0","id":2,"result":{"stopReason":"end_turn"}}',
+        '{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"sess_abc123"}}',
+        '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
+        '{"sessionUpdate":"agent_message_chunk","messageId":"msg_1","content":{"type":"text","text":"I\'ll analyze..."}}}}',
+        '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
+        '{"sessionUpdate":"tool_call","toolCallId":"call_001","title":"Reading configuration file","kind":"read","status":"pending"}}}',
+        '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":'
+        '{"sessionUpdate":"usage_update","used":53000,"size":200000,"cost":{"amount":0.045,"currency":"USD"}}}}',
+        '{"jsonrpc":"2.0","id":5,"method":"session/request_permission","params":{"sessionId":"sess_abc123",'
+        '"toolCall":{"toolCallId":"call_001"},"options":[{"optionId":"allow-once","name":"Allow once","kind":"allow_once"},'
+        '{"optionId":"reject-once","name":"Reject","kind":"reject_once"}]}}',
+        '{"jsonrpc":"2.0","id":3,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/abs/main.py","line":10,"limit":50}}',
+        '{"jsonrpc":"2.0","id":4,"result":null}',
+        '{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"Authentication required"}}',
+        '{"jsonrpc":"2.0","id":"req-\\u00e9","method":"x/unknown","params":[1,2.5e300,-0,true,null]}',
+    ]
+    # byte 0: line maximum index (6 = 64 MiB), byte 1: chunk seed
+    write(t, "session.ndjson", bytes([6, 1]) + ("\n".join(lines) + "\n").encode())
+    for i, line in enumerate(lines):
+        write(t, "line-%02d.ndjson" % i, bytes([5, i]) + (line + "\n").encode())
+    edge = {
+        "crlf": (5, b'{"jsonrpc":"2.0","method":"m"}\r\n\r\n\n'),
+        "no-newline": (5, b'{"jsonrpc":"2.0","id":1,"result":{}}'),
+        "over-max": (1, b'{"jsonrpc":"2.0"}\n{"jsonrpc":"2.0","method":"m"}\n'),
+        "over-partial": (2, b'{"jsonrpc":"2.0","method":"a-very-long-method-name-without-end'),
+        "bad": (5, b'{\n[]\n"x"\n{"jsonrpc":"1.0","id":1}\n{"jsonrpc":"2.0"}\n'
+                   b'{"jsonrpc":"2.0","id":1.5,"method":"m"}\n{"jsonrpc":"2.0","id":1}\n'
+                   b'{"jsonrpc":"2.0","method":7}\n'),
+        "null-id": (5, b'{"jsonrpc":"2.0","id":null,"method":"m"}\n'
+                       b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}\n'),
+        "big-ids": (5, b'{"jsonrpc":"2.0","id":18446744073709551615,"method":"m"}\n'
+                       b'{"jsonrpc":"2.0","id":-9223372036854775809,"method":"m"}\n'
+                       b'{"jsonrpc":"2.0","id":99999999999999999999999,"result":1}\n'),
+        "nul-byte": (5, b'{"jsonrpc":"2.0","method":"a\x00b"}\n{"jsonrpc":"2.0","method":"a\\u0000b"}\n'),
+        "bad-utf8": (5, b'{"jsonrpc":"2.0","method":"\xff"}\n{"jsonrpc":"2.0","method":"\xe2\x82"}\n'),
+        "dup-keys": (5, b'{"jsonrpc":"2.0","id":1,"id":"s","method":"m","method":"n"}\n'),
+        "deep": (5, b'{"jsonrpc":"2.0","method":"m","params":' + b"[" * 130 + b"]" * 130 + b"}\n"),
+    }
+    for name, (mx, data) in edge.items():
+        write(t, name + ".ndjson", bytes([mx, len(name)]) + data)
+
+
+def ndjson_seeds():
+    t = "ndjson"
+    seeds = {
+        "text": (0, [b"Hello, world!", b"msg_1"]),
+        "thought": (1, [b"thinking\nabout it", b"t1"]),
+        "escapes": (0, [b'quote " backslash \\ slash / tab \t cr \r', b"id"]),
+        "controls": (0, [bytes(range(1, 32)) + b"\x7f", b"c"]),
+        "unicode": (0, ["d\u00e9j\u00e0 \u2028 \u2029 \U0001F600 \ufeff".encode(), b"u"]),
+        "tool-result": (2 | 0x30, [b"exit 1\nstderr: boom", b"call_001"]),
+        "tool-result-ok": (2, [b"", b"call_002"]),
+        "error": (3, [b"the harness exited", b"harness_exited"]),
+        "error-nocode": (3, [b"x"]),
+        "tool-call": (4, [b"", b"call_003", b"read_file"]),
+        "done": (5, [b"", b"0af7651916cd43dd8448eb211c80319c", b"end_turn"]),
+        "empty": (0, []),
+        "invalid-utf8": (0, [b"\xc3\x28 \xff \xed\xa0\x80"]),
+        "overlong": (0, [b"\xc0\xaf \xe0\x80\xaf"]),
+        "truncated-utf8": (0, [b"abc\xe2\x82"]),
+        "long": (0, [("0123456789abcdef" * 64).encode(), b"m"]),
+        "json-looking": (0, [b'{"kind":"event","event":{}}\n', b'"}\n']),
+        "cuts": (0x38, ["a\u00e9b\u20acc\U0001F600d".encode() * 4, b"m"]),
+    }
+    for name, (which, fields) in seeds.items():
+        write(t, name + ".bin", bytes([which]) + b"\x00".join(fields))
+
+
+def fcgi_seeds():
+    t = "fcgi_params"
+    # fields: method, document_uri, request_uri, content_length, request_id, expected,
+    # header token, authorization; then the body. byte 0: presence bits, byte 1: mode bits
+    # (bit 0 header = expected, bit 1 authorization = "Bearer " + expected + field 7,
+    # bits 2-4 body cap index: 0 1 7 64 1000 65536 1MiB UINT64_MAX-1).
+    def rec(present, mode, fields, body=b""):
+        fields = [f.encode() if isinstance(f, str) else f for f in fields]
+        fields += [b""] * (8 - len(fields))
+        return bytes([present, mode]) + b"\x00".join(fields) + b"\x00" + body
+
+    body = b'{"messages":[{"role":"user","content":"hi"}]}'
+    seeds = {
+        "post-run": rec(0xff, 6 << 2, ["POST", "/v1/run", "/v1/run?x=1", str(len(body)),
+                                       "req-123", "s3cret", "s3cret", ""], body),
+        "bearer": rec(0xbf, 4 << 2, ["POST", "", "/v1/run?stream=1", "0", "", "tok", "",
+                                     "Bearer   tok \t"]),
+        "bearer-lower": rec(0xbf, 0, ["GET", "", "/healthz", "", "", "tok", "", "bearer\ttok"]),
+        "bearer-nospace": rec(0xbf, 0, ["GET", "", "/", "", "", "tok", "", "Bearertok"]),
+        "bearer-built": rec(0xff, 2 | (3 << 2), ["POST", "/v1/kill", "", "5", "", "tok-123", "",
+                                                 "  \n"], b"{}{}{"),
+        "bearer-long": rec(0xbf, 0, ["GET", "", "/", "", "", "a" * 1100, "",
+                                     "Bearer " + "a" * 1100]),
+        "header-wrong": rec(0xff, 0, ["GET", "/", "", "", "", "tok", "tok2", "Bearer tok"]),
+        "header-empty": rec(0xff, 0, ["GET", "/", "", "", "", "tok", "", "Bearer tok"]),
+        "no-expected": rec(0xdf, 1, ["GET", "/", "", "", "", "", "", "Bearer "]),
+        "cl-junk": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", "12a"]),
+        "cl-neg": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", "-1"]),
+        "cl-space": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", " 5"], b"hello"),
+        "cl-plus": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", "+5"], b"hello"),
+        "cl-max": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", "18446744073709551615"]),
+        "cl-overflow": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", "18446744073709551616"]),
+        "cl-zeros": rec(0x0f, 3 << 2, ["POST", "/v1/run", "", "00017"], b"x" * 20),
+        "cl-over-cap": rec(0x0f, 1 << 2, ["POST", "/v1/run", "", "2"], b"xx"),
+        "cl-short": rec(0x0f, 5 << 2, ["POST", "/v1/run", "", "100"], b"short body"),
+        "cl-hex": rec(0x0f, 7 << 2, ["POST", "/v1/run", "", "0x10"], b"x" * 16),
+        "long-method": rec(0x07, 0, ["PROPFINDPROPFINDPROPFIND", "/a", "/b"]),
+        "long-path": rec(0x02, 0, ["", "/" + "p" * 300 + "?q"]),
+        "query-only": rec(0x04, 0, ["", "", "?a=b"]),
+        "no-uri": rec(0x00, 0, []),
+        "request-id-39": rec(0x10, 0, ["", "", "", "", "r" * 39]),
+        "request-id-40": rec(0x10, 0, ["", "", "", "", "r" * 40]),
+        "request-id-ctl": rec(0x10, 0, ["", "", "", "", "id\r\nX-Injected: 1"]),
+        "short": bytes([0xff]),
+    }
+    for name, data in seeds.items():
+        write(t, name + ".bin", data)
+
+
+def main():
+    request_seeds()
+    acp_seeds()
+    ndjson_seeds()
+    fcgi_seeds()
+    for t in sorted(os.listdir(CORPUS)):
+        print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
