@@ -184,7 +184,7 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
 	    $(FUZZ_BUILD)/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	        -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t/ $$dict $(FUZZ_FLAGS) \
 	        $(FUZZ_BUILD)/corpus/$$t > $(FUZZ_BUILD)/fuzz-$$t.log 2>&1 || failed="$$failed $$t"; \
-	    grep -E '^#[0-9]+ +DONE|stat::number_of_executed_units' $(FUZZ_BUILD)/fuzz-$$t.log \
+	    grep -E '^#[0-9]+[[:space:]]+DONE|stat::number_of_executed_units' $(FUZZ_BUILD)/fuzz-$$t.log \
 	        | sed "s/^/fuzz: $$t: /"; \
 	done; \
 	if [ -n "$$failed" ]; then \

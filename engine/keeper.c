@@ -30,6 +30,7 @@
 #define OUTQ_HIGH (8u * 1024 * 1024) /* stop reading the harness while the worker lags */
 #define HARNESS_LOG_MAX (1024 * 1024)
 #define MAX_FILES 64
+#define PENDING_MAX 32
 
 struct keeper {
     json_object *spec;
@@ -64,6 +65,9 @@ struct keeper {
     int exit_status;
     bool child_exited;
     uint8_t reason; /* why the keeper ends (0: the reason its slot was drained with) */
+    /* harness requests relayed to the attached worker and not answered yet */
+    char *pending[PENDING_MAX];
+    size_t npending;
 };
 
 static void set_nonblock(int fd)
@@ -353,6 +357,12 @@ static void on_child_line(struct keeper *k, char *line, size_t len)
     char err[128];
 
     if (k->client_fd >= 0) {
+        if (strstr(line, "\"method\"") && strstr(line, "\"id\"") &&
+            acp_decode(line, len, &m, err, sizeof(err)) == 0) {
+            if (m.kind == ACP_REQUEST && k->npending < PENDING_MAX)
+                k->pending[k->npending++] = strdup(line);
+            acp_msg_release(&m);
+        }
         if (k->prompt_in_flight && len > 0 && line[0] == '{' && strstr(line, k->prompt_id)) {
             if (acp_decode(line, len, &m, err, sizeof(err)) == 0) {
                 if (m.kind == ACP_RESPONSE &&
@@ -391,6 +401,47 @@ static void track_client_request(struct keeper *k, const char *line, size_t len)
     acp_msg_release(&m);
 }
 
+/* The worker answered a relayed request: it is no longer pending. */
+static void forget_pending(struct keeper *k, const char *line, size_t len)
+{
+    struct acp_msg m, p;
+    char err[128];
+
+    if (acp_decode(line, len, &m, err, sizeof(err)) < 0)
+        return;
+    for (size_t i = 0; m.kind == ACP_RESPONSE && i < k->npending; i++) {
+        if (acp_decode(k->pending[i], strlen(k->pending[i]), &p, err, sizeof(err)) < 0)
+            continue;
+        if (strcmp(jsonx_text(p.id, NULL), jsonx_text(m.id, NULL)) == 0) {
+            free(k->pending[i]);
+            k->pending[i] = k->pending[--k->npending];
+            acp_msg_release(&p);
+            break;
+        }
+        acp_msg_release(&p);
+    }
+    acp_msg_release(&m);
+}
+
+/*
+ * The worker detached with requests of the harness unanswered: answer them as between turns
+ * (a parked approval is the exception: its requests stay open on purpose, see "#await").
+ */
+static void answer_pending(struct keeper *k, bool keep)
+{
+    for (size_t i = 0; i < k->npending; i++) {
+        struct acp_msg m;
+        char err[128];
+
+        if (!keep && acp_decode(k->pending[i], strlen(k->pending[i]), &m, err, sizeof(err)) == 0) {
+            answer_alone(k, &m);
+            acp_msg_release(&m);
+        }
+        free(k->pending[i]);
+    }
+    k->npending = 0;
+}
+
 static bool on_client_line(struct keeper *k, char *line, size_t len)
 {
     uint64_t ms;
@@ -406,10 +457,13 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
             k->parked = true;
             k->awaiting = line[1] == 'a';
             k->prompt_in_flight = false;
+            answer_pending(k, k->awaiting);
         }
         return true;
     }
     track_client_request(k, line, len);
+    if (k->npending && !strstr(line, "\"method\""))
+        forget_pending(k, line, len);
     to_child(k, line, len);
     return true;
 }
@@ -439,6 +493,7 @@ static void client_gone(struct keeper *k)
     k->client_fd = -1;
     acp_lines_release(&k->client_in);
     buf_release(&k->client_out);
+    answer_pending(k, false);
     if (!k->parked) {
         cancel_in_flight(k);
         slot_update(k, slot_orphaned);

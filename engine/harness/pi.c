@@ -3,9 +3,10 @@
  * (reference/acp-harnesses.md §3.1, §4.3; reference/agenta-runner.md §3.18).
  *
  * The model route is written as pi's models.json inside the sandbox home: a custom provider
- * (connection.slug, else "custom") for an explicit endpoint, with `apiKey` naming the
- * environment variable that carries the key — the key itself only travels in the harness
- * environment. settings.json makes that provider/model the default; the engine still selects
+ * (connection.slug, else "custom") for a custom deployment, or the model registered into one
+ * of pi's built-in providers (modelConnection.provider, optionally routed through the given
+ * endpoint), with `apiKey` naming the environment variable that carries the key — the key
+ * itself only travels in the harness environment. settings.json makes that provider/model the default; the engine still selects
  * it over ACP and fails the run when pi does not end up on it (strict model selection).
  */
 #include <limits.h>
@@ -40,6 +41,7 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     json_object *models, *providers, *prov, *model_list, *entry, *settings;
     const struct credential *key;
     const char *slug, *model;
+    bool custom;
 
     snprintf(bin, sizeof(bin), "%s/node_modules/.bin", paths->harness_dir);
     snprintf(js, sizeof(js), "%s/%s", paths->harness_dir, PI_ACP_JS);
@@ -57,25 +59,35 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
         harness_add_file(plan, PI_AGENT_DIR "/APPEND_SYSTEM.md", req->append_system_prompt,
                          0600);
 
-    if (!req->mc.present || !req->mc.base_url) {
-        snprintf(err, errlen, "modelConnection.endpoint.baseUrl: required for pi on this runner");
+    if (!req->mc.present) {
+        snprintf(err, errlen, "modelConnection: required for pi");
         return AR_E_INVALID_REQUEST;
     }
     model = req->model;
     if (!model || !model[0]) {
-        snprintf(err, errlen, "model: required for a custom model connection");
+        snprintf(err, errlen, "model: required for pi");
         return AR_E_INVALID_REQUEST;
     }
     key = harness_credential(req, CREDENTIAL_USAGE_OPAQUE_HTTP);
     if (!key)
         key = harness_credential(req, -1);
-    if (!key) {
-        snprintf(err, errlen, "modelConnection.credentials: pi needs an API key for a custom "
-                              "endpoint");
+    custom = strcmp(req->mc.deployment, "custom") == 0 || req->connection_slug;
+    if (custom && !req->mc.base_url) {
+        snprintf(err, errlen, "modelConnection.endpoint.baseUrl: required for a custom "
+                              "deployment");
         return AR_E_INVALID_REQUEST;
     }
-    slug = req->connection_slug ? req->connection_slug : "custom";
-    /* "<slug>/<id>" in `model` names the same route */
+    if (!key && req->mc.credential_mode != CREDENTIAL_MODE_RUNTIME) {
+        snprintf(err, errlen, "modelConnection.credentials: pi needs an API key");
+        return AR_E_INVALID_REQUEST;
+    }
+    /*
+     * custom: a provider of our own (connection.slug, else "custom"); otherwise the request's
+     * provider is one of pi's built-ins and the model is registered into it (its endpoint, when
+     * given, routes the built-in provider through it).
+     */
+    slug = custom ? (req->connection_slug ? req->connection_slug : "custom") : req->mc.provider;
+    /* "<provider>/<id>" names the same route: the fully qualified form is what pi selects */
     if (strncmp(model, slug, strlen(slug)) == 0 && model[strlen(slug)] == '/')
         model += strlen(slug) + 1;
 
@@ -85,15 +97,17 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     model_list = json_object_new_array();
     json_object_array_add(model_list, entry);
     prov = json_object_new_object();
-    json_object_object_add(prov, "baseUrl", json_object_new_string(req->mc.base_url));
-    json_object_object_add(prov, "api", json_object_new_string(pi_api_for(req->mc.provider)));
-    json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
-    {
+    if (req->mc.base_url)
+        json_object_object_add(prov, "baseUrl", json_object_new_string(req->mc.base_url));
+    if (custom) {
         json_object *compat = json_object_new_object();
+        json_object_object_add(prov, "api", json_object_new_string(pi_api_for(req->mc.provider)));
         json_object_object_add(compat, "supportsDeveloperRole", json_object_new_boolean(0));
         json_object_object_add(compat, "supportsReasoningEffort", json_object_new_boolean(0));
         json_object_object_add(prov, "compat", compat);
     }
+    if (key)
+        json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
     if (req->mc.nheaders > 0) {
         json_object *headers = json_object_new_object();
         for (size_t i = 0; i < req->mc.nheaders; i++)

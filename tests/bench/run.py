@@ -61,6 +61,18 @@ def log(msg):
 
 # --- machine -------------------------------------------------------------------------------
 
+def busy_fraction(seconds=2.0):
+    """Share of all CPU time spent busy over a short window (what else runs on the box)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
 def machine():
     model, cores = "unknown", os.cpu_count()
     with open("/proc/cpuinfo") as f:
@@ -90,6 +102,7 @@ def machine():
         "bwrap": version(["bwrap", "--version"]),
         "node": version(["node", "--version"]),
         "loadavg": open("/proc/loadavg").read().split()[:3],
+        "busy_before": busy_fraction(),
     }
 
 
@@ -137,6 +150,28 @@ def loadgen(st, *args):
         f"p50 {res['all']['p50_ms']:.3f} ms, p99 {res['all']['p99_ms']:.3f} ms "
         f"({time.monotonic() - t0:.1f}s)")
     return res
+
+
+def repeated(st, runs, *args):
+    """Run the same loadgen configuration `runs` times; the run with the median throughput
+    stands for it, and the spread of every run goes with it into the table."""
+    res = [loadgen(st, *args, "--prefix", f"r{i}-{uuid.uuid4().hex[:6]}") for i in range(runs)]
+    mid = sorted(res, key=lambda x: x["turns_per_s"])[len(res) // 2]
+    mid = dict(mid)
+    mid["cmd"] = "loadgen " + " ".join(args)
+    mid["runs"] = res
+    return mid
+
+
+def spread(res, what):
+    runs = res.get("runs", [res])
+    if len(runs) < 2:
+        return ""
+    if what == "tps":
+        vals = [r["turns_per_s"] for r in runs]
+        return f"; {len(runs)} runs: {min(vals):.0f}-{max(vals):.0f} turns/s"
+    vals = [r["all"][what] for r in runs]
+    return f"; {len(runs)} runs: {min(vals):.3g}-{max(vals):.3g} ms"
 
 
 def tls_connection(st, timeout=300):
@@ -265,35 +300,38 @@ def scripted_rss(st):
     return sample
 
 
-def profile_run(st, outdir, sessions, turns):
-    """perf record of one worker and strace -c of one warm keeper while loadgen runs."""
+def profile_run(st, outdir):
+    """Where a warm turn's CPU goes (not in the table): `perf record -a` during a 64-session
+    run, reported per process and per symbol of the workers, and `strace -c -f` of both
+    workers over 1000 one-session warm turns (syscalls per turn)."""
     os.makedirs(outdir, exist_ok=True)
-    worker = st.worker_pids()[0]
-    perf_data = os.path.join(outdir, "worker.perf.data")
-    log(f"profiling worker {worker} with perf record -g")
-    perf = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-o", perf_data, "-p",
-                             str(worker)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    perf_data = os.path.join(outdir, "perf.data")
+    log(f"profiling: perf record -a into {perf_data}")
+    perf = subprocess.Popen(["perf", "record", "-a", "-F", "1999", "-o", perf_data],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
-    res = loadgen(st, "--sessions", str(sessions), "--turns", str(turns), "--prefix",
+    res = loadgen(st, "--sessions", "64", "--turns", "60", "--prefix",
                   "prof" + uuid.uuid4().hex[:4])
     perf.send_signal(signal.SIGINT)
     perf.wait(60)
-    with open(os.path.join(outdir, "worker.perf.txt"), "w") as f:
-        subprocess.run(["perf", "report", "-i", perf_data, "--no-children", "--stdio",
-                        "--percent-limit", "0.7", "--sort", "dso,sym"], stdout=f,
-                       stderr=subprocess.DEVNULL, timeout=300)
-    log(f"worker profile in {outdir}/worker.perf.txt ({res['turns_per_s']:.0f} turns/s "
-        f"under perf)")
-    # strace -c -f of the master's workers (syscall counts per warm turn)
-    strace_out = os.path.join(outdir, "worker.strace.txt")
-    tr = subprocess.Popen(["strace", "-c", "-f", "-o", strace_out, "-p", str(worker)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    for name, extra in (("by-process", ["--sort", "comm"]),
+                        ("worker", ["--comm", "ar-worker", "--sort", "dso,sym"]),
+                        ("keeper", ["--comm", "agent-runner-ke", "--sort", "dso,sym"])):
+        with open(os.path.join(outdir, f"perf-{name}.txt"), "w") as f:
+            subprocess.run(["perf", "report", "-i", perf_data, "--stdio", "--percent-limit",
+                            "0.3", *extra], stdout=f, stderr=subprocess.DEVNULL, timeout=300)
+    log(f"profiles in {outdir}/perf-*.txt ({res['turns_per_s']:.0f} turns/s under perf)")
+    strace_out = os.path.join(outdir, "worker-strace.txt")
+    cmd = ["strace", "-c", "-f", "-o", strace_out]
+    for w in st.worker_pids():
+        cmd += ["-p", str(w)]
+    tr = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
     res2 = loadgen(st, "--sessions", "1", "--turns", "1000", "--prefix",
                    "strace" + uuid.uuid4().hex[:4])
     tr.send_signal(signal.SIGINT)
     tr.wait(60)
-    log(f"worker syscall summary in {strace_out} (1000 warm turns over 2 workers; "
+    log(f"worker syscalls in {strace_out} (1 cold + 1000 warm turns + 1 kill; "
         f"{res2['turns_per_s']:.0f} turns/s under strace)")
 
 
@@ -308,10 +346,13 @@ def build_rows(r):
     w1, w16, w64, cold = r["w1"], r["w16"], r["w64"], r["cold"]
 
     def lg(res):
-        extra = (f"{res['turns']} warm turns, {res['errors']} errors, "
-                 f"{res['new_connections']} new connections")
+        runs = res.get("runs", [res])
+        errors = sum(x["errors"] for x in runs)
+        each = f"{len(runs)} x " if len(runs) > 1 else ""
+        extra = (f"{each}{res['turns']} warm turns, {errors} errors, "
+                 f"{sum(x['new_connections'] for x in runs)} new connections")
         if res["mode"] == "cold":
-            extra = f"{res['turns']} cold turns, {res['errors']} errors"
+            extra = f"{each}{res['turns']} cold turns, {errors} errors"
         return f"`{res['cmd']}` ({extra})"
 
     def followup(res):
@@ -322,20 +363,22 @@ def build_rows(r):
     t = TARGETS
     rows.append(("1. warm turn p50, 1 session", fmt_ms(w1["all"]["p50_ms"]),
                  f"<= {t['warm_p50_1']:g} ms ({verdict(w1['all']['p50_ms'] <= t['warm_p50_1'])})",
-                 lg(w1) + followup(w1), ""))
+                 lg(w1) + spread(w1, "p50_ms") + followup(w1), ""))
     rows.append(("1. warm turn p99, 1 session", fmt_ms(w1["all"]["p99_ms"]), "—",
-                 f"same run; {w1['turns_per_s']:.0f} turns/s", ""))
+                 f"same run; {w1['turns_per_s']:.0f} turns/s" + spread(w1, "p99_ms"), ""))
     rows.append(("1. warm turns/s, 16 sessions", f"{w16['turns_per_s']:.0f} turns/s", "—",
-                 lg(w16), f"{w16['turns_per_s'] / w1['turns_per_s']:.2f}x the 1-session rate"))
+                 lg(w16) + spread(w16, "tps"),
+                 f"{w16['turns_per_s'] / w1['turns_per_s']:.2f}x the 1-session rate"))
     rows.append(("1. warm turn p99, 16 sessions", fmt_ms(w16["all"]["p99_ms"]), "—",
-                 f"same run; p50 {fmt_ms(w16['all']['p50_ms'])}", ""))
+                 f"same run; p50 {fmt_ms(w16['all']['p50_ms'])}" + spread(w16, "p99_ms"), ""))
     rows.append(("1. warm turns/s, 64 sessions", f"{w64['turns_per_s']:.0f} turns/s",
                  f">= {t['warm_tps_64']:g} ({verdict(w64['turns_per_s'] >= t['warm_tps_64'])})",
-                 lg(w64), f"{w64['turns_per_s'] / w16['turns_per_s']:.2f}x the 16-session rate"))
+                 lg(w64) + spread(w64, "tps"),
+                 f"{w64['turns_per_s'] / w16['turns_per_s']:.2f}x the 16-session rate"))
     rows.append(("1. warm turn p99, 64 sessions", fmt_ms(w64["all"]["p99_ms"]),
                  f"<= {t['warm_p99_64']:g} ms "
                  f"({verdict(w64['all']['p99_ms'] <= t['warm_p99_64'])})",
-                 f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}", ""))
+                 f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}" + spread(w64, "p99_ms"), ""))
     rows.append(("2. cold local turn p50", fmt_ms(cold["all"]["p50_ms"]),
                  f"<= {t['cold_p50']:g} ms ({verdict(cold['all']['p50_ms'] <= t['cold_p50'])})",
                  lg(cold), f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
@@ -366,19 +409,22 @@ def build_rows(r):
                      if key != "lock_unlock" else
                      f"clock read inside a hold: {pool['clock_read_ns']} ns"))
     m = r["rss"]
-    rows.append(("5. RSS master", mib(m["master"]), "—",
-                 f"VmRSS of agent-runnerd master, after the load runs", ""))
-    rows.append(("5. RSS one worker", mib(m["worker"]), "—",
-                 f"VmRSS of worker pid {m['worker_pid']} (2 workers x 96 threads), after "
-                 f"the load runs; other worker {mib(m['worker2'])}", ""))
+    def parts(ps):
+        return (f"anon {mib(ps.get('RssAnon', 0))}, file {mib(ps.get('RssFile', 0))}, "
+                f"shmem {mib(ps.get('RssShmem', 0))}")
+
+    rows.append(("5. RSS master", mib(m["master"].get("VmRSS", 0)), "—",
+                 "VmRSS of the agent-runnerd master after the load runs; " +
+                 parts(m["master"]), ""))
+    rows.append(("5. RSS one worker", mib(m["worker"].get("VmRSS", 0)), "—",
+                 f"VmRSS of a worker (2 workers x 96 threads) after the load runs; " +
+                 parts(m["worker"]) + f"; the other worker {mib(m['worker2'])}", ""))
     for harness in ("scripted", "pi"):
         ks, sandbox, npids, names = m[harness]
         kr = ks.get("VmRSS", 0)
         rows.append((f"5. RSS idle keeper ({harness}), harness excluded", mib(kr),
                      f"<= 4 MiB ({verdict(kr <= t['keeper_rss'])})",
-                     f"keeperPid from `agent-runner-ctl sessions --json`; anon "
-                     f"{mib(ks.get('RssAnon', 0))}, file {mib(ks.get('RssFile', 0))}, "
-                     f"shmem {mib(ks.get('RssShmem', 0))}", ""))
+                     "keeperPid from `agent-runner-ctl sessions --json`; " + parts(ks), ""))
         rows.append((f"5. RSS idle keeper ({harness}), sandbox + harness included",
                      mib(kr + sandbox), "—",
                      f"keeper + sandboxPid and its {npids - 1} descendants ({names}); "
@@ -403,8 +449,9 @@ Written by `make bench` (tests/bench/run.py) — do not edit by hand; run it aga
 
 Machine: {mach['cpu']}, {mach['cores']} cores, {mach['memory']}, kernel {mach['kernel']};
 {mach['nginx']}, {mach['curl']}, {mach['bwrap']}, node {mach['node']}.
-Date: {mach['date']}. Load average before the run: {' '.join(mach['loadavg'])}. The whole run
-took {wall:.0f} s.
+Date: {mach['date']}. Before the run the machine was {mach['busy_before'] * 100:.0f} % busy
+with other work (load average {' '.join(mach['loadavg'])}); after it, load average
+{' '.join(r['loadavg_after'])}. The whole run took {wall:.0f} s.
 
 Everything runs on this one machine and shares its {mach['cores']} cores: nginx (1 worker
 process, TLS), the FastCGI master and 2 workers x 96 threads, one keeper + bwrap + agent per
@@ -469,18 +516,17 @@ def main():
         st.start()
         # warm-up: first turns pay page faults and lazy binding in nginx and the workers
         loadgen(st, "--sessions", "4", "--turns", "50", "--prefix", "warmup")
-        r["w1"] = loadgen(st, "--sessions", "1", "--turns", "300" if q else "3000",
-                          "--prefix", "w1")
-        r["w16"] = loadgen(st, "--sessions", "16", "--turns", "40" if q else "300",
-                           "--prefix", "w16")
-        r["w64"] = loadgen(st, "--sessions", "64", "--turns", "20" if q else "120",
-                           "--prefix", "w64")
-        r["cold"] = loadgen(st, "--cold", "--sessions", "1", "--turns", "40" if q else "200",
-                            "--prefix", "cold")
+        runs = 1 if q else 3
+        r["w1"] = repeated(st, runs, "--sessions", "1", "--turns", "300" if q else "3000")
+        r["w16"] = repeated(st, runs, "--sessions", "16", "--turns", "40" if q else "300")
+        r["w64"] = repeated(st, runs, "--sessions", "64", "--turns", "20" if q else "120")
+        r["cold"] = repeated(st, 1, "--cold", "--sessions", "1", "--turns",
+                             "40" if q else "300")
         if args.profile:
-            profile_run(st, args.profile, 64, 60)
+            profile_run(st, args.profile)
         workers = sorted(st.worker_pids())
-        mem = {"master": rss(st.master.pid), "worker_pid": workers[0], "worker": rss(workers[0]),
+        mem = {"master": proc_status(st.master.pid), "worker_pid": workers[0],
+               "worker": proc_status(workers[0]),
                "worker2": rss(workers[1]) if len(workers) > 1 else 0}
         mem["scripted"] = scripted_rss(st)
         log("running pi turns")
@@ -495,15 +541,17 @@ def main():
         model.stop()
         shutil.rmtree(model_tmp, ignore_errors=True)
 
+    r["loadavg_after"] = open("/proc/loadavg").read().split()[:3]
     rows = build_rows(r)
     table = render(rows)
     wall = time.monotonic() - t_all
     print(table)
     print(f"\nmachine: {mach['cpu']}, {mach['cores']} cores, kernel {mach['kernel']}, "
-          f"{mach['date']}; {wall:.0f} s")
+          f"{mach['date']}; {mach['busy_before'] * 100:.0f} % busy before the run; "
+          f"{wall:.0f} s")
     write_markdown(args.out, mach, table, r, wall)
     log(f"wrote {args.out}")
-    errors = sum(r[k]["errors"] for k in ("w1", "w16", "w64", "cold"))
+    errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") for x in r[k]["runs"])
     return 1 if errors else 0
 
 

@@ -233,3 +233,21 @@ def test_client_disconnect_of_a_session_run_finishes_but_does_not_park(ctx):
                                       [{"chunk": "a"}, {"sleep": 600}, {"chunk": "b"}])}]})
     wait_for(lambda: counter(ctx, "turns_ok") == before + 1, timeout=10, what="finished turn")
     wait_for(lambda: ctx.stack.session(f"{p}:{s}") is None, what="not parked")
+
+
+def test_between_turns_the_keeper_rejects_permission_requests(ctx):
+    p, s = ids()
+    first = [{"role": "user", "content": script([{"chunk": "x"},
+                                                 {"ask_after": {"ms": 300,
+                                                                "toolCallId": "late1"}}])}]
+    res, _ = turn(ctx, p, s, first)
+    assert res["ok"] is True
+    time.sleep(0.8)  # the request arrives while the session is parked idle
+    msgs = first + [{"role": "assistant", "content": res["output"]},
+                    {"role": "user", "content": script([{"report_late": True}])}]
+    res2, _ = turn(ctx, p, s, msgs)
+    late = json.loads(res2["output"][len("late:"):])
+    assert len(late) == 1, late
+    outcome = list(late.values())[0]["result"]["outcome"]
+    assert outcome == {"outcome": "selected", "optionId": "reject-once"}, outcome
+    ctx.stack.ctl("kill", f"{p}:{s}")

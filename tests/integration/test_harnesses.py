@@ -177,3 +177,19 @@ def test_claude_denied_write_leaves_no_file(ctx):
     assert not exists, "a denied write happened"
     tr = [e for e in evs if e["type"] == "tool_result"]
     assert tr and tr[0]["denied"] is True, tr
+
+
+def test_pi_registers_the_model_into_a_builtin_provider(ctx):
+    # deployment "direct": the model joins pi's own "openai" provider (routed through the
+    # given endpoint) and is selected fully qualified
+    tag = uuid.uuid4().hex[:8]
+    req = harness_request(ctx, "pi_core", f"hello builtin {tag}", "sk-builtin-" + tag,
+                          model="openai/fake-model")
+    req["modelConnection"]["deployment"] = "direct"
+    status, recs = ctx.stack.stream(req)
+    res = result_of(recs)
+    assert res["ok"] is True and res["output"] == "Hello from the fake model.", res
+    seen = model_requests_with(ctx, f"hello builtin {tag}")
+    assert seen and seen[-1]["body"]["model"] == "fake-model", seen
+    auth = seen[-1]["headers"].get("authorization", "")
+    assert auth == "Bearer sk-builtin-" + tag, seen[-1]["headers"]

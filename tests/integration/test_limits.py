@@ -7,7 +7,8 @@ from stack import events_of, result_of, script, wait_for
 
 STACK = {"workers": 1, "threads": 8, "env": {
     "AGENT_RUNNER_RUN_TOTAL_MS": "3500", "AGENT_RUNNER_RUN_IDLE_MS": "1500",
-    "AGENT_RUNNER_RUN_FIRST_EVENT_MS": "1000", "AGENT_RUNNER_RUN_TOOL_CALL_MS": "1200"}}
+    "AGENT_RUNNER_RUN_FIRST_EVENT_MS": "1000", "AGENT_RUNNER_RUN_TOOL_CALL_MS": "1200",
+    "AGENT_RUNNER_MAX_CONCURRENT_RUNS": "2"}}
 
 
 def limited_turn(ctx, steps, streaming=True):
@@ -76,3 +77,30 @@ def test_a_pause_freezes_the_limits(ctx):
     res = result_of(recs)
     assert res["ok"] is True and res["output"] == "done", res
     ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+def test_admission_cap_answers_429_before_reading_the_body(ctx):
+    import threading
+    holder = {}
+
+    def slow():
+        holder["r"] = ctx.stack.stream({"harness": "scripted", "messages": [
+            {"role": "user", "content": script([{"chunk": "a"}, {"sleep": 800},
+                                                {"chunk": "b"}])}]})
+
+    threads = [threading.Thread(target=slow) for _ in range(2)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: json_stats(ctx)["runs_in_flight"] >= 2, what="two runs in flight")
+    status, _, body = ctx.stack.request("POST", "/run", {"harness": "scripted", "messages": [
+        {"role": "user", "content": "third"}]})
+    assert status == 429 and body == {"ok": False,
+                                      "error": "Runner at capacity (2 concurrent runs)"}, body
+    for t in threads:
+        t.join(20)
+    assert json_stats(ctx)["admission_rejected"] >= 1
+
+
+def json_stats(ctx):
+    import json
+    return json.loads(ctx.stack.ctl("stats", "--json").stdout)["counters"]

@@ -170,3 +170,24 @@ def test_pi_tool_call_writes_only_inside_the_sandbox(ctx):
     assert not os.path.exists(host_probe), "the sandbox wrote to the host /tmp"
     assert not os.path.exists(repo_probe), "the sandbox wrote outside its workspace"
     assert res["output"] == "Wrote the file."
+
+
+def test_inline_images_reach_a_harness_that_takes_them(ctx):
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+    req = {"harness": "scripted", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image", "data": png, "mimeType": "image/png"}]}]}
+    status, recs = ctx.stack.stream(req)
+    res = result_of(recs)
+    assert res["output"] == "echo[1]: look (images: 1)", res
+
+
+def test_a_failing_setup_leaves_nothing_behind(ctx):
+    # the second file needs "a" to be a folder, but the first made it a file: the write fails
+    # inside the acquisition boundary, after the environment folder and slot were made
+    req = scripted_request("hi", harnessFiles=[{"path": "a", "content": "file"},
+                                               {"path": "a/b", "content": "below a file"}])
+    status, recs = ctx.stack.stream(req)
+    res = result_of(recs)
+    assert res["ok"] is False and "harnessFiles[1]" in res["error"], res
+    # the runner's per-test leak check verifies no keeper, sandbox or folder is left

@@ -1,0 +1,1006 @@
+"""Chaos rounds against a real agent-runner stack (tests/integration/stack.py).
+
+A steady load runs against the stack: client threads each loop warm follow-up turns on their own
+scripted sessions (streaming NDJSON, keeping each session's transcript with the real assistant
+outputs so the history fingerprints match), one more thread runs cold no-session turns. Every
+round kills one thing with SIGKILL while that load runs: a random worker, a random keeper (from
+`agent-runner-ctl sessions --json`) or the master (restarted at once with Stack.start_master(),
+GET /readyz must answer 200 within READYZ_BUDGET_S). Then the load is paused and the invariants
+are checked:
+
+  - every request ended with a result line, or with a clean connection error / 5xx that a kill
+    explains; none hung (socket timeouts), no stream ended cleanly without its result line;
+  - sessions whose keeper was not killed and whose turns were not interrupted are still warm:
+    the same keeperPid in ctl sessions, and the next turn's echo counter continues;
+  - sessions whose keeper was killed come back cold (an echo[1] replay) and work;
+  - `agent-runner-ctl check` says "consistent";
+  - every keeper / bwrap / harness process of this stack is accounted for by a live slot, every
+    environment folder belongs to a live slot, no slot names a dead keeper;
+after the final SIGTERM: master exit status 0, no /dev/shm segment of the instance, nothing left
+(Stack.leaks() and a scan of every process that touches the stack's temp dir or shm segment).
+
+The RNG is seeded (and the seed printed): the kind of each round, the victims (by rank), the
+kill times and the turn mix are reproducible; thread interleavings are not.
+"""
+
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+import stack as stk  # noqa: E402
+
+KINDS = ("worker", "keeper", "master")
+READYZ_BUDGET_S = 2.0
+REQUEST_TIMEOUT_S = 15.0       # a read that waits longer than this is a hung request
+PAUSE_TIMEOUT_S = REQUEST_TIMEOUT_S + 30.0
+SETTLE_S = 12.0                # how long the structural invariants may take to converge
+TRANSCRIPT_ROTATE_BYTES = 48 * 1024
+SLOW_TURN_P = 0.25             # share of session turns that sleep inside the agent
+COLD_SLOW_P = 0.3
+ECHO = re.compile(r"echo\[(\d+)\]: (.*)\Z", re.S)
+REPLAY_PREFIX = "echo[1]: Conversation so far:"
+
+
+def stack_options(sessions, workers=2, threads=16, log_level="info"):
+    """Stack(...) keyword arguments for a chaos run with `sessions` warm sessions."""
+    return {"workers": workers, "threads": threads,
+            "env": {"AGENT_RUNNER_SESSION_POOL_MAX": str(max(sessions + 8, 16)),
+                    "AGENT_RUNNER_LOG_LEVEL": log_level}}
+
+
+# --- one HTTP turn -------------------------------------------------------------------------
+
+
+class Outcome:
+    """How one /run request ended.
+
+    kind: result (a result record ended the stream) | conn (the connection failed, before or
+    during the stream) | 5xx (an error status before the stream) | hung (a read timed out) |
+    truncated (a clean end of stream without a result record) | bad (malformed stream) |
+    http (another non-200 status)
+    """
+
+    def __init__(self):
+        self.kind = None
+        self.status = None
+        self.result = None
+        self.records = 0
+        self.error = ""
+        self.t0 = self.t1 = 0.0
+
+    @property
+    def ok(self):
+        return self.kind == "result" and self.result.get("ok") is True
+
+    def brief(self):
+        if self.kind == "result":
+            r = self.result
+            txt = r.get("output") if r.get("ok") else r.get("error")
+            return f"result ok={r.get('ok')} {str(txt)[:90]!r}"
+        return f"{self.kind} status={self.status} {self.error[:120]}"
+
+
+CONN_ERRORS = (ConnectionError, http.client.HTTPException, ssl.SSLError, OSError)
+
+
+def http_turn(st, body, timeout=REQUEST_TIMEOUT_S):
+    out = Outcome()
+    out.t0 = time.monotonic()
+    h = {"content-type": "application/json", "accept": "application/x-ndjson",
+         "authorization": "Bearer " + stk.TOKEN}
+    c = st.connection(timeout)
+    lines, broke = [], None
+    try:
+        try:
+            c.request("POST", "/run", body=json.dumps(body), headers=h)
+            r = c.getresponse()
+        except socket.timeout as e:
+            out.kind, out.error = "hung", f"no response head in {timeout:.0f}s ({e})"
+            return out
+        except CONN_ERRORS as e:
+            out.kind, out.error = "conn", f"{type(e).__name__}: {e}"
+            return out
+        out.status = r.status
+        if r.status != 200:
+            try:
+                data = r.read()
+            except socket.timeout:
+                out.kind, out.error = "hung", f"status {r.status}, body never ended"
+                return out
+            except CONN_ERRORS:
+                data = b""
+            out.kind = "5xx" if 500 <= r.status < 600 else "http"
+            out.error = data[:200].decode(errors="replace")
+            return out
+        while True:
+            try:
+                line = r.readline()
+            except socket.timeout:
+                out.kind = "hung"
+                out.error = (f"stream stalled {timeout:.0f}s after {len(lines)} records"
+                             f" (last: {lines[-1][:100]!r})" if lines else "")
+                return out
+            except CONN_ERRORS as e:
+                broke = f"{type(e).__name__}: {e}"
+                break
+            if not line:
+                break
+            lines.append(line)
+    finally:
+        c.close()
+        out.t1 = time.monotonic()
+    recs = []
+    for i, line in enumerate(lines):
+        try:
+            if not line.endswith(b"\n"):
+                raise ValueError("record without its newline")
+            recs.append(json.loads(line))
+        except ValueError as e:
+            if broke and i == len(lines) - 1:
+                break  # the connection failed in the middle of this record
+            out.kind, out.error = "bad", f"record {i}: {e}: {line[:120]!r}"
+            return out
+    out.records = len(recs)
+    results = [i for i, rec in enumerate(recs) if rec.get("kind") == "result"]
+    if len(results) > 1 or (results and results[0] != len(recs) - 1):
+        out.kind, out.error = "bad", f"result records at {results} of {len(recs)}"
+        return out
+    if results:
+        out.kind, out.result = "result", recs[-1]["result"]
+        return out
+    if broke:
+        out.kind, out.error = "conn", f"stream cut after {len(recs)} records ({broke})"
+        return out
+    out.kind = "truncated"
+    out.error = f"clean end of stream after {len(recs)} records, no result record"
+    return out
+
+
+# --- processes -----------------------------------------------------------------------------
+
+
+def read_proc_table():
+    """pid -> (ppid, state, cmdline) for every process."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+            rest = stat[stat.rindex(")") + 2:].split()
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError):
+            continue
+        out[int(d)] = (int(rest[1]), rest[0], cmd)
+    return out
+
+
+def kids_of(table):
+    kids = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    return kids
+
+
+def subtree(roots, kids):
+    out, todo = set(), list(roots)
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def touches(pid, tmp, shm):
+    """Does the process hold a file under tmp or map the shm segment (keepers do both)?"""
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith(tmp + "/") or link == shm:
+                return True
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return shm in f.read()
+    except OSError:
+        return False
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+
+class Session:
+    def __init__(self, project, index):
+        self.project = project
+        self.index = index
+        self.gen = 0
+        self.sid = f"s{index:02d}-g0"
+        self.mu = threading.Lock()
+        self.transcript = []
+        self.k = None            # prompts answered by the current agent process, if known
+        self.expect = "new"      # warm | cold | any | new: what the next turn must show
+        self.epoch = 0           # bumped when this session's keeper is killed
+        self.seq = 0
+        self.baseline_keeper = 0  # keeperPid at the last round check
+        self.clean = True        # only clean warm turns since the baseline
+        self.killed = []         # keeper pids killed this round
+        self.await_cold = None   # a killed keeper whose cold comeback is still to be seen
+        self.interrupted = 0     # turns cut by a kill this round
+        self.came_back = []      # how turns after an interruption/kill came back this round
+
+    @property
+    def key(self):
+        return f"{self.project}:{self.sid}"
+
+    def rotate(self):
+        self.gen += 1
+        self.sid = f"s{self.index:02d}-g{self.gen}"
+        self.transcript = []
+        self.k = None
+        self.expect = "new"
+        self.await_cold = None
+
+
+# --- the run -------------------------------------------------------------------------------
+
+
+class Chaos:
+    def __init__(self, rounds=30, seconds=3.0, sessions=12, seed=None, clients=4,
+                 schedule="random", workers=2, threads=16, stack=None, out=None):
+        self.rounds = rounds
+        self.seconds = seconds
+        self.nsessions = sessions
+        self.seed = seed if seed is not None else int.from_bytes(os.urandom(4), "big")
+        self.rng = random.Random(self.seed)
+        self.nclients = max(1, min(clients, sessions))
+        self.schedule = schedule
+        self.workers = workers
+        self.threads = threads
+        self.st = stack
+        self.own_stack = stack is None
+        self.out = out or sys.stdout
+        self.t_start = time.monotonic()
+        self.mu = threading.Lock()
+        self.sessions = []
+        self.violations = []     # (round, what)
+        self.notes = []          # (round, what): noteworthy, not failures
+        self.windows = []        # [kind, t_kill, t_end or None]
+        self.readyz = []         # (round, restart->ready s, kill->ready s)
+        self.round = 0
+        self.totals = {}
+        self.round_counts = {}
+        self.req_id = 0
+        self.go = threading.Event()
+        self.cv = threading.Condition()
+        self.inflight = {}       # request id -> (client, key, t0)
+        self.stopping = False
+        self.threads_ = []
+        self.reqlog = None
+        self.survived = 0
+
+    # -- reporting --
+
+    def say(self, msg):
+        print(msg, file=self.out, flush=True)
+
+    def violation(self, what):
+        with self.mu:
+            self.violations.append((self.round, what))
+        self.say(f"    VIOLATION: {what}")
+
+    def note(self, what):
+        with self.mu:
+            self.notes.append((self.round, what))
+
+    def count(self, name, n=1):
+        with self.mu:
+            self.totals[name] = self.totals.get(name, 0) + n
+            self.round_counts[name] = self.round_counts.get(name, 0) + n
+
+    def now(self):
+        return time.monotonic() - self.t_start
+
+    def log_request(self, rid, who, key, out, extra=""):
+        if not self.reqlog:
+            return
+        rec = {"id": rid, "round": self.round, "who": who, "key": key,
+               "t0": round(out.t0 - self.t_start, 3), "t1": round(out.t1 - self.t_start, 3),
+               "wall": time.strftime("%H:%M:%S", time.gmtime()), "kind": out.kind,
+               "status": out.status, "detail": out.brief(), "note": extra}
+        with self.mu:
+            self.reqlog.write(json.dumps(rec) + "\n")
+
+    def event(self, what, **kw):
+        rec = {"round": self.round, "t": round(self.now(), 3),
+               "wall": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()), "what": what}
+        rec.update(kw)
+        with self.mu, open(os.path.join(self.st.tmp, "chaos-events.ndjson"), "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+    # -- attribution of errors to kills --
+
+    def explained(self, out, kinds):
+        for kind, t0, t1 in list(self.windows):
+            if kind not in kinds:
+                continue
+            if out.t0 <= (t1 if t1 is not None else float("inf")) and out.t1 >= t0:
+                return True
+        return False
+
+    # -- the load --
+
+    def _enter(self, who, key):
+        with self.cv:
+            if not self.go.is_set() or self.stopping:
+                return None
+            self.req_id += 1
+            self.inflight[self.req_id] = (who, key, time.monotonic())
+            return self.req_id
+
+    def _leave(self, rid):
+        with self.cv:
+            self.inflight.pop(rid, None)
+            self.cv.notify_all()
+
+    def pause(self):
+        with self.cv:
+            self.go.clear()
+            done = self.cv.wait_for(lambda: not self.inflight, timeout=PAUSE_TIMEOUT_S)
+            left = dict(self.inflight)
+        if not done:
+            for rid, (who, key, t0) in left.items():
+                self.violation(f"request {rid} ({who} {key or 'no session'}) still running "
+                               f"{time.monotonic() - t0:.1f}s into the pause")
+
+    def resume(self):
+        self.go.set()
+
+    def session_client(self, idx, mine):
+        rng = random.Random(self.seed * 1000 + idx)
+        i = 0
+        while not self.stopping:
+            if not self.go.wait(0.2):
+                continue
+            sess = mine[i % len(mine)]
+            i += 1
+            rid = self._enter(f"client{idx}", sess.key)
+            if rid is None:
+                continue
+            try:
+                self.session_turn(sess, rng, rid=rid, who=f"client{idx}")
+            except Exception:
+                self.violation(f"client{idx} crashed: {traceback.format_exc()}")
+            finally:
+                self._leave(rid)
+            time.sleep(rng.random() * 0.01)
+
+    def cold_client(self):
+        rng = random.Random(self.seed * 1000 + 999)
+        n = 0
+        while not self.stopping:
+            if not self.go.wait(0.2):
+                continue
+            rid = self._enter("cold", "")
+            if rid is None:
+                continue
+            n += 1
+            try:
+                self.cold_turn(rng, n, rid)
+            except Exception:
+                self.violation(f"cold client crashed: {traceback.format_exc()}")
+            finally:
+                self._leave(rid)
+            time.sleep(rng.random() * 0.02)
+
+    def cold_turn(self, rng, n, rid):
+        if rng.random() < COLD_SLOW_P:
+            tag = f"cold{n}"
+            text = "SCRIPT:" + json.dumps([{"chunk": f"{tag} "},
+                                           {"sleep": rng.randint(50, 300)}, {"chunk": "done"}])
+            want = f"{tag} done"
+        else:
+            text = f"cold turn {n}"
+            want = f"echo[1]: {text}"
+        out = http_turn(self.st, {"harness": "scripted",
+                                  "messages": [{"role": "user", "content": text}]})
+        self.count("requests")
+        self.count("cold_requests")
+        note = self.judge_transport(out, "cold", "")
+        if out.kind == "result":
+            if out.ok and out.result.get("output") != want:
+                self.violation(f"cold turn {n}: expected {want!r}, got "
+                               f"{out.result.get('output')!r:.200}")
+            elif not out.ok and not self.explained(out, ("keeper",)):
+                self.violation(f"cold turn {n}: ok:false without a keeper kill: "
+                               f"{out.result.get('error')!r:.200}")
+        self.log_request(rid, "cold", "", out, note)
+
+    def judge_transport(self, out, who, key):
+        """Count the outcome; flag the ones no kill can excuse. Returns a note."""
+        if out.kind == "result":
+            self.count("ok" if out.ok else "ok_false")
+            return ""
+        if out.kind in ("conn", "5xx"):
+            self.count("conn_errors" if out.kind == "conn" else "http_5xx")
+            if not self.explained(out, ("worker", "master")):
+                self.violation(f"{who} {key or 'no session'}: {out.kind} that no worker/master "
+                               f"kill explains: {out.error}")
+                return "unexplained"
+            return "explained"
+        self.count(out.kind)
+        extra = ""
+        if key and out.kind == "hung":
+            s = self.st.session(key) if self.master_alive() else None
+            if s:
+                extra = (f" [slot: state {s['state']}, keeper {s['keeperPid']}, owner "
+                         f"{s['ownerPid']} {'alive' if pid_alive(s['ownerPid']) else 'dead'}]")
+        self.violation(f"{who} {key or 'no session'}: {out.kind} request "
+                       f"(t={out.t0 - self.t_start:.2f}s..{out.t1 - self.t_start:.2f}s): "
+                       f"{out.error}{extra}")
+        return "violation"
+
+    def master_alive(self):
+        return self.st.master is not None and self.st.master.poll() is None
+
+    def session_turn(self, sess, rng, rid=None, who="probe", slow=None):
+        """One follow-up turn on sess; checks its output against what the session must show."""
+        with sess.mu:
+            sess.seq += 1
+            n = sess.seq
+            if slow is None:
+                slow = rng.random() < SLOW_TURN_P
+            if slow:
+                tag = f"{sess.sid}.{n}"
+                text = "SCRIPT:" + json.dumps([{"chunk": f"slow {tag} "},
+                                               {"sleep": rng.randint(50, 300)},
+                                               {"chunk": "done"}])
+                want_warm = f"slow {tag} done"
+            else:
+                text = f"{sess.sid} turn {n}"
+                want_warm = None
+            body = {"harness": "scripted", "projectId": sess.project, "sessionId": sess.sid,
+                    "messages": sess.transcript + [{"role": "user", "content": text}]}
+            snap = (sess.epoch, sess.expect, sess.k, sess.key)
+        out = http_turn(self.st, body)
+        self.count("requests")
+        if who == "probe":
+            self.count("probes")
+        note = self.judge_transport(out, who, snap[3])
+        with sess.mu:
+            how = self.settle_turn(sess, snap, out, text, want_warm, who)
+        self.log_request(rid or 0, who, snap[3], out, (note + " " + how).strip())
+        return out, how
+
+    def settle_turn(self, sess, snap, out, text, want_warm, who):
+        epoch0, expect0, k0, key = snap
+        overlapped = sess.epoch != epoch0   # its keeper was killed while this turn ran
+        strict = who == "probe"             # nothing is being killed during a probe
+        if out.kind != "result":
+            sess.clean = False
+            sess.interrupted += 1
+            if sess.expect != "cold":
+                sess.expect = "any"
+            return f"interrupted ({out.kind})"
+        res = out.result
+        if not res.get("ok"):
+            sess.clean = False
+            sess.interrupted += 1
+            if strict or not overlapped:
+                self.violation(f"{who} {key}: ok:false without a keeper kill: "
+                               f"{res.get('error')!r:.300}")
+            sess.expect = "cold"   # a failed turn's environment is destroyed
+            return "failed turn"
+        output = res.get("output") or ""
+        m = ECHO.match(output)
+        if output.startswith(REPLAY_PREFIX):
+            how = "cold"
+            if not output.endswith("The user now says:\n" + text):
+                self.violation(f"{who} {key}: the cold replay does not end with the new text "
+                               f"({output[-120:]!r})")
+            if expect0 == "warm" and not overlapped:
+                sess.came_back.append("cold")
+                self.violation(f"{who} {key}: warm session lost (expected echo[{(k0 or 0) + 1}],"
+                               f" got a cold replay; keeper was not killed)")
+            elif expect0 == "new":
+                self.violation(f"{who} {key}: first turn replayed a history it does not have")
+            k = 1
+        elif (want_warm is not None and output == want_warm) or \
+                (want_warm is None and m and m.group(2) == text):
+            how = "warm"
+            k = int(m.group(1)) if m else None
+            if expect0 == "new":
+                if k not in (None, 1):
+                    self.violation(f"{who} {key}: a new session answered echo[{k}]")
+                k = 1 if k is None else k
+            elif k == 1 or (k is not None and k0 is not None and k <= k0):
+                self.violation(f"{who} {key}: history lost: echo[{k}] without a replay "
+                               f"(previous echo[{k0}]): {output[:120]!r}")
+            elif expect0 == "cold" and not overlapped:
+                self.violation(f"{who} {key}: expected a cold replay after its keeper was killed"
+                               f", got a warm answer {output[:80]!r}")
+            elif expect0 == "warm" and k is not None and k0 is not None and k != k0 + 1:
+                self.violation(f"{who} {key}: echo counter jumped from {k0} to {k}")
+            if k is None:
+                k = k0 + 1 if (k0 is not None and expect0 == "warm") else None
+        else:
+            self.violation(f"{who} {key}: unexpected output {output[:160]!r} for {text[:80]!r}")
+            sess.clean = False
+            sess.expect = "any"
+            return "unexpected"
+        sess.transcript += [{"role": "user", "content": text},
+                            {"role": "assistant", "content": output}]
+        sess.k = k
+        if expect0 in ("cold", "any") and not overlapped:
+            sess.came_back.append(how)
+        if how == "cold":
+            sess.await_cold = None   # a new agent process replayed the history
+        if how != "warm" or expect0 != "warm" or overlapped:
+            sess.clean = False
+        if overlapped:
+            # a warm answer came from the keeper that was killed after it: the next turn must
+            # be cold; a cold one may have started the keeper that was killed, or not
+            sess.expect = "cold" if how == "warm" else "any"
+        else:
+            sess.expect = "warm"
+        self.count("warm_turns" if how == "warm" else "cold_replays")
+        return how
+
+    # -- kills --
+
+    def kill_worker(self):
+        pids = sorted(self.st.worker_pids())
+        victim = self.rng.choice(pids)
+        t = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        win = ["worker", t, None]
+        self.windows.append(win)
+        self.event("kill worker", pid=victim)
+        try:
+            stk.wait_for(lambda: len(self.st.worker_pids()) == self.workers and
+                         victim not in self.st.worker_pids(), timeout=5, what="respawn")
+            desc = f"kill -9 worker {victim} (respawned in {time.monotonic() - t:.2f}s)"
+        except AssertionError:
+            self.violation(f"worker {victim} was not respawned within 5s "
+                           f"(workers now {self.st.worker_pids()})")
+            desc = f"kill -9 worker {victim} (NOT respawned)"
+        win[2] = time.monotonic() + 0.5
+        return desc
+
+    def kill_keeper(self):
+        snap = self.st.sessions()["sessions"]
+        cands = sorted((s for s in snap if s["keeperPid"] > 0), key=lambda s: (s["key"], s["slot"]))
+        if not cands:
+            return "kill -9 keeper: no keeper listed"
+        pick = self.rng.choice(cands)
+        pid = pick["keeperPid"]
+        shm = self.shm_path()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                is_keeper = f.read().startswith(b"agent-runner-keeper")
+        except OSError:
+            is_keeper = False
+        if not is_keeper or not touches(pid, self.st.tmp, shm):
+            return f"kill -9 keeper {pid}: gone before the kill ({pick['key'] or 'per-turn'})"
+        t = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        self.windows.append(["keeper", t, t + 1.0])
+        sess = next((s for s in self.sessions if s.key == pick["key"]), None)
+        if sess:
+            with sess.mu:
+                sess.epoch += 1
+                sess.expect = "cold"
+                sess.killed.append(pid)
+                sess.await_cold = pid
+                sess.clean = False
+        self.event("kill keeper", pid=pid, key=pick["key"], state=pick["state"])
+        return (f"kill -9 keeper {pid} (session {pick['key'] or '<per-turn run>'}, "
+                f"slot {pick['state']})")
+
+    def kill_master(self):
+        old = self.st.master
+        t_kill = time.monotonic()
+        win = ["master", t_kill, None]
+        self.windows.append(win)
+        old.kill()
+        old.wait()
+        self.event("kill master", pid=old.pid)
+        t0 = time.monotonic()
+        try:
+            self.st.start_master()
+        except AssertionError as e:
+            self.violation(f"the master did not come back: {e}")
+            raise
+        t_started = time.monotonic()
+        ready = None
+        deadline = t0 + 15
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                status, _, body = self.st.request("GET", "/readyz", token=False, timeout=2)
+                last = (status, body)
+                if status == 200:
+                    ready = time.monotonic()
+                    break
+            except CONN_ERRORS as e:
+                last = repr(e)
+            time.sleep(0.01)
+        win[2] = (ready or time.monotonic()) + 0.5
+        if ready is None:
+            self.violation(f"GET /readyz not 200 within 15s of the restart (last: {last})")
+            return f"kill -9 master {old.pid}, restart: readyz NEVER 200"
+        r_s, d_s = ready - t0, ready - t_kill
+        self.readyz.append((self.round, r_s, d_s))
+        self.event("master ready", pid=self.st.master.pid, restart_to_ready=round(r_s, 3))
+        if r_s > READYZ_BUDGET_S:
+            self.violation(f"readyz took {r_s:.3f}s after the restart (budget "
+                           f"{READYZ_BUDGET_S}s)")
+        return (f"kill -9 master {old.pid} -> new master {self.st.master.pid}: readyz 200 "
+                f"{r_s:.3f}s after restart (start_master {t_started - t0:.3f}s, "
+                f"downtime {d_s:.3f}s)")
+
+    # -- invariants --
+
+    def shm_path(self):
+        return "/dev/shm/agent-runner." + self.st.env["AGENT_RUNNER_INSTANCE"]
+
+    def structure(self):
+        """Slot table, processes and folders; returns (problems, summary)."""
+        problems = []
+        chk = self.st.ctl("check", check=False)
+        if chk.returncode != 0 or chk.stdout.strip() != "consistent":
+            problems.append(f"ctl check: {chk.stdout.strip()} {chk.stderr.strip()}")
+        snap = self.st.sessions()["sessions"]
+        table = read_proc_table()
+        kids = kids_of(table)
+        shm = self.shm_path()
+        me = os.getpid()
+        own = set()
+        for pid, (ppid, state, cmd) in table.items():
+            if pid == me or state in ("Z", "X"):
+                continue
+            if self.st.tmp in cmd or touches(pid, self.st.tmp, shm):
+                own.add(pid)
+        own |= {p for p in subtree(own, kids) if table[p][1] not in ("Z", "X")}
+        allowed = set()
+        master = self.st.master.pid if self.master_alive() else None
+        if master:
+            allowed.add(master)
+            allowed |= {p for p in kids.get(master, []) if "agent-runnerd" in table[p][2]}
+        if self.st.nginx and self.st.nginx.poll() is None:
+            allowed.add(self.st.nginx.pid)
+            allowed |= set(kids.get(self.st.nginx.pid, []))
+        keepers = {}
+        for s in snap:
+            kp = s["keeperPid"]
+            if kp <= 0:
+                if s["state"] != "starting":
+                    problems.append(f"slot {s['slot']} ({s['key'] or 'per-turn'}, {s['state']})"
+                                    f" has no keeper")
+                continue
+            keepers[kp] = s
+            if kp not in table or table[kp][1] in ("Z", "X"):
+                problems.append(f"slot {s['slot']} ({s['key'] or 'per-turn'}, {s['state']}) "
+                                f"names dead keeper {kp}")
+                continue
+            if not table[kp][2].startswith("agent-runner-keeper"):
+                problems.append(f"slot {s['slot']} names pid {kp} which is {table[kp][2]!r:.60}")
+            allowed.add(kp)
+            allowed |= subtree([kp], kids)
+            if not os.path.isdir(s["envDir"]):
+                problems.append(f"slot {s['slot']} ({s['key'] or 'per-turn'}) env folder "
+                                f"{s['envDir']} is missing")
+        for pid in sorted(own - allowed):
+            ppid, state, cmd = table[pid]
+            problems.append(f"unaccounted process {pid} (ppid {ppid}, {state}): {cmd[:110]}")
+        envs = os.path.join(self.st.state, "envs")
+        live_dirs = {s["envDir"] for s in snap}
+        for d in sorted(os.listdir(envs) if os.path.isdir(envs) else []):
+            if os.path.join(envs, d) not in live_dirs:
+                problems.append(f"env folder {d} without a live slot")
+        busy_orphans = [s for s in snap if s["state"] in ("busy", "starting") and
+                        not pid_alive(s["ownerPid"])]
+        nproc = len(own)
+        summary = (f"ctl check {chk.stdout.strip() or '?'}; {nproc} stack processes, "
+                   f"{nproc - len(own - allowed)} accounted ({len(keepers)} keepers in "
+                   f"{len(snap)} slots); {len(live_dirs)} env folders")
+        return problems, summary, busy_orphans, snap
+
+    def settle_structure(self, timeout=SETTLE_S):
+        deadline = time.monotonic() + timeout
+        t0 = time.monotonic()
+        while True:
+            problems, summary, orphans, snap = self.structure()
+            if not problems or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        took = time.monotonic() - t0
+        for p in problems:
+            self.violation(f"after {took:.1f}s: {p}")
+        for s in orphans:
+            self.note(f"slot {s['slot']} ({s['key'] or 'per-turn run'}) is {s['state']} for a "
+                      f"dead worker {s['ownerPid']} with keeper {s['keeperPid']} alive, at quiet "
+                      f"time")
+        if took > 2:
+            summary += f" (converged in {took:.1f}s)"
+        return summary, snap, orphans
+
+    def check_round(self):
+        """With the load paused: everything the round must leave true."""
+        summary, snap, orphans = self.settle_structure()
+        lines = [summary]
+        if orphans:
+            lines.append(f"{len(orphans)} busy/starting slot(s) of dead workers: " +
+                         ", ".join(f"{s['key'] or 'per-turn'} keeper {s['keeperPid']}"
+                                   for s in orphans))
+        by_key = {s["key"]: s for s in snap}
+        kept = kept_ok = 0
+        for sess in self.sessions:
+            if not sess.clean:
+                continue
+            kept += 1
+            cur = by_key.get(sess.key)
+            if cur is None:
+                self.violation(f"{sess.key}: only clean warm turns, but its slot is gone")
+            elif cur["keeperPid"] != sess.baseline_keeper:
+                self.violation(f"{sess.key}: only clean warm turns, but keeperPid "
+                               f"{sess.baseline_keeper} -> {cur['keeperPid']}")
+            else:
+                kept_ok += 1
+        # the next turn of every session, nothing being killed
+        probe_rng = random.Random(self.seed * 7919 + self.round)
+        res = {"warm": 0, "cold": 0, "other": 0}
+        killed = back_cold = 0
+        interrupted = {"warm": 0, "cold": 0}
+        for sess in self.sessions:
+            expect = sess.expect
+            had_kill = bool(sess.killed)
+            out, how = self.session_turn(sess, probe_rng, who="probe", slow=False)
+            if not out.ok:
+                self.violation(f"probe {sess.key}: {out.brief()}")
+            res[how if how in res else "other"] += 1
+            if had_kill:
+                killed += 1
+                if sess.await_cold is None and out.ok:
+                    back_cold += 1
+            elif expect == "any" and how in interrupted:
+                interrupted[how] += 1
+            if sess.await_cold is not None:
+                self.violation(f"{sess.key}: keeper {sess.await_cold} was killed but no cold "
+                               f"replay was seen since")
+        for sess in self.sessions:
+            came = sess.came_back
+            if sess.interrupted and not sess.killed:
+                self.note(f"{sess.key}: {sess.interrupted} interrupted turn(s), came back "
+                          f"{'/'.join(came) or '?'}")
+        lines.append(f"clean sessions kept their keeper {kept_ok}/{kept}; probes: warm "
+                     f"{res['warm']}, cold {res['cold']}, other {res['other']}; killed-keeper "
+                     f"sessions back cold {back_cold}/{killed}; interrupted sessions came back "
+                     f"warm {interrupted['warm']} / cold {interrupted['cold']}")
+        self.rotate_long_sessions()
+        # the new baseline
+        snap = self.st.sessions()["sessions"]
+        by_key = {s["key"]: s for s in snap}
+        seen = {}
+        for sess in self.sessions:
+            cur = by_key.get(sess.key)
+            if cur is None or cur["state"] != "idle" or cur["keeperPid"] <= 0:
+                self.violation(f"{sess.key}: not parked idle after its probe: {cur}")
+                sess.baseline_keeper = 0
+            else:
+                sess.baseline_keeper = cur["keeperPid"]
+                if cur["keeperPid"] in seen:
+                    self.violation(f"{sess.key} and {seen[cur['keeperPid']]} share keeper "
+                                   f"{cur['keeperPid']}")
+                seen[cur["keeperPid"]] = sess.key
+            sess.clean = sess.expect == "warm"
+            sess.killed = []
+            sess.interrupted = 0
+            sess.came_back = []
+        problems, summary2, _, _ = self.structure()
+        for p in problems:
+            self.violation(f"after the probes: {p}")
+        return lines
+
+    def rotate_long_sessions(self):
+        for sess in self.sessions:
+            if len(json.dumps(sess.transcript)) < TRANSCRIPT_ROTATE_BYTES:
+                continue
+            old = sess.key
+            status, _, body = self.st.request("POST", "/kill", {"projectId": sess.project,
+                                                                "sessionId": sess.sid})
+            if status != 200:
+                self.violation(f"POST /kill {old}: {status} {body}")
+            sess.rotate()
+            self.create_session(sess)
+            self.count("rotations")
+
+    def create_session(self, sess):
+        out, how = self.session_turn(sess, self.rng, who="create", slow=False)
+        if not out.ok or how != "warm" or sess.k != 1:
+            self.violation(f"creating {sess.key}: {out.brief()} ({how})")
+
+    # -- the whole run --
+
+    def start(self):
+        if self.own_stack:
+            self.st = stk.Stack(**stack_options(self.nsessions, self.workers, self.threads))
+            self.st.start()
+        self.reqlog = open(os.path.join(self.st.tmp, "chaos-requests.ndjson"), "a")
+        project = f"chaos-{self.seed}"
+        self.sessions = [Session(project, i) for i in range(self.nsessions)]
+        for sess in self.sessions:
+            self.create_session(sess)
+        snap = {s["key"]: s for s in self.st.sessions()["sessions"]}
+        for sess in self.sessions:
+            sess.baseline_keeper = snap.get(sess.key, {}).get("keeperPid", 0)
+            sess.clean = True
+        groups = [self.sessions[i::self.nclients] for i in range(self.nclients)]
+        for i, mine in enumerate(groups):
+            t = threading.Thread(target=self.session_client, args=(i, mine), daemon=True)
+            t.start()
+            self.threads_.append(t)
+        t = threading.Thread(target=self.cold_client, daemon=True)
+        t.start()
+        self.threads_.append(t)
+
+    def plan(self):
+        if self.schedule == "balanced":
+            kinds = [KINDS[i % len(KINDS)] for i in range(self.rounds)]
+            self.rng.shuffle(kinds)
+            return kinds
+        return [self.rng.choice(KINDS) for _ in range(self.rounds)]
+
+    def run(self):
+        self.say(f"chaos: seed {self.seed}, {self.rounds} rounds x {self.seconds:g}s, "
+                 f"{self.nsessions} sessions, {self.nclients} session clients + 1 cold client, "
+                 f"{self.workers} workers x {self.threads} threads")
+        self.start()
+        self.say(f"chaos: stack in {self.st.tmp} (runner.log, chaos-requests.ndjson, "
+                 f"chaos-events.ndjson)")
+        kinds = self.plan()
+        self.say(f"chaos: schedule {' '.join(kinds)}")
+        aborted = None
+        try:
+            for i, kind in enumerate(kinds, 1):
+                self.round = i
+                self.round_counts = {}
+                nviol = len(self.violations)
+                t_round = time.monotonic()
+                self.resume()
+                kill_at = self.seconds * self.rng.uniform(0.25, 0.6)
+                time.sleep(kill_at)
+                try:
+                    desc = getattr(self, "kill_" + kind)()
+                except AssertionError as e:
+                    aborted = f"round {i}: {e}"
+                    raise
+                rest = self.seconds - (time.monotonic() - t_round)
+                time.sleep(max(rest, 0.5))
+                self.pause()
+                c = self.round_counts
+                self.say(f"round {i:2d}/{len(kinds)} [{kind}] {desc}")
+                self.say(f"    load: {c.get('requests', 0)} requests (ok {c.get('ok', 0)}, "
+                         f"ok:false {c.get('ok_false', 0)}, conn errors "
+                         f"{c.get('conn_errors', 0)}, 5xx {c.get('http_5xx', 0)}, hung "
+                         f"{c.get('hung', 0)}, truncated {c.get('truncated', 0)}); warm turns "
+                         f"{c.get('warm_turns', 0)}, cold replays {c.get('cold_replays', 0)}")
+                for line in self.check_round():
+                    self.say("    " + line)
+                ok = len(self.violations) == nviol
+                if ok:
+                    self.survived += 1
+                self.say(f"    => {'OK' if ok else 'FAILED (%d violations)' % (len(self.violations) - nviol)}"
+                         f" ({time.monotonic() - t_round:.1f}s)")
+        except Exception:
+            if not aborted:
+                aborted = traceback.format_exc()
+            self.violation(f"chaos aborted: {aborted}")
+        finally:
+            self.finish()
+        return self.summary()
+
+    def finish(self):
+        """Stop the load, SIGTERM the stack, check nothing is left."""
+        self.round = "shutdown"
+        self.stopping = True
+        self.go.set()
+        for t in self.threads_:
+            t.join(PAUSE_TIMEOUT_S)
+            if t.is_alive():
+                self.violation("a client thread did not stop")
+        stats = None
+        try:
+            stats = json.loads(self.st.ctl("stats", "--json").stdout)
+        except Exception as e:
+            self.say(f"chaos: ctl stats failed: {e}")
+        self.stats = stats
+        shm = self.shm_path()
+        instance = self.st.env["AGENT_RUNNER_INSTANCE"]
+        self.st.stop()
+        rc = self.st.master.returncode
+        if rc != 0:
+            self.violation(f"the master exited with status {rc} on SIGTERM")
+        left = [f for f in os.listdir("/dev/shm") if instance in f]
+        if left:
+            self.violation(f"/dev/shm segments left after the clean shutdown: {left}")
+        leaks = self.st.leaks()
+        if leaks:
+            self.violation(f"Stack.leaks() after SIGTERM: {leaks}")
+        table = read_proc_table()
+        rest = [(p, c) for p, (pp, s, c) in table.items()
+                if p != os.getpid() and s not in ("Z", "X") and
+                (self.st.tmp in c or touches(p, self.st.tmp, shm))]
+        if rest:
+            self.violation(f"processes of the stack still alive after SIGTERM: {rest}")
+        if self.reqlog:
+            self.reqlog.close()
+            self.reqlog = None
+
+    def summary(self):
+        t = self.totals
+        conn = t.get("conn_errors", 0) + t.get("http_5xx", 0)
+        lines = []
+        if self.stats:
+            c = self.stats.get("counters", {})
+            lines.append("chaos: stack counters: " + ", ".join(
+                f"{k} {c[k]}" for k in ("turns_ok", "turns_error", "warm_hits", "cold_starts",
+                                        "keeper_spawns", "worker_restarts") if k in c) +
+                f", table repairs {self.stats.get('repairs')}")
+        if self.readyz:
+            lines.append("chaos: readyz after master restart: " + ", ".join(
+                f"r{r}: {a:.3f}s" for r, a, _ in self.readyz) +
+                f" (max {max(a for _, a, _ in self.readyz):.3f}s, budget {READYZ_BUDGET_S}s)")
+        lines.append(f"chaos: requests {t.get('requests', 0)} (probes {t.get('probes', 0)}, cold "
+                     f"no-session {t.get('cold_requests', 0)}): ok {t.get('ok', 0)}, ok:false "
+                     f"{t.get('ok_false', 0)}, connection errors {t.get('conn_errors', 0)}, 5xx "
+                     f"{t.get('http_5xx', 0)}, hung {t.get('hung', 0)}, truncated "
+                     f"{t.get('truncated', 0)}, bad {t.get('bad', 0)}; warm turns "
+                     f"{t.get('warm_turns', 0)}, cold replays {t.get('cold_replays', 0)}, "
+                     f"rotations {t.get('rotations', 0)}")
+        if self.notes:
+            lines.append(f"chaos: {len(self.notes)} notes:")
+            lines += [f"  [round {r}] {w}" for r, w in self.notes]
+        if self.violations:
+            lines.append(f"chaos: {len(self.violations)} violations:")
+            lines += [f"  [round {r}] {w}" for r, w in self.violations]
+        lines.append(f"chaos: {self.survived} rounds survived, {t.get('requests', 0)} requests, "
+                     f"{conn} connection errors, {len(self.violations)} failures "
+                     f"(seed {self.seed}; logs in {self.st.tmp})")
+        for line in lines:
+            self.say(line)
+        return {"survived": self.survived, "rounds": self.rounds, "requests": t.get("requests", 0),
+                "connection_errors": conn, "failures": len(self.violations),
+                "violations": list(self.violations), "notes": list(self.notes),
+                "readyz": list(self.readyz), "seed": self.seed, "tmp": self.st.tmp,
+                "totals": dict(t)}
+
+
+def pid_alive(pid):
+    if not pid or pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2] not in "ZX"
+    except (OSError, ValueError):
+        return False
