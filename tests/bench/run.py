@@ -14,10 +14,12 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
 
-usage: run.py [--out BENCHMARKS.md] [--quick] [--profile DIR]
+usage: run.py [--out BENCHMARKS.md] [--quick] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
-  --profile  also record `perf record -g` of a worker and `strace -c -f` of a keeper during
-             extra 64-session warm runs (not in the table), into DIR
+  --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
+             workers over 1000 one-session warm turns (not in the table), into DIR
+  --wait-idle  wait up to S seconds (default 120) until other work leaves the machine < 25 %
+             busy before measuring; the busy share seen is written next to the table
 Everything shares the machine's cores: nginx, the workers, keepers, agents and the driver.
 """
 
@@ -184,8 +186,8 @@ def tls_connection(st, timeout=300):
 
 
 def timed_stream(conn, body):
-    """POST an NDJSON run on an open keep-alive connection.
-    Returns (seconds to the first message_delta, result record, records)."""
+    """POST an NDJSON run on an open keep-alive connection. Returns (seconds to the first
+    message_delta, result record, {phase: seconds to its agent-status event})."""
     h = {"content-type": "application/json", "accept": "application/x-ndjson",
          "authorization": "Bearer " + stack.TOKEN}
     data = json.dumps(body)
@@ -194,19 +196,20 @@ def timed_stream(conn, body):
     r = conn.getresponse()
     if r.status != 200:
         raise RuntimeError(f"status {r.status}: {r.read()[:300]!r}")
-    first, result, recs = None, None, []
+    first, result, phases = None, None, {}
     while True:
         line = r.readline()
         if not line:
             break
         rec = json.loads(line)
-        recs.append(rec)
-        if first is None and rec.get("kind") == "event" and \
-                rec["event"].get("type") == "message_delta":
+        ev = rec.get("event") or {}
+        if first is None and ev.get("type") == "message_delta":
             first = time.monotonic() - t0
+        if ev.get("name") == "agent-status":
+            phases.setdefault((ev.get("data") or {}).get("phase"), time.monotonic() - t0)
         if rec.get("kind") == "result":
             result = rec["result"]
-    return first, result, recs
+    return first, result, phases
 
 
 def wait_idle(st, key, timeout=10):
@@ -254,14 +257,14 @@ def pi_body(model, text, project, session, history=None):
 
 def bench_pi(st, model, n):
     """n x (cold turn, warm follow-up) on new sessions; returns firsts and the RSS sample."""
-    cold, warm, rss_sample = [], [], None
+    cold, warm, ready, rss_sample = [], [], [], None
     conn = tls_connection(st)
     try:
         for i in range(n):
             p, s = "bench-pi", "pi-" + uuid.uuid4().hex[:8]
             key = f"{p}:{s}"
             first_text = f"Remember the number {i}."
-            f1, res1, _ = timed_stream(conn, pi_body(model, first_text, p, s))
+            f1, res1, ph1 = timed_stream(conn, pi_body(model, first_text, p, s))
             if not res1 or res1.get("ok") is not True or f1 is None:
                 raise RuntimeError(f"pi cold turn failed: {res1}")
             wait_idle(st, key)
@@ -274,6 +277,7 @@ def bench_pi(st, model, n):
             if st.session(key)["turns"] != 2:
                 raise RuntimeError("pi follow-up did not run on the warm environment")
             cold.append(f1)
+            ready.append(ph1.get("environment_ready", 0.0))
             warm.append(f2)
             log(f"  pi {i + 1}/{n}: first delta cold {f1 * 1000:.0f} ms, warm {f2 * 1000:.1f} ms")
             if i == n - 1:
@@ -281,7 +285,7 @@ def bench_pi(st, model, n):
             st.ctl("kill", key)
     finally:
         conn.close()
-    return cold, warm, rss_sample
+    return cold, warm, ready, rss_sample
 
 
 def scripted_rss(st):
@@ -314,13 +318,28 @@ def profile_run(st, outdir):
                   "prof" + uuid.uuid4().hex[:4])
     perf.send_signal(signal.SIGINT)
     perf.wait(60)
-    for name, extra in (("by-process", ["--sort", "comm"]),
-                        ("worker", ["--comm", "ar-worker", "--sort", "dso,sym"]),
-                        ("keeper", ["--comm", "agent-runner-ke", "--sort", "dso,sym"])):
-        with open(os.path.join(outdir, f"perf-{name}.txt"), "w") as f:
-            subprocess.run(["perf", "report", "-i", perf_data, "--stdio", "--percent-limit",
-                            "0.3", *extra], stdout=f, stderr=subprocess.DEVNULL, timeout=300)
-    log(f"profiles in {outdir}/perf-*.txt ({res['turns_per_s']:.0f} turns/s under perf)")
+    rep = subprocess.run(["perf", "report", "-i", perf_data, "--stdio", "--sort", "comm,dso,sym"],
+                         capture_output=True, text=True, timeout=300).stdout
+    by_comm = {}
+    for line in rep.splitlines():
+        parts = line.split(None, 3)
+        if len(parts) < 4 or not parts[0].endswith("%"):
+            continue
+        by_comm.setdefault(parts[1], []).append((float(parts[0][:-1]), parts[2], parts[3]))
+    out = os.path.join(outdir, "profile.txt")
+    with open(out, "w") as f:
+        f.write(f"perf record -a -F 1999 during `{res['cmd']}` "
+                f"({res['turns_per_s']:.0f} turns/s under perf)\n\nCPU share by process:\n")
+        totals = sorted(((sum(x[0] for x in v), k) for k, v in by_comm.items()), reverse=True)
+        for tot, comm in totals[:12]:
+            f.write(f"  {tot:6.2f}%  {comm}\n")
+        for comm in ("ar-worker", "agent-runner-ke", "nginx", "acp-scripted", "loadgen"):
+            rows = sorted(by_comm.get(comm, []), reverse=True)
+            tot = sum(x[0] for x in rows) or 1
+            f.write(f"\n{comm}: top symbols, % of that process\n")
+            for pct, dso, sym in rows[:25]:
+                f.write(f"  {pct * 100 / tot:6.2f}%  {dso:24s} {sym.strip()}\n")
+    log(f"profile in {out} ({res['turns_per_s']:.0f} turns/s under perf)")
     strace_out = os.path.join(outdir, "worker-strace.txt")
     cmd = ["strace", "-c", "-f", "-o", strace_out]
     for w in st.worker_pids():
@@ -386,9 +405,13 @@ def build_rows(r):
     rows.append(("2. cold local turn p99", fmt_ms(cold["all"]["p99_ms"]), "—", "same run", ""))
     pc, pw = r["pi_cold"], r["pi_warm"]
     mc, mw = statistics.median(pc), statistics.median(pw)
+    mr = statistics.median(r["pi_ready"])
     rows.append(("3. pi first message_delta, cold turn (median)", f"{mc * 1000:.0f} ms", "—",
                  f"{len(pc)} new sessions, pi_core vs fake_model.py, one keep-alive TLS "
-                 f"connection; all: " + ", ".join(f"{x * 1000:.0f}" for x in pc) + " ms", ""))
+                 f"connection; all: " + ", ".join(f"{x * 1000:.0f}" for x in pc) + " ms; "
+                 f"environment_ready (keeper + bwrap + node/pi start + ACP initialize + "
+                 f"session/new) at {mr * 1000:.0f} ms (median)",
+                 f"{mr / mc * 100:.0f} % of it before the prompt is sent"))
     rows.append(("3. pi first message_delta, warm follow-up (median)", f"{mw * 1000:.1f} ms",
                  f"cold/warm >= {t['pi_ratio']:g} ({verdict(mc / mw >= t['pi_ratio'])})",
                  "[user, assistant, user] on the same session right after; all: " +
@@ -492,12 +515,21 @@ def main():
     ap.add_argument("--out", default=os.path.join(stack.ROOT, "BENCHMARKS.md"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--profile", metavar="DIR")
+    ap.add_argument("--wait-idle", type=float, default=120, metavar="S",
+                    help="wait up to S seconds for other work on the machine to calm down")
     args = ap.parse_args()
     t_all = time.monotonic()
     for prog in ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper",
                  "acp-scripted", "agent-runner-ctl"):
         if not os.access(os.path.join(BIN, prog), os.X_OK):
             sys.exit(f"bench: {BIN}/{prog} is missing: run `make bench`")
+    deadline = time.monotonic() + args.wait_idle
+    while True:
+        busy = busy_fraction()
+        if busy < 0.25 or time.monotonic() >= deadline:
+            break
+        log(f"the machine is {busy * 100:.0f} % busy with other work: waiting (at most "
+            f"{deadline - time.monotonic():.0f} s more)")
     mach = machine()
     r = {}
     r["pool"] = bench_pool()
@@ -530,7 +562,8 @@ def main():
                "worker2": rss(workers[1]) if len(workers) > 1 else 0}
         mem["scripted"] = scripted_rss(st)
         log("running pi turns")
-        r["pi_cold"], r["pi_warm"], mem["pi"] = bench_pi(st, model, 2 if q else 5)
+        r["pi_cold"], r["pi_warm"], r["pi_ready"], mem["pi"] = bench_pi(st, model,
+                                                                        2 if q else 5)
         r["rss"] = mem
         leaks = st.leaks(timeout=15)
         if leaks:

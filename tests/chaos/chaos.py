@@ -634,16 +634,20 @@ class Chaos:
         ready = None
         deadline = t0 + 15
         last = None
+        attempts = []
         while time.monotonic() < deadline:
+            ta = time.monotonic()
             try:
                 status, _, body = self.st.request("GET", "/readyz", token=False, timeout=2)
                 last = (status, body)
-                if status == 200:
-                    ready = time.monotonic()
-                    break
             except CONN_ERRORS as e:
                 last = repr(e)
+            attempts.append((round(ta - t0, 3), round(time.monotonic() - ta, 3), str(last)[:80]))
+            if last[0] == 200:
+                ready = time.monotonic()
+                break
             time.sleep(0.01)
+        self.event("readyz attempts", attempts=attempts)
         win[2] = (ready or time.monotonic()) + 0.5
         if ready is None:
             self.violation(f"GET /readyz not 200 within 15s of the restart (last: {last})")
@@ -653,7 +657,8 @@ class Chaos:
         self.event("master ready", pid=self.st.master.pid, restart_to_ready=round(r_s, 3))
         if r_s > READYZ_BUDGET_S:
             self.violation(f"readyz took {r_s:.3f}s after the restart (budget "
-                           f"{READYZ_BUDGET_S}s)")
+                           f"{READYZ_BUDGET_S}s); attempts (start s, took s, answer): "
+                           f"{attempts[:3]}{' ...' if len(attempts) > 3 else ''}")
         return (f"kill -9 master {old.pid} -> new master {self.st.master.pid}: readyz 200 "
                 f"{r_s:.3f}s after restart (start_master {t_started - t0:.3f}s, "
                 f"downtime {d_s:.3f}s)")
