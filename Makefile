@@ -127,7 +127,9 @@ bench-programs: $(PROGRAMS) $(BENCH_PROGRAMS)
 
 # Benchmarks on a real stack in a temp dir (tests/bench/run.py): one table on stdout, the same
 # table with the machine description in BENCHMARKS.md. Meant for an otherwise idle machine.
-bench: deps harnesses
+# Installs only what scripts/install-deps does; the pi rows need the harnesses already
+# installed (make harnesses) and say so when they are not.
+bench: deps
 	$(MAKE) bench-programs
 	BUILD=$(BUILD) python3 tests/bench/run.py --out $(CURDIR)/BENCHMARKS.md
 
@@ -142,7 +144,7 @@ asan-unit:
 	$(MAKE) BUILD=build-asan CFLAGS='-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer' LDFLAGS='-fsanitize=address,undefined' unit
 
 tsan:
-	$(MAKE) BUILD=build-tsan CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS='-fsanitize=thread' unit
+	$(MAKE) BUILD=build-tsan CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS='-fsanitize=thread' all unit integration
 
 # libFuzzer: clang with ASan + UBSan into its own tree; every engine and front-end object is
 # rebuilt there with fuzzer-no-link so coverage reaches the code under test. Each target runs

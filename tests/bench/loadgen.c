@@ -19,7 +19,8 @@
  * keeper + sandbox + agent and destroys it at the end.
  *
  * Per turn it measures the wall time from handing the request to curl to the arrival of the
- * final NDJSON record {"kind":"result",...}; it checks the HTTP status, that the result says
+ * final NDJSON record {"kind":"result",...} (and, as extra figures, to the agent-status event
+ * environment_ready and to the first message_delta); it checks the HTTP status, that the result says
  * ok:true and that the output is exactly the scripted agent's "echo[k]: <text>" (k counts the
  * prompts that agent process answered, so a turn that silently went cold is an error too). At
  * the end of warm mode each session is removed with POST /kill (not measured).
@@ -84,7 +85,7 @@ struct session {
     struct sbuf line; /* the partial response line */
     char text[TEXT_MAX];  /* the new user text of the request in flight */
     char *output;         /* the result's output, unescaped */
-    int64_t t0, t_result;
+    int64_t t0, t_ready, t_delta, t_result; /* 0: not seen */
     bool got_result, result_ok;
 };
 
@@ -96,7 +97,7 @@ struct thread {
     struct session *s;
     size_t ns;
     size_t active;
-    struct samples all, follow, anchor;
+    struct samples all, follow, anchor, ready, delta;
     uint64_t errors, new_connections, turns;
     char first_errors[ERRORS_SHOWN][256];
     unsigned nfirst;
@@ -329,6 +330,13 @@ static void on_line(struct session *s, const char *line)
 {
     const char *res, *ok, *out;
 
+    if (strncmp(line, "{\"kind\":\"event\"", 15) == 0) {
+        if (!s->t_ready && strstr(line, "\"phase\":\"environment_ready\""))
+            s->t_ready = now_ns();
+        else if (!s->t_delta && strstr(line, "\"type\":\"message_delta\""))
+            s->t_delta = now_ns();
+        return;
+    }
     if (strncmp(line, "{\"kind\":\"result\"", 16) != 0)
         return;
     s->t_result = now_ns();
@@ -379,6 +387,7 @@ static void start_turn(struct session *s)
     b->len = 0;
     s->line.len = 0;
     s->got_result = s->result_ok = false;
+    s->t_ready = s->t_delta = 0;
     free(s->output);
     s->output = NULL;
     if (s->phase == PH_KILL) {
@@ -466,6 +475,10 @@ static void finish_turn(struct session *s, CURLcode rc)
             int64_t ns = s->t_result - s->t0;
             samples_add(&th->all, ns);
             samples_add(s->followup ? &th->follow : &th->anchor, ns);
+            if (s->t_ready)
+                samples_add(&th->ready, s->t_ready - s->t0);
+            if (s->t_delta)
+                samples_add(&th->delta, s->t_delta - s->t0);
         }
     }
     /* follow the agent's own count, so one bad turn does not fail every later one */
@@ -597,7 +610,7 @@ static void setup_session(struct session *s, struct thread *th, unsigned index)
 int main(int argc, char **argv)
 {
     struct opts o = {.sessions = 1, .turns = 100, .threads = 1, .chain = 1, .prefix = NULL};
-    struct samples all = {0}, follow = {0}, anchor = {0};
+    struct samples all = {0}, follow = {0}, anchor = {0}, ready = {0}, delta = {0};
     struct thread *threads;
     struct session *sessions;
     uint64_t errors = 0, conns = 0, turns = 0;
@@ -676,6 +689,8 @@ int main(int argc, char **argv)
         samples_merge(&all, &threads[t].all);
         samples_merge(&follow, &threads[t].follow);
         samples_merge(&anchor, &threads[t].anchor);
+        samples_merge(&ready, &threads[t].ready);
+        samples_merge(&delta, &threads[t].delta);
         errors += threads[t].errors;
         conns += threads[t].new_connections;
         turns += threads[t].turns;
@@ -690,7 +705,9 @@ int main(int argc, char **argv)
            secs, secs > 0 ? (double)turns / secs : 0.0);
     print_stats("all", &all, true);
     print_stats("followup", &follow, true);
-    print_stats("anchor", &anchor, false);
+    print_stats("anchor", &anchor, true);
+    print_stats("environment_ready", &ready, true);
+    print_stats("first_delta", &delta, false);
     printf("}\n");
 
     for (unsigned i = 0; i < o.sessions; i++) {
@@ -708,10 +725,14 @@ int main(int argc, char **argv)
         free(threads[t].all.ns);
         free(threads[t].follow.ns);
         free(threads[t].anchor.ns);
+        free(threads[t].ready.ns);
+        free(threads[t].delta.ns);
     }
     free(all.ns);
     free(follow.ns);
     free(anchor.ns);
+    free(ready.ns);
+    free(delta.ns);
     free(threads);
     free(sessions);
     curl_global_cleanup();

@@ -43,9 +43,9 @@ import stack as stk  # noqa: E402
 
 KINDS = ("worker", "keeper", "master")
 READYZ_BUDGET_S = 2.0
-REQUEST_TIMEOUT_S = 15.0       # a read that waits longer than this is a hung request
+REQUEST_TIMEOUT_S = 10.0       # a read that waits longer than this is a hung request
 PAUSE_TIMEOUT_S = REQUEST_TIMEOUT_S + 30.0
-SETTLE_S = 12.0                # how long the structural invariants may take to converge
+SETTLE_S = 10.0                # how long the structural invariants may take to converge
 TRANSCRIPT_ROTATE_BYTES = 48 * 1024
 SLOW_TURN_P = 0.25             # share of session turns that sleep inside the agent
 COLD_SLOW_P = 0.3
@@ -94,13 +94,37 @@ class Outcome:
 
 CONN_ERRORS = (ConnectionError, http.client.HTTPException, ssl.SSLError, OSError)
 
+# one client context for every request (Stack.connection() loads the CA store each time, which
+# costs more than the turn itself); the test certificate is self-signed
+_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+_TLS.check_hostname = False
+_TLS.verify_mode = ssl.CERT_NONE
+
+
+def connection(st, timeout):
+    return http.client.HTTPSConnection("127.0.0.1", st.port, context=_TLS, timeout=timeout)
+
+
+def get(st, path, timeout=2.0):
+    c = connection(st, timeout)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, data[:200]
+
 
 def http_turn(st, body, timeout=REQUEST_TIMEOUT_S):
     out = Outcome()
     out.t0 = time.monotonic()
     h = {"content-type": "application/json", "accept": "application/x-ndjson",
          "authorization": "Bearer " + stk.TOKEN}
-    c = st.connection(timeout)
+    c = connection(st, timeout)
     lines, broke = [], None
     try:
         try:
@@ -297,6 +321,7 @@ class Chaos:
         self.threads_ = []
         self.reqlog = None
         self.survived = 0
+        self.known = set()       # structural problems already reported
 
     # -- reporting --
 
@@ -304,9 +329,14 @@ class Chaos:
         print(msg, file=self.out, flush=True)
 
     def violation(self, what):
+        cat = classify(what)
         with self.mu:
-            self.violations.append((self.round, what))
-        self.say(f"    VIOLATION: {what}")
+            self.violations.append((self.round, cat, what))
+            n = sum(1 for r, c, _ in self.violations if r == self.round and c == cat)
+        if n <= 3:
+            self.say(f"    VIOLATION [{cat}]: {what}")
+        elif n == 4:
+            self.say(f"    VIOLATION [{cat}]: more of these this round (counted in the summary)")
 
     def note(self, what):
         with self.mu:
@@ -386,13 +416,15 @@ class Chaos:
             rid = self._enter(f"client{idx}", sess.key)
             if rid is None:
                 continue
+            out = None
             try:
-                self.session_turn(sess, rng, rid=rid, who=f"client{idx}")
+                out, _ = self.session_turn(sess, rng, rid=rid, who=f"client{idx}")
             except Exception:
                 self.violation(f"client{idx} crashed: {traceback.format_exc()}")
             finally:
                 self._leave(rid)
-            time.sleep(rng.random() * 0.01)
+            time.sleep(rng.random() * 0.01 + (0 if out is not None and out.kind == "result"
+                                               else 0.05))
 
     def cold_client(self):
         rng = random.Random(self.seed * 1000 + 999)
@@ -404,13 +436,14 @@ class Chaos:
             if rid is None:
                 continue
             n += 1
+            ok = False
             try:
-                self.cold_turn(rng, n, rid)
+                ok = self.cold_turn(rng, n, rid)
             except Exception:
                 self.violation(f"cold client crashed: {traceback.format_exc()}")
             finally:
                 self._leave(rid)
-            time.sleep(rng.random() * 0.02)
+            time.sleep(rng.random() * 0.02 + (0 if ok else 0.05))
 
     def cold_turn(self, rng, n, rid):
         if rng.random() < COLD_SLOW_P:
@@ -434,6 +467,7 @@ class Chaos:
                 self.violation(f"cold turn {n}: ok:false without a keeper kill: "
                                f"{out.result.get('error')!r:.200}")
         self.log_request(rid, "cold", "", out, note)
+        return out.kind == "result"
 
     def judge_transport(self, out, who, key):
         """Count the outcome; flag the ones no kill can excuse. Returns a note."""
@@ -454,7 +488,8 @@ class Chaos:
             if s:
                 extra = (f" [slot: state {s['state']}, keeper {s['keeperPid']}, owner "
                          f"{s['ownerPid']} {'alive' if pid_alive(s['ownerPid']) else 'dead'}]")
-        self.violation(f"{who} {key or 'no session'}: {out.kind} request "
+        self.violation(f"{who} {key or 'no session'}: {out.kind}"
+                       f"{' ' + str(out.status) if out.kind == 'http' else ''} request "
                        f"(t={out.t0 - self.t_start:.2f}s..{out.t1 - self.t_start:.2f}s): "
                        f"{out.error}{extra}")
         return "violation"
@@ -638,8 +673,7 @@ class Chaos:
         while time.monotonic() < deadline:
             ta = time.monotonic()
             try:
-                status, _, body = self.st.request("GET", "/readyz", token=False, timeout=2)
-                last = (status, body)
+                last = get(self.st, "/readyz")
             except CONN_ERRORS as e:
                 last = repr(e)
             attempts.append((round(ta - t0, 3), round(time.monotonic() - ta, 3), str(last)[:80]))
@@ -673,7 +707,7 @@ class Chaos:
         problems = []
         chk = self.st.ctl("check", check=False)
         if chk.returncode != 0 or chk.stdout.strip() != "consistent":
-            problems.append(f"ctl check: {chk.stdout.strip()} {chk.stderr.strip()}")
+            problems.append((("check",), f"ctl check: {chk.stdout.strip()} {chk.stderr.strip()}"))
         snap = self.st.sessions()["sessions"]
         table = read_proc_table()
         kids = kids_of(table)
@@ -699,29 +733,34 @@ class Chaos:
             kp = s["keeperPid"]
             if kp <= 0:
                 if s["state"] != "starting":
-                    problems.append(f"slot {s['slot']} ({s['key'] or 'per-turn'}, {s['state']})"
-                                    f" has no keeper")
+                    problems.append((("slot", s["slot"], s["generation"]),
+                                     f"slot {s['slot']} ({s['key'] or 'per-turn'}, {s['state']})"
+                                     f" has no keeper"))
                 continue
             keepers[kp] = s
             if kp not in table or table[kp][1] in ("Z", "X"):
-                problems.append(f"slot {s['slot']} ({s['key'] or 'per-turn'}, {s['state']}) "
-                                f"names dead keeper {kp}")
+                problems.append((("slot", s["slot"], s["generation"]),
+                                 f"slot {s['slot']} ({s['key'] or 'per-turn'}, {s['state']}) "
+                                 f"names dead keeper {kp}"))
                 continue
             if not table[kp][2].startswith("agent-runner-keeper"):
-                problems.append(f"slot {s['slot']} names pid {kp} which is {table[kp][2]!r:.60}")
+                problems.append((("slot", s["slot"], s["generation"]),
+                                 f"slot {s['slot']} names pid {kp} which is {table[kp][2]!r:.60}"))
             allowed.add(kp)
             allowed |= subtree([kp], kids)
             if not os.path.isdir(s["envDir"]):
-                problems.append(f"slot {s['slot']} ({s['key'] or 'per-turn'}) env folder "
-                                f"{s['envDir']} is missing")
+                problems.append((("envdir", s["envDir"]),
+                                 f"slot {s['slot']} ({s['key'] or 'per-turn'}) env folder "
+                                 f"{s['envDir']} is missing"))
         for pid in sorted(own - allowed):
             ppid, state, cmd = table[pid]
-            problems.append(f"unaccounted process {pid} (ppid {ppid}, {state}): {cmd[:110]}")
+            problems.append((("proc", pid, cmd[:40]),
+                             f"unaccounted process {pid} (ppid {ppid}, {state}): {cmd[:110]}"))
         envs = os.path.join(self.st.state, "envs")
         live_dirs = {s["envDir"] for s in snap}
         for d in sorted(os.listdir(envs) if os.path.isdir(envs) else []):
             if os.path.join(envs, d) not in live_dirs:
-                problems.append(f"env folder {d} without a live slot")
+                problems.append((("env", d), f"env folder {d} without a live slot"))
         busy_orphans = [s for s in snap if s["state"] in ("busy", "starting") and
                         not pid_alive(s["ownerPid"])]
         nproc = len(own)
@@ -730,21 +769,21 @@ class Chaos:
                    f"{len(snap)} slots); {len(live_dirs)} env folders")
         return problems, summary, busy_orphans, snap
 
-    def settle_structure(self, timeout=SETTLE_S):
+    def settle_structure(self, timeout=SETTLE_S, label=None):
+        """Wait for the structural invariants; each lasting problem is reported once."""
         deadline = time.monotonic() + timeout
         t0 = time.monotonic()
         while True:
             problems, summary, orphans, snap = self.structure()
-            if not problems or time.monotonic() > deadline:
+            new = [(k, m) for k, m in problems if k not in self.known]
+            if not new or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
         took = time.monotonic() - t0
-        for p in problems:
-            self.violation(f"after {took:.1f}s: {p}")
-        for s in orphans:
-            self.note(f"slot {s['slot']} ({s['key'] or 'per-turn run'}) is {s['state']} for a "
-                      f"dead worker {s['ownerPid']} with keeper {s['keeperPid']} alive, at quiet "
-                      f"time")
+        for k, m in new:
+            self.known.add(k)
+            self.violation(f"{label or f'after {took:.1f}s'}: {m}")
+        self.reap_orphan_workers(new)
         if took > 2:
             summary += f" (converged in {took:.1f}s)"
         return summary, snap, orphans
@@ -757,6 +796,13 @@ class Chaos:
             lines.append(f"{len(orphans)} busy/starting slot(s) of dead workers: " +
                          ", ".join(f"{s['key'] or 'per-turn'} keeper {s['keeperPid']}"
                                    for s in orphans))
+        for s in orphans:
+            k = ("orphan", s["slot"], s["generation"])
+            if k not in self.known:
+                self.known.add(k)
+                self.note(f"slot {s['slot']} ({s['key'] or 'per-turn run'}) stays {s['state']} "
+                          f"for dead worker {s['ownerPid']}, its keeper {s['keeperPid']} alive "
+                          f"(it lives until the keeper's idle/attach deadline)")
         by_key = {s["key"]: s for s in snap}
         kept = kept_ok = 0
         for sess in self.sessions:
@@ -780,8 +826,6 @@ class Chaos:
             expect = sess.expect
             had_kill = bool(sess.killed)
             out, how = self.session_turn(sess, probe_rng, who="probe", slow=False)
-            if not out.ok:
-                self.violation(f"probe {sess.key}: {out.brief()}")
             res[how if how in res else "other"] += 1
             if had_kill:
                 killed += 1
@@ -792,11 +836,12 @@ class Chaos:
             if sess.await_cold is not None:
                 self.violation(f"{sess.key}: keeper {sess.await_cold} was killed but no cold "
                                f"replay was seen since")
-        for sess in self.sessions:
-            came = sess.came_back
-            if sess.interrupted and not sess.killed:
-                self.note(f"{sess.key}: {sess.interrupted} interrupted turn(s), came back "
-                          f"{'/'.join(came) or '?'}")
+        hit = [s for s in self.sessions if s.interrupted and not s.killed]
+        if hit:
+            self.note(f"{len(hit)} session(s) had {sum(s.interrupted for s in hit)} interrupted "
+                      f"turn(s) without a keeper kill; came back: " + ", ".join(
+                          f"{s.sid} {'/'.join(sorted(set(s.came_back))) or 'not yet'}"
+                          for s in hit))
         lines.append(f"clean sessions kept their keeper {kept_ok}/{kept}; probes: warm "
                      f"{res['warm']}, cold {res['cold']}, other {res['other']}; killed-keeper "
                      f"sessions back cold {back_cold}/{killed}; interrupted sessions came back "
@@ -821,10 +866,26 @@ class Chaos:
             sess.killed = []
             sess.interrupted = 0
             sess.came_back = []
-        problems, summary2, _, _ = self.structure()
-        for p in problems:
-            self.violation(f"after the probes: {p}")
+        self.settle_structure(timeout=3, label="after the probes")
         return lines
+
+    def reap_orphan_workers(self, problems):
+        """Workers of a dead master that never exit spin in libfcgi at 100% CPU: once reported,
+        SIGKILL them so they do not skew the rounds that follow."""
+        for k, _ in problems:
+            if k[0] != "proc" or "agent-runnerd" not in k[2]:
+                continue
+            pid = k[1]
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+            if self.master_alive() and ppid == self.st.master.pid:
+                continue
+            if touches(pid, self.st.tmp, self.shm_path()):
+                os.kill(pid, signal.SIGKILL)
+                self.note(f"SIGKILLed orphaned worker {pid} of a dead master after reporting it")
 
     def rotate_long_sessions(self):
         for sess in self.sessions:
@@ -909,8 +970,11 @@ class Chaos:
                          f"{c.get('conn_errors', 0)}, 5xx {c.get('http_5xx', 0)}, hung "
                          f"{c.get('hung', 0)}, truncated {c.get('truncated', 0)}); warm turns "
                          f"{c.get('warm_turns', 0)}, cold replays {c.get('cold_replays', 0)}")
+                nnotes = len(self.notes)
                 for line in self.check_round():
                     self.say("    " + line)
+                for _, w in self.notes[nnotes:]:
+                    self.say(f"    note: {w[:400]}")
                 ok = len(self.violations) == nviol
                 if ok:
                     self.survived += 1
@@ -957,6 +1021,11 @@ class Chaos:
                 (self.st.tmp in c or touches(p, self.st.tmp, shm))]
         if rest:
             self.violation(f"processes of the stack still alive after SIGTERM: {rest}")
+            for p, _ in rest:   # report, then do not leave them running
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
         if self.reqlog:
             self.reqlog.close()
             self.reqlog = None
@@ -984,10 +1053,18 @@ class Chaos:
                      f"rotations {t.get('rotations', 0)}")
         if self.notes:
             lines.append(f"chaos: {len(self.notes)} notes:")
-            lines += [f"  [round {r}] {w}" for r, w in self.notes]
+            lines += [f"  [round {r}] {w[:300]}" for r, w in self.notes[:40]]
+            if len(self.notes) > 40:
+                lines.append(f"  ... {len(self.notes) - 40} more")
         if self.violations:
-            lines.append(f"chaos: {len(self.violations)} violations:")
-            lines += [f"  [round {r}] {w}" for r, w in self.violations]
+            cats = {}
+            for r, c, w in self.violations:
+                cats.setdefault(c, []).append((r, w))
+            lines.append(f"chaos: {len(self.violations)} violations in {len(cats)} categories:")
+            for c, items in sorted(cats.items(), key=lambda kv: -len(kv[1])):
+                rounds = sorted({r for r, _ in items}, key=str)
+                lines.append(f"  {c}: {len(items)} in rounds {', '.join(map(str, rounds))}")
+                lines += [f"    [round {r}] {w}" for r, w in items[:3]]
         lines.append(f"chaos: {self.survived} rounds survived, {t.get('requests', 0)} requests, "
                      f"{conn} connection errors, {len(self.violations)} failures "
                      f"(seed {self.seed}; logs in {self.st.tmp})")
@@ -995,9 +1072,38 @@ class Chaos:
             self.say(line)
         return {"survived": self.survived, "rounds": self.rounds, "requests": t.get("requests", 0),
                 "connection_errors": conn, "failures": len(self.violations),
-                "violations": list(self.violations), "notes": list(self.notes),
+                "violations": [(r, c, w) for r, c, w in self.violations], "notes": list(self.notes),
                 "readyz": list(self.readyz), "seed": self.seed, "tmp": self.st.tmp,
                 "totals": dict(t)}
+
+
+VIOLATION_CLASSES = (
+    ("still running", "hung"), (": hung request", "hung"), ("crashed", "harness-crash"),
+    ("ok:false without", "ok-false"), ("no worker/master kill explains", "unexplained-conn"),
+    (": truncated request", "truncated-stream"), (": bad request", "malformed-stream"),
+    (": http 429 request", "http-429"), (": http ", "http-status"),
+    ("cold replay does not end", "replay-content"), ("warm session lost", "warm-lost"),
+    ("only clean warm turns", "warm-lost"), ("history lost", "history-lost"),
+    ("expected a cold replay", "dead-keeper-answered"), ("echo counter jumped", "echo-jump"),
+    ("unexpected output", "wrong-output"), ("cold turn", "wrong-output"),
+    ("first turn", "wrong-output"), ("new session answered", "wrong-output"),
+    ("not respawned", "respawn"), ("did not come back", "master-restart"),
+    ("readyz", "readyz"), ("ctl check", "ctl-check"), ("names dead keeper", "stale-slot"),
+    ("has no keeper", "stale-slot"), ("names pid", "stale-slot"),
+    ("unaccounted process", "process-leak"), ("env folder", "env-folder"),
+    ("was killed but no cold", "killed-not-cold"), ("not parked idle", "not-parked"),
+    ("share keeper", "shared-keeper"), ("POST /kill", "kill-route"), ("creating", "create"),
+    ("aborted", "aborted"), ("did not stop", "harness-crash"), ("exited with status", "shutdown"),
+    ("/dev/shm", "shm-left"), ("leaks()", "shutdown-leak"), ("still alive after SIGTERM",
+                                                              "shutdown-leak"),
+)
+
+
+def classify(what):
+    for needle, cat in VIOLATION_CLASSES:
+        if needle in what:
+            return cat
+    return "other"
 
 
 def pid_alive(pid):
