@@ -5,6 +5,7 @@
 #   make test       install what is missing, build, run unit + integration tests
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make tsan       unit tests under ThreadSanitizer (build-tsan/)
+#   make chaos      kill -9 workers, keepers and the master under load, CHAOS_ROUNDS rounds
 #   make fuzz-replay  replay every fuzz corpus through its target (gcc; part of make test)
 #   make fuzz       run each libFuzzer target FUZZ_SECONDS (clang, build-fuzz/)
 #   make bench      install what is missing, build, run tests/bench/run.py on its own stack
@@ -45,7 +46,7 @@ PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-
             $(BIN)/acp-scripted
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
-.PHONY: all test unit integration run asan tsan deps harnesses clean bench bench-programs
+.PHONY: all test unit integration chaos run asan tsan deps harnesses clean bench bench-programs
 .PHONY: fuzz-replay fuzz
 .DEFAULT_GOAL := all
 
@@ -116,6 +117,12 @@ fuzz-replay: $(FUZZ_TARGETS:%=$(BIN)/fuzz-replay-%)
 	@for t in $(FUZZ_TARGETS); do \
 	    $(BIN)/fuzz-replay-$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
+
+# CHAOS_ARGS: e.g. --seed N --seconds-per-round S --sessions K --schedule balanced --keep
+CHAOS_ROUNDS ?= 30
+CHAOS_ARGS ?=
+chaos: $(PROGRAMS)
+	BUILD=$(BUILD) python3 tests/chaos/run.py --rounds $(CHAOS_ROUNDS) $(CHAOS_ARGS)
 
 test: deps harnesses
 	$(MAKE) all
