@@ -429,10 +429,9 @@ static void evict(const struct engine_config *cfg, const struct lookup *lk, cons
         log_warn("session '%s' is still being torn down", key);
 }
 
-int engine_kill_session(const struct engine_config *cfg, const char *key,
-                        enum teardown_reason reason)
+/* The slot index of key with the pool locked; unlocked again and <0 when there is none. */
+static int lock_find(const struct engine_config *cfg, const char *key)
 {
-    struct lookup lk = {.reason = reason};
     int i, r;
 
     if (!cfg->pool)
@@ -441,10 +440,21 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     if (r < 0)
         return r;
     i = pool_find_locked(cfg->pool, key);
-    if (i < 0) {
+    if (i < 0)
         pool_unlock(cfg->pool);
+    return i;
+}
+
+int engine_kill_session(const struct engine_config *cfg, const char *key,
+                        enum teardown_reason reason)
+{
+    struct lookup lk = {.reason = reason};
+    int i = lock_find(cfg, key);
+
+    if (i == -ENOENT)
         return 0;
-    }
+    if (i < 0)
+        return i;
     lk.h = pool_handle_of(cfg->pool, (uint32_t)i);
     lk.keeper_pid = cfg->pool->slots[i].keeper_pid;
     lk.keeper_start = cfg->pool->slots[i].keeper_start;
@@ -870,11 +880,10 @@ static int cancel_parked(const struct engine_config *cfg, const char *key)
     int i, r;
 
     memset(&lk, 0, sizeof(lk));
-    r = pool_lock(cfg->pool);
-    if (r < 0)
-        return r;
-    i = pool_find_locked(cfg->pool, key);
-    if (i < 0 || cfg->pool->slots[i].state != SLOT_AWAITING_APPROVAL) {
+    i = lock_find(cfg, key);
+    if (i < 0)
+        return i == -ENOENT ? 0 : i;
+    if (cfg->pool->slots[i].state != SLOT_AWAITING_APPROVAL) {
         pool_unlock(cfg->pool);
         return 0;
     }
@@ -934,27 +943,17 @@ int engine_cancel_session(const struct engine_config *cfg, const char *key,
                           const char *target_turn)
 {
     struct pool_slot *s;
-    int i, r;
+    bool parked;
+    int i = lock_find(cfg, key);
 
-    if (!cfg->pool)
-        return -ENOENT;
-    r = pool_lock(cfg->pool);
-    if (r < 0)
-        return r;
-    i = pool_find_locked(cfg->pool, key);
-    if (i < 0) {
-        pool_unlock(cfg->pool);
-        return -ENOENT;
-    }
+    if (i < 0)
+        return i;
     s = &cfg->pool->slots[i];
-    if (target_turn && target_turn[0] && s->state == SLOT_BUSY &&
-        strcmp(s->owner_turn, target_turn) != 0)
-        r = 0; /* that turn is over already */
-    else if (s->state == SLOT_BUSY || s->state == SLOT_STARTING)
+    parked = s->state == SLOT_AWAITING_APPROVAL;
+    /* a targetTurnId that is not the running turn: that turn is over already */
+    if ((s->state == SLOT_BUSY || s->state == SLOT_STARTING) &&
+        !(target_turn && target_turn[0] && strcmp(s->owner_turn, target_turn) != 0))
         __atomic_or_fetch(&s->flags, SLOT_F_CANCEL, __ATOMIC_RELEASE);
-    r = s->state == SLOT_AWAITING_APPROVAL ? 1 : 0;
     pool_unlock(cfg->pool);
-    if (r == 1)
-        r = cancel_parked(cfg, key);
-    return r;
+    return parked ? cancel_parked(cfg, key) : 0;
 }

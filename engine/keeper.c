@@ -736,19 +736,10 @@ static int loop(struct keeper *k)
 
 static int setup_signals(void)
 {
-    sigset_t set;
-    int fd;
+    static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
 
     signal(SIGPIPE, SIG_IGN);
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) == -1)
-        return -errno;
-    fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    return fd == -1 ? -errno : fd;
+    return signalfd_for(sigs, ARRAY_SIZE(sigs));
 }
 
 static int attach_slot(struct keeper *k)

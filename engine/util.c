@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,65 +333,67 @@ int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-uint64_t proc_start_time(pid_t pid)
+/* The fields of /proc/<pid>/stat after the command name ("S 1 ..."), or NULL. */
+static const char *proc_stat_fields(pid_t pid, char *buf, size_t size)
 {
-    char path[64], buf[1024];
-    unsigned long long start = 0;
+    char path[64], *p;
     ssize_t n;
-    char *p;
     int fd;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd == -1)
-        return 0;
-    n = read(fd, buf, sizeof(buf) - 1);
+        return NULL;
+    n = read(fd, buf, size - 1);
     close(fd);
     if (n <= 0)
-        return 0;
+        return NULL;
     buf[n] = '\0';
     /* the command name may hold spaces and parentheses: skip to the last ')' */
     p = strrchr(buf, ')');
-    if (!p)
-        return 0;
-    /* after ") " come fields 3.. ; start time is field 22 */
-    p += 2;
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+uint64_t proc_start_time(pid_t pid)
+{
+    char buf[1024];
+    const char *p = proc_stat_fields(pid, buf, sizeof(buf));
+
+    /* fields start at 3 (state); the start time is field 22 */
     for (int field = 3; field < 22 && p; field++) {
         p = strchr(p, ' ');
         if (p)
             p++;
     }
-    if (!p)
-        return 0;
-    start = strtoull(p, NULL, 10);
-    return (uint64_t)start;
+    return p ? (uint64_t)strtoull(p, NULL, 10) : 0;
 }
 
 bool proc_alive(pid_t pid, uint64_t start_time)
 {
-    char path[64], buf[512];
-    ssize_t n;
-    char *p;
-    int fd;
+    char buf[1024];
+    const char *p;
 
     if (pid <= 0)
         return false;
     if (kill(pid, 0) == -1 && errno == ESRCH)
         return false;
+    p = proc_stat_fields(pid, buf, sizeof(buf));
     /* a zombie is dead for our purposes */
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1)
+    if (!p || p[0] == 'Z' || p[0] == 'X')
         return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
-        return false;
-    if (start_time != 0 && proc_start_time(pid) != start_time)
-        return false;
-    return true;
+    return start_time == 0 || proc_start_time(pid) == start_time;
+}
+
+int signalfd_for(const int *signals, size_t n)
+{
+    sigset_t set;
+    int fd;
+
+    sigemptyset(&set);
+    for (size_t i = 0; i < n; i++)
+        sigaddset(&set, signals[i]);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) == -1)
+        return -errno;
+    fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return fd == -1 ? -errno : fd;
 }

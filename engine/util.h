@@ -65,4 +65,7 @@ uint64_t proc_start_time(pid_t pid);
 /* True when pid is alive and, if start_time is non-zero, still the same process. */
 bool proc_alive(pid_t pid, uint64_t start_time);
 
+/* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
+int signalfd_for(const int *signals, size_t n);
+
 #endif

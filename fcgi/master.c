@@ -440,18 +440,11 @@ static bool workers_alive(struct master *m)
 
 static int setup_signals(struct master *m)
 {
-    sigset_t set;
+    static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
 
     signal(SIGPIPE, SIG_IGN);
-    sigemptyset(&set);
-    sigaddset(&set, SIGCHLD);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    if (sigprocmask(SIG_BLOCK, &set, NULL) == -1)
-        return -errno;
-    m->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    return m->sig_fd == -1 ? -errno : 0;
+    m->sig_fd = signalfd_for(sigs, ARRAY_SIZE(sigs));
+    return m->sig_fd < 0 ? m->sig_fd : 0;
 }
 
 static void loop(struct master *m)

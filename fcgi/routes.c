@@ -225,72 +225,77 @@ out:
     release_admission(rc);
 }
 
-static void handle_kill(const struct route_ctx *rc, struct http_req *h)
+/*
+ * /kill and /cancel: a capped {"sessionId","projectId","targetTurnId"?} body naming a session.
+ * Answers the error itself and returns <0 when the body is not one.
+ */
+static int read_session_ref(const struct route_ctx *rc, struct http_req *h,
+                            struct session_ref *ref, char key[POOL_KEY_MAX])
 {
-    struct session_ref ref;
     struct buf body;
-    char err[256], key[POOL_KEY_MAX];
-    json_object *ok;
+    char err[256];
     int r;
 
     buf_init(&body, rc->cfg->max_small_body);
-    if (read_body(h, rc->cfg->max_small_body, &body) < 0)
-        goto out;
-    r = request_parse_session_ref(buf_str(&body), body.len, &ref, err, sizeof(err));
-    if (r < 0) {
-        http_error(h, 400, err);
-        goto out;
+    r = read_body(h, rc->cfg->max_small_body, &body);
+    if (r == 0) {
+        r = request_parse_session_ref(buf_str(&body), body.len, ref, err, sizeof(err));
+        if (r < 0)
+            http_error(h, 400, err);
     }
-    snprintf(key, sizeof(key), "%s:%s", ref.project_id, ref.session_id);
-    log_ctx_set(h->request_id, key, NULL, NULL);
+    buf_release(&body);
+    if (r < 0)
+        return r;
+    snprintf(key, POOL_KEY_MAX, "%s:%s", ref->project_id, ref->session_id);
+    log_ctx_set(h->request_id, key, ref->target_turn_id, NULL);
+    return 0;
+}
+
+static void ok_body(struct http_req *h, int status)
+{
+    json_object *ok = json_object_new_object();
+
+    json_object_object_add(ok, "ok", json_object_new_boolean(1));
+    http_json(h, status, ok);
+    json_object_put(ok);
+}
+
+static void handle_kill(const struct route_ctx *rc, struct http_req *h)
+{
+    struct session_ref ref;
+    char key[POOL_KEY_MAX];
+    int r;
+
+    if (read_session_ref(rc, h, &ref, key) < 0)
+        return;
     r = engine_kill_session(&rc->cfg->engine, key, TEARDOWN_KILL);
     if (r < 0) {
         http_error(h, 500, ar_strerror(r));
-        goto out;
+        return;
     }
     log_info("kill: %s", r > 0 ? "environment destroyed" : "no environment");
-    ok = json_object_new_object();
-    json_object_object_add(ok, "ok", json_object_new_boolean(1));
-    http_json(h, 200, ok);
-    json_object_put(ok);
-out:
-    buf_release(&body);
+    ok_body(h, 200);
 }
 
 static void handle_cancel(const struct route_ctx *rc, struct http_req *h)
 {
     struct session_ref ref;
-    struct buf body;
-    char err[256], key[POOL_KEY_MAX];
-    json_object *ok;
+    char key[POOL_KEY_MAX];
     int r;
 
-    buf_init(&body, rc->cfg->max_small_body);
-    if (read_body(h, rc->cfg->max_small_body, &body) < 0)
-        goto out;
-    r = request_parse_session_ref(buf_str(&body), body.len, &ref, err, sizeof(err));
-    if (r < 0) {
-        http_error(h, 400, err);
-        goto out;
-    }
-    snprintf(key, sizeof(key), "%s:%s", ref.project_id, ref.session_id);
-    log_ctx_set(h->request_id, key, ref.target_turn_id, NULL);
+    if (read_session_ref(rc, h, &ref, key) < 0)
+        return;
     r = engine_cancel_session(&rc->cfg->engine, key, ref.target_turn_id);
     if (r == -ENOENT) {
         http_error(h, 404, "session not held here");
-        goto out;
+        return;
     }
     if (r < 0) {
         http_error(h, 500, ar_strerror(r));
-        goto out;
+        return;
     }
     log_info("cancel requested");
-    ok = json_object_new_object();
-    json_object_object_add(ok, "ok", json_object_new_boolean(1));
-    http_json(h, 202, ok);
-    json_object_put(ok);
-out:
-    buf_release(&body);
+    ok_body(h, 202);
 }
 
 static void handle_metrics(const struct route_ctx *rc, struct http_req *h)

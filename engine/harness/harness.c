@@ -110,3 +110,16 @@ bool harness_file_exists(const char *dir, const char *rel)
     snprintf(path, sizeof(path), "%s/%s", dir, rel);
     return access(path, R_OK) == 0;
 }
+
+json_object *harness_headers_json(const struct run_request *req)
+{
+    json_object *headers;
+
+    if (req->mc.nheaders == 0)
+        return NULL;
+    headers = json_object_new_object();
+    for (size_t i = 0; i < req->mc.nheaders; i++)
+        json_object_object_add(headers, req->mc.headers[i].name,
+                               json_object_new_string(req->mc.headers[i].value));
+    return headers;
+}

@@ -60,6 +60,8 @@ void harness_add_file(struct sandbox_plan *plan, const char *path, const char *c
 /* The first credential with the given usage (or any usage when usage < 0), or NULL. */
 const struct credential *harness_credential(const struct run_request *req, int usage);
 bool harness_file_exists(const char *dir, const char *rel);
+/* modelConnection.endpoint.headers as a JSON object, NULL when there are none. */
+json_object *harness_headers_json(const struct run_request *req);
 
 extern const struct harness_ops harness_pi;
 extern const struct harness_ops harness_claude;

@@ -93,13 +93,8 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
     options = json_object_new_object();
     json_object_object_add(options, "baseURL", json_object_new_string(req->mc.base_url));
     json_object_object_add(options, "apiKey", json_object_new_string(apikey));
-    if (req->mc.nheaders > 0) {
-        json_object *headers = json_object_new_object();
-        for (size_t i = 0; i < req->mc.nheaders; i++)
-            json_object_object_add(headers, req->mc.headers[i].name,
-                                   json_object_new_string(req->mc.headers[i].value));
-        json_object_object_add(options, "headers", headers);
-    }
+    if (req->mc.nheaders > 0)
+        json_object_object_add(options, "headers", harness_headers_json(req));
     models = json_object_new_object();
     json_object_object_add(models, model, json_object_new_object());
     prov = json_object_new_object();

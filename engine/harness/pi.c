@@ -108,13 +108,8 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     }
     if (key)
         json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
-    if (req->mc.nheaders > 0) {
-        json_object *headers = json_object_new_object();
-        for (size_t i = 0; i < req->mc.nheaders; i++)
-            json_object_object_add(headers, req->mc.headers[i].name,
-                                   json_object_new_string(req->mc.headers[i].value));
-        json_object_object_add(prov, "headers", headers);
-    }
+    if (req->mc.nheaders > 0)
+        json_object_object_add(prov, "headers", harness_headers_json(req));
     json_object_object_add(prov, "models", model_list);
     providers = json_object_new_object();
     json_object_object_add(providers, slug, prov);
