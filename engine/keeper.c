@@ -771,6 +771,11 @@ int keeper_main(int argc, char **argv)
 
     (void)argc;
     (void)argv;
+    /*
+     * Whatever else the starting worker had open (FastCGI connections of concurrent requests:
+     * libfcgi does not mark them close-on-exec) must not live on here or in the sandbox.
+     */
+    close_range(3, ~0U, 0);
     memset(&k, 0, sizeof(k));
     k.listen_fd = k.client_fd = k.sig_fd = k.child_in = k.child_out = k.child_err = -1;
     k.log_fd = -1;

@@ -184,8 +184,7 @@ int metrics_render(struct pool *p, struct buf *out)
               "Time to start a keeper and its sandbox and attach to it.", &m->keeper_spawn);
     histogram(out, "agent_runner_first_event_seconds",
               "Time from the start of a turn to the harness's first output.", &m->first_event);
-    for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
-        inflight += pool_counter_get(p, PC_INFLIGHT_BASE + i);
+    inflight = pool_inflight_total(p);
     buf_printf(out, "# HELP agent_runner_runs_in_flight Runs being served now.\n"
                     "# TYPE agent_runner_runs_in_flight gauge\nagent_runner_runs_in_flight %llu\n",
                (unsigned long long)inflight);

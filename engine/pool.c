@@ -652,3 +652,55 @@ const char *pool_state_name(uint32_t state)
 
     return state < SLOT_STATE_COUNT ? names[state] : "invalid";
 }
+
+int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start)
+{
+    for (int i = 0; i < POOL_WORKERS_MAX; i++) {
+        struct pool_inflight *e = &p->hdr->inflight[i];
+        int32_t expected = 0;
+
+        if (__atomic_compare_exchange_n(&e->pid, &expected, (int32_t)pid, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&e->runs, 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&e->start, start, __ATOMIC_RELEASE);
+            return i;
+        }
+    }
+    return -ENOSPC;
+}
+
+void pool_inflight_add(struct pool *p, int idx, int delta)
+{
+    if (idx < 0 || idx >= POOL_WORKERS_MAX)
+        return;
+    if (delta >= 0)
+        __atomic_add_fetch(&p->hdr->inflight[idx].runs, (uint64_t)delta, __ATOMIC_RELAXED);
+    else
+        __atomic_sub_fetch(&p->hdr->inflight[idx].runs, (uint64_t)-delta, __ATOMIC_RELAXED);
+}
+
+uint64_t pool_inflight_total(const struct pool *p)
+{
+    uint64_t n = 0;
+
+    for (int i = 0; i < POOL_WORKERS_MAX; i++)
+        if (__atomic_load_n(&p->hdr->inflight[i].pid, __ATOMIC_ACQUIRE))
+            n += __atomic_load_n(&p->hdr->inflight[i].runs, __ATOMIC_RELAXED);
+    return n;
+}
+
+void pool_inflight_release(struct pool *p, pid_t pid)
+{
+    for (int i = 0; i < POOL_WORKERS_MAX; i++) {
+        struct pool_inflight *e = &p->hdr->inflight[i];
+        int32_t owner = __atomic_load_n(&e->pid, __ATOMIC_ACQUIRE);
+
+        if (!owner || (pid && owner != pid))
+            continue;
+        if (!pid && proc_alive(owner, __atomic_load_n(&e->start, __ATOMIC_ACQUIRE)))
+            continue;
+        __atomic_store_n(&e->runs, 0, __ATOMIC_RELAXED);
+        __atomic_compare_exchange_n(&e->pid, &owner, 0, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED);
+    }
+}

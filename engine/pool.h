@@ -29,7 +29,7 @@
 #include "metrics.h"
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 6u
+#define POOL_LAYOUT_VERSION 7u
 #define POOL_KEY_MAX 272
 #define POOL_DIR_MAX 192
 #define POOL_APPROVALS_MAX 8
@@ -52,16 +52,28 @@ enum slot_flags {
     SLOT_F_CANCEL = 1u << 3,         /* /cancel asked the current turn to stop */
 };
 
-/* Indexes into pool_header.counters. Per-worker in-flight runs live at PC_INFLIGHT_BASE + w so
- * the master can zero the share of a worker that died. */
+/* Indexes into pool_header.counters. */
 enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_KEEPER_SPAWNS,
     PC_WARM_HITS,
     PC_COLD_STARTS,
-    PC_INFLIGHT_BASE = 64,
-    PC_INFLIGHT_MAX_WORKERS = 64,
+};
+
+#define POOL_WORKERS_MAX 128
+
+/*
+ * In-flight runs, one entry per live worker process, claimed by the worker (lock-free CAS of
+ * its pid into a free entry) and released by the master when that process is gone. Workers
+ * of a crashed master keep counting their draining turns in their own entries, so a restarted
+ * master neither loses them nor underflows.
+ */
+struct pool_inflight {
+    int32_t pid;
+    uint32_t pad;
+    uint64_t start; /* process start time: pids are reused */
+    uint64_t runs;
 };
 
 /* A permission gate the harness is waiting on (its request is unanswered). */
@@ -143,6 +155,7 @@ struct pool_header {
     uint32_t nused;          /* derived */
     uint32_t nparked;        /* derived: keyed slots idle or awaiting approval */
     uint64_t counters[POOL_COUNTERS_MAX]; /* atomically updated, read without the lock */
+    struct pool_inflight inflight[POOL_WORKERS_MAX];
     uint32_t recent_next;
     struct pool_teardown recent[POOL_RECENT_MAX];
     struct pool_metrics metrics;
@@ -228,6 +241,15 @@ int pool_lru_idle_locked(struct pool *p);
 /* Counter helpers (lock-free). */
 void pool_counter_add(struct pool *p, unsigned idx, uint64_t n);
 uint64_t pool_counter_get(const struct pool *p, unsigned idx);
+
+/* A worker claims its in-flight entry: the index, or -ENOSPC. */
+int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start);
+/* Add (or, with a negative delta, take) runs on the caller's own entry. */
+void pool_inflight_add(struct pool *p, int idx, int delta);
+/* Runs in flight over every live worker. */
+uint64_t pool_inflight_total(const struct pool *p);
+/* Master: free the entries of processes that are gone (pid given: that one; 0: all dead). */
+void pool_inflight_release(struct pool *p, pid_t pid);
 
 const char *pool_state_name(uint32_t state);
 

@@ -162,8 +162,7 @@ static int cmd_stats(const struct pool *p, bool json)
         if (counter_names[i])
             json_object_object_add(counters, counter_names[i],
                                    json_object_new_int64((int64_t)pool_counter_get(p, i)));
-    for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
-        inflight += pool_counter_get(p, PC_INFLIGHT_BASE + i);
+    inflight = pool_inflight_total(p);
     json_object_object_add(counters, "runs_in_flight", json_object_new_int64((int64_t)inflight));
     {
         static const char *const outcomes[METRIC_OUTCOMES] = {"turns_ok", "turns_error",

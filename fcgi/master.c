@@ -78,8 +78,8 @@ static int parse_args(struct master *m, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "w:t:h", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
-            if (parse_u64(optarg, 1, PC_INFLIGHT_MAX_WORKERS, &m->cfg.workers) < 0) {
-                fprintf(stderr, "--workers: expected 1..%d\n", PC_INFLIGHT_MAX_WORKERS);
+            if (parse_u64(optarg, 1, 64, &m->cfg.workers) < 0) {
+                fprintf(stderr, "--workers: expected 1..64\n");
                 return -EINVAL;
             }
             break;
@@ -97,8 +97,9 @@ static int parse_args(struct master *m, int argc, char **argv)
             return -EINVAL;
         }
     }
-    if (m->cfg.workers > PC_INFLIGHT_MAX_WORKERS)
-        m->cfg.workers = PC_INFLIGHT_MAX_WORKERS;
+    /* room for a crashed master's draining workers beside ours in the in-flight table */
+    if (m->cfg.workers > POOL_WORKERS_MAX / 2)
+        m->cfg.workers = POOL_WORKERS_MAX / 2;
     return 0;
 }
 
@@ -127,9 +128,7 @@ static pid_t spawn_worker(struct master *m, unsigned index)
     if (pid > 0) {
         m->workers[index].pid = pid;
         m->workers[index].started = now_ms();
-        /* a fresh worker owns no runs: forget what a dead one had admitted */
-        __atomic_store_n(&m->pool->hdr->counters[PC_INFLIGHT_BASE + index], 0,
-                         __ATOMIC_RELAXED);
+
     }
     return pid;
 }
@@ -179,8 +178,8 @@ static void reap(struct master *m)
             continue;
         }
         m->workers[w].pid = 0;
-        __atomic_store_n(&m->pool->hdr->counters[PC_INFLIGHT_BASE + (unsigned)w], 0,
-                         __ATOMIC_RELAXED);
+        /* what the dead worker had admitted is not in flight any more */
+        pool_inflight_release(m->pool, pid);
         if (m->draining)
             continue;
         log_warn("worker %d (pid %d) died (%s %d): respawning", w, (int)pid,
@@ -340,8 +339,6 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
             if (pool_check_locked(p, err, sizeof(err)) < 0)
                 r = -EUCLEAN;
             p->hdr->master_pid = (int32_t)getpid();
-            for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
-                p->hdr->counters[PC_INFLIGHT_BASE + i] = 0;
             pool_unlock(p);
             if (r >= 0) {
                 log_info("adopted the session table of a previous master (%u used, %u reset)",
@@ -483,6 +480,7 @@ static void loop(struct master *m)
         reap(m);
         if (now_ms() >= next_sweep) {
             sweep(m);
+            pool_inflight_release(m->pool, 0);
             next_sweep = now_ms() + SWEEP_MS;
         }
     }

@@ -1,6 +1,7 @@
 #include "routes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,20 +24,14 @@ static bool authorized(const struct route_ctx *rc, struct http_req *h)
 
 static uint64_t runs_in_flight(const struct route_ctx *rc)
 {
-    uint64_t n = 0;
-
-    for (unsigned i = 0; i < PC_INFLIGHT_MAX_WORKERS; i++)
-        n += pool_counter_get(rc->pool, PC_INFLIGHT_BASE + i);
-    return n;
+    return pool_inflight_total(rc->pool);
 }
 
 static bool admit(const struct route_ctx *rc)
 {
-    unsigned idx = PC_INFLIGHT_BASE + rc->worker_index;
-
-    pool_counter_add(rc->pool, idx, 1);
+    pool_inflight_add(rc->pool, rc->inflight_slot, 1);
     if (runs_in_flight(rc) > rc->cfg->max_concurrent_runs) {
-        __atomic_sub_fetch(&rc->pool->hdr->counters[idx], 1, __ATOMIC_RELAXED);
+        pool_inflight_add(rc->pool, rc->inflight_slot, -1);
         pool_counter_add(rc->pool, PC_ADMISSION_REJECTED, 1);
         return false;
     }
@@ -45,8 +40,7 @@ static bool admit(const struct route_ctx *rc)
 
 static void release_admission(const struct route_ctx *rc)
 {
-    __atomic_sub_fetch(&rc->pool->hdr->counters[PC_INFLIGHT_BASE + rc->worker_index], 1,
-                       __ATOMIC_RELAXED);
+    pool_inflight_add(rc->pool, rc->inflight_slot, -1);
 }
 
 /* Read a capped body; answers the error itself and returns <0 when it cannot. */
@@ -340,6 +334,9 @@ void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)
     struct http_req h;
     const struct route *match = NULL;
 
+    /* libfcgi accepts without close-on-exec: keepers started meanwhile must not inherit it */
+    if (fr->ipcFd >= 0)
+        fcntl(fr->ipcFd, F_SETFD, FD_CLOEXEC);
     http_req_init(&h, fr);
     for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
         if (strcmp(routes[i].path, h.path) == 0) {

@@ -14,6 +14,7 @@ struct route_ctx {
     const struct runner_config *cfg;
     struct pool *pool;
     unsigned worker_index;
+    int inflight_slot; /* this worker process's entry in the in-flight table */
 };
 
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr);

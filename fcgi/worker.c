@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fcgiapp.h>
@@ -20,35 +21,24 @@
 struct worker_thread {
     pthread_t tid;
     struct route_ctx rc;
-    atomic_bool accepting;
-    atomic_bool done;
     bool started;
 };
 
 static pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stopping;
 
-static void on_wake(int sig)
-{
-    (void)sig; /* only interrupts accept(2) */
-}
-
 static void *thread_main(void *arg)
 {
     struct worker_thread *t = arg;
     FCGX_Request req;
 
-    if (FCGX_InitRequest(&req, 0, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
-        atomic_store(&t->done, true);
+    if (FCGX_InitRequest(&req, 0, 0) != 0)
         return NULL;
-    }
     while (!atomic_load(&stopping)) {
         int rc;
 
         pthread_mutex_lock(&accept_lock);
-        atomic_store(&t->accepting, true);
         rc = atomic_load(&stopping) ? -1 : FCGX_Accept_r(&req);
-        atomic_store(&t->accepting, false);
         pthread_mutex_unlock(&accept_lock);
         if (rc < 0)
             break;
@@ -56,18 +46,16 @@ static void *thread_main(void *arg)
         FCGX_Finish_r(&req);
     }
     FCGX_Free(&req, 1);
-    atomic_store(&t->done, true);
     return NULL;
 }
 
 int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned index)
 {
     struct worker_thread *threads;
-    struct sigaction sa;
     pthread_attr_t attr;
     sigset_t set;
     unsigned n = (unsigned)cfg->threads, started = 0;
-    int sig;
+    int sig, inflight;
 
     prctl(PR_SET_NAME, "ar-worker");
     /* a worker must never outlive its master */
@@ -76,9 +64,6 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
         return 1;
     log_setup("worker", (enum log_level)log_max_level);
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_wake; /* no SA_RESTART: accept(2) returns EINTR */
-    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -88,6 +73,11 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
 
     if (FCGX_Init() != 0)
         return 1;
+    inflight = pool_inflight_claim(pool, getpid(), proc_start_time(getpid()));
+    if (inflight < 0) {
+        log_error("worker %u: no free in-flight entry", index);
+        return 1;
+    }
     threads = calloc(n, sizeof(*threads));
     if (!threads)
         return 1;
@@ -97,6 +87,7 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
         threads[i].rc.cfg = cfg;
         threads[i].rc.pool = pool;
         threads[i].rc.worker_index = index;
+        threads[i].rc.inflight_slot = inflight;
         if (pthread_create(&threads[i].tid, &attr, thread_main, &threads[i]) != 0) {
             log_error("cannot start worker thread %u of %u", i, n);
             break;
@@ -112,27 +103,17 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
     sigwait(&set, &sig);
     log_info("worker %u stopping: finishing requests in progress", index);
     atomic_store(&stopping, true);
-    FCGX_ShutdownPending();
-    /* wake threads blocked in accept(2) until none is in it (they check `stopping` first) */
-    for (;;) {
-        bool any = false;
-
-        for (unsigned i = 0; i < n; i++) {
-            if (threads[i].started && atomic_load(&threads[i].accepting)) {
-                any = true;
-                pthread_kill(threads[i].tid, SIGUSR1);
-            }
-        }
-        if (!any)
-            break;
-        usleep(20000);
-    }
-    /* nobody accepts any more: let go of the listening socket so a new master can bind;
-     * requests in progress keep their own connections */
-    close(STDIN_FILENO);
+    /*
+     * Shutting the listening socket down makes every accept(2) blocked on it return (in every
+     * worker: this is a drain of the whole service). No signals into libfcgi's accept loop: a
+     * thread it interrupted while it waited for a new connection's first byte would spin.
+     * Requests in progress keep their own connections and run to their end.
+     */
+    shutdown(STDIN_FILENO, SHUT_RDWR);
     for (unsigned i = 0; i < n; i++)
         if (threads[i].started)
             pthread_join(threads[i].tid, NULL);
+    close(STDIN_FILENO);
     free(threads);
     log_info("worker %u stopped", index);
     return 0;

@@ -85,6 +85,7 @@ struct session {
     struct sbuf line; /* the partial response line */
     char text[TEXT_MAX];  /* the new user text of the request in flight */
     char *output;         /* the result's output, unescaped */
+    char *error;          /* the result's error, unescaped */
     int64_t t0, t_ready, t_delta, t_result; /* 0: not seen */
     bool got_result, result_ok;
 };
@@ -347,6 +348,9 @@ static void on_line(struct session *s, const char *line)
     out = strstr(line, "\"output\":\"");
     free(s->output);
     s->output = out ? json_unescape(out + 10) : NULL;
+    out = strstr(line, "\"error\":\"");
+    free(s->error);
+    s->error = out ? json_unescape(out + 9) : NULL;
 }
 
 static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
@@ -390,6 +394,8 @@ static void start_turn(struct session *s)
     s->t_ready = s->t_delta = 0;
     free(s->output);
     s->output = NULL;
+    free(s->error);
+    s->error = NULL;
     if (s->phase == PH_KILL) {
         sb_str(b, "{\"projectId\":\"bench\",\"sessionId\":");
         sb_json_str(b, s->sid);
@@ -463,7 +469,7 @@ static void finish_turn(struct session *s, CURLcode rc)
         note_error(s, "no result record", NULL);
         good = false;
     } else if (!s->result_ok) {
-        note_error(s, "result not ok:", s->output);
+        note_error(s, "result not ok:", s->error ? s->error : s->output);
         good = false;
     } else if (!s->output || strcmp(s->output, expect) != 0) {
         note_error(s, "unexpected output:", s->output ? s->output : "(none)");
@@ -717,6 +723,7 @@ int main(int argc, char **argv)
         free(s->body.p);
         free(s->line.p);
         free(s->output);
+        free(s->error);
         curl_slist_free_all(s->headers);
         curl_easy_cleanup(s->easy);
     }

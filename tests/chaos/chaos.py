@@ -761,6 +761,14 @@ class Chaos:
         for d in sorted(os.listdir(envs) if os.path.isdir(envs) else []):
             if os.path.join(envs, d) not in live_dirs:
                 problems.append((("env", d), f"env folder {d} without a live slot"))
+        try:
+            stats = json.loads(self.st.ctl("stats", "--json").stdout)
+            inflight = stats["counters"].get("runs_in_flight")
+        except (AssertionError, ValueError, KeyError) as e:
+            inflight = f"unreadable ({e})"
+        if inflight != 0:
+            problems.append((("inflight", self.round),
+                             f"ctl stats runs_in_flight is {inflight} with no request running"))
         busy_orphans = [s for s in snap if s["state"] in ("busy", "starting") and
                         not pid_alive(s["ownerPid"])]
         nproc = len(own)
@@ -1088,7 +1096,7 @@ VIOLATION_CLASSES = (
     ("unexpected output", "wrong-output"), ("cold turn", "wrong-output"),
     ("first turn", "wrong-output"), ("new session answered", "wrong-output"),
     ("not respawned", "respawn"), ("did not come back", "master-restart"),
-    ("readyz", "readyz"), ("ctl check", "ctl-check"), ("names dead keeper", "stale-slot"),
+    ("runs_in_flight", "inflight-counter"), ("readyz", "readyz"), ("ctl check", "ctl-check"), ("names dead keeper", "stale-slot"),
     ("has no keeper", "stale-slot"), ("names pid", "stale-slot"),
     ("unaccounted process", "process-leak"), ("env folder", "env-folder"),
     ("was killed but no cold", "killed-not-cold"), ("not parked idle", "not-parked"),

@@ -186,6 +186,10 @@ def ndjson_seeds():
         "long": (0, [("0123456789abcdef" * 64).encode(), b"m"]),
         "json-looking": (0, [b'{"kind":"event","event":{}}\n', b'"}\n']),
         "cuts": (0x38, ["a\u00e9b\u20acc\U0001F600d".encode() * 4, b"m"]),
+        "beyond-unicode": (1, [b"\xf4\x90\x80\x80 \xf7\xbf\xbf\xbf", b"t"]),
+        "five-byte": (0, [b"\xf8\x88\x80\x80\x80"]),
+        "surrogate": (2, [b"\xed\xa0\xbd\xed\xb8\x80", b"call"]),
+        "fields-in-id": (5, [b"", "\u00e9\"\\\n".encode(), b"max_tokens"]),
     }
     for name, (which, fields) in seeds.items():
         write(t, name + ".bin", bytes([which]) + b"\x00".join(fields))
