@@ -579,6 +579,9 @@ static int parse_messages(struct pctx *c, json_object *arr, struct run_request *
             cm->blocks[0].type_name = "text";
             if ((size_t)json_object_get_string_len(content) > c->lim->max_string)
                 return fail(c, "%s: longer than %zu bytes", field, c->lim->max_string);
+            if (memchr(json_object_get_string(content), '\0',
+                       (size_t)json_object_get_string_len(content)))
+                return fail(c, "%s: contains a NUL character", field);
             cm->blocks[0].text = json_object_get_string(content);
             continue;
         }

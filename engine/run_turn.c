@@ -206,7 +206,8 @@ static int usage_update(json_object *update, struct event_stream *es, struct run
         if (amount)
             u.cost = json_object_get_double(amount);
     }
-    res->usage.cost = u.cost ? u.cost : res->usage.cost;
+    if (u.cost != 0.0)
+        res->usage.cost = u.cost;
     return event_emit(es, event_usage(&u));
 }
 

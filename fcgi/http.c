@@ -37,8 +37,7 @@ static const char *reason_of(int status)
 }
 
 void http_parse_params(struct http_req *h, const char *method, const char *document_uri,
-                       const char *request_uri, const char *content_length,
-                       const char *request_id)
+                       const char *request_uri, const char *content_length, const char *request_id)
 {
     const char *p = document_uri ? document_uri : request_uri;
 
@@ -46,24 +45,26 @@ void http_parse_params(struct http_req *h, const char *method, const char *docum
     snprintf(h->method, sizeof(h->method), "%s", method ? method : "");
     snprintf(h->path, sizeof(h->path), "%s", p ? p : "");
     h->path[strcspn(h->path, "?")] = '\0';
-    if (request_id && strlen(request_id) < sizeof(h->request_id) && request_id[0])
+    /* a caller's id is echoed in a header and logs: only plain token characters */
+    if (request_id && request_id[0] && strlen(request_id) < sizeof(h->request_id) &&
+        strspn(request_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+            strlen(request_id))
         snprintf(h->request_id, sizeof(h->request_id), "%s", request_id);
     else
         (void)random_hex(h->request_id, 16);
     if (content_length && content_length[0]) {
         h->has_length = true;
         if (parse_u64(content_length, 0, UINT64_MAX, &h->content_length) < 0)
-            h->content_length = UINT64_MAX; /* malformed: refused by http_read_body */
+            h->bad_length = true; /* refused by http_read_body */
     }
 }
 
 void http_req_init(struct http_req *h, FCGX_Request *fr)
 {
-    http_parse_params(h, FCGX_GetParam("REQUEST_METHOD", fr->envp),
-                      FCGX_GetParam("DOCUMENT_URI", fr->envp),
-                      FCGX_GetParam("REQUEST_URI", fr->envp),
-                      FCGX_GetParam("CONTENT_LENGTH", fr->envp),
-                      FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp));
+    http_parse_params(
+        h, FCGX_GetParam("REQUEST_METHOD", fr->envp), FCGX_GetParam("DOCUMENT_URI", fr->envp),
+        FCGX_GetParam("REQUEST_URI", fr->envp), FCGX_GetParam("CONTENT_LENGTH", fr->envp),
+        FCGX_GetParam("HTTP_X_REQUEST_ID", fr->envp));
     h->fr = fr;
 }
 
@@ -80,7 +81,7 @@ int http_read_body(struct http_req *h, uint64_t max, struct buf *out)
 
     if (!h->has_length || h->content_length == 0)
         return 0;
-    if (h->content_length == UINT64_MAX)
+    if (h->bad_length)
         return -EINVAL;
     if (h->content_length > max)
         return -EFBIG;

@@ -22,6 +22,7 @@ struct http_req {
     char request_id[40];
     bool has_length;
     uint64_t content_length;
+    bool bad_length; /* CONTENT_LENGTH was not a number */
     bool headers_sent;
     bool client_gone;
 };
@@ -37,8 +38,7 @@ void http_req_init(struct http_req *h, FCGX_Request *fr);
  * is stored as UINT64_MAX, which http_read_body refuses. Cannot fail.
  */
 void http_parse_params(struct http_req *h, const char *method, const char *document_uri,
-                       const char *request_uri, const char *content_length,
-                       const char *request_id);
+                       const char *request_uri, const char *content_length, const char *request_id);
 /* A parameter (e.g. "HTTP_ACCEPT") or NULL; valid until the request finishes. */
 const char *http_param(const struct http_req *h, const char *name);
 

@@ -45,6 +45,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import stack  # noqa: E402
 
 BIN = stack.BIN
+PROGRAMS = ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper", "acp-scripted",
+            "agent-runner-ctl")
 MiB = 1024 * 1024
 
 TARGETS = {
@@ -55,6 +57,12 @@ TARGETS = {
     "pi_ratio": 10.0,
     "keeper_rss": 4 * MiB,
 }
+
+
+def use_bin(path):
+    global BIN
+    BIN = path
+    stack.BIN = path  # Stack and its helpers look the programs up there at call time
 
 
 def log(msg):
@@ -539,30 +547,8 @@ How to read it:
 
 # --- main ------------------------------------------------------------------------------------
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(stack.ROOT, "BENCHMARKS.md"))
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--profile", metavar="DIR")
-    ap.add_argument("--wait-idle", type=float, default=120, metavar="S",
-                    help="wait up to S seconds for other work on the machine to calm down")
-    args = ap.parse_args()
-    t_all = time.monotonic()
-    for prog in ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper",
-                 "acp-scripted", "agent-runner-ctl"):
-        if not os.access(os.path.join(BIN, prog), os.X_OK):
-            sys.exit(f"bench: {BIN}/{prog} is missing: run `make bench`")
-    deadline = time.monotonic() + args.wait_idle
-    while True:
-        busy = busy_fraction()
-        if busy < 0.25 or time.monotonic() >= deadline:
-            break
-        log(f"the machine is {busy * 100:.0f} % busy with other work: waiting (at most "
-            f"{deadline - time.monotonic():.0f} s more)")
-    mach = machine()
-    r = {}
-    r["pool"] = bench_pool()
-
+def measure(args, r):
+    """Everything on the stack; fills r."""
     q = args.quick
     model_tmp = tempfile.mkdtemp(prefix="ar-bench-model.")
     model = stack.FakeModel(model_tmp)
@@ -586,8 +572,7 @@ def main():
         if args.profile:
             profile_run(st, args.profile)
         workers = sorted(st.worker_pids())
-        mem = {"master": proc_status(st.master.pid), "worker_pid": workers[0],
-               "worker": proc_status(workers[0]),
+        mem = {"master": proc_status(st.master.pid), "worker": proc_status(workers[0]),
                "worker2": rss(workers[1]) if len(workers) > 1 else 0}
         mem["scripted"] = scripted_rss(st)
         status, _, health = st.request("GET", "/health", token=False)
@@ -607,6 +592,41 @@ def main():
         model.stop()
         shutil.rmtree(model_tmp, ignore_errors=True)
 
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(stack.ROOT, "BENCHMARKS.md"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--profile", metavar="DIR")
+    ap.add_argument("--wait-idle", type=float, default=120, metavar="S",
+                    help="wait up to S seconds for other work on the machine to calm down")
+    args = ap.parse_args()
+    t_all = time.monotonic()
+    for prog in PROGRAMS:
+        if not os.access(os.path.join(BIN, prog), os.X_OK):
+            sys.exit(f"bench: {BIN}/{prog} is missing: run `make bench`")
+    # run a private copy of the programs: a rebuild in the work tree while the benchmark runs
+    # (another make in the same checkout) must not swap binaries under a running stack
+    bin_copy = tempfile.mkdtemp(prefix="ar-bench-bin.")
+    r = {}
+    try:
+        os.chmod(bin_copy, 0o755)
+        for prog in PROGRAMS:
+            shutil.copy2(os.path.join(BIN, prog), os.path.join(bin_copy, prog))
+        use_bin(bin_copy)
+        deadline = time.monotonic() + args.wait_idle
+        while True:
+            busy = busy_fraction()
+            if busy < 0.25 or time.monotonic() >= deadline:
+                break
+            log(f"the machine is {busy * 100:.0f} % busy with other work: waiting (at most "
+                f"{deadline - time.monotonic():.0f} s more)")
+        mach = machine()
+        r["pool"] = bench_pool()
+        measure(args, r)
+    finally:
+        shutil.rmtree(bin_copy, ignore_errors=True)
+
     r["loadavg_after"] = open("/proc/loadavg").read().split()[:3]
     rows = build_rows(r)
     table = render(rows)
@@ -618,6 +638,8 @@ def main():
     write_markdown(args.out, mach, table, r, wall)
     log(f"wrote {args.out}")
     errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") for x in r[k]["runs"])
+    if errors:
+        log(f"{errors} turns were wrong (see the loadgen errors above)")
     return 1 if errors else 0
 
 

@@ -18,14 +18,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(cond)                                                                        \
-    do {                                                                                        \
-        if (!(cond))                                                                            \
-            fuzz_fail(__FILE__, __LINE__, #cond);                                               \
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            fuzz_fail(__FILE__, __LINE__, #cond);                                                  \
     } while (0)
 
-__attribute__((noreturn)) static inline void fuzz_fail(const char *file, int line,
-                                                       const char *cond)
+__attribute__((noreturn)) static inline void fuzz_fail(const char *file, int line, const char *cond)
 {
     fprintf(stderr, "%s:%d: property broken: %s\n", file, line, cond);
     abort();

@@ -14,7 +14,7 @@
  *     and always grants it for an exact X-Agenta-Runner-Token or Bearer token;
  *   - the copied strings are NUL-terminated truncations of the parameters, the path has no
  *     query, a usable request id is kept and any other replaced by 32 hex digits;
- *   - CONTENT_LENGTH is exact when it is a plain decimal and UINT64_MAX (refused) otherwise;
+ *   - CONTENT_LENGTH is exact when it is a plain decimal and flagged bad (refused) otherwise;
  *   - http_read_body reads exactly CONTENT_LENGTH bytes, refuses an over-cap length before
  *     reading, and reports a short body;
  *   - http_req_init over an FCGX parameter array agrees with http_parse_params.
@@ -29,7 +29,7 @@
 #include "fuzz.h"
 
 #define NFIELDS 8
-#define BEARER_MAX 1024 /* auth_ok's token buffer: longer Bearer tokens are refused */
+#define BEARER_MAX 4096 /* longer tokens are refused, in either header */
 
 enum {
     F_METHOD,
@@ -53,7 +53,7 @@ static bool auth_oracle(const char *expected, const char *header, const char *au
     if (!expected || !expected[0])
         return false;
     if (header && header[0])
-        return strcmp(header, expected) == 0;
+        return strlen(header) < BEARER_MAX && strcmp(header, expected) == 0;
     if (!authorization || strncasecmp(authorization, "Bearer", 6) != 0 ||
         !isspace((unsigned char)authorization[6]))
         return false;
@@ -95,6 +95,13 @@ static bool plain_u64(const char *s, uint64_t *ret)
     return true;
 }
 
+/* Request ids a caller may choose: they are echoed in a header and the logs. */
+static bool token_chars(const char *s)
+{
+    return strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+           strlen(s);
+}
+
 static bool is_truncation(const char *copy, size_t size, const char *orig)
 {
     size_t n = strlen(orig);
@@ -117,7 +124,7 @@ static void check_params(const struct http_req *h, const char *f[NFIELDS])
     path[strcspn(path, "?")] = '\0';
     FUZZ_CHECK(memchr(h->path, '\0', sizeof(h->path)) && strcmp(h->path, path) == 0);
     FUZZ_CHECK(!strchr(h->path, '?'));
-    if (id && id[0] && strlen(id) < sizeof(h->request_id)) {
+    if (id && id[0] && strlen(id) < sizeof(h->request_id) && token_chars(id)) {
         FUZZ_CHECK(strcmp(h->request_id, id) == 0);
     } else {
         FUZZ_CHECK(strlen(h->request_id) == 32);
@@ -128,7 +135,7 @@ static void check_params(const struct http_req *h, const char *f[NFIELDS])
     else if (plain_u64(len, &v))
         FUZZ_CHECK(h->has_length && h->content_length == v);
     else
-        FUZZ_CHECK(h->has_length && h->content_length == UINT64_MAX);
+        FUZZ_CHECK(h->has_length && h->bad_length);
 }
 
 static void close_stream(FCGX_Stream *s)
@@ -155,7 +162,7 @@ static void check_read_body(struct http_req *h, uint64_t max, const uint8_t *bod
     r = http_read_body(h, max, &out);
     if (!h->has_length || h->content_length == 0) {
         FUZZ_CHECK(r == 0 && out.len == 0);
-    } else if (h->content_length == UINT64_MAX) {
+    } else if (h->bad_length) {
         FUZZ_CHECK(r == -EINVAL && out.len == 0);
     } else if (h->content_length > max) {
         FUZZ_CHECK(r == -EFBIG && out.len == 0);
@@ -202,8 +209,10 @@ static void check_req_init(const struct http_req *want, const char *f[NFIELDS])
     http_req_init(&h, &fr);
     FUZZ_CHECK(h.fr == &fr);
     FUZZ_CHECK(strcmp(h.method, want->method) == 0 && strcmp(h.path, want->path) == 0);
-    FUZZ_CHECK(h.has_length == want->has_length && h.content_length == want->content_length);
-    if (f[F_REQUEST_ID] && f[F_REQUEST_ID][0] && strlen(f[F_REQUEST_ID]) < sizeof(h.request_id))
+    FUZZ_CHECK(h.has_length == want->has_length && h.content_length == want->content_length &&
+               h.bad_length == want->bad_length);
+    if (f[F_REQUEST_ID] && f[F_REQUEST_ID][0] && strlen(f[F_REQUEST_ID]) < sizeof(h.request_id) &&
+        token_chars(f[F_REQUEST_ID]))
         FUZZ_CHECK(strcmp(h.request_id, want->request_id) == 0);
     for (size_t i = 0; i < 5; i++)
         free(vars[i]);
@@ -251,8 +260,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_auth(f[F_EXPECTED], f[F_HEADER], f[F_AUTHORIZATION]);
     check_auth(f[F_EXPECTED], NULL, f[F_AUTHORIZATION]);
 
-    http_parse_params(&h, f[F_METHOD], f[F_DOCUMENT_URI], f[F_REQUEST_URI],
-                      f[F_CONTENT_LENGTH], f[F_REQUEST_ID]);
+    http_parse_params(&h, f[F_METHOD], f[F_DOCUMENT_URI], f[F_REQUEST_URI], f[F_CONTENT_LENGTH],
+                      f[F_REQUEST_ID]);
     check_params(&h, f);
     check_req_init(&h, f);
     check_read_body(&h, body_caps[(mode >> 2) & 7], body, blen);

@@ -129,8 +129,7 @@ static void check_request(const struct run_request *req, const struct request_li
     if (req->mc.present) {
         FUZZ_CHECK(req->mc.provider && req->mc.provider[0]);
         FUZZ_CHECK(req->mc.deployment && req->mc.deployment[0]);
-        FUZZ_CHECK((req->mc.ncredentials > 0) ==
-                   (req->mc.credential_mode == CREDENTIAL_MODE_ENV));
+        FUZZ_CHECK((req->mc.ncredentials > 0) == (req->mc.credential_mode == CREDENTIAL_MODE_ENV));
         for (size_t i = 0; i < req->mc.ncredentials; i++) {
             const struct credential *c = &req->mc.credentials[i];
 
