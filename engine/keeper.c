@@ -498,7 +498,8 @@ static void client_gone(struct keeper *k)
         cancel_in_flight(k);
         slot_update(k, slot_orphaned);
     }
-    k->deadline = now_ms() + k->idle_ms;
+    /* a per-turn environment whose worker vanished has nobody to serve: end it now */
+    k->deadline = now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
 }
 
 static void accept_client(struct keeper *k)

@@ -474,8 +474,12 @@ class Chaos:
         if out.kind == "result":
             self.count("ok" if out.ok else "ok_false")
             return ""
-        if out.kind in ("conn", "5xx"):
-            self.count("conn_errors" if out.kind == "conn" else "http_5xx")
+        # A stream that ends without its result record is how a lost connection to the runner
+        # reaches the client through nginx (which ends an unbuffered FastCGI response cleanly
+        # when the worker process dies): the contract makes it a transport error, so it counts
+        # as a connection error - when a worker or master kill explains it.
+        if out.kind in ("conn", "5xx", "truncated"):
+            self.count({"conn": "conn_errors", "5xx": "http_5xx"}.get(out.kind, "truncated"))
             if not self.explained(out, ("worker", "master")):
                 self.violation(f"{who} {key or 'no session'}: {out.kind} that no worker/master "
                                f"kill explains: {out.error}")
@@ -484,7 +488,10 @@ class Chaos:
         self.count(out.kind)
         extra = ""
         if key and out.kind == "hung":
-            s = self.st.session(key) if self.master_alive() else None
+            try:
+                s = self.st.session(key)
+            except (AssertionError, ValueError):
+                s = None
             if s:
                 extra = (f" [slot: state {s['state']}, keeper {s['keeperPid']}, owner "
                          f"{s['ownerPid']} {'alive' if pid_alive(s['ownerPid']) else 'dead'}]")
