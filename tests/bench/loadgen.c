@@ -25,7 +25,8 @@
  * prompts that agent process answered, so a turn that silently went cold is an error too). At
  * the end of warm mode each session is removed with POST /kill (not measured).
  *
- * Output: one JSON object on stdout. Exit status 0 when every turn was right, 1 otherwise.
+ * Output: one JSON object on stdout; "loadgen: measuring" and "loadgen: measured" on stderr
+ * around the measured phase. Exit status 0 when every turn was right, 1 otherwise.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -537,8 +538,11 @@ static void *thread_main(void *arg)
         run_loop(th);
     }
     pthread_barrier_wait(&barrier);
-    if (th->id == 0)
+    if (th->id == 0) {
+        fprintf(stderr, "loadgen: measuring\n"); /* run.py takes its CPU snapshots here */
+        fflush(stderr);
         t_measure_start = now_ns();
+    }
     pthread_barrier_wait(&barrier);
     for (size_t i = 0; i < th->ns; i++) {
         th->s[i].phase = PH_MEASURE;
@@ -547,8 +551,11 @@ static void *thread_main(void *arg)
     }
     run_loop(th);
     pthread_barrier_wait(&barrier);
-    if (th->id == 0)
+    if (th->id == 0) {
         t_measure_end = now_ns();
+        fprintf(stderr, "loadgen: measured\n");
+        fflush(stderr);
+    }
     if (!o->cold) {
         for (size_t i = 0; i < th->ns; i++) {
             th->s[i].phase = PH_KILL;

@@ -143,22 +143,78 @@ def fmt_ms(v):
     return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
 
 
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(st):
+    """(machine busy seconds, {pid: cpu seconds} of every process of our stack)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = (sum(v) - v[3] - v[4]) / TICK
+    table = stack.proc_table()
+    ours = {}
+    roots = [p.pid for p in (st.master, st.nginx) if p]
+    for pid in roots + [d for r in roots for d in stack.descendants(r, table)]:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            # utime + stime, and cutime + cstime: the CPU of reaped children (cold keepers,
+            # their sandboxes and agents, reaped by the master / keepers / workers)
+            ours[pid] = sum(int(x) for x in fields[11:15]) / TICK
+        except (OSError, IndexError, ValueError):
+            pass
+    return busy, ours
+
+
+def pid_cpu(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def loadgen(st, *args):
+    """Run build/bin/loadgen; besides its JSON, measure the CPU of the measured phase: the
+    stack's processes (alive at its end, with the children they reaped: cold keepers,
+    sandboxes, agents), the driver, and what the rest of the machine used."""
     cmd = [os.path.join(BIN, "loadgen"), "--url", f"https://127.0.0.1:{st.port}/run",
            "--token", stack.TOKEN, *args]
     shown = "loadgen " + " ".join(args)
     log(f"running {shown}")
     t0 = time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    snap0 = snap1 = None
+    errors = []
+    for line in proc.stderr:
+        if line.strip() == "loadgen: measuring":
+            snap0 = (cpu_snapshot(st), pid_cpu(proc.pid), time.monotonic())
+        elif line.strip() == "loadgen: measured":
+            snap1 = (cpu_snapshot(st), pid_cpu(proc.pid), time.monotonic())
+        else:
+            errors.append(line)
+    stdout = proc.stdout.read()
+    proc.wait(900)
+    wall = time.monotonic() - t0
+    out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, "".join(errors))
     if out.stderr.strip():
         sys.stderr.write(out.stderr)
     if not out.stdout.strip():
         raise RuntimeError(f"{shown}: no output (exit {out.returncode})")
     res = json.loads(out.stdout)
     res["cmd"] = shown
+    res["other"], res["stack_cpu_s"], res["driver_cpu_s"] = 0.0, 0.0, 0.0
+    if snap0 and snap1:
+        (m0, ours0), drv0, w0 = snap0
+        (m1, ours1), drv1, w1 = snap1
+        res["stack_cpu_s"] = sum(t - ours0.get(pid, 0.0) for pid, t in ours1.items())
+        res["driver_cpu_s"] = drv1 - drv0
+        rest = (m1 - m0) - res["stack_cpu_s"] - res["driver_cpu_s"]
+        res["other"] = max(0.0, rest) / max((w1 - w0) * (os.cpu_count() or 1), 1e-9)
     log(f"  {res['turns']} turns, {res['errors']} errors, {res['turns_per_s']:.0f} turns/s, "
         f"p50 {res['all']['p50_ms']:.3f} ms, p99 {res['all']['p99_ms']:.3f} ms "
-        f"({time.monotonic() - t0:.1f}s)")
+        f"({wall:.1f}s; CPU outside the stack and driver {res['other'] * 100:.0f} %)")
     return res
 
 
@@ -175,6 +231,13 @@ def repeated(st, runs, *args):
 
 def spread(res, what):
     runs = res.get("runs", [res])
+    if what == "other":
+        vals = [r["other"] * 100 for r in runs]
+        return (f"; CPU outside the stack and driver: {min(vals):.0f}-{max(vals):.0f} %"
+                if len(runs) > 1 else f"; CPU outside the stack and driver: {vals[0]:.0f} %")
+    if what == "cpu":
+        return (f"; CPU per turn: stack {res['stack_cpu_s'] / res['turns'] * 1e6:.0f} us, "
+                f"driver {res['driver_cpu_s'] / res['turns'] * 1e6:.0f} us")
     if len(runs) < 2:
         return ""
     if what == "tps":
@@ -390,17 +453,18 @@ def build_rows(r):
     t = TARGETS
     rows.append(("1. warm turn p50, 1 session", fmt_ms(w1["all"]["p50_ms"]),
                  f"<= {t['warm_p50_1']:g} ms ({verdict(w1['all']['p50_ms'] <= t['warm_p50_1'])})",
-                 lg(w1) + spread(w1, "p50_ms") + followup(w1), ""))
+                 lg(w1) + spread(w1, "p50_ms") + followup(w1) + spread(w1, "cpu") +
+                 spread(w1, "other"), ""))
     rows.append(("1. warm turn p99, 1 session", fmt_ms(w1["all"]["p99_ms"]), "—",
                  f"same run; {w1['turns_per_s']:.0f} turns/s" + spread(w1, "p99_ms"), ""))
     rows.append(("1. warm turns/s, 16 sessions", f"{w16['turns_per_s']:.0f} turns/s", "—",
-                 lg(w16) + spread(w16, "tps"),
+                 lg(w16) + spread(w16, "tps") + spread(w16, "cpu") + spread(w16, "other"),
                  f"{w16['turns_per_s'] / w1['turns_per_s']:.2f}x the 1-session rate"))
     rows.append(("1. warm turn p99, 16 sessions", fmt_ms(w16["all"]["p99_ms"]), "—",
                  f"same run; p50 {fmt_ms(w16['all']['p50_ms'])}" + spread(w16, "p99_ms"), ""))
     rows.append(("1. warm turns/s, 64 sessions", f"{w64['turns_per_s']:.0f} turns/s",
                  f">= {t['warm_tps_64']:g} ({verdict(w64['turns_per_s'] >= t['warm_tps_64'])})",
-                 lg(w64) + spread(w64, "tps"),
+                 lg(w64) + spread(w64, "tps") + spread(w64, "cpu") + spread(w64, "other"),
                  f"{w64['turns_per_s'] / w16['turns_per_s']:.2f}x the 16-session rate"))
     rows.append(("1. warm turn p99, 64 sessions", fmt_ms(w64["all"]["p99_ms"]),
                  f"<= {t['warm_p99_64']:g} ms "
@@ -408,7 +472,7 @@ def build_rows(r):
                  f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}" + spread(w64, "p99_ms"), ""))
     rows.append(("2. cold local turn p50", fmt_ms(cold["all"]["p50_ms"]),
                  f"<= {t['cold_p50']:g} ms ({verdict(cold['all']['p50_ms'] <= t['cold_p50'])})",
-                 lg(cold), f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
+                 lg(cold) + spread(cold, "cpu") + spread(cold, "other"), f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
                            "(warm: 1-session run)"))
     rows.append(("2. cold local turn p99", fmt_ms(cold["all"]["p99_ms"]), "—",
                  f"same run; p50 of the parts: environment_ready (keeper + bwrap + agent + ACP "
@@ -534,6 +598,11 @@ How to read it:
 - Throughput counts the warm turns of the measured phase over its wall time (all sessions
   warm before the clock starts; each session's cold turn and its final `/kill` are not
   counted).
+- CPU per turn (from /proc over the measured phase): "stack" is nginx, the master, the
+  workers, the keepers, sandboxes and agents (with the children they reaped), "driver" is
+  loadgen. "CPU outside the stack and driver" is the rest of the machine's busy time in the
+  same window as a share of both cores: other jobs and kernel threads. When it is high the
+  figures are low; the run waits up to 120 s for the machine to calm down before it starts.
 - Cold turns carry no sessionId: a keeper, a bwrap sandbox and the scripted agent are
   started, the turn runs, and the environment is torn down before the result is sent.
 - pi: first `message_delta` on an already open TLS connection; the cold turn includes starting
