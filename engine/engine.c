@@ -375,7 +375,7 @@ static void lookup_locked(struct pool *p, const struct engine_turn *t, struct lo
     case SLOT_IDLE:
         lk->reason = mismatch_locked(t, s);
         if (lk->reason == TEARDOWN_NONE &&
-            pool_checkout_locked(p, lk->h, false, getpid(), t->req->turn_id) == 0) {
+            pool_checkout_locked(p, lk->h, false, self_pid(), t->req->turn_id) == 0) {
             lk->outcome = LOOKUP_WARM;
             return;
         }
@@ -383,7 +383,7 @@ static void lookup_locked(struct pool *p, const struct engine_turn *t, struct lo
     case SLOT_AWAITING_APPROVAL:
         lk->reason = resume_mismatch_locked(t, s, lk);
         if (lk->reason == TEARDOWN_NONE &&
-            pool_checkout_locked(p, lk->h, true, getpid(), t->req->turn_id) == 0) {
+            pool_checkout_locked(p, lk->h, true, self_pid(), t->req->turn_id) == 0) {
             lk->outcome = LOOKUP_RESUME;
             return;
         }
@@ -541,7 +541,7 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     if (park && pool_lock(cfg->pool) >= 0) {
         struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
 
-        park = s && s->state == SLOT_BUSY && s->owner_pid == getpid();
+        park = s && s->state == SLOT_BUSY && s->owner_pid == self_pid();
         if (park)
             capacity_victim_locked(cfg, &victim, &park);
         if (park) {
@@ -895,7 +895,7 @@ static int cancel_parked(const struct engine_config *cfg, const char *key)
     for (size_t g = 0; g < lk.ngates; g++)
         lk.gates[g].decision = -1;
     idle = cfg->pool->slots[i].idle_ms;
-    r = pool_checkout_locked(cfg->pool, lk.h, true, getpid(), "cancel");
+    r = pool_checkout_locked(cfg->pool, lk.h, true, self_pid(), "cancel");
     pool_unlock(cfg->pool);
     if (r < 0)
         return 0;

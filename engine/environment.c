@@ -267,7 +267,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (cfg->pool) {
         r = pool_lock(cfg->pool);
         if (r >= 0) {
-            r = pool_reserve_locked(cfg->pool, key, getpid(), &env->h);
+            r = pool_reserve_locked(cfg->pool, key, self_pid(), &env->h);
             if (r == 0) {
                 struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
                 s->harness = (uint8_t)req->harness;
@@ -345,7 +345,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
         return r;
     }
     s = pool_slot_locked(cfg->pool, h);
-    if (!s || s->state != SLOT_BUSY || s->owner_pid != getpid()) {
+    if (!s || s->state != SLOT_BUSY || s->owner_pid != self_pid()) {
         pool_unlock(cfg->pool);
         environment_free(env);
         snprintf(err, errlen, "the session slot changed hands");

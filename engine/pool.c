@@ -383,7 +383,7 @@ int pool_lock(struct pool *p)
     ts.tv_sec += LOCK_TIMEOUT_S;
     r = pthread_mutex_timedlock(&p->hdr->lock, &ts);
     if (r == 0) {
-        p->hdr->lock_holder_pid = (int32_t)getpid();
+        p->hdr->lock_holder_pid = (int32_t)self_pid();
         return 0;
     }
     if (r == EOWNERDEAD) {
@@ -393,7 +393,7 @@ int pool_lock(struct pool *p)
             pthread_mutex_unlock(&p->hdr->lock);
             return -ENOTRECOVERABLE;
         }
-        p->hdr->lock_holder_pid = (int32_t)getpid();
+        p->hdr->lock_holder_pid = (int32_t)self_pid();
         return 1;
     }
     /* ETIMEDOUT is a bug report (a holder that does I/O under the lock), not a retry */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +383,27 @@ bool proc_alive(pid_t pid, uint64_t start_time)
     if (!p || p[0] == 'Z' || p[0] == 'X')
         return false;
     return start_time == 0 || proc_start_time(pid) == start_time;
+}
+
+static pid_t cached_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void forget_pid(void)
+{
+    cached_pid = 0;
+}
+
+static void watch_fork(void)
+{
+    pthread_atfork(NULL, NULL, forget_pid);
+}
+
+pid_t self_pid(void)
+{
+    pthread_once(&pid_once, watch_fork);
+    if (!cached_pid)
+        cached_pid = getpid();
+    return cached_pid;
 }
 
 int signalfd_for(const int *signals, size_t n)

@@ -65,6 +65,9 @@ uint64_t proc_start_time(pid_t pid);
 /* True when pid is alive and, if start_time is non-zero, still the same process. */
 bool proc_alive(pid_t pid, uint64_t start_time);
 
+/* getpid(), cached per process (reset in a forked child): cheap enough for hot paths. */
+pid_t self_pid(void);
+
 /* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
 int signalfd_for(const int *signals, size_t n);
 
