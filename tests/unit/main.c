@@ -125,6 +125,8 @@ static CU_SuiteInfo suites[] = {
     {"pool", NULL, NULL, NULL, NULL, pool_tests},
     {"identity", NULL, NULL, NULL, NULL, identity_tests},
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
+    {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
+    {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     CU_SUITE_INFO_NULL,
 };
 
