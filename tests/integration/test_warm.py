@@ -194,3 +194,37 @@ def test_kill_route_destroys_a_session(ctx):
     assert status == 400 and "projectId" in body["error"], body
     status, _, body = ctx.stack.request("POST", "/kill", raw="{" + " " * 20000 + "}")
     assert status == 413, status
+
+
+def test_a_turn_cut_by_worker_death_leaves_the_session_broken_then_cold(ctx):
+    import threading
+    p, s = session_ids()
+    key = f"{p}:{s}"
+    res1, _ = scripted_turn(ctx, p, s, ["first"])
+    keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]
+    slow = script([{"chunk": "working"}, {"sleep": 5000}, {"chunk": "never"}])
+    holder = {}
+
+    def run():
+        try:
+            holder["r"] = ctx.stack.stream({"harness": "scripted", "projectId": p,
+                                            "sessionId": s, "messages": convo(
+                                                "first", res1["output"], slow)})
+        except Exception as e:  # the connection may break with the worker
+            holder["r"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    sess = wait_for(lambda: (ctx.stack.session(key) or {}).get("state") == "busy" and
+                    ctx.stack.session(key), what="busy")
+    time.sleep(0.3)
+    os.kill(sess["ownerPid"], signal.SIGKILL)
+    t.join(30)
+    # the keeper cancelled the prompt and kept the session, marked broken
+    after = wait_for(lambda: (ctx.stack.session(key) or {}).get("state") == "idle" and
+                     ctx.stack.session(key), what="idle again")
+    assert after["keeperPid"] == keeper, after
+    res3, _ = scripted_turn(ctx, p, s, ["first", res1["output"], "again"])
+    assert res3["output"].startswith("echo[1]: Conversation so far:"), res3["output"]
+    assert ctx.stack.session(key)["lastTeardown"] == "continuity-invalid"
+    ctx.stack.ctl("kill", key)
