@@ -522,7 +522,7 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
 
     if (turn_rc < 0 || env->harness_exited)
-        reason = out->limit_tripped ? TEARDOWN_FAILED_TURN : TEARDOWN_FAILED_TURN;
+        reason = TEARDOWN_FAILED_TURN;
     else if (es->client_gone && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
     if (t->key[0] && env->has_slot && res->ok && reason == TEARDOWN_PER_TURN &&

@@ -15,7 +15,11 @@ static char state[64];
 
 static void make_state(void)
 {
-    snprintf(state, sizeof(state), "/tmp/ar-unit-env-XXXXXX");
+    /* mkdtemp's template ends in six 'X' placeholders */
+    int n = snprintf(state, sizeof(state), "/tmp/ar-unit-env-");
+
+    memset(state + n, 'X', 6);
+    state[n + 6] = '\0';
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(state));
 }
 
