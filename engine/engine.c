@@ -521,6 +521,9 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
 
+    /* the client must still be there for a session run to be kept: ask before deciding */
+    event_stream_flush(es);
+    (void)event_stream_client_alive(es);
     if (turn_rc < 0 || env->harness_exited)
         reason = TEARDOWN_FAILED_TURN;
     else if (es->client_gone && t->client_gone_cancels)
@@ -577,6 +580,18 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
 static void emit_done(struct event_stream *es, struct run_result *res)
 {
     event_emit(es, event_done(res->stop_reason, res->trace_id));
+}
+
+static void flush_events(void *ctx)
+{
+    event_stream_flush(ctx);
+}
+
+/* Events reach the client before every wait for the harness. */
+static void stream_before_waits(struct environment *env, struct event_stream *es)
+{
+    env->before_wait = flush_events;
+    env->before_wait_ctx = es;
 }
 
 static void collect_events(struct event_stream *es, struct run_result *res)
@@ -668,6 +683,7 @@ static int run_live(struct engine_turn *t, struct lookup *lk, struct event_strea
     char err[512];
     int r;
 
+    event_stream_flush(es);
     r = environment_reconnect(cfg, lk->h, &env, err, sizeof(err));
     if (r < 0) {
         struct lookup gone = *lk;
@@ -682,6 +698,7 @@ static int run_live(struct engine_turn *t, struct lookup *lk, struct event_strea
     }
     if (lk->next_id > env->next_id)
         env->next_id = lk->next_id;
+    stream_before_waits(env, es);
     pool_counter_add(cfg->pool, PC_WARM_HITS, 1);
     turn_caps_from_bits(lk->caps, &res->caps);
     if (!res->session_id)
@@ -753,6 +770,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         metrics_cold_start(cfg->pool, (unsigned)why);
     }
     event_emit(es, event_data_phase("environment_starting"));
+    event_stream_flush(es);
     r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy, &env,
                             err, sizeof(err));
     if (r == -EEXIST) {
@@ -766,6 +784,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         run_result_fail(res, "%s", err);
         return;
     }
+    stream_before_waits(env, es);
     if (cfg->pool) {
         pool_counter_add(cfg->pool, PC_KEEPER_SPAWNS, 1);
         metrics_observe(&cfg->pool->hdr->metrics.keeper_spawn, (now_ns() - spawn_start) / 1000);

@@ -46,7 +46,7 @@ void environment_free(struct environment *env)
 
 /* Read one '\n'-terminated line from fd before deadline (monotonic ms, 0 = none). */
 static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char **ret,
-                        size_t *ret_len)
+                        size_t *ret_len, const struct environment *env)
 {
     for (;;) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -56,6 +56,8 @@ static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char 
         r = acp_lines_next(lines, ret, ret_len);
         if (r != 0)
             return r;
+        if (env && env->before_wait)
+            env->before_wait(env->before_wait_ctx);
         if (deadline) {
             int64_t left = deadline - now_ms();
             if (left <= 0)
@@ -98,7 +100,7 @@ static int connect_keeper(struct environment *env, int64_t deadline, char *err, 
         return r;
     }
     env->fd = fd;
-    r = read_line_fd(fd, &env->lines, deadline, &line, &len);
+    r = read_line_fd(fd, &env->lines, deadline, &line, &len, NULL);
     if (r < 0) {
         snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
         return r;
@@ -207,7 +209,7 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
         snprintf(err, errlen, "cannot hand the spec to the keeper: %s", strerror(-r));
         goto out;
     }
-    r = read_line_fd(ready_pipe[0], &rl, deadline, &line, &len);
+    r = read_line_fd(ready_pipe[0], &rl, deadline, &line, &len, NULL);
     if (r < 0) {
         snprintf(err, errlen, "the keeper did not start: %s", strerror(-r));
         goto out;
@@ -407,7 +409,7 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
 
         if (env->fd < 0 || env->harness_exited)
             return AR_E_HARNESS_EXITED;
-        r = read_line_fd(env->fd, &env->lines, deadline_ms, &line, &len);
+        r = read_line_fd(env->fd, &env->lines, deadline_ms, &line, &len, env);
         if (r == -ETIMEDOUT)
             return r;
         if (r == -E2BIG)

@@ -48,6 +48,9 @@ struct environment {
     bool warm; /* reconnected to a live harness */
     char acp_session[128];
     json_object *agent_caps; /* initialize result agentCapabilities (owned) */
+    /* called before every wait for the harness (the turn flushes its events there) */
+    void (*before_wait)(void *ctx);
+    void *before_wait_ctx;
 };
 
 /*

@@ -122,8 +122,19 @@ int event_emit(struct event_stream *es, json_object *ev)
     json_object_put(ev);
     if (r == 0 && es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)
         es->client_gone = true;
+    else if (r == 0)
+        es->unflushed = es->sink.flush != NULL;
     buf_release(&line);
     return r == -ENOMEM ? r : 0;
+}
+
+void event_stream_flush(struct event_stream *es)
+{
+    if (!es->unflushed || es->client_gone)
+        return;
+    es->unflushed = false;
+    if (es->sink.flush(es->sink.ctx) < 0)
+        es->client_gone = true;
 }
 
 bool event_stream_client_alive(struct event_stream *es)

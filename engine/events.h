@@ -22,8 +22,14 @@
 #include "contracts.h"
 
 struct event_sink {
-    /* Write len bytes (one complete NDJSON line, '\n' included) and flush. <0 = client gone. */
+    /*
+     * Write len bytes (one complete NDJSON line, '\n' included); <0 = client gone. Without a
+     * flush callback every line must be flushed here; with one, lines may be buffered until
+     * flush() is called, which the engine does before every wait (so nothing that exists is
+     * ever held back while the turn waits for more).
+     */
     int (*write_line)(void *ctx, const char *line, size_t len);
+    int (*flush)(void *ctx); /* may be NULL */
     /* false once the client is known to be gone, without writing (may be NULL) */
     bool (*client_alive)(void *ctx);
     void *ctx;
@@ -33,6 +39,7 @@ struct event_stream {
     struct event_sink sink;
     bool streaming;
     bool client_gone;
+    bool unflushed; /* lines written to the sink since its last flush */
     uint64_t nevents;
     int64_t first_event_ms; /* monotonic, 0 until the first event */
     int64_t last_event_ms;
@@ -53,6 +60,9 @@ void event_stream_release(struct event_stream *es);
 /* Deliver one event; takes ownership of ev. Returns <0 only for -ENOMEM; a failed sink sets
  * client_gone and the event is dropped (the turn decides what a gone client means). */
 int event_emit(struct event_stream *es, json_object *ev);
+
+/* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
+void event_stream_flush(struct event_stream *es);
 
 /* false when the client went away (a failed write, or the sink's probe says so). */
 bool event_stream_client_alive(struct event_stream *es);

@@ -162,6 +162,15 @@ int http_stream_write(void *ctx, const char *line, size_t len)
         line += part;
         len -= (size_t)part;
     }
+    return 0;
+}
+
+int http_stream_flush(void *ctx)
+{
+    struct http_req *h = ctx;
+
+    if (h->client_gone)
+        return -1;
     if (FCGX_FFlush(h->fr->out) < 0 || FCGX_GetError(h->fr->out) != 0) {
         h->client_gone = true;
         return -1;

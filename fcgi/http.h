@@ -55,7 +55,9 @@ void http_error(struct http_req *h, int status, const char *msg);
 void http_stream_start(struct http_req *h);
 /* Event sink probe: false once nginx closed the connection (the client went away). */
 bool http_client_alive(void *ctx);
-/* Event sink callback: write one line and flush; -1 once the client is gone. */
+/* Event sink callbacks: buffer one line; push the buffered lines out. -1 once the client is
+ * gone. */
 int http_stream_write(void *ctx, const char *line, size_t len);
+int http_stream_flush(void *ctx);
 
 #endif

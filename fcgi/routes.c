@@ -132,7 +132,10 @@ static void redact_request(const struct run_request *req)
 static void run_streaming(struct engine_turn *turn, struct http_req *h)
 {
     struct event_sink sink = {
-        .write_line = http_stream_write, .client_alive = http_client_alive, .ctx = h};
+        .write_line = http_stream_write,
+        .flush = http_stream_flush,
+        .client_alive = http_client_alive,
+        .ctx = h};
     struct event_stream es;
     struct run_result res;
     json_object *result;
@@ -144,8 +147,9 @@ static void run_streaming(struct engine_turn *turn, struct http_req *h)
     engine_run(turn, &es, &res);
     result = run_result_to_json(&res);
     buf_init(&line, 512u * 1024 * 1024);
-    if (events_record_line("result", result, &line) == 0)
-        (void)http_stream_write(h, line.data, line.len);
+    if (events_record_line("result", result, &line) == 0 &&
+        http_stream_write(h, line.data, line.len) == 0)
+        (void)http_stream_flush(h);
     buf_release(&line);
     json_object_put(result);
     log_info("turn finished: ok %s, stop '%s', %llu events%s", res.ok ? "true" : "false",
