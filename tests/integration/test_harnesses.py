@@ -193,3 +193,24 @@ def test_pi_registers_the_model_into_a_builtin_provider(ctx):
     assert seen and seen[-1]["body"]["model"] == "fake-model", seen
     auth = seen[-1]["headers"].get("authorization", "")
     assert auth == "Bearer sk-builtin-" + tag, seen[-1]["headers"]
+
+
+def test_network_off_really_removes_the_network(ctx):
+    probe = (f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 "
+             f"{ctx.model.base}/v1/models; echo \" rc=$?\"")
+    on = scripted_request(script([{"exec": probe}]))
+    status, recs = ctx.stack.stream(on)
+    out_on = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
+    assert "200 rc=0" in out_on, out_on
+    off = scripted_request(script([{"exec": probe}]),
+                           sandboxPermission={"network": {"mode": "off"}})
+    status, recs = ctx.stack.stream(off)
+    out_off = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
+    assert "rc=7" in out_off, out_off  # curl: could not connect
+    # a real harness would have no route to its model: refused up front
+    status, _, body = ctx.stack.request("POST", "/run", pi_request(
+        ctx.model, "hi", sandboxPermission={"network": {"mode": "off"}}))
+    assert status == 400 and "sandboxPermission.network.mode" in body["error"], body
+    status, _, body = ctx.stack.request("POST", "/run", scripted_request(
+        "hi", sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["10.0.0.0/8"]}}))
+    assert status == 400 and "allowlist" in body["error"], body
