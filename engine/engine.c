@@ -641,7 +641,7 @@ static bool should_cancel(void *ctx)
         const struct pool_slot *s = &c->pool->slots[c->h.index];
         uint32_t flags = __atomic_load_n(&s->flags, __ATOMIC_ACQUIRE);
         if (__atomic_load_n(&s->generation, __ATOMIC_ACQUIRE) == c->h.generation &&
-            (flags & (SLOT_F_CANCEL | SLOT_F_KILL)))
+            (flags & SLOT_F_CANCEL))
             return true;
     }
     return c->on_client_gone && !event_stream_client_alive(c->es);
@@ -657,7 +657,6 @@ static struct turn_options turn_options(struct engine_turn *t, json_object *prom
     opt.limits = &t->cfg->limits;
     opt.permissions = t->req->permissions;
     opt.is_noise = t->harness->is_noise;
-    opt.cancel_on_client_gone = t->client_gone_cancels;
     opt.stored = stored_decision;
     opt.stored_ctx = t->req;
     opt.should_cancel = should_cancel;
@@ -765,10 +764,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
 
     int64_t spawn_start = now_ns();
 
-    if (cfg->pool) {
-        pool_counter_add(cfg->pool, PC_COLD_STARTS, 1);
-        metrics_cold_start(cfg->pool, (unsigned)why);
-    }
+    metrics_cold_start(cfg->pool, (unsigned)why);
     event_emit(es, event_data_phase("environment_starting"));
     event_stream_flush(es);
     r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy, &env,
@@ -785,10 +781,8 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         return;
     }
     stream_before_waits(env, es);
-    if (cfg->pool) {
-        pool_counter_add(cfg->pool, PC_KEEPER_SPAWNS, 1);
+    if (cfg->pool)
         metrics_observe(&cfg->pool->hdr->metrics.keeper_spawn, (now_ns() - spawn_start) / 1000);
-    }
     r = run_turn_open_session(env, t->plan.model_id, cfg->model_strict,
                               now_ms() + (int64_t)cfg->harness_init_ms, err, sizeof(err));
     if (r < 0) {

@@ -66,6 +66,31 @@ void metrics_cold_start(struct pool *p, unsigned reason)
         add(&p->hdr->metrics.cold_starts[reason], 1);
 }
 
+uint64_t metrics_turns_total(const struct pool *p, enum metric_outcome outcome)
+{
+    const struct pool_metrics *m = &p->hdr->metrics;
+    uint64_t sum = 0;
+
+    for (unsigned h = 0; h < METRIC_HARNESSES; h++)
+        for (unsigned pr = 0; pr <= METRIC_PROVIDERS; pr++)
+            sum += get(&m->turns[h][pr][outcome]);
+    return sum;
+}
+
+uint64_t metrics_cold_starts_total(const struct pool *p)
+{
+    uint64_t sum = 0;
+
+    for (unsigned r = 0; r < METRIC_REASONS; r++)
+        sum += get(&p->hdr->metrics.cold_starts[r]);
+    return sum;
+}
+
+uint64_t metrics_keeper_spawns_total(const struct pool *p)
+{
+    return get(&p->hdr->metrics.keeper_spawn.count);
+}
+
 void metrics_teardown(struct pool *p, unsigned reason)
 {
     if (p && reason < METRIC_REASONS)
@@ -194,7 +219,7 @@ int metrics_render(struct pool *p, struct buf *out)
     counter(out, "agent_runner_worker_restarts_total", "Worker processes respawned.",
             pool_counter_get(p, PC_WORKER_RESTARTS));
     counter(out, "agent_runner_keeper_spawns_total", "Keepers started.",
-            pool_counter_get(p, PC_KEEPER_SPAWNS));
+            get(&m->keeper_spawn.count));
     counter(out, "agent_runner_shm_repairs_total",
             "Times a process died holding the session table lock and the table was repaired.",
             p->hdr->repairs);

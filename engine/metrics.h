@@ -59,6 +59,11 @@ void metrics_cold_start(struct pool *p, unsigned reason);
 void metrics_teardown(struct pool *p, unsigned reason);
 void metrics_observe(struct metric_histogram *h, int64_t micros);
 
+/* Totals over every label (agent-runner-ctl stats). */
+uint64_t metrics_turns_total(const struct pool *p, enum metric_outcome outcome);
+uint64_t metrics_cold_starts_total(const struct pool *p);
+uint64_t metrics_keeper_spawns_total(const struct pool *p);
+
 /* The Prometheus text exposition of everything above. */
 int metrics_render(struct pool *p, struct buf *out);
 

@@ -29,7 +29,7 @@
 #include "metrics.h"
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 7u
+#define POOL_LAYOUT_VERSION 8u
 #define POOL_KEY_MAX 272
 #define POOL_DIR_MAX 192
 #define POOL_APPROVALS_MAX 8
@@ -48,7 +48,6 @@ enum slot_state {
 enum slot_flags {
     SLOT_F_PER_TURN = 1u << 0,       /* destroy after the current turn */
     SLOT_F_HISTORY_BROKEN = 1u << 1, /* a turn died mid-way: the next turn replays cold */
-    SLOT_F_KILL = 1u << 2,           /* /kill or eviction asked for teardown */
     SLOT_F_CANCEL = 1u << 3,         /* /cancel asked the current turn to stop */
 };
 
@@ -56,9 +55,7 @@ enum slot_flags {
 enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
-    PC_KEEPER_SPAWNS,
     PC_WARM_HITS,
-    PC_COLD_STARTS,
 };
 
 #define POOL_WORKERS_MAX 128

@@ -83,7 +83,6 @@ struct turn_options {
     void *cancel_ctx;
     const struct run_limits_config *limits;
     json_object *permissions; /* the request's permission plan, borrowed, may be NULL */
-    bool cancel_on_client_gone;
     bool (*is_noise)(const char *text);
     /* a failure before any event of the turn returns AR_E_RETRY silently (warm turns) */
     bool retry_if_silent;

@@ -20,13 +20,6 @@
 #include "../engine/pool.h"
 #include "../engine/util.h"
 
-static const char *counter_names[] = {
-    [PC_ADMISSION_REJECTED] = "admission_rejected",
-    [PC_WORKER_RESTARTS] = "worker_restarts",
-    [PC_KEEPER_SPAWNS] = "keeper_spawns",
-    [PC_WARM_HITS] = "warm_hits",
-    [PC_COLD_STARTS] = "cold_starts",
-};
 
 static void usage(FILE *f)
 {
@@ -155,27 +148,27 @@ static int cmd_sessions(const struct pool *p, bool json)
 
 static int cmd_stats(const struct pool *p, bool json)
 {
+    static const char *const outcomes[METRIC_OUTCOMES] = {
+        "turns_ok", "turns_error", "turns_paused", "turns_cancelled", "turns_limit"};
+    const struct {
+        const char *name;
+        uint64_t value;
+    } totals[] = {
+        {"admission_rejected", pool_counter_get(p, PC_ADMISSION_REJECTED)},
+        {"worker_restarts", pool_counter_get(p, PC_WORKER_RESTARTS)},
+        {"keeper_spawns", metrics_keeper_spawns_total(p)},
+        {"warm_hits", pool_counter_get(p, PC_WARM_HITS)},
+        {"cold_starts", metrics_cold_starts_total(p)},
+        {"runs_in_flight", pool_inflight_total(p)},
+    };
     json_object *doc = json_object_new_object(), *counters = json_object_new_object();
-    uint64_t inflight = 0;
 
-    for (unsigned i = 0; i < ARRAY_SIZE(counter_names); i++)
-        if (counter_names[i])
-            json_object_object_add(counters, counter_names[i],
-                                   json_object_new_int64((int64_t)pool_counter_get(p, i)));
-    inflight = pool_inflight_total(p);
-    json_object_object_add(counters, "runs_in_flight", json_object_new_int64((int64_t)inflight));
-    {
-        static const char *const outcomes[METRIC_OUTCOMES] = {"turns_ok", "turns_error",
-                                                              "turns_paused", "turns_cancelled",
-                                                              "turns_limit"};
-        for (unsigned o = 0; o < METRIC_OUTCOMES; o++) {
-            uint64_t sum = 0;
-            for (unsigned h = 0; h < METRIC_HARNESSES; h++)
-                for (unsigned pr = 0; pr <= METRIC_PROVIDERS; pr++)
-                    sum += __atomic_load_n(&p->hdr->metrics.turns[h][pr][o], __ATOMIC_RELAXED);
-            json_object_object_add(counters, outcomes[o], json_object_new_int64((int64_t)sum));
-        }
-    }
+    for (size_t i = 0; i < ARRAY_SIZE(totals); i++)
+        json_object_object_add(counters, totals[i].name,
+                               json_object_new_int64((int64_t)totals[i].value));
+    for (unsigned o = 0; o < METRIC_OUTCOMES; o++)
+        json_object_object_add(counters, outcomes[o],
+                               json_object_new_int64((int64_t)metrics_turns_total(p, o)));
     json_object_object_add(doc, "instance", json_object_new_string(p->hdr->instance_id));
     json_object_object_add(doc, "masterPid", json_object_new_int(p->hdr->master_pid));
     json_object_object_add(doc, "slots", json_object_new_int((int)p->hdr->nslots));

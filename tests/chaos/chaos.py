@@ -94,19 +94,9 @@ class Outcome:
 
 CONN_ERRORS = (ConnectionError, http.client.HTTPException, ssl.SSLError, OSError)
 
-# one client context for every request (Stack.connection() loads the CA store each time, which
-# costs more than the turn itself); the test certificate is self-signed
-_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-_TLS.check_hostname = False
-_TLS.verify_mode = ssl.CERT_NONE
-
-
-def connection(st, timeout):
-    return http.client.HTTPSConnection("127.0.0.1", st.port, context=_TLS, timeout=timeout)
-
 
 def get(st, path, timeout=2.0):
-    c = connection(st, timeout)
+    c = st.connection(timeout)
     try:
         c.request("GET", path)
         r = c.getresponse()
@@ -124,7 +114,7 @@ def http_turn(st, body, timeout=REQUEST_TIMEOUT_S):
     out.t0 = time.monotonic()
     h = {"content-type": "application/json", "accept": "application/x-ndjson",
          "authorization": "Bearer " + stk.TOKEN}
-    c = connection(st, timeout)
+    c = st.connection(timeout)
     lines, broke = [], None
     try:
         try:
@@ -193,24 +183,6 @@ def http_turn(st, body, timeout=REQUEST_TIMEOUT_S):
 
 
 # --- processes -----------------------------------------------------------------------------
-
-
-def read_proc_table():
-    """pid -> (ppid, state, cmdline) for every process."""
-    out = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                stat = f.read()
-            rest = stat[stat.rindex(")") + 2:].split()
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except (OSError, ValueError):
-            continue
-        out[int(d)] = (int(rest[1]), rest[0], cmd)
-    return out
 
 
 def kids_of(table):
@@ -716,7 +688,7 @@ class Chaos:
         if chk.returncode != 0 or chk.stdout.strip() != "consistent":
             problems.append((("check",), f"ctl check: {chk.stdout.strip()} {chk.stderr.strip()}"))
         snap = self.st.sessions()["sessions"]
-        table = read_proc_table()
+        table = stk.proc_states()
         kids = kids_of(table)
         shm = self.shm_path()
         me = os.getpid()
@@ -1030,7 +1002,7 @@ class Chaos:
         leaks = self.st.leaks()
         if leaks:
             self.violation(f"Stack.leaks() after SIGTERM: {leaks}")
-        table = read_proc_table()
+        table = stk.proc_states()
         rest = [(p, c) for p, (pp, s, c) in table.items()
                 if p != os.getpid() and s not in ("Z", "X") and
                 (self.st.tmp in c or touches(p, self.st.tmp, shm))]
@@ -1130,3 +1102,19 @@ def pid_alive(pid):
         return stat[stat.rindex(")") + 2] not in "ZX"
     except (OSError, ValueError):
         return False
+
+
+def run_repro(check, threads=4):
+    """Main of a tests/chaos/repro_*.py script: check(stack) runs against a one-worker stack and
+    returns the bugs it saw (a bool, or a list of descriptions). Exit status 1 while a bug is
+    present, 0 when fixed."""
+    st = stk.Stack(workers=1, threads=threads, env={"AGENT_RUNNER_LOG_LEVEL": "info"}).start()
+    try:
+        bugs = check(st)
+    finally:
+        st.stop()
+        st.cleanup()
+    for b in bugs if isinstance(bugs, list) else []:
+        print("BUG:", b)
+    print("reproduced" if bugs else "not reproduced (fixed)")
+    return 1 if bugs else 0

@@ -29,8 +29,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+sys.path.insert(0, HERE)
 
 import stack as stk  # noqa: E402
+from chaos import run_repro  # noqa: E402
 
 
 def cpu_ticks(pid):
@@ -39,39 +41,33 @@ def cpu_ticks(pid):
     return int(rest[11]) + int(rest[12])
 
 
-def main():
-    st = stk.Stack(workers=1, threads=4, env={"AGENT_RUNNER_LOG_LEVEL": "info"}).start()
+def check(st):
     worker = st.worker_pids()[0]
     bug = False
-    try:
-        idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        idle.connect(st.sock)       # accepted by a worker thread, which waits for a first byte
-        time.sleep(0.3)
-        st.master.kill()            # the worker gets SIGTERM (PR_SET_PDEATHSIG) and stops
-        st.master.wait()
-        time.sleep(3)
-        alive = stk.proc_table().get(worker)
-        if alive and not alive[1].startswith("[zombie]"):
-            t0 = cpu_ticks(worker)
-            time.sleep(1)
-            used = (cpu_ticks(worker) - t0) / os.sysconf("SC_CLK_TCK")
-            running = [t for t in os.listdir(f"/proc/{worker}/task")
-                       if open(f"/proc/{worker}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
-                       == "R"]
-            print(f"worker {worker}: still alive 3s after its master died, orphaned "
-                  f"(ppid {alive[0]}), {used:.2f}s CPU in the last 1s, running threads "
-                  f"{running}")
-            bug = True
-            os.kill(worker, 9)
-        else:
-            print(f"worker {worker} exited after its master died")
-        idle.close()
-    finally:
-        st.stop()
-        st.cleanup()
-    print("reproduced" if bug else "not reproduced (fixed)")
-    return 1 if bug else 0
+    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    idle.connect(st.sock)       # accepted by a worker thread, which waits for a first byte
+    time.sleep(0.3)
+    st.master.kill()            # the worker gets SIGTERM (PR_SET_PDEATHSIG) and stops
+    st.master.wait()
+    time.sleep(3)
+    alive = stk.proc_table().get(worker)
+    if alive and not alive[1].startswith("[zombie]"):
+        t0 = cpu_ticks(worker)
+        time.sleep(1)
+        used = (cpu_ticks(worker) - t0) / os.sysconf("SC_CLK_TCK")
+        running = [t for t in os.listdir(f"/proc/{worker}/task")
+                   if open(f"/proc/{worker}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+                   == "R"]
+        print(f"worker {worker}: still alive 3s after its master died, orphaned "
+              f"(ppid {alive[0]}), {used:.2f}s CPU in the last 1s, running threads "
+              f"{running}")
+        bug = True
+        os.kill(worker, 9)
+    else:
+        print(f"worker {worker} exited after its master died")
+    idle.close()
+    return bug
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_repro(check))

@@ -22,43 +22,34 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 
-import stack as stk  # noqa: E402
-from chaos import get, http_turn  # noqa: E402
+from chaos import get, http_turn, run_repro  # noqa: E402
 
 
-def main():
-    st = stk.Stack(workers=1, threads=8, env={"AGENT_RUNNER_LOG_LEVEL": "info"}).start()
-    bug = False
-    try:
-        slow = "SCRIPT:" + json.dumps([{"chunk": "slow "}, {"sleep": 1500}, {"chunk": "done"}])
-        outs = []
-        ts = [threading.Thread(target=lambda: outs.append(http_turn(st, {
-            "harness": "scripted", "messages": [{"role": "user", "content": slow}]})))
-            for _ in range(3)]
-        for t in ts:
-            t.start()
-        time.sleep(0.5)   # three turns running in the old worker
-        st.master.kill()
-        st.master.wait()
-        st.start_master()  # adopts the table, zeroes the in-flight counters
-        for t in ts:
-            t.join(30)
-        print("the 3 turns of the old worker:", [o.brief() for o in outs])
-        stats = json.loads(st.ctl("stats", "--json").stdout)
-        inflight = stats["counters"]["runs_in_flight"]
-        print(f"ctl stats runs_in_flight with nothing running: {inflight}")
-        ready = get(st, "/readyz")
-        print(f"GET /readyz: {ready}")
-        run = http_turn(st, {"harness": "scripted",
-                             "messages": [{"role": "user", "content": "hello"}]})
-        print(f"POST /run: {run.brief()}")
-        bug = inflight != 0 or ready[0] != 200 or not run.ok
-    finally:
-        st.stop()
-        st.cleanup()
-    print("reproduced" if bug else "not reproduced (fixed)")
-    return 1 if bug else 0
+def check(st):
+    slow = "SCRIPT:" + json.dumps([{"chunk": "slow "}, {"sleep": 1500}, {"chunk": "done"}])
+    outs = []
+    ts = [threading.Thread(target=lambda: outs.append(http_turn(st, {
+        "harness": "scripted", "messages": [{"role": "user", "content": slow}]})))
+        for _ in range(3)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)   # three turns running in the old worker
+    st.master.kill()
+    st.master.wait()
+    st.start_master()  # adopts the table, zeroes the in-flight counters
+    for t in ts:
+        t.join(30)
+    print("the 3 turns of the old worker:", [o.brief() for o in outs])
+    stats = json.loads(st.ctl("stats", "--json").stdout)
+    inflight = stats["counters"]["runs_in_flight"]
+    print(f"ctl stats runs_in_flight with nothing running: {inflight}")
+    ready = get(st, "/readyz")
+    print(f"GET /readyz: {ready}")
+    run = http_turn(st, {"harness": "scripted",
+                         "messages": [{"role": "user", "content": "hello"}]})
+    print(f"POST /run: {run.brief()}")
+    return inflight != 0 or ready[0] != 200 or not run.ok
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_repro(check, threads=8))

@@ -21,60 +21,49 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 
-import stack as stk  # noqa: E402
-from chaos import connection  # noqa: E402
+from chaos import run_repro  # noqa: E402
 
 
-def main():
-    st = stk.Stack(workers=1, threads=4, env={"AGENT_RUNNER_LOG_LEVEL": "info"}).start()
+def check(st):
     bug = False
+    base = {"harness": "scripted", "projectId": "repro", "sessionId": "trunc"}
+    status, recs = st.stream(dict(base, messages=[{"role": "user", "content": "one"}]))
+    out1 = recs[-1][1]["result"]["output"]
+    slow = "SCRIPT:" + json.dumps([{"chunk": "two "}, {"sleep": 3000}, {"chunk": "done"}])
+    body = dict(base, messages=[{"role": "user", "content": "one"},
+                                {"role": "assistant", "content": out1},
+                                {"role": "user", "content": slow}])
+    c, r = st.open_stream(body, timeout=10)
+    lines = []
+    while True:
+        line = r.readline()
+        lines.append(line)
+        if b"message_delta" in line:
+            break
+    worker = st.worker_pids()[0]
+    os.kill(worker, signal.SIGKILL)
+    t0 = time.monotonic()
     try:
-        base = {"harness": "scripted", "projectId": "repro", "sessionId": "trunc"}
-        status, recs = st.stream(dict(base, messages=[{"role": "user", "content": "one"}]))
-        out1 = recs[-1][1]["result"]["output"]
-        slow = "SCRIPT:" + json.dumps([{"chunk": "two "}, {"sleep": 3000}, {"chunk": "done"}])
-        body = dict(base, messages=[{"role": "user", "content": "one"},
-                                    {"role": "assistant", "content": out1},
-                                    {"role": "user", "content": slow}])
-        c = connection(st, 10)
-        c.request("POST", "/run", body=json.dumps(body),
-                  headers={"content-type": "application/json", "accept": "application/x-ndjson",
-                           "authorization": "Bearer " + stk.TOKEN})
-        r = c.getresponse()
-        lines = []
         while True:
             line = r.readline()
-            lines.append(line)
-            if b"message_delta" in line:
+            if not line:
                 break
-        worker = st.worker_pids()[0]
-        os.kill(worker, signal.SIGKILL)
-        t0 = time.monotonic()
-        try:
-            while True:
-                line = r.readline()
-                if not line:
-                    break
-                lines.append(line)
-            what = "a clean end of the chunked response (zero-length chunk)"
-            kinds = [json.loads(ln).get("kind") for ln in lines if ln.strip()]
-            bug = "result" not in kinds
-            what += f", keep-alive {not r.will_close}, record kinds {kinds}"
-        except Exception as e:  # noqa: BLE001
-            what = f"a connection error: {type(e).__name__}: {e}"
-        c.close()
-        print(f"worker {worker} killed mid-stream; {time.monotonic() - t0:.2f}s later the "
-              f"client saw {what}")
-        with open(os.path.join(st.tmp, "nginx-error.log")) as f:
-            errs = [ln.strip() for ln in f if "temporary file" not in ln]
-        print(f"nginx-error.log: {errs or 'nothing'}")
-        st.ctl("kill", "repro:trunc")
-    finally:
-        st.stop()
-        st.cleanup()
-    print("reproduced" if bug else "not reproduced (fixed)")
-    return 1 if bug else 0
+            lines.append(line)
+        what = "a clean end of the chunked response (zero-length chunk)"
+        kinds = [json.loads(ln).get("kind") for ln in lines if ln.strip()]
+        bug = "result" not in kinds
+        what += f", keep-alive {not r.will_close}, record kinds {kinds}"
+    except Exception as e:  # noqa: BLE001
+        what = f"a connection error: {type(e).__name__}: {e}"
+    c.close()
+    print(f"worker {worker} killed mid-stream; {time.monotonic() - t0:.2f}s later the "
+          f"client saw {what}")
+    with open(os.path.join(st.tmp, "nginx-error.log")) as f:
+        errs = [ln.strip() for ln in f if "temporary file" not in ln]
+    print(f"nginx-error.log: {errs or 'nothing'}")
+    st.ctl("kill", "repro:trunc")
+    return bug
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_repro(check))

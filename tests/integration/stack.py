@@ -23,6 +23,12 @@ BIN = os.path.join(ROOT, BUILD, "bin")
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 TOKEN = "test-token-" + os.urandom(8).hex()
 
+# One client TLS context for every request: the stack's certificate is self-signed and not
+# verified, so there is no CA store to load per connection.
+CLIENT_TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+CLIENT_TLS.check_hostname = False
+CLIENT_TLS.verify_mode = ssl.CERT_NONE
+
 
 def free_port():
     s = socket.socket()
@@ -42,8 +48,8 @@ def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
     raise AssertionError("timed out waiting for " + what)
 
 
-def proc_table():
-    """pid -> (ppid, cmdline) for every process."""
+def proc_states():
+    """pid -> (ppid, state, cmdline) for every process."""
     out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -51,16 +57,19 @@ def proc_table():
         try:
             with open(f"/proc/{d}/stat") as f:
                 stat = f.read()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-            state = stat[stat.rindex(")") + 2:].split()[0]
+            rest = stat[stat.rindex(")") + 2:].split()
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except (OSError, ValueError):
             continue
-        if state == "Z":
-            cmd = "[zombie] " + cmd
-        out[int(d)] = (ppid, cmd)
+        out[int(d)] = (int(rest[1]), rest[0], cmd)
     return out
+
+
+def proc_table():
+    """pid -> (ppid, cmdline) for every process; zombies are marked in the cmdline."""
+    return {pid: (ppid, "[zombie] " + cmd if state == "Z" else cmd)
+            for pid, (ppid, state, cmd) in proc_states().items()}
 
 
 def descendants(root, table=None):
@@ -304,10 +313,8 @@ class Stack:
     # --- HTTP ------------------------------------------------------------------------------
 
     def connection(self, timeout=120):
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=timeout)
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=CLIENT_TLS,
+                                           timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, token=True, raw=None, timeout=120):
         h = {"content-type": "application/json"}
@@ -326,15 +333,19 @@ class Stack:
             doc = payload.decode(errors="replace")
         return r.status, dict(r.getheaders()), doc
 
-    def stream(self, body, headers=None, path="/run", timeout=300):
-        """POST an NDJSON run; returns (status, [(arrival_s, record)])."""
+    def open_stream(self, body, headers=None, path="/run", timeout=300):
+        """POST an NDJSON run and return (connection, response) with the body unread."""
         h = {"content-type": "application/json", "accept": "application/x-ndjson",
              "authorization": "Bearer " + TOKEN}
         h.update(headers or {})
         c = self.connection(timeout)
-        t0 = time.monotonic()
         c.request("POST", path, body=json.dumps(body), headers=h)
-        r = c.getresponse()
+        return c, c.getresponse()
+
+    def stream(self, body, headers=None, path="/run", timeout=300):
+        """POST an NDJSON run; returns (status, [(arrival_s, record)])."""
+        t0 = time.monotonic()
+        c, r = self.open_stream(body, headers, path, timeout)
         out = []
         if r.status != 200:
             data = r.read()
