@@ -68,7 +68,8 @@ def test_past_the_admission_cap_runs_get_429(ctx):
     ctx.stack.stop_master()
     ctx.stack.extra_env["AGENT_RUNNER_MAX_CONCURRENT_RUNS"] = "60"
     ctx.stack.start_master()
-    results = blast(ctx, 200, lambda i: script([{"chunk": "x"}, {"sleep": 400}]))
+    # long enough that the 200 clients overlap however slowly their TLS handshakes arrive
+    results = blast(ctx, 200, lambda i: script([{"chunk": "x"}, {"sleep": 3000}]))
     codes = {}
     for status, recs in results:
         codes[status] = codes.get(status, 0) + 1
