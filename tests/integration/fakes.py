@@ -1,0 +1,291 @@
+"""Clients for the scripted fake servers in tests/fixtures/ (stdlib only).
+
+Each class starts its fixture as a subprocess in a directory the test owns (port file, call
+log, stderr, TLS material), waits until it listens, and wraps its control API:
+
+    cb = FakeCallback(tmp)                      # tests/fixtures/fake_callback.py
+    req["toolCallback"] = {"endpoint": cb.endpoint, "authorization": cb.authorization}
+    cb.script_tool("tools__x__y", {"error": "bad city"})
+    ... run a turn ...
+    [call] = cb.tool_calls("tools__x__y")
+    assert call["headers"]["authorization"] == cb.authorization
+
+    mcp = FakeMcp(tmp, tls_names=["mcp.test"])  # tests/fixtures/fake_mcp.py, HTTPS
+    srv = mcp.add_server("docs", tools=[{"name": "search"}])
+    srv.url, srv.header_name, srv.header_value, mcp.ca_file
+
+    api = FakeAgentaApi(tmp)                    # tests/fixtures/fake_agenta_api.py
+    env["AGENTA_API_INTERNAL_URL"] = api.base
+    req["telemetry"] = {"exporters": {"otlp": {"endpoint": api.otlp_endpoint,
+                                               "headers": {"authorization": api.credential}}}}
+
+stop() (or the context manager) terminates only the process started here.
+"""
+
+import http.client
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.parse
+import uuid
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def _wait_for(pred, timeout=15.0, step=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("timed out waiting for " + what)
+
+
+# Agenta's stable record ids (services/runner/src/sessions/record-id.ts): uuid5 of
+# "<sessionId>:<toolCallId>:<recordType>:<turnId or ''>" under uuid5(uuid5(DNS, "agenta"),
+# "records"). tool_call records use type "tool_call"; tool_result / interaction_request use
+# their own type.
+RECORDS_NAMESPACE = uuid.uuid5(uuid.uuid5(uuid.NAMESPACE_DNS, "agenta"), "records")
+
+
+def record_id(session_id, tool_call_id, record_type, turn_id=None):
+    return str(uuid.uuid5(RECORDS_NAMESPACE,
+                          f"{session_id}:{tool_call_id}:{record_type}:{turn_id or ''}"))
+
+
+class FakeError(AssertionError):
+    pass
+
+
+class _Fake:
+    fixture = None  # file name under tests/fixtures
+    name = None
+
+    def __init__(self, tmp, args=(), tls_names=None):
+        os.makedirs(tmp, exist_ok=True)
+        self.tmp = tmp
+        self.portfile = os.path.join(tmp, f"{self.name}.port")
+        self.log = os.path.join(tmp, f"{self.name}.log")
+        self.errfile = os.path.join(tmp, f"{self.name}.err")
+        self.tls_dir = os.path.join(tmp, f"{self.name}-tls") if tls_names else None
+        cmd = [sys.executable, os.path.join(FIXTURES, self.fixture), "--port", "0",
+               "--portfile", self.portfile, "--log", self.log, *args]
+        if tls_names:
+            cmd += ["--tls-self-signed", ",".join(tls_names), "--tls-dir", self.tls_dir]
+        with open(self.errfile, "w") as err:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            _wait_for(lambda: os.path.exists(self.portfile) or self.proc.poll() is not None,
+                      what=f"{self.name} port")
+            if self.proc.poll() is not None:
+                raise FakeError(f"{self.name} exited {self.proc.returncode}: {self.stderr()}")
+        except BaseException:
+            self.stop()
+            raise
+        with open(self.portfile) as f:
+            self.port = int(f.read().strip())
+        self.scheme = "https" if tls_names else "http"
+        self.ca_file = os.path.join(self.tls_dir, "ca.pem") if tls_names else None
+        self.base = f"{self.scheme}://127.0.0.1:{self.port}"
+        self._tls = None
+        if tls_names:
+            self._tls = ssl.create_default_context(cafile=self.ca_file)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stderr(self):
+        try:
+            with open(self.errfile, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def url(self, path, host="127.0.0.1"):
+        """This fake's URL for `path` under another host name (e.g. an allowlisted one)."""
+        return f"{self.scheme}://{host}:{self.port}{path}"
+
+    # -- raw HTTP ------------------------------------------------------------------------------
+
+    def connection(self, timeout=30):
+        if self._tls:  # verified against the fake's CA (the leaf carries IP:127.0.0.1)
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout,
+                                               context=self._tls)
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=30):
+        """One request; returns (status, {lower-cased header: value}, parsed body or bytes)."""
+        h = {}
+        data = raw
+        if body is not None:
+            data = json.dumps(body)
+            h["content-type"] = "application/json"
+        h.update(headers or {})
+        c = self.connection(timeout)
+        try:
+            c.request(method, path, body=data, headers=h)
+            r = c.getresponse()
+            payload = r.read()
+            hdrs = {k.lower(): v for k, v in r.getheaders()}
+        finally:
+            c.close()
+        ctype = hdrs.get("content-type", "")
+        if payload and "json" in ctype:
+            try:
+                return r.status, hdrs, json.loads(payload)
+            except ValueError:
+                pass
+        return r.status, hdrs, payload
+
+    def control(self, method, path, body=None):
+        status, _, doc = self.request(method, path, body)
+        if status != 200:
+            raise FakeError(f"{self.name} {method} {path}: {status} {doc!r}")
+        return doc
+
+    # -- shared control API --------------------------------------------------------------------
+
+    def calls(self, path=None, method=None, prefix=None, since=0, **match):
+        """Recorded calls (oldest first), filtered by exact path, method, prefix, seq."""
+        q = {k: v for k, v in dict(path=path, method=method, prefix=prefix, since=since or None,
+                                   **match).items() if v is not None}
+        return self.control("GET", "/_log" + ("?" + urllib.parse.urlencode(q) if q else ""))
+
+    def inject(self, path, method=None, count=1, status=None, delay=None, drop=False,
+               json_body=None, body=None, headers=None):
+        """Fail the next `count` matching requests (see fakekit.py); returns the rule id."""
+        rule = {"path": path, "count": count}
+        for k, v in (("method", method), ("status", status), ("delay", delay),
+                     ("json", json_body), ("body", body), ("headers", headers)):
+            if v is not None:
+                rule[k] = v
+        if drop:
+            rule["drop"] = True
+        return self.control("POST", "/_inject", rule)["id"]
+
+    def injections(self):
+        return self.control("GET", "/_inject")
+
+    def clear_injections(self):
+        self.control("POST", "/_inject/clear", {})
+
+    def reset(self):
+        self.control("POST", "/_reset", {})
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class FakeCallback(_Fake):
+    """tests/fixtures/fake_callback.py: the backend's /tools/call and direct-call routes."""
+
+    fixture = "fake_callback.py"
+    name = "callback"
+
+    def __init__(self, tmp, mount="/api", authorization=None, tls_names=None):
+        self.authorization = authorization or "Access cb-" + os.urandom(8).hex()
+        super().__init__(tmp, ["--authorization", self.authorization], tls_names)
+        self.mount = mount
+        self.endpoint = f"{self.base}{mount}/tools/call"
+
+    def script_tool(self, call_ref, *steps):
+        self.control("POST", "/_script", {"tool": call_ref, "steps": list(steps)})
+
+    def script_route(self, method, path, *steps):
+        self.control("POST", "/_script", {"route": f"{method} {path}", "steps": list(steps)})
+
+    def set_authorization(self, value):
+        self.authorization = value
+        self.control("POST", "/_config", {"authorization": value})
+
+    def tool_calls(self, call_ref=None):
+        match = {"tool": call_ref} if call_ref else {}
+        return self.calls(kind="gateway", **match)
+
+    def direct_calls(self, path=None, method=None):
+        return self.calls(path=path, method=method, kind="direct")
+
+
+class McpServer:
+    """One server of a FakeMcp: its URL and the credential header it requires."""
+
+    def __init__(self, fake, name, path, header_name, header_value):
+        self.fake, self.name, self.path = fake, name, path
+        self.header_name, self.header_value = header_name, header_value
+        self.url = fake.base + path
+
+    def url_for(self, host):
+        """The URL under another host name (an allowlisted one resolving to loopback)."""
+        return self.fake.url(self.path, host)
+
+    def headers(self):
+        """The credential as Agenta's McpServerConfig carries it (connection.credentials)."""
+        if not self.header_name:
+            return []
+        return [{"binding": {"kind": "header", "name": self.header_name},
+                 "value": self.header_value, "usage": "opaque_http"}]
+
+    def config(self, url=None, mode="all", names=None, permission=None):
+        """A McpServerConfig for a run request (reference §2.4)."""
+        policy = {"tools": {"mode": mode}}
+        if names is not None:
+            policy["tools"]["names"] = list(names)
+        if permission:
+            policy["permission"] = permission
+        conn = {"type": "http", "url": url or self.url}
+        if self.header_name:
+            conn["credentials"] = self.headers()
+        return {"name": self.name, "connection": conn, "policy": policy}
+
+    def script(self, tool, *steps):
+        self.fake.control("POST", "/_script", {"server": self.name, "tool": tool,
+                                               "steps": list(steps)})
+
+    def calls(self, rpc_method=None):
+        match = {"rpc_method": rpc_method} if rpc_method else {}
+        return self.fake.calls(server=self.name, **match)
+
+
+class FakeMcp(_Fake):
+    """tests/fixtures/fake_mcp.py: MCP servers over Streamable HTTP (HTTPS with tls_names)."""
+
+    fixture = "fake_mcp.py"
+    name = "mcp"
+
+    def __init__(self, tmp, tls_names=None):
+        super().__init__(tmp, [], tls_names)
+
+    def add_server(self, name, tools=(), path=None, header="x-api-key", credential=None,
+                   **options):
+        """Add (or replace) a server; header=None serves it without a credential."""
+        spec = {"name": name, "tools": [t if isinstance(t, dict) else {"name": t}
+                                        for t in tools], **options}
+        if path:
+            spec["path"] = path
+        value = None
+        if header:
+            value = credential or "mcp-" + os.urandom(8).hex()
+            spec["auth"] = {"header": header, "value": value}
+        path = self.control("POST", "/_servers", spec)["path"]
+        return McpServer(self, name, path, header, value)
+
+    def sessions(self):
+        return self.control("GET", "/_sessions")
+
+    def expire(self, server, session=None):
+        self.control("POST", "/_expire", {"server": server, "session": session})
