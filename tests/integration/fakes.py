@@ -22,6 +22,7 @@ log, stderr, TLS material), waits until it listens, and wraps its control API:
 stop() (or the context manager) terminates only the process started here.
 """
 
+import base64
 import http.client
 import json
 import os
@@ -289,3 +290,94 @@ class FakeMcp(_Fake):
 
     def expire(self, server, session=None):
         self.control("POST", "/_expire", {"server": server, "session": session})
+
+
+class FakeAgentaApi(_Fake):
+    """tests/fixtures/fake_agenta_api.py: the Agenta API of platform mode.
+
+    `base` is what the runner gets as AGENTA_API_INTERNAL_URL; `credential` is the run
+    credential a request carries in telemetry.exporters.otlp.headers.authorization (also
+    accepted on `otlp_endpoint`, where the fake stores exported traces).
+    """
+
+    fixture = "fake_agenta_api.py"
+    name = "agenta-api"
+
+    def __init__(self, tmp, credential=None, tls_names=None):
+        self.credential = credential or "Access run-" + os.urandom(12).hex()
+        super().__init__(tmp, ["--credential", self.credential], tls_names)
+        self.otlp_endpoint = self.base + "/otlp/v1/traces"
+
+    def telemetry(self):
+        """The request's `telemetry` block that makes a run use this API's credential."""
+        return {"exporters": {"otlp": {"endpoint": self.otlp_endpoint,
+                                       "headers": {"authorization": self.credential}}}}
+
+    # -- reading the store ---------------------------------------------------------------------
+
+    def store(self, session_id=None):
+        q = "?" + urllib.parse.urlencode({"session_id": session_id}) if session_id else ""
+        return self.control("GET", "/_store" + q)
+
+    def records(self, session_id):
+        """The session's records in Agenta's query order (plus "ingests", "record_id_sent")."""
+        return self.store(session_id)["records"]
+
+    def interactions(self, session_id=None):
+        return self.store(session_id)["interactions"]
+
+    def turns(self, session_id=None):
+        return self.store(session_id)["turns"]
+
+    def traces(self):
+        return self.control("GET", "/_traces")
+
+    def auth(self):
+        return self.control("GET", "/_auth")
+
+    # -- scripting -----------------------------------------------------------------------------
+
+    def refuse_heartbeats(self, session_id, count=1):
+        """The next `count` new turns of the session are not admitted ("*" = any session)."""
+        self.control("POST", "/_heartbeat", {"session_id": session_id, "refuse": count})
+
+    def interrupt(self, session_id, turn_id=None):
+        return self.control("POST", "/_interrupt", {"session_id": session_id,
+                                                    "turn_id": turn_id})["turn_id"]
+
+    def set_owner(self, session_id, replica_id):
+        self.control("POST", "/_owner", {"session_id": session_id, "replica_id": replica_id})
+
+    def configure(self, **cfg):
+        return self.control("POST", "/_config", cfg)
+
+    def add_credential(self, value):
+        self.control("POST", "/_auth", {"add": [value]})
+
+    def revoke_credential(self, value):
+        self.control("POST", "/_auth", {"revoke": [value]})
+
+    def seed_records(self, session_id, records):
+        return self.control("POST", "/_seed/records", {"session_id": session_id,
+                                                       "records": records})["record_ids"]
+
+    def seed_attachment(self, session_id, filename, media_type, data, attachment_id=None):
+        body = {"session_id": session_id, "filename": filename, "media_type": media_type,
+                "content_b64": base64.b64encode(data if isinstance(data, bytes)
+                                                else data.encode()).decode()}
+        if attachment_id:
+            body["attachment_id"] = attachment_id
+        return self.control("POST", "/_seed/attachments", body)["attachment_id"]
+
+    def seed_interaction(self, **row):
+        return self.control("POST", "/_seed/interactions", row)["interaction"]
+
+    def seed_turn(self, **row):
+        return self.control("POST", "/_seed/turns", row)["turn"]
+
+    # -- calling it as the runner does (self-tests and ad-hoc checks) --------------------------
+
+    def call(self, method, route, body=None, credential=None, headers=None):
+        h = {"authorization": credential or self.credential}
+        h.update(headers or {})
+        return self.request(method, route, body, headers=h)
