@@ -30,6 +30,7 @@ import signal
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import uuid
@@ -94,6 +95,7 @@ class _Fake:
         self.scheme = "https" if tls_names else "http"
         self.ca_file = os.path.join(self.tls_dir, "ca.pem") if tls_names else None
         self.base = f"{self.scheme}://127.0.0.1:{self.port}"
+        self._local = threading.local()
         self._tls = None
         if tls_names:
             self._tls = ssl.create_default_context(cafile=self.ca_file)
@@ -124,20 +126,31 @@ class _Fake:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, raw=None, timeout=30):
-        """One request; returns (status, {lower-cased header: value}, parsed body or bytes)."""
+        """One request; returns (status, {lower-cased header: value}, parsed body or bytes).
+
+        Keeps one keep-alive connection per thread (a TLS handshake per request is slow on a
+        loaded machine). Never retries: a request the fake drops raises, as it should.
+        """
         h = {}
         data = raw
         if body is not None:
             data = json.dumps(body)
             h["content-type"] = "application/json"
         h.update(headers or {})
-        c = self.connection(timeout)
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = self.connection(timeout)
+        c.timeout = timeout
         try:
             c.request(method, path, body=data, headers=h)
             r = c.getresponse()
             payload = r.read()
             hdrs = {k.lower(): v for k, v in r.getheaders()}
-        finally:
+        except BaseException:
+            c.close()
+            self._local.conn = None
+            raise
+        if r.will_close:
             c.close()
         ctype = hdrs.get("content-type", "")
         if payload and "json" in ctype:
@@ -200,6 +213,7 @@ class FakeCallback(_Fake):
 
     def __init__(self, tmp, mount="/api", authorization=None, tls_names=None):
         self.authorization = authorization or "Access cb-" + os.urandom(8).hex()
+        self.initial_authorization = self.authorization
         super().__init__(tmp, ["--authorization", self.authorization], tls_names)
         self.mount = mount
         self.endpoint = f"{self.base}{mount}/tools/call"
@@ -210,7 +224,13 @@ class FakeCallback(_Fake):
     def script_route(self, method, path, *steps):
         self.control("POST", "/_script", {"route": f"{method} {path}", "steps": list(steps)})
 
+    def reset(self):
+        """Clear log, scripts, injections; the authorization goes back to the initial one."""
+        super().reset()
+        self.authorization = self.initial_authorization
+
     def set_authorization(self, value):
+        """Require exactly this Authorization header (None: accept anything)."""
         self.authorization = value
         self.control("POST", "/_config", {"authorization": value})
 
