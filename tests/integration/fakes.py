@@ -19,9 +19,14 @@ log, stderr, TLS material), waits until it listens, and wraps its control API:
     req["telemetry"] = {"exporters": {"otlp": {"endpoint": api.otlp_endpoint,
                                                "headers": {"authorization": api.credential}}}}
 
-stop() (or the context manager) terminates only the process started here.
+stop() (or the context manager, or interpreter exit) terminates only the process started
+here. Give each fake its own temp dir, not one under Stack.tmp: Stack.leaks() counts any live
+process naming the stack's dir as left behind. A module whose STACK env must carry a fake's
+URL (AGENTA_API_INTERNAL_URL) can start the fake at import time, or pick the port first:
+FakeAgentaApi(tmp, port=stack.free_port()).
 """
 
+import atexit
 import base64
 import http.client
 import json
@@ -69,19 +74,20 @@ class _Fake:
     fixture = None  # file name under tests/fixtures
     name = None
 
-    def __init__(self, tmp, args=(), tls_names=None):
+    def __init__(self, tmp, args=(), tls_names=None, port=0):
         os.makedirs(tmp, exist_ok=True)
         self.tmp = tmp
         self.portfile = os.path.join(tmp, f"{self.name}.port")
         self.log = os.path.join(tmp, f"{self.name}.log")
         self.errfile = os.path.join(tmp, f"{self.name}.err")
         self.tls_dir = os.path.join(tmp, f"{self.name}-tls") if tls_names else None
-        cmd = [sys.executable, os.path.join(FIXTURES, self.fixture), "--port", "0",
+        cmd = [sys.executable, os.path.join(FIXTURES, self.fixture), "--port", str(port),
                "--portfile", self.portfile, "--log", self.log, *args]
         if tls_names:
             cmd += ["--tls-self-signed", ",".join(tls_names), "--tls-dir", self.tls_dir]
         with open(self.errfile, "w") as err:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        atexit.register(self.stop)  # a test that forgets stop() leaves no process behind
         try:
             _wait_for(lambda: os.path.exists(self.portfile) or self.proc.poll() is not None,
                       what=f"{self.name} port")
@@ -211,10 +217,10 @@ class FakeCallback(_Fake):
     fixture = "fake_callback.py"
     name = "callback"
 
-    def __init__(self, tmp, mount="/api", authorization=None, tls_names=None):
+    def __init__(self, tmp, mount="/api", authorization=None, tls_names=None, port=0):
         self.authorization = authorization or "Access cb-" + os.urandom(8).hex()
         self.initial_authorization = self.authorization
-        super().__init__(tmp, ["--authorization", self.authorization], tls_names)
+        super().__init__(tmp, ["--authorization", self.authorization], tls_names, port)
         self.mount = mount
         self.endpoint = f"{self.base}{mount}/tools/call"
 
@@ -288,8 +294,8 @@ class FakeMcp(_Fake):
     fixture = "fake_mcp.py"
     name = "mcp"
 
-    def __init__(self, tmp, tls_names=None):
-        super().__init__(tmp, [], tls_names)
+    def __init__(self, tmp, tls_names=None, port=0):
+        super().__init__(tmp, [], tls_names, port)
 
     def add_server(self, name, tools=(), path=None, header="x-api-key", credential=None,
                    **options):
@@ -323,9 +329,9 @@ class FakeAgentaApi(_Fake):
     fixture = "fake_agenta_api.py"
     name = "agenta-api"
 
-    def __init__(self, tmp, credential=None, tls_names=None):
+    def __init__(self, tmp, credential=None, tls_names=None, port=0):
         self.credential = credential or "Access run-" + os.urandom(12).hex()
-        super().__init__(tmp, ["--credential", self.credential], tls_names)
+        super().__init__(tmp, ["--credential", self.credential], tls_names, port)
         self.otlp_endpoint = self.base + "/otlp/v1/traces"
 
     def telemetry(self):
