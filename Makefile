@@ -7,6 +7,7 @@
 #   make tsan       unit tests under ThreadSanitizer (build-tsan/)
 #   make chaos      kill -9 workers, keepers and the master under load, CHAOS_ROUNDS rounds
 #   make fuzz-replay  replay every fuzz corpus through its target (gcc; part of make test)
+#   make fixtures-selftest  the fake callback / MCP / Agenta API servers (part of make test)
 #   make fuzz       run each libFuzzer target FUZZ_SECONDS (clang, build-fuzz/)
 #   make bench      install what is missing, build, run tests/bench/run.py on its own stack
 #                   and write BENCHMARKS.md
@@ -46,7 +47,7 @@ PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-
             $(BIN)/acp-scripted
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
-.PHONY: all test unit integration chaos run asan tsan deps harnesses clean bench bench-programs
+.PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
 .PHONY: fuzz-replay fuzz
 .DEFAULT_GOAL := all
 
@@ -112,6 +113,10 @@ unit: $(BIN)/unit-tests
 integration: $(PROGRAMS)
 	BUILD=$(BUILD) python3 tests/integration/run.py
 
+# The scripted fake servers (tool callback, MCP, Agenta API) against their own self-test.
+fixtures-selftest:
+	python3 tests/fixtures/test_fakes_selftest.py
+
 # Every fuzz target over its committed corpus: fast, no libFuzzer needed.
 fuzz-replay: $(FUZZ_TARGETS:%=$(BIN)/fuzz-replay-%)
 	@for t in $(FUZZ_TARGETS); do \
@@ -128,6 +133,7 @@ test: deps harnesses
 	$(MAKE) all
 	$(MAKE) unit
 	$(MAKE) fuzz-replay
+	$(MAKE) fixtures-selftest
 	$(MAKE) integration
 
 bench-programs: $(PROGRAMS) $(BENCH_PROGRAMS)
