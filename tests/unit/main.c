@@ -130,6 +130,7 @@ static CU_SuiteInfo suites[] = {
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"redact", NULL, NULL, NULL, NULL, redact_tests},
     {"agenta_api", NULL, NULL, NULL, NULL, agenta_api_tests},
+    {"records", NULL, NULL, NULL, NULL, records_tests},
     CU_SUITE_INFO_NULL,
 };
 
