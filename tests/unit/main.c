@@ -131,6 +131,7 @@ static CU_SuiteInfo suites[] = {
     {"redact", NULL, NULL, NULL, NULL, redact_tests},
     {"agenta_api", NULL, NULL, NULL, NULL, agenta_api_tests},
     {"records", NULL, NULL, NULL, NULL, records_tests},
+    {"reconstruct", NULL, NULL, NULL, NULL, reconstruct_tests},
     CU_SUITE_INFO_NULL,
 };
 
