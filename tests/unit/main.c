@@ -132,6 +132,7 @@ static CU_SuiteInfo suites[] = {
     {"agenta_api", NULL, NULL, NULL, NULL, agenta_api_tests},
     {"records", NULL, NULL, NULL, NULL, records_tests},
     {"reconstruct", NULL, NULL, NULL, NULL, reconstruct_tests},
+    {"heartbeat", NULL, NULL, NULL, NULL, heartbeat_tests},
     CU_SUITE_INFO_NULL,
 };
 
