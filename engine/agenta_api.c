@@ -47,6 +47,47 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+/*
+ * Parse an answer of the API strictly (UTF-8 validated). A tokener of its own each time, not
+ * jsonx's per-thread cache: answers are parsed on short-lived threads (the heartbeat timer)
+ * whose thread-local cache would outlive them.
+ */
+static int parse_answer(const char *data, size_t len, int depth, json_object **ret, char *err,
+                        size_t errlen)
+{
+    struct json_tokener *tok;
+    enum json_tokener_error jerr;
+    json_object *o;
+    size_t end;
+
+    if (len > (size_t)0x7fffffff) {
+        snprintf(err, errlen, "document too large");
+        return -EBADMSG;
+    }
+    tok = json_tokener_new_ex(depth);
+    if (!tok)
+        return -ENOMEM;
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    o = json_tokener_parse_ex(tok, data, (int)len);
+    jerr = json_tokener_get_error(tok);
+    end = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    if (jerr != json_tokener_success) {
+        snprintf(err, errlen, "%s", json_tokener_error_desc(jerr));
+        json_object_put(o);
+        return -EBADMSG;
+    }
+    while (end < len && strchr(" \t\r\n", data[end]))
+        end++;
+    if (end != len) {
+        snprintf(err, errlen, "trailing data");
+        json_object_put(o);
+        return -EBADMSG;
+    }
+    *ret = o;
+    return 0;
+}
+
 /* ---- configuration ---------------------------------------------------------------------- */
 
 static const char *lookup_value(const char *(*lookup)(const char *, void *), void *ctx,
@@ -632,7 +673,7 @@ static int post_json(struct agenta_api *api, const char *path, json_object *body
     if (ret_answer) {
         json_object *o = NULL;
 
-        r = jsonx_parse(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr, sizeof(perr));
+        r = parse_answer(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr, sizeof(perr));
         if (r < 0) {
             set_err(err, errlen, "agenta api: POST %.*s: the answer is not JSON (%s)",
                     path_len(path), path, perr);
@@ -752,7 +793,7 @@ int agenta_beat_reply_parse(const char *body, size_t len, struct agenta_beat_rep
     json_object *o = NULL, *v;
     char perr[64];
 
-    if (jsonx_parse(body, len, ANSWER_DEPTH, &o, perr, sizeof(perr)) < 0 || !o ||
+    if (parse_answer(body, len, ANSWER_DEPTH, &o, perr, sizeof(perr)) < 0 || !o ||
         !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         return -EBADMSG;
@@ -1240,7 +1281,7 @@ int agenta_api_refresh_credential(struct agenta_api *api, const atomic_bool *abo
         agenta_response_release(&res);
         return -EREMOTEIO;
     }
-    r = jsonx_parse(buf_str(&res.body), res.body.len, ANSWER_DEPTH, &o, perr, sizeof(perr));
+    r = parse_answer(buf_str(&res.body), res.body.len, ANSWER_DEPTH, &o, perr, sizeof(perr));
     agenta_response_release(&res);
     cred = r == 0 ? jsonx_str(o, "credentials") : NULL;
     if (!cred || !cred[0] || check_credential(cred) < 0) {

@@ -137,6 +137,7 @@ static void *timer(void *arg)
         next = now_ms() + (int64_t)hb->interval_ms;
     }
     pthread_mutex_unlock(&hb->lock);
+    log_redact_clear(); /* this thread's copies of refreshed credentials */
     return NULL;
 }
 
