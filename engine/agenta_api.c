@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 
@@ -181,10 +182,24 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
         }
         snprintf(c.replica_id, sizeof(c.replica_id), "%s", replica);
     } else {
-        r = random_uuid(c.replica_id);
-        if (r < 0) {
-            set_err(err, errlen, "AGENTA_RUNNER_REPLICA_ID: could not make a replica id");
-            return r;
+        /*
+         * One id for the whole runner (master and every worker) that survives a restart: the
+         * API routes a session's control signals to its owner replica and keeps the owner key
+         * for two minutes, so a random id per process would refuse the session's next turn on
+         * another worker, or after a restart.
+         */
+        const char *inst = lookup_value(lookup, ctx, "AGENT_RUNNER_INSTANCE");
+        char host[256];
+
+        if (gethostname(host, sizeof(host)) < 0)
+            snprintf(host, sizeof(host), "localhost");
+        host[sizeof(host) - 1] = '\0';
+        r = snprintf(c.replica_id, sizeof(c.replica_id), "agent-runner@%s/%s", host,
+                     inst ? inst : "default");
+        if (r < 0 || (size_t)r >= sizeof(c.replica_id) || !clean_text(c.replica_id)) {
+            set_err(err, errlen, "AGENTA_RUNNER_REPLICA_ID: the host name and instance make no "
+                                 "usable replica id; set one");
+            return -EINVAL;
         }
     }
     c.reconstruct = flag_on(lookup, ctx, "AGENTA_SESSIONS_RECONSTRUCT");

@@ -66,7 +66,9 @@
 struct agenta_config {
     bool enabled;                       /* an API base URL is configured */
     char base_url[AGENTA_URL_MAX];      /* without trailing slashes */
-    char replica_id[AGENTA_ID_MAX];     /* AGENTA_RUNNER_REPLICA_ID, else a uuid per load */
+    /* AGENTA_RUNNER_REPLICA_ID, else "agent-runner@<host name>/<AGENT_RUNNER_INSTANCE>":
+     * stable across the workers of one runner and its restarts */
+    char replica_id[AGENTA_ID_MAX];
     bool reconstruct;                   /* AGENTA_SESSIONS_RECONSTRUCT != "false" */
     bool records_durable;               /* AGENTA_RECORDS_DURABLE != "false" */
     unsigned ingest_max_retries;        /* AGENTA_RECORDS_INGEST_MAX_RETRIES, 6, [1, 12] */

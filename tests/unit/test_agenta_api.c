@@ -61,7 +61,9 @@ static void test_agenta_api_config_is_off_without_a_url(void)
     CU_ASSERT_EQUAL(cfg.records_query_timeout_ms, 5000);
     CU_ASSERT_EQUAL(cfg.heartbeat_interval_ms, 30000);
     CU_ASSERT_EQUAL(cfg.refresh_every, 10);
-    CU_ASSERT_EQUAL(strlen(cfg.replica_id), 36); /* a uuid per process */
+    /* one id for the whole runner, stable across its workers and restarts */
+    CU_ASSERT_EQUAL(strncmp(cfg.replica_id, "agent-runner@", 13), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cfg.replica_id, "/default"));
 }
 
 static void test_agenta_api_config_internal_url_wins_and_is_trimmed(void)
