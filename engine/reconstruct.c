@@ -127,24 +127,45 @@ static int depth_of(json_object *o, int limit)
     return 1;
 }
 
-/* A string, cut at a UTF-8 boundary with a marker beyond RECONSTRUCT_STRING_MAX. */
+/*
+ * A string fit for the request parser: NUL bytes dropped (the parser refuses them), cut at a
+ * UTF-8 boundary with a marker beyond RECONSTRUCT_STRING_MAX.
+ */
 static json_object *string_capped(const char *s, size_t n)
 {
+    size_t keep = RECONSTRUCT_STRING_MAX - sizeof(CUT_MARKER), i = 0;
+    json_object *o = NULL;
     struct buf b;
-    json_object *o;
-    size_t keep;
 
-    if (n <= RECONSTRUCT_STRING_MAX)
+    if (n <= RECONSTRUCT_STRING_MAX && !memchr(s, '\0', n))
         return json_object_new_string_len(s, (int)n);
-    keep = RECONSTRUCT_STRING_MAX - sizeof(CUT_MARKER);
-    while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80)
-        keep--;
     buf_init(&b, RECONSTRUCT_STRING_MAX + 1);
-    if (buf_append(&b, s, keep) < 0 || buf_append_str(&b, CUT_MARKER) < 0) {
-        buf_release(&b);
-        return NULL;
+    while (i < n && b.len < keep) {
+        const char *nul = memchr(s + i, '\0', n - i);
+        size_t run = (nul ? (size_t)(nul - s) : n) - i;
+
+        if (run > keep - b.len)
+            run = keep - b.len;
+        if (buf_append(&b, s + i, run) < 0)
+            goto out;
+        i += run;
+        while (i < n && s[i] == '\0')
+            i++;
     }
-    o = json_object_new_string_len(b.data, (int)b.len);
+    if (i < n) {
+        /* cut; a sequence the cut falls into goes whole (the text is valid UTF-8) */
+        if (((unsigned char)s[i] & 0xc0) == 0x80) {
+            while (b.len > 0 && ((unsigned char)b.data[b.len - 1] & 0xc0) == 0x80)
+                b.len--;
+            if (b.len > 0)
+                b.len--;
+        }
+        b.data[b.len] = '\0';
+        if (buf_append_str(&b, CUT_MARKER) < 0)
+            goto out;
+    }
+    o = json_object_new_string_len(buf_str(&b), (int)b.len);
+out:
     buf_release(&b);
     return o;
 }
@@ -177,23 +198,36 @@ static json_object *value_of(json_object *v)
     return copy;
 }
 
-static json_object *text_block(const char *text)
+static json_object *text_block(const char *text, size_t n)
 {
     json_object *b = json_object_new_object();
 
     if (!b)
         return NULL;
     json_object_object_add(b, "type", json_object_new_string("text"));
-    json_object_object_add(b, "text", string_capped(text, strlen(text)));
+    json_object_object_add(b, "text", string_capped(text, n));
     return b;
 }
 
 static void add_copy(json_object *to, const char *key, json_object *from, const char *from_key)
 {
-    const char *v = jsonx_str(from, from_key);
+    json_object *v = jsonx_get(from, from_key);
 
-    if (v)
-        json_object_object_add(to, key, string_capped(v, strlen(v)));
+    if (v && json_object_is_type(v, json_type_string))
+        json_object_object_add(to, key, str_of(v));
+}
+
+/* A string member and its length (JSON strings may hold NUL bytes): "" when absent. */
+static const char *str_len(json_object *o, const char *key, size_t *ret_len)
+{
+    json_object *v = jsonx_get(o, key);
+
+    if (!v || !json_object_is_type(v, json_type_string)) {
+        *ret_len = 0;
+        return NULL;
+    }
+    *ret_len = (size_t)json_object_get_string_len(v);
+    return json_object_get_string(v);
 }
 
 /* The user message of a "user" record: its text, and its attachments as blocks. */
@@ -201,25 +235,25 @@ static json_object *user_message(json_object *ev)
 {
     json_object *m = json_object_new_object(), *atts = jsonx_get(ev, "attachments"), *content;
     const char *type = jsonx_str(ev, "type"), *text = NULL;
-    size_t natts = 0;
+    size_t natts = 0, tlen = 0;
 
     if (!m)
         return NULL;
     if (type && strcmp(type, "message") == 0)
-        text = jsonx_str(ev, "text");
+        text = str_len(ev, "text", &tlen);
     if (!text)
         text = "";
     if (atts && json_object_is_type(atts, json_type_array))
         natts = json_object_array_length(atts);
     json_object_object_add(m, "role", json_object_new_string("user"));
     if (natts == 0) {
-        json_object_object_add(m, "content", string_capped(text, strlen(text)));
+        json_object_object_add(m, "content", string_capped(text, tlen));
         return m;
     }
     content = json_object_new_array();
     json_object_object_add(m, "content", content);
-    if (text[0])
-        json_object_array_add(content, text_block(text));
+    if (tlen)
+        json_object_array_add(content, text_block(text, tlen));
     for (size_t i = 0; i < natts; i++) {
         json_object *a = json_object_array_get_idx(atts, i), *b, *size;
 
@@ -246,21 +280,23 @@ static json_object *agent_block(json_object *ev, json_object *call_names)
 {
     const char *type = jsonx_str(ev, "type"), *id = jsonx_str(ev, "id"), *s;
     json_object *b, *v;
+    size_t n;
 
     if (strcmp(type, "message") == 0) {
-        s = jsonx_str(ev, "text");
-        return s && s[0] ? text_block(s) : NULL;
+        s = str_len(ev, "text", &n);
+        return s && n ? text_block(s, n) : NULL;
     }
     if (strcmp(type, "error") == 0) {
         struct buf t;
 
-        s = jsonx_str(ev, "message");
+        s = str_len(ev, "message", &n);
         buf_init(&t, RECONSTRUCT_STRING_MAX * 2);
-        if (buf_printf(&t, "[error: %s]", s ? s : "") < 0) {
+        if (buf_append_str(&t, "[error: ") < 0 || buf_append(&t, s ? s : "", n) < 0 ||
+            buf_append_char(&t, ']') < 0) {
             buf_release(&t);
             return NULL;
         }
-        b = text_block(buf_str(&t));
+        b = text_block(t.data, t.len);
         buf_release(&t);
         return b;
     }

@@ -186,7 +186,9 @@ static void test_reconstruct_cuts_what_the_parser_would_refuse(void)
     for (size_t i = 0; i < 2u << 20; i++)
         buf_append_char(&log, i % 3 == 0 ? 'x' : 'y');
     buf_printf(&log, "\"}},{\"record_source\":\"agent\",\"attributes\":{\"type\":\"tool_call\","
-                     "\"id\":\"c1\",\"name\":\"t\",\"input\":%s}}]",
+                     "\"id\":\"c\\u00001\",\"name\":\"t\",\"input\":%s}},"
+                     "{\"record_source\":\"agent\",\"attributes\":{\"type\":\"error\","
+                     "\"message\":\"nul\\u0000byte\"}}]",
                deep.data);
     {
         json_object *o = NULL;
@@ -205,7 +207,11 @@ static void test_reconstruct_cuts_what_the_parser_would_refuse(void)
                           0);
     request_limits_default(&lim);
     CU_ASSERT_EQUAL(reconstruct_splice(&h, &lim, &req, err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(req.nmessages, 3);
+    CU_ASSERT_EQUAL_FATAL(req.nmessages, 3);
+    /* NUL bytes (which the parser refuses) are dropped */
+    CU_ASSERT_EQUAL_FATAL(req.messages[1].nblocks, 2);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(req.messages[1].blocks[0].tool_call_id), "c1");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(req.messages[1].blocks[1].text), "[error: nulbyte]");
     run_request_release(&req);
     reconstruct_history_release(&h);
     buf_release(&log);
