@@ -23,6 +23,7 @@ struct tally {
     uint64_t queued;
     uint64_t delivered;
     uint64_t dropped;
+    uint64_t lost; /* of the dropped, records (not other calls) */
 };
 
 struct item {
@@ -36,7 +37,8 @@ struct item {
     unsigned attempts;
     enum agenta_backoff backoff;
     uint64_t backoff_base_ms;
-    bool record;      /* a durable record: dropping it marks the session incomplete */
+    bool record;      /* a record: dropping it leaves a hole in the log */
+    bool durable;     /* ... which marks the session incomplete */
     bool held;        /* an open tool call: waits for release or hold_until */
     bool sending;     /* the delivery thread has it */
     int64_t hold_until;
@@ -378,7 +380,7 @@ static void *delivery_thread(void *arg)
         it->sending = true;
         pthread_mutex_unlock(&reg_lock);
         ok = deliver(it, ob->key);
-        if (!ok && it->record)
+        if (!ok && it->durable)
             records_note_incomplete(ob->key);
         pthread_mutex_lock(&reg_lock);
         ob->head = it->next;
@@ -386,10 +388,12 @@ static void *delivery_thread(void *arg)
             ob->tail = NULL;
         ob->nitems--;
         ob->bytes -= it->body_len;
-        if (ok)
+        if (ok) {
             it->tally->delivered++;
-        else
+        } else {
             it->tally->dropped++;
+            it->tally->lost += it->record;
+        }
         tally_unref_locked(it->tally);
         it->tally = NULL;
         pthread_cond_broadcast(&reg_done);
@@ -445,16 +449,17 @@ static int enqueue(struct records *r, struct item *it, uint64_t *ret_seq)
     it = NULL;
 out:
     if (ret < 0) {
-        /* counted as dropped: the log now has a hole */
+        /* counted as dropped: for a record, the log now has a hole */
         r->tally->queued++;
         r->tally->dropped++;
+        r->tally->lost += it->record;
         pthread_cond_broadcast(&reg_done);
     }
     pthread_mutex_unlock(&reg_lock);
     if (ret < 0) {
         log_debug("records: session \"%s\" queue refused a call to \"%s\": %s", r->session_key,
                   it->path, ar_strerror(ret));
-        if (it->record)
+        if (it->durable)
             records_note_incomplete(r->session_key);
         item_free(it);
     }
@@ -488,6 +493,7 @@ static void drop_record(struct records *r, const char *why)
     pthread_mutex_lock(&reg_lock);
     r->tally->queued++;
     r->tally->dropped++;
+    r->tally->lost++;
     pthread_cond_broadcast(&reg_done);
     pthread_mutex_unlock(&reg_lock);
 }
@@ -536,7 +542,8 @@ static int record_body(struct records *r, json_object *ev, uint64_t index, const
 
 static void policy(struct records *r, struct item *it)
 {
-    it->record = r->durable;
+    it->record = true;
+    it->durable = r->durable;
     it->timeout_ms = agenta_api_config(r->api)->records_query_timeout_ms;
     it->attempts = r->attempts;
     it->backoff = r->backoff;
@@ -958,7 +965,7 @@ int records_flush(struct records *r, int64_t deadline_ms)
         deadline_ts(deadline_ms, &ts);
         pthread_cond_timedwait(&reg_done, &reg_lock, &ts);
     }
-    if (rc == 0 && r->tally->dropped)
+    if (rc == 0 && r->tally->lost)
         rc = -EIO;
     pthread_mutex_unlock(&reg_lock);
     return rc;

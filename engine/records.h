@@ -103,9 +103,10 @@ int records_send(struct records *r, const char *path, json_object *body, unsigne
 
 /*
  * Send the open tool call and wait until every record this emitter queued has been
- * delivered or dropped, or until deadline_ms (monotonic, now_ms()) passes. 0: all delivered;
- * -EIO: at least one was dropped (the session is now incomplete); -ETIMEDOUT: some are still
- * queued (they keep going in the background).
+ * delivered or dropped, or until deadline_ms (monotonic, now_ms()) passes. 0: every record
+ * landed (a failed records_send call is only logged); -EIO: at least one record was dropped
+ * (in durable mode the session is now incomplete); -ETIMEDOUT: some are still queued (they
+ * keep going in the background).
  */
 int records_flush(struct records *r, int64_t deadline_ms);
 

@@ -437,10 +437,11 @@ static int redact_walk_locked(struct redact *rd, json_object *o, int depth)
         size_t n = (size_t)json_object_get_string_len(o);
 
         r = redact_locked(rd, s, n, RUN_OUTPUT_MAX, &res);
+        if (r < 0)
+            return r;
         if (r > 0 && json_object_set_string_len(o, res.data, (int)res.len) == 0)
             r = -ENOMEM;
-        if (r >= 0)
-            buf_release(&res);
+        buf_release(&res);
         return r;
     }
     case json_type_array:

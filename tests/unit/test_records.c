@@ -50,6 +50,7 @@ struct api_script {
     bool gate_closed; /* hold every request until opened */
     int fail_first;   /* answer 503 to this many requests */
     bool always_fail;
+    const char *missing; /* answer 404 to this path */
 };
 
 static void script_init(struct api_script *s)
@@ -77,12 +78,13 @@ static void handle(void *ctx, size_t n, const struct fake_request *req, struct f
 {
     struct api_script *s = ctx;
 
-    (void)req;
     pthread_mutex_lock(&s->lock);
     while (s->gate_closed)
         pthread_cond_wait(&s->cond, &s->lock);
     if (s->always_fail || (int)n < s->fail_first)
         resp->status = 503;
+    if (s->missing && strcmp(req->path, s->missing) == 0)
+        resp->status = 404;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -432,6 +434,31 @@ static void test_records_keep_session_order_across_turns(void)
     fixture_stop(&fx);
 }
 
+static void test_records_a_failed_call_is_no_hole_in_the_log(void)
+{
+    uint64_t queued, delivered, dropped;
+    struct fixture fx;
+    struct records *r;
+    json_object *body;
+
+    CU_ASSERT_EQUAL_FATAL(fixture_start(&fx, NULL), 0);
+    fx.script.missing = AGENTA_PATH_INTERACTIONS_TRANSITION;
+    r = emitter(&fx, "p1:s-call", "t1");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    emit(r, "{\"type\":\"done\"}");
+    body = agenta_transition_body("s-call", "tok", "approved", "c1");
+    CU_ASSERT_EQUAL(records_send(r, AGENTA_PATH_INTERACTIONS_TRANSITION, body, 1), 0);
+    json_object_put(body);
+    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    records_counts(r, &queued, &delivered, &dropped);
+    CU_ASSERT_EQUAL(queued, 2);
+    CU_ASSERT_EQUAL(delivered, 1);
+    CU_ASSERT_EQUAL(dropped, 1);
+    records_free(r);
+    CU_ASSERT_FALSE(records_session_incomplete("p1:s-call"));
+    fixture_stop(&fx);
+}
+
 static int user_message_of(const char *json, json_object **ret)
 {
     struct request_limits lim;
@@ -538,6 +565,7 @@ CU_TestInfo records_tests[] = {
     {"retry_then_drop_and_mark_incomplete", test_records_retry_then_drop_and_mark_incomplete},
     {"legacy_mode_drops_without_marking", test_records_legacy_mode_drops_without_marking},
     {"keep_session_order_across_turns", test_records_keep_session_order_across_turns},
+    {"a_failed_call_is_no_hole_in_the_log", test_records_a_failed_call_is_no_hole_in_the_log},
     {"user_message_shape", test_records_user_message_shape},
     {"refuse_bad_parameters", test_records_refuse_bad_parameters},
     CU_TEST_INFO_NULL,
