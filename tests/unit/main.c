@@ -13,6 +13,7 @@
 #include "../../engine/jsonx.h"
 #include "../../engine/util.h"
 #include "suites.h"
+#include "suites_platform.h"
 
 #define FIXTURE_MAX (16u * 1024 * 1024)
 
@@ -127,6 +128,11 @@ static CU_SuiteInfo suites[] = {
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
+    {"redact", NULL, NULL, NULL, NULL, redact_tests},
+    {"agenta_api", NULL, NULL, NULL, NULL, agenta_api_tests},
+    {"records", NULL, NULL, NULL, NULL, records_tests},
+    {"reconstruct", NULL, NULL, NULL, NULL, reconstruct_tests},
+    {"heartbeat", NULL, NULL, NULL, NULL, heartbeat_tests},
     CU_SUITE_INFO_NULL,
 };
 

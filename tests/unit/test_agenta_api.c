@@ -1,0 +1,593 @@
+/* agenta_api: configuration, bodies and answers, and real exchanges with an in-test server. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../engine/agenta_api.h"
+#include "../../engine/jsonx.h"
+#include "fake_http.h"
+#include "suites_platform.h"
+#include "suites.h"
+
+struct env_table {
+    const char *const *kv; /* name, value, name, value, ..., NULL */
+};
+
+static const char *table_lookup(const char *name, void *ctx)
+{
+    const struct env_table *t = ctx;
+
+    for (size_t i = 0; t->kv[i]; i += 2)
+        if (strcmp(t->kv[i], name) == 0)
+            return t->kv[i + 1];
+    return NULL;
+}
+
+int test_agenta_config(const char *url, struct agenta_config *ret)
+{
+    const char *kv[] = {"AGENTA_API_INTERNAL_URL", url, "AGENTA_RUNNER_REPLICA_ID", "replica-1",
+                        NULL};
+    struct env_table t = {kv};
+    char err[256];
+
+    return agenta_config_load(ret, table_lookup, &t, err, sizeof(err));
+}
+
+/* A JSON text compared to o by value. */
+static bool json_is(json_object *o, const char *want)
+{
+    json_object *w = test_json(want);
+    bool eq = w && o && json_object_equal(o, w);
+
+    if (!eq)
+        fprintf(stderr, "\n  got:  %s\n  want: %s\n", jsonx_text(o, NULL), want);
+    json_object_put(w);
+    return eq;
+}
+
+static void test_agenta_api_config_is_off_without_a_url(void)
+{
+    const char *kv[] = {"AGENTA_API_URL", "", NULL};
+    struct env_table t = {kv};
+    struct agenta_config cfg;
+    char err[256];
+
+    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
+    CU_ASSERT_FALSE(cfg.enabled);
+    CU_ASSERT_TRUE(cfg.reconstruct);
+    CU_ASSERT_TRUE(cfg.records_durable);
+    CU_ASSERT_EQUAL(cfg.ingest_max_retries, 6);
+    CU_ASSERT_EQUAL(cfg.record_tool_ttl_ms, 3000);
+    CU_ASSERT_EQUAL(cfg.records_query_timeout_ms, 5000);
+    CU_ASSERT_EQUAL(cfg.heartbeat_interval_ms, 30000);
+    CU_ASSERT_EQUAL(cfg.refresh_every, 10);
+    /* one id for the whole runner, stable across its workers and restarts */
+    CU_ASSERT_EQUAL(strncmp(cfg.replica_id, "agent-runner@", 13), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(cfg.replica_id, "/default"));
+}
+
+static void test_agenta_api_config_internal_url_wins_and_is_trimmed(void)
+{
+    const char *kv[] = {"AGENTA_API_URL", "https://public.example/api",
+                        "AGENTA_API_INTERNAL_URL", "http://api:8000//",
+                        "AGENTA_RECORDS_DURABLE", " False ",
+                        "AGENTA_SESSIONS_RECONSTRUCT", "0", /* only "false" turns it off */
+                        "AGENTA_RECORDS_INGEST_MAX_RETRIES", "12",
+                        NULL};
+    struct env_table t = {kv};
+    struct agenta_config cfg;
+    char err[256];
+
+    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
+    CU_ASSERT_TRUE(cfg.enabled);
+    CU_ASSERT_STRING_EQUAL(cfg.base_url, "http://api:8000");
+    CU_ASSERT_FALSE(cfg.records_durable);
+    CU_ASSERT_TRUE(cfg.reconstruct);
+    CU_ASSERT_EQUAL(cfg.ingest_max_retries, 12);
+
+    kv[2] = "AGENTA_UNUSED";
+    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(cfg.base_url, "https://public.example/api");
+}
+
+static void test_agenta_api_config_refuses_bad_values_by_name(void)
+{
+    const char *bad_url[] = {"AGENTA_API_INTERNAL_URL", "ftp://api", NULL};
+    const char *bad_retries[] = {"AGENTA_API_URL", "http://api", "AGENTA_RECORDS_INGEST_MAX_RETRIES",
+                                 "13", NULL};
+    const char *bad_ttl[] = {"AGENTA_RECORD_TOOL_TTL_MS", "soon", NULL};
+    struct env_table t = {bad_url};
+    struct agenta_config cfg;
+    char err[256];
+
+    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_API_INTERNAL_URL"));
+    t.kv = bad_retries;
+    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_RECORDS_INGEST_MAX_RETRIES"));
+    t.kv = bad_ttl;
+    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_RECORD_TOOL_TTL_MS"));
+}
+
+static void test_agenta_api_backoff_schedule(void)
+{
+    /* durable ingest: 100 * 2^(n-1) */
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 1), 100);
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 2), 200);
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 3), 400);
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 5), 1600);
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 11), 102400);
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 60), 3600000);
+    /* legacy ingest and interactions: 100 * n */
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_LINEAR, 100, 1), 100);
+    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_LINEAR, 100, 3), 300);
+    CU_ASSERT_TRUE(agenta_status_retryable(503));
+    CU_ASSERT_TRUE(agenta_status_retryable(429));
+    CU_ASSERT_TRUE(agenta_status_retryable(408));
+    CU_ASSERT_FALSE(agenta_status_retryable(400));
+    CU_ASSERT_FALSE(agenta_status_retryable(401));
+    CU_ASSERT_FALSE(agenta_status_retryable(409));
+}
+
+static void test_agenta_api_bodies_match_agentas(void)
+{
+    json_object *rc = test_json(
+        "{\"workflow\":{\"artifact\":{\"id\":\"wf_abc\"},\"variant\":{\"id\":\"var_abc\","
+        "\"slug\":\"weather-agent\"},\"revision\":{\"id\":\"rev_abc123\",\"version\":\"3\"},"
+        "\"is_draft\":false}}");
+    json_object *refs = agenta_workflow_reference_list(rc), *o, *args = test_json("{\"p\":1}");
+    json_object *params = test_json("{\"agent\":{}}");
+    struct agenta_beat b = {.session_id = "s1", .replica_id = "r1", .turn_id = "t1",
+                            .is_running = true, .name = "Hello", .references = refs};
+    struct agenta_interaction it = {.session_id = "s1", .turn_id = "t1", .token = "tok",
+                                    .kind = "user_approval", .tool = "bash", .args = args,
+                                    .tool_call_id = "call-1", .run_context = rc,
+                                    .parameters = params};
+    struct agenta_turn turn = {.session_id = "s1", .stream_id = "st", .turn_id = "t1",
+                               .turn_index = 2, .harness_kind = "pi", .references = refs};
+    const char *tokens[] = {"a", "b"};
+
+    CU_ASSERT_TRUE(json_is(refs, "[{\"id\":\"wf_abc\",\"key\":\"workflow\"},"
+                                 "{\"id\":\"var_abc\",\"slug\":\"weather-agent\","
+                                 "\"key\":\"workflow_variant\"},"
+                                 "{\"id\":\"rev_abc123\",\"version\":\"3\","
+                                 "\"key\":\"workflow_revision\"}]"));
+    o = agenta_beat_body(&b);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"replica_id\":\"r1\",\"turn_id\":\"t1\","
+                              "\"is_running\":true,\"name\":\"Hello\",\"references\":"
+                              "[{\"id\":\"wf_abc\",\"key\":\"workflow\"},"
+                              "{\"id\":\"var_abc\",\"slug\":\"weather-agent\","
+                              "\"key\":\"workflow_variant\"},"
+                              "{\"id\":\"rev_abc123\",\"version\":\"3\","
+                              "\"key\":\"workflow_revision\"}]}"));
+    json_object_put(o);
+    b.turn_id = NULL; /* the ownership claim */
+    b.name = NULL;
+    b.references = NULL;
+    b.is_running = true;
+    o = agenta_beat_body(&b);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"replica_id\":\"r1\",\"is_running\":true}"));
+    json_object_put(o);
+
+    o = agenta_interaction_body(&it);
+    CU_ASSERT_TRUE(json_is(
+        o, "{\"session_id\":\"s1\",\"turn_id\":\"t1\",\"token\":\"tok\",\"kind\":\"user_approval\","
+           "\"data\":{\"request\":{\"tool\":\"bash\",\"args\":{\"p\":1},\"tool_call_id\":\"call-1\"},"
+           "\"references\":{\"workflow\":{\"id\":\"wf_abc\"},\"workflow_variant\":{\"id\":"
+           "\"var_abc\",\"slug\":\"weather-agent\"},\"workflow_revision\":{\"id\":\"rev_abc123\","
+           "\"version\":\"3\"}},\"parameters\":{\"agent\":{}}},"
+           "\"flags\":{\"delivered_in_band\":true}}"));
+    json_object_put(o);
+    o = agenta_transition_body("s1", "tok", "approved", "call-1");
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"token\":\"tok\",\"status\":\"resolved\","
+                              "\"resolution\":{\"verdict\":\"approved\",\"tool_call_id\":\"call-1\"}}"));
+    json_object_put(o);
+    o = agenta_transition_body("s1", "tok", NULL, NULL);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"token\":\"tok\",\"status\":\"resolved\"}"));
+    json_object_put(o);
+    o = agenta_cancel_stale_body("s1", "t1", tokens, 2);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"turn_id\":\"t1\",\"tokens\":[\"a\",\"b\"]}"));
+    json_object_put(o);
+    o = agenta_cancel_stale_body("s1", "t1", NULL, 0);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"turn_id\":\"t1\"}"));
+    json_object_put(o);
+    o = agenta_turn_body(&turn);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"stream_id\":\"st\",\"turn_id\":\"t1\","
+                              "\"turn_index\":2,\"harness_kind\":\"pi\",\"references\":"
+                              "[{\"id\":\"wf_abc\",\"key\":\"workflow\"},"
+                              "{\"id\":\"var_abc\",\"slug\":\"weather-agent\","
+                              "\"key\":\"workflow_variant\"},"
+                              "{\"id\":\"rev_abc123\",\"version\":\"3\","
+                              "\"key\":\"workflow_revision\"}]}"));
+    json_object_put(o);
+    o = agenta_turn_complete_body("s1", 2, "acp-1", "2026-11-30T10:00:00.000Z");
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"turn_index\":2,\"agent_session_id\":"
+                              "\"acp-1\",\"end_time\":\"2026-11-30T10:00:00.000Z\"}"));
+    json_object_put(o);
+    o = agenta_turn_query_body("s1", NULL);
+    CU_ASSERT_TRUE(json_is(o, "{\"query\":{\"session_id\":\"s1\"},\"windowing\":{\"limit\":1,"
+                              "\"order\":\"descending\"}}"));
+    json_object_put(o);
+    o = agenta_attachments_reference_body("s1", tokens, 2);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"attachment_ids\":[\"a\",\"b\"]}"));
+    json_object_put(o);
+    CU_ASSERT_PTR_NULL(agenta_workflow_reference_list(NULL));
+    json_object_put(refs);
+    json_object_put(rc);
+    json_object_put(args);
+    json_object_put(params);
+}
+
+static void test_agenta_api_record_body(void)
+{
+    json_object *ev = test_json("{\"type\":\"tool_result\",\"id\":\"c1\",\"output\":\"x\"}"), *o;
+    struct agenta_record rec = {.session_id = "s1", .record_id = "rid", .record_index = 3,
+                                .timestamp = "2026-11-30T10:00:00.000Z", .source = "agent",
+                                .attributes = ev, .turn_id = "t1", .span_id = ""};
+    char stamp[32];
+
+    o = agenta_record_body(&rec);
+    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"record_id\":\"rid\",\"record_index\":3,"
+                              "\"timestamp\":\"2026-11-30T10:00:00.000Z\",\"record_source\":"
+                              "\"agent\",\"record_type\":\"tool_result\",\"attributes\":"
+                              "{\"type\":\"tool_result\",\"id\":\"c1\",\"output\":\"x\"},"
+                              "\"turn_id\":\"t1\"}"));
+    json_object_put(o);
+    json_object_put(ev);
+    agenta_iso_time(1764496800123, stamp);
+    CU_ASSERT_STRING_EQUAL(stamp, "2025-11-30T10:00:00.123Z");
+}
+
+static void test_agenta_api_parses_answers(void)
+{
+    struct agenta_beat_reply rep;
+    struct agenta_turn_row row;
+    json_object *o;
+    const char *a = "{\"stream\":{\"id\":\"st-1\"},\"is_current_turn\":true,\"replica_id\":\"r\"}";
+    const char *refused = "{\"stream\":{\"id\":\"st-1\"},\"is_current_turn\":false}";
+    const char *explicit_no = "{\"is_current_turn\":true,\"admitted\":false}";
+
+    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse(a, strlen(a), &rep), 0);
+    CU_ASSERT_TRUE(rep.admitted);
+    CU_ASSERT_TRUE(rep.is_current_turn);
+    CU_ASSERT_STRING_EQUAL(rep.stream_id, "st-1");
+    CU_ASSERT_STRING_EQUAL(rep.replica_id, "r");
+    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse(refused, strlen(refused), &rep), 0);
+    CU_ASSERT_FALSE(rep.admitted);
+    CU_ASSERT_FALSE(rep.is_current_turn);
+    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse(explicit_no, strlen(explicit_no), &rep), 0);
+    CU_ASSERT_FALSE(rep.admitted);
+    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse("{}", 2, &rep), 0);
+    CU_ASSERT_TRUE(rep.admitted);
+    CU_ASSERT_STRING_EQUAL(rep.stream_id, "");
+    CU_ASSERT_EQUAL(agenta_beat_reply_parse("[]", 2, &rep), -EBADMSG);
+    CU_ASSERT_EQUAL(agenta_beat_reply_parse("nope", 4, &rep), -EBADMSG);
+
+    o = test_json("{\"count\":1,\"turns\":[{\"turn_id\":\"t1\",\"harness_kind\":\"pi\","
+                  "\"agent_session_id\":\"acp\",\"turn_index\":4,\"end_time\":\"2026\"}]}");
+    CU_ASSERT_EQUAL_FATAL(agenta_turn_query_parse(o, &row), 0);
+    CU_ASSERT_TRUE(row.found);
+    CU_ASSERT_TRUE(row.ended);
+    CU_ASSERT_EQUAL(row.turn_index, 4);
+    CU_ASSERT_STRING_EQUAL(row.agent_session_id, "acp");
+    json_object_put(o);
+    o = test_json("{\"turns\":[]}");
+    CU_ASSERT_EQUAL_FATAL(agenta_turn_query_parse(o, &row), 0);
+    CU_ASSERT_FALSE(row.found);
+    CU_ASSERT_EQUAL(row.turn_index, -1);
+    json_object_put(o);
+}
+
+static void test_agenta_api_attachment_file_names(void)
+{
+    char out[256];
+
+    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename=\"photo.png\"", out,
+                                                sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "photo.png");
+    /* the extended form wins and is percent-decoded */
+    CU_ASSERT_EQUAL(agenta_disposition_filename(
+                        "attachment; filename=\"fallback.txt\"; filename*=UTF-8''na%C3%AFve%20r.txt",
+                        out, sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "na\xc3\xafve r.txt");
+    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename*=iso-8859-1''caf%E9.txt",
+                                                out, sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "caf\xc3\xa9.txt");
+    /* a broken extended value falls back to the plain one */
+    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename*=UTF-8''%ZZ; filename=a.txt",
+                                                out, sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "a.txt");
+    /* paths are cut to the base name, escapes unquoted, control characters dropped */
+    CU_ASSERT_EQUAL(agenta_disposition_filename("inline; filename=\"..\\\\..\\\\etc/pass\\\"wd\"",
+                                                out, sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "pass\"wd");
+    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename=../../x\x01y", out,
+                                                sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "xy");
+    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename=\"..\"", out, sizeof(out)),
+                    -ENOENT);
+    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment", out, sizeof(out)), -ENOENT);
+    CU_ASSERT_EQUAL(agenta_disposition_filename(NULL, out, sizeof(out)), -ENOENT);
+    CU_ASSERT_EQUAL(agenta_sanitize_filename("a/b/", out, sizeof(out)), 0);
+    CU_ASSERT_STRING_EQUAL(out, "b");
+    CU_ASSERT_EQUAL(agenta_sanitize_filename("/", out, sizeof(out)), -EINVAL);
+}
+
+/* ---- exchanges -------------------------------------------------------------------------- */
+
+struct script {
+    int fail_first;     /* answer 503 to this many requests */
+    int status;         /* then this (0 = 200) */
+    const char *body;   /* then this (NULL = "{}") */
+    const char *ctype;  /* NULL = application/json, "" = none */
+    const char *extra;  /* extra header lines */
+    size_t big;         /* answer this many bytes instead */
+};
+
+static void scripted(void *ctx, size_t n, const struct fake_request *req,
+                     struct fake_response *resp)
+{
+    const struct script *s = ctx;
+
+    (void)req;
+    if ((int)n < s->fail_first) {
+        resp->status = 503;
+        return;
+    }
+    if (s->status)
+        resp->status = s->status;
+    if (s->ctype)
+        snprintf(resp->content_type, sizeof(resp->content_type), "%s", s->ctype);
+    if (s->extra)
+        snprintf(resp->extra_headers, sizeof(resp->extra_headers), "%s", s->extra);
+    if (s->big) {
+        resp->body = malloc(s->big);
+        memset(resp->body, 'x', s->big);
+        resp->body_len = s->big;
+    } else if (s->body) {
+        resp->body = strdup(s->body);
+        resp->body_len = strlen(s->body);
+    }
+}
+
+static struct agenta_api *api_for(struct fake_http *f, const char *cred)
+{
+    struct agenta_config cfg;
+    struct agenta_api *api = NULL;
+
+    if (test_agenta_config(fake_http_url(f), &cfg) < 0)
+        return NULL;
+    cfg.attachments_timeout_ms = 5000;
+    if (agenta_api_new(&cfg, cred, &api) < 0)
+        return NULL;
+    return api;
+}
+
+static void test_agenta_api_heartbeat_exchange(void)
+{
+    struct script s = {.body = "{\"stream\":{\"id\":\"st-9\"},\"is_current_turn\":true}"};
+    struct fake_http *f = fake_http_start(scripted, &s);
+    struct agenta_beat b = {.session_id = "s1", .replica_id = "replica-1", .turn_id = "t1",
+                            .is_running = true};
+    struct agenta_beat_reply rep;
+    struct fake_request req;
+    struct agenta_api *api;
+    char err[256];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    api = api_for(f, "Access tok-123");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(agenta_api_heartbeat(api, &b, NULL, &rep, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(rep.stream_id, "st-9");
+    CU_ASSERT_TRUE(rep.admitted);
+    CU_ASSERT_EQUAL_FATAL(fake_http_get(f, 0, &req), 0);
+    CU_ASSERT_STRING_EQUAL(req.method, "POST");
+    CU_ASSERT_STRING_EQUAL(req.path, "/sessions/streams/heartbeat");
+    CU_ASSERT_STRING_EQUAL(req.authorization, "Access tok-123");
+    CU_ASSERT_PTR_NOT_NULL(strstr(req.body, "\"turn_id\":\"t1\""));
+    fake_request_release(&req);
+
+    /* a refreshed credential is used from the next call on */
+    CU_ASSERT_EQUAL(agenta_api_set_credential(api, "Access tok-456"), 0);
+    CU_ASSERT_EQUAL(agenta_api_heartbeat(api, &b, NULL, &rep, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(fake_http_get(f, 1, &req), 0);
+    CU_ASSERT_STRING_EQUAL(req.authorization, "Access tok-456");
+    fake_request_release(&req);
+    /* header injection through a credential is refused */
+    CU_ASSERT_EQUAL(agenta_api_set_credential(api, "Access x\r\nX-Evil: 1"), -EINVAL);
+    agenta_api_free(api);
+    fake_http_stop(f);
+}
+
+static void test_agenta_api_retries_transient_failures_only(void)
+{
+    struct script s = {.fail_first = 2};
+    struct fake_http *f = fake_http_start(scripted, &s);
+    struct agenta_api *api = api_for(f, "Access tok-123");
+    struct agenta_call call = {.method = AGENTA_POST, .path = "/sessions/records/ingest",
+                               .body = "{}", .body_len = 2, .attempts = 3,
+                               .backoff = AGENTA_BACKOFF_EXPONENTIAL, .backoff_base_ms = 1};
+    struct agenta_response res;
+    char err[256];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(agenta_api_call(api, &call, &res, err, sizeof(err)), 200);
+    CU_ASSERT_EQUAL(res.attempts, 3);
+    agenta_response_release(&res);
+    CU_ASSERT_EQUAL(fake_http_count(f), 3);
+
+    /* one attempt short: the last answer (503) comes back */
+    s.fail_first = 100;
+    call.attempts = 2;
+    CU_ASSERT_EQUAL(agenta_api_call(api, &call, &res, err, sizeof(err)), 503);
+    CU_ASSERT_EQUAL(res.attempts, 2);
+    agenta_response_release(&res);
+
+    /* a 4xx is final */
+    s.fail_first = 0;
+    s.status = 422;
+    call.attempts = 5;
+    CU_ASSERT_EQUAL(agenta_api_call(api, &call, &res, err, sizeof(err)), 422);
+    CU_ASSERT_EQUAL(res.attempts, 1);
+    agenta_response_release(&res);
+    CU_ASSERT_EQUAL(fake_http_count(f), 6);
+    agenta_api_free(api);
+    fake_http_stop(f);
+}
+
+static void test_agenta_api_failures_are_named_without_the_credential(void)
+{
+    struct script s = {.big = 2u * 1024 * 1024};
+    struct fake_http *f = fake_http_start(scripted, &s);
+    struct agenta_api *api = api_for(f, "Access secret-credential-value");
+    struct agenta_call call = {.method = AGENTA_GET, .path = "/x", .response_max = 1024};
+    struct agenta_response res;
+    struct agenta_config cfg;
+    json_object *records = NULL;
+    char err[256];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(agenta_api_call(api, &call, &res, err, sizeof(err)), -E2BIG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "GET /x"));
+    CU_ASSERT_PTR_NULL(strstr(err, "secret-credential"));
+
+    s.big = 0;
+    s.status = 500;
+    CU_ASSERT_EQUAL(agenta_api_records_query(api, "s1", &records, err, sizeof(err)), -EREMOTEIO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "HTTP 500"));
+    CU_ASSERT_PTR_NULL(strstr(err, "secret-credential"));
+    agenta_api_free(api);
+    fake_http_stop(f);
+
+    /* nobody listens there any more */
+    CU_ASSERT_EQUAL(test_agenta_config("http://127.0.0.1:1", &cfg), 0);
+    CU_ASSERT_EQUAL_FATAL(agenta_api_new(&cfg, "Access secret-credential-value", &api), 0);
+    CU_ASSERT_EQUAL(agenta_api_records_query(api, "s1", &records, err, sizeof(err)),
+                    -ECONNREFUSED);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/sessions/records/query"));
+    CU_ASSERT_PTR_NULL(strstr(err, "secret-credential"));
+    agenta_api_free(api);
+}
+
+static void delayed(void *ctx, size_t n, const struct fake_request *req,
+                    struct fake_response *resp)
+{
+    struct timespec ts = {1, 0};
+
+    (void)ctx;
+    (void)n;
+    (void)req;
+    (void)resp;
+    nanosleep(&ts, NULL);
+}
+
+static void test_agenta_api_times_out_and_aborts(void)
+{
+    struct fake_http *f = fake_http_start(delayed, NULL);
+    struct agenta_api *api = api_for(f, "");
+    struct agenta_call call = {.method = AGENTA_GET, .path = "/slow", .timeout_ms = 100};
+    struct agenta_response res;
+    atomic_bool stop;
+    char err[256];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(agenta_api_call(api, &call, &res, err, sizeof(err)), -ETIMEDOUT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "timed out"));
+    atomic_init(&stop, true);
+    call.timeout_ms = 5000;
+    call.abort = &stop;
+    CU_ASSERT_EQUAL(agenta_api_call(api, &call, &res, err, sizeof(err)), -ECANCELED);
+    agenta_api_free(api);
+    fake_http_stop(f);
+}
+
+static void test_agenta_api_turn_ledger_and_interactions(void)
+{
+    struct script s = {.status = 409};
+    struct fake_http *f = fake_http_start(scripted, &s);
+    struct agenta_api *api = api_for(f, "Access tok-123");
+    struct agenta_turn t = {.session_id = "s1", .stream_id = "st", .turn_index = 1,
+                            .harness_kind = "pi"};
+    struct agenta_interaction it = {.session_id = "s1", .turn_id = "t1", .token = "tok",
+                                    .kind = "user_approval", .tool = "bash"};
+    struct agenta_turn_row row;
+    char err[256];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL(agenta_api_turn_create(api, &t, err, sizeof(err)), 1); /* 409: benign */
+    t.stream_id = NULL;
+    CU_ASSERT_EQUAL(agenta_api_turn_create(api, &t, err, sizeof(err)), -EINVAL);
+    s.status = 0;
+    s.body = "{\"turns\":[{\"turn_index\":1,\"harness_kind\":\"pi\",\"agent_session_id\":\"a\"}]}";
+    CU_ASSERT_EQUAL(agenta_api_turn_query_latest(api, "s1", "pi", &row, err, sizeof(err)), 0);
+    CU_ASSERT_TRUE(row.found);
+    CU_ASSERT_FALSE(row.ended);
+    s.body = NULL;
+    CU_ASSERT_EQUAL(agenta_api_turn_complete(api, "s1", 1, "a", "2026-11-30T10:00:00.000Z", err,
+                                             sizeof(err)), 0);
+    /* interaction rows: 3 attempts on a failing API */
+    s.fail_first = 1000;
+    CU_ASSERT_EQUAL(agenta_api_interaction_create(api, &it, err, sizeof(err)), -EREMOTEIO);
+    CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/"), 3);
+    s.fail_first = 0;
+    CU_ASSERT_EQUAL(agenta_api_interaction_transition(api, "s1", "tok", "denied", "c1", err,
+                                                      sizeof(err)), 0);
+    CU_ASSERT_EQUAL(agenta_api_interactions_cancel_stale(api, "s1", "t1", NULL, 0, err,
+                                                         sizeof(err)), 0);
+    CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/transition"), 1);
+    CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/cancel-stale"), 1);
+    agenta_api_free(api);
+    fake_http_stop(f);
+}
+
+static void test_agenta_api_attachments(void)
+{
+    struct script s = {.body = "PNGDATA", .ctype = "Image/PNG; charset=binary",
+                       .extra = "Content-Disposition: attachment; filename=\"photo.png\"\r\n"};
+    struct fake_http *f = fake_http_start(scripted, &s);
+    struct agenta_api *api = api_for(f, "Access tok-123");
+    const char *ids[] = {"att/1"};
+    struct agenta_attachment a;
+    struct fake_request req;
+    char err[256];
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(api);
+    CU_ASSERT_EQUAL_FATAL(agenta_api_attachment_content(api, "s 1", "att/1", &a, err,
+                                                        sizeof(err)), 0);
+    CU_ASSERT_EQUAL(a.len, 7);
+    CU_ASSERT_EQUAL(memcmp(a.data, "PNGDATA", 7), 0);
+    CU_ASSERT_STRING_EQUAL(a.media_type, "image/png");
+    CU_ASSERT_STRING_EQUAL(a.filename, "photo.png");
+    agenta_attachment_release(&a);
+    CU_ASSERT_EQUAL_FATAL(fake_http_get(f, 0, &req), 0);
+    CU_ASSERT_STRING_EQUAL(req.path, "/sessions/attachments/att%2F1/content?session_id=s%201");
+    fake_request_release(&req);
+    /* the API must name the file */
+    s.extra = NULL;
+    CU_ASSERT_EQUAL(agenta_api_attachment_content(api, "s1", "a", &a, err, sizeof(err)), -EBADMSG);
+    CU_ASSERT_EQUAL(agenta_api_attachments_reference(api, "s1", ids, 1, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/attachments/reference"), 1);
+    agenta_api_free(api);
+    fake_http_stop(f);
+}
+
+CU_TestInfo agenta_api_tests[] = {
+    {"config_is_off_without_a_url", test_agenta_api_config_is_off_without_a_url},
+    {"config_internal_url_wins_and_is_trimmed",
+     test_agenta_api_config_internal_url_wins_and_is_trimmed},
+    {"config_refuses_bad_values_by_name", test_agenta_api_config_refuses_bad_values_by_name},
+    {"backoff_schedule", test_agenta_api_backoff_schedule},
+    {"bodies_match_agentas", test_agenta_api_bodies_match_agentas},
+    {"record_body", test_agenta_api_record_body},
+    {"parses_answers", test_agenta_api_parses_answers},
+    {"attachment_file_names", test_agenta_api_attachment_file_names},
+    {"heartbeat_exchange", test_agenta_api_heartbeat_exchange},
+    {"retries_transient_failures_only", test_agenta_api_retries_transient_failures_only},
+    {"failures_are_named_without_the_credential",
+     test_agenta_api_failures_are_named_without_the_credential},
+    {"times_out_and_aborts", test_agenta_api_times_out_and_aborts},
+    {"turn_ledger_and_interactions", test_agenta_api_turn_ledger_and_interactions},
+    {"attachments", test_agenta_api_attachments},
+    CU_TEST_INFO_NULL,
+};
