@@ -22,20 +22,8 @@ json_object *engine_installed_harnesses(const struct engine_config *cfg)
 {
     struct harness_paths paths = {.harness_dir = cfg->harness_dir,
                                   .scripted_agent = cfg->scripted_agent};
-    json_object *list = json_object_new_array();
-    static const struct {
-        const char *name;
-        enum harness_kind kind;
-    } wire[] = {{"pi_core", HARNESS_PI},   {"pi_agenta", HARNESS_PI},
-                {"claude", HARNESS_CLAUDE}, {"codex", HARNESS_CODEX},
-                {"opencode", HARNESS_OPENCODE}, {"scripted", HARNESS_SCRIPTED}};
 
-    for (size_t i = 0; i < ARRAY_SIZE(wire); i++) {
-        const struct harness_ops *h = harness_get(wire[i].kind);
-        if (h && h->installed(&paths))
-            json_object_array_add(list, json_object_new_string(wire[i].name));
-    }
-    return list;
+    return harness_installed_names(&paths);
 }
 
 static json_object *text_block(const char *text)
@@ -90,7 +78,8 @@ static json_object *build_prompt(const struct run_request *req, bool replay, boo
 
 static bool approval_reply_tail(const struct run_request *req);
 
-static int refuse_unusable(const struct run_request *req, char *err, size_t errlen)
+static int refuse_unusable(const struct run_request *req, const struct provider_ops *provider,
+                           char *err, size_t errlen)
 {
     if (req->custom_tools && json_object_array_length(req->custom_tools) > 0) {
         snprintf(err, errlen, "customTools: harness %s cannot call runner-side tools on this "
@@ -103,9 +92,10 @@ static int refuse_unusable(const struct run_request *req, char *err, size_t errl
                  harness_kind_name(req->harness));
         return AR_E_INVALID_REQUEST;
     }
-    if (req->network == NETWORK_ALLOWLIST) {
+    if (req->network == NETWORK_ALLOWLIST && !provider->caps.network_allowlist) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
-                              "by the local sandbox");
+                              "by the %s sandbox",
+                 provider->name);
         return AR_E_INVALID_REQUEST;
     }
     if (req->network == NETWORK_OFF && req->harness != HARNESS_SCRIPTED) {
@@ -122,7 +112,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
 {
     struct harness_paths paths = {.harness_dir = cfg->harness_dir,
                                   .scripted_agent = cfg->scripted_agent};
-    const struct provider_caps *pcaps = provider_capabilities(req->sandbox);
+    const struct provider_ops *provider = provider_get(req->sandbox);
     struct lifecycle_input li;
     struct engine_turn t;
     struct buf probe;
@@ -137,11 +127,11 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                  req->harness_name);
         return AR_E_UNAVAILABLE;
     }
-    if (!pcaps) {
+    if (!provider) {
         snprintf(err, errlen, "sandbox: provider \"%s\" is not enabled", req->sandbox);
         return AR_E_INVALID_REQUEST;
     }
-    r = refuse_unusable(req, err, errlen);
+    r = refuse_unusable(req, provider, err, errlen);
     if (r < 0)
         return r;
     buf_init(&probe, 80u * 1024 * 1024);
@@ -156,8 +146,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     memset(&li, 0, sizeof(li));
     li.credential_mode = req->mc.credential_mode;
     li.harness = req->harness;
-    li.provider_remote = strcmp(pcaps->name, "local") != 0;
-    li.provider_reusable_leases = pcaps->reusable_leases;
+    li.provider_remote = provider->caps.remote;
+    li.provider_reusable_leases = provider->caps.reusable_leases;
     li.runner_mode = cfg->local_mode;
     li.runner_idle_ms = cfg->local_idle_ms;
     li.request_mode = req->lifecycle_mode;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "jsonx.h"
+#include "keeper_proto.h"
 #include "log.h"
 #include "util.h"
 
@@ -84,10 +85,10 @@ static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char 
 static int connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct keeper_msg m;
     char *line = NULL;
     size_t len;
     int fd, r;
-    int kpid, spid;
 
     memcpy(sa.sun_path, env->paths.socket, strlen(env->paths.socket) + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -105,49 +106,50 @@ static int connect_keeper(struct environment *env, int64_t deadline, char *err, 
         snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
         return r;
     }
-    if (sscanf(line, "#hello %d %d", &kpid, &spid) != 2) {
+    r = keeper_proto_decode(line, len, &m);
+    if (r < 0 || m.kind != KEEPER_MSG_HELLO) {
         snprintf(err, errlen, "the keeper refused the attach (%.40s)", line);
-        free(line);
-        return strncmp(line, "#busy", 5) == 0 ? -EBUSY : AR_E_PROTOCOL;
+        r = r == 0 && m.kind == KEEPER_MSG_BUSY ? -EBUSY : AR_E_PROTOCOL;
+        goto out;
     }
+    env->keeper_pid = m.keeper_pid;
+    env->sandbox_pid = m.sandbox_pid;
+out:
     free(line);
-    env->keeper_pid = kpid;
-    env->sandbox_pid = spid;
-    return 0;
+    return r;
 }
 
-static json_object *keeper_spec(const struct environment *env, const struct run_request *req,
-                                const struct sandbox_plan *plan, uint64_t idle_ms,
-                                bool per_turn)
+/* The keeper spec of a new environment: where it lives, its slot, and the sandbox to start. */
+static int encode_spec(const struct environment *env, const struct run_request *req,
+                       const struct sandbox_plan *plan, uint64_t idle_ms, bool per_turn,
+                       struct buf *out)
 {
     const struct engine_config *cfg = env->cfg;
-    json_object *spec = json_object_new_object(), *sb = json_object_new_object();
+    struct keeper_spec spec = {
+        .env_dir = env->paths.dir,
+        .socket = env->paths.socket,
+        .idle_ms = idle_ms,
+        .attach_timeout_ms = cfg->keeper_start_ms,
+        .per_turn = per_turn,
+        .provider = env->provider->name,
+        .bwrap = cfg->bwrap,
+        .has_slot = env->has_slot && cfg->shm_name,
+        .shm = cfg->shm_name,
+        .slot = env->h.index,
+        .generation = env->h.generation,
+    };
+    int r;
 
-    json_object_object_add(spec, "envDir", json_object_new_string(env->paths.dir));
-    json_object_object_add(spec, "socket", json_object_new_string(env->paths.socket));
-    json_object_object_add(spec, "idleMs", json_object_new_int64((int64_t)idle_ms));
-    json_object_object_add(spec, "perTurn", json_object_new_boolean(per_turn));
-    json_object_object_add(spec, "attachTimeoutMs",
-                           json_object_new_int64((int64_t)cfg->keeper_start_ms));
-    json_object_object_add(spec, "bwrap", json_object_new_string(cfg->bwrap));
-    if (env->has_slot && cfg->shm_name) {
-        json_object_object_add(spec, "shm", json_object_new_string(cfg->shm_name));
-        json_object_object_add(spec, "slot", json_object_new_int64(env->h.index));
-        json_object_object_add(spec, "generation", json_object_new_int64(env->h.generation));
-    }
-    json_object_object_add(sb, "workspace", json_object_new_string(env->paths.workspace));
-    json_object_object_add(sb, "network",
-                           json_object_new_string(req->network == NETWORK_OFF ? "off" : "on"));
-    json_object_object_add(sb, "roBinds", json_object_get(plan->ro_binds));
-    json_object_object_add(sb, "files", json_object_get(plan->files));
-    json_object_object_add(sb, "env", json_object_get(plan->env));
-    json_object_object_add(sb, "argv", json_object_get(plan->argv));
-    json_object_object_add(sb, "cwd", json_object_new_string("/workspace"));
-    json_object_object_add(spec, "sandbox", sb);
-    return spec;
+    spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
+                                                req->network == NETWORK_OFF);
+    if (!spec.sandbox)
+        return -ENOMEM;
+    r = keeper_spec_encode(&spec, out);
+    json_object_put(spec.sandbox);
+    return r;
 }
 
-static int spawn_keeper(struct environment *env, json_object *spec, char *err, size_t errlen)
+static int spawn_keeper(struct environment *env, const struct buf *spec, char *err, size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
@@ -155,11 +157,11 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
     posix_spawnattr_t attr;
     char level[64], *argv[2], *envp[3];
     struct acp_lines rl;
-    const char *text;
+    struct keeper_msg m;
     char *line = NULL;
     size_t len;
     pid_t pid = -1;
-    int r, kpid, spid;
+    int r;
     int64_t deadline = now_ms() + (int64_t)cfg->keeper_start_ms;
 
     acp_lines_init(&rl, 4096);
@@ -201,8 +203,7 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
         snprintf(err, errlen, "cannot start the keeper '%s': %s", cfg->keeper_bin, strerror(-r));
         goto out;
     }
-    text = jsonx_text(spec, &len);
-    r = write_all(spec_pipe[1], text, len);
+    r = write_all(spec_pipe[1], spec->data, spec->len);
     close(spec_pipe[1]);
     spec_pipe[1] = -1;
     if (r < 0) {
@@ -214,14 +215,20 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
         snprintf(err, errlen, "the keeper did not start: %s", strerror(-r));
         goto out;
     }
-    if (sscanf(line, "ready %d %d", &kpid, &spid) != 2) {
-        snprintf(err, errlen, "sandbox failed to start: %.300s",
-                 strncmp(line, "error ", 6) == 0 ? line + 6 : line);
+    r = keeper_proto_decode(line, len, &m);
+    if (r == 0 && m.kind == KEEPER_MSG_ERROR) {
+        snprintf(err, errlen, "sandbox failed to start: %.*s",
+                 (int)(m.payload_len > 300 ? 300 : m.payload_len), m.payload);
         r = AR_E_SANDBOX;
         goto out;
     }
-    env->keeper_pid = kpid;
-    env->sandbox_pid = spid;
+    if (r < 0 || m.kind != KEEPER_MSG_READY) {
+        snprintf(err, errlen, "sandbox failed to start: %.300s", line);
+        r = AR_E_SANDBOX;
+        goto out;
+    }
+    env->keeper_pid = m.keeper_pid;
+    env->sandbox_pid = m.sandbox_pid;
     r = 0;
 out:
     if (pid > 0)
@@ -259,13 +266,19 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         bool per_turn, struct environment **ret, char *err, size_t errlen)
 {
     struct environment *env;
-    json_object *spec = NULL;
+    struct buf spec;
     bool created = false, started = false;
     int r;
 
     env = env_new(cfg);
     if (!env)
         return -ENOMEM;
+    env->provider = provider_get(req->sandbox);
+    if (!env->provider) {
+        snprintf(err, errlen, "sandbox: provider \"%s\" is not enabled", req->sandbox);
+        environment_free(env);
+        return AR_E_INVALID_REQUEST;
+    }
     if (cfg->pool) {
         r = pool_lock(cfg->pool);
         if (r >= 0) {
@@ -305,9 +318,13 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     r = env_setup_workspace(&env->paths, req, err, errlen);
     if (r < 0)
         goto fail;
-    spec = keeper_spec(env, req, plan, idle_ms, per_turn);
-    r = spawn_keeper(env, spec, err, errlen);
-    json_object_put(spec);
+    buf_init(&spec, KEEPER_SPEC_MAX);
+    r = encode_spec(env, req, plan, idle_ms, per_turn, &spec);
+    if (r < 0)
+        snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
+    else
+        r = spawn_keeper(env, &spec, err, errlen);
+    buf_release(&spec);
     if (r < 0)
         goto fail;
     started = true;
@@ -403,6 +420,7 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
     char err[160];
 
     for (;;) {
+        struct keeper_msg km;
         char *line;
         size_t len;
         int r;
@@ -418,18 +436,15 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
             env->harness_exited = true;
             return AR_E_HARNESS_EXITED;
         }
-        if (len > 0 && line[0] == '#') {
-            if (strncmp(line, "#exit ", 6) == 0) {
+        if (keeper_proto_decode(line, len, &km) == 0 && km.kind != KEEPER_MSG_ACP) {
+            free(line);
+            if (km.kind == KEEPER_MSG_EXIT) {
                 env->harness_exited = true;
-                {
-                    uint64_t st;
-                    if (parse_u64(line + 6, 0, 1000, &st) == 0)
-                        env->harness_status = (int)st;
-                }
-                free(line);
+                env->harness_status = km.status;
                 return AR_E_HARNESS_EXITED;
             }
-            free(line);
+            /* tool channel lines have no relay on this side yet; other verbs are not ours */
+            log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
             continue;
         }
         r = acp_decode(line, len, ret, err, sizeof(err));
@@ -446,9 +461,13 @@ int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
     struct buf line;
     int r;
 
+    struct keeper_msg m = {.kind = awaiting ? KEEPER_MSG_AWAIT : KEEPER_MSG_PARK,
+                           .ms = window_ms};
+
     buf_init(&line, 64);
-    buf_printf(&line, "#%s %llu\n", awaiting ? "await" : "park", (unsigned long long)window_ms);
-    r = environment_send(env, &line);
+    r = keeper_proto_encode(&m, &line);
+    if (r == 0)
+        r = environment_send(env, &line);
     buf_release(&line);
     close(env->fd);
     env->fd = -1;
@@ -487,9 +506,11 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
         pool_unlock(env->cfg->pool);
     }
     if (env->fd >= 0) {
+        struct keeper_msg m = {.kind = KEEPER_MSG_DESTROY};
+
         buf_init(&line, 16);
-        buf_append_str(&line, "#destroy\n");
-        (void)write_all(env->fd, line.data, line.len);
+        if (keeper_proto_encode(&m, &line) == 0)
+            (void)write_all(env->fd, line.data, line.len);
         buf_release(&line);
         /* the keeper closes the socket as the last step of its teardown */
         for (;;) {

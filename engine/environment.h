@@ -30,9 +30,11 @@
 #include "env_setup.h"
 #include "harness/harness.h"
 #include "pool.h"
+#include "provider/provider.h"
 
 struct environment {
     const struct engine_config *cfg;
+    const struct provider_ops *provider;
     struct pool_handle h;
     bool has_slot;
     struct env_paths paths;

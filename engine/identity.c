@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "harness/harness.h"
 #include "jsonx.h"
 
 #define CANON_MAX (64u * 1024 * 1024)

@@ -5,6 +5,7 @@
 
 #include "buf.h"
 #include "contracts.h"
+#include "harness/harness.h"
 #include "pool.h"
 
 /* Upper bounds of the histogram buckets, in seconds. */

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/harness.h"
 #include "jsonx.h"
+#include "provider/provider.h"
 #include "util.h"
 
 #define ID_MAX 128
@@ -1077,6 +1079,28 @@ static bool traceparent_ok(const char *s)
     return *p == '\0';
 }
 
+/* "pi_core, pi_agenta, ..." from the harness registry (the test agent left out). */
+static const char *accepted_harnesses(void)
+{
+    static __thread char list[256];
+    size_t n = 0;
+
+    list[0] = '\0';
+    for (size_t i = 0; i < harness_wire_count(); i++) {
+        enum harness_kind kind;
+        const char *name = harness_wire_name(i, &kind);
+        int w;
+
+        if (kind == HARNESS_SCRIPTED)
+            continue;
+        w = snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", name);
+        if (w < 0 || (size_t)w >= sizeof(list) - n)
+            break;
+        n += (size_t)w;
+    }
+    return list;
+}
+
 static int parse_harness(struct pctx *c, json_object *root, struct run_request *req)
 {
     const char *h;
@@ -1087,21 +1111,9 @@ static int parse_harness(struct pctx *c, json_object *root, struct run_request *
     if (!h || !h[0])
         h = "pi_core";
     req->harness_name = h;
-    if (strcmp(h, "pi_core") == 0 || strcmp(h, "pi_agenta") == 0 || strcmp(h, "pi") == 0)
-        req->harness = HARNESS_PI;
-    else if (strcmp(h, "claude") == 0)
-        req->harness = HARNESS_CLAUDE;
-    else if (strcmp(h, "codex") == 0)
-        req->harness = HARNESS_CODEX;
-    else if (strcmp(h, "opencode") == 0)
-        req->harness = HARNESS_OPENCODE;
-    else if (strcmp(h, "scripted") == 0 && c->lim->allow_scripted)
-        req->harness = HARNESS_SCRIPTED;
-    else
-        return fail(c, "harness: unsupported value \"%.64s\" (expected pi_core, pi_agenta, "
-                       "claude, codex, opencode)",
-                    h);
-    return 0;
+    if (harness_lookup(h, c->lim->allow_scripted, &req->harness) == 0)
+        return 0;
+    return fail(c, "harness: unsupported value \"%.64s\" (expected %s)", h, accepted_harnesses());
 }
 
 static int parse_legacy(struct pctx *c, json_object *root)
@@ -1142,11 +1154,13 @@ static int parse_root(struct pctx *c, json_object *root, struct run_request *req
     if (r < 0)
         return r;
     if (!req->sandbox || !req->sandbox[0])
-        req->sandbox = "local";
-    if (strcmp(req->sandbox, "daytona") == 0 || strcmp(req->sandbox, "e2b") == 0)
-        return fail(c, "sandbox: provider \"%s\" is not enabled on this runner", req->sandbox);
-    if (strcmp(req->sandbox, "local") != 0)
-        return fail(c, "sandbox: unsupported value \"%.64s\" (expected local)", req->sandbox);
+        req->sandbox = provider_at(0)->name; /* the first registered provider: local */
+    if (provider_known(req->sandbox) && !provider_get(req->sandbox))
+        return fail(c, "sandbox: provider \"%.64s\" is not enabled on this runner",
+                    req->sandbox);
+    if (!provider_get(req->sandbox))
+        return fail(c, "sandbox: unsupported value \"%.64s\" (expected %s)", req->sandbox,
+                    provider_at(0)->name);
 
     if ((r = id_string(c, root, "sessionId", &req->session_id)) < 0 ||
         (r = id_string(c, root, "turnId", &req->turn_id)) < 0 ||

@@ -15,6 +15,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "util.h"
+#include "harness/harness.h"
 
 #define TRACE_QUEUE_MAX 64
 #define TRACE_TOOLS_MAX 128

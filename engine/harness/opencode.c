@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "../jsonx.h"
-#include "../provider/provider.h"
 #include "../util.h"
 #include "harness.h"
 

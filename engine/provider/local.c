@@ -11,32 +11,23 @@
 #include "provider.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../jsonx.h"
+#include "../keeper_proto.h"
 #include "../util.h"
 
 #define ARGV_MAX 512
-
-static const struct provider_caps local_caps = {
-    .name = "local",
-    .reusable_leases = true,
-    .network_off = true,
-    .network_allowlist = false,
-    .filesystem_modes = false,
-};
-
-const struct provider_caps *provider_capabilities(const char *name)
-{
-    if (name && strcmp(name, "local") == 0)
-        return &local_caps;
-    return NULL;
-}
+#define MAX_FILES 64
 
 struct vec {
     char **v;
@@ -293,3 +284,117 @@ fail:
     provider_argv_free(made.v);
     return r;
 }
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    if (fl != -1)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/*
+ * In the forked child, before bwrap: its own process group (stop() kills the group), no core
+ * files. The confinement the local sandbox still lacks lands here, in this order: drop to the
+ * environment's own host uid, join its cgroup, enter its network namespace (egress through the
+ * keeper's proxy), load the seccomp filter.
+ */
+static void child_confine(void)
+{
+    struct rlimit core = {0, 0};
+    sigset_t none;
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    setpgid(0, 0);
+    setrlimit(RLIMIT_CORE, &core);
+}
+
+static void close_pair(int p[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (p[i] >= 0)
+            close(p[i]);
+}
+
+static int local_start(const struct keeper_spec *spec, struct provider_process *ret, char *err,
+                       size_t errlen)
+{
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    char **argv = NULL, **envp = NULL;
+    int fds[MAX_FILES];
+    size_t nfds = 0;
+    pid_t pid;
+    int r;
+
+    if (!spec->sandbox || !spec->bwrap) {
+        snprintf(err, errlen, "spec without sandbox");
+        return -EINVAL;
+    }
+    r = local_sandbox_command(spec->bwrap, spec->sandbox, &argv, &envp, fds, MAX_FILES, &nfds,
+                              err, errlen);
+    if (r < 0)
+        return r;
+    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
+        pipe2(errp, O_CLOEXEC) == -1) {
+        r = -errno;
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    pid = fork();
+    if (pid == -1) {
+        r = -errno;
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        child_confine();
+        if (dup2(in[0], STDIN_FILENO) == -1 || dup2(out[1], STDOUT_FILENO) == -1 ||
+            dup2(errp[1], STDERR_FILENO) == -1)
+            _exit(126);
+        execve(spec->bwrap, argv, envp);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    ret->pid = pid;
+    ret->in_fd = in[1];
+    ret->out_fd = out[0];
+    ret->err_fd = errp[0];
+    in[1] = out[0] = errp[0] = -1;
+    set_nonblock(ret->in_fd);
+    set_nonblock(ret->out_fd);
+    set_nonblock(ret->err_fd);
+    r = 0;
+out:
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    close_pair(in);
+    close_pair(out);
+    close_pair(errp);
+    provider_argv_free(argv);
+    provider_argv_free(envp);
+    return r;
+}
+
+static void local_stop(struct provider_process *proc)
+{
+    if (proc->pid <= 0)
+        return;
+    kill(-proc->pid, SIGKILL);
+    kill(proc->pid, SIGKILL);
+    while (waitpid(proc->pid, NULL, 0) == -1 && errno == EINTR)
+        ;
+    proc->pid = 0;
+}
+
+const struct provider_ops provider_local = {
+    .name = "local",
+    .caps = {.remote = false,
+             .reusable_leases = true,
+             .network_off = true,
+             .network_allowlist = false,
+             .filesystem_modes = false},
+    .start = local_start,
+    .stop = local_stop,
+};

@@ -127,6 +127,8 @@ static CU_SuiteInfo suites[] = {
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
+    {"keeper_proto", NULL, NULL, NULL, NULL, keeper_proto_tests},
+    {"provider", NULL, NULL, NULL, NULL, provider_tests},
     CU_SUITE_INFO_NULL,
 };
 
