@@ -252,6 +252,22 @@ void run_usage_fill(json_object *o, const struct run_usage *u);
 /* The AgentRunResult JSON object (a new reference). */
 json_object *run_result_to_json(const struct run_result *res);
 
+#define APPROVAL_GATES_MAX 8
+
+/*
+ * A permission gate the harness is waiting on (its request is unanswered): a turn that paused
+ * parks its gates with the session; the next request's answers resume them.
+ */
+struct approval_gate {
+    char tool_call_id[96];
+    char token[48];
+    char request_id[64]; /* the agent's JSON-RPC id of the permission request, as JSON text */
+    char tool_name[64];
+    char allow_option[48];  /* the allow_once option to answer "approved" with */
+    char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
+    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
+};
+
 /* Teardown reasons (reference/agenta-runner.md §3.16). */
 enum teardown_reason {
     TEARDOWN_NONE = 0,

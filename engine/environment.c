@@ -16,6 +16,7 @@
 #include "jsonx.h"
 #include "keeper_proto.h"
 #include "log.h"
+#include "run_turn.h"
 #include "util.h"
 
 #define DESTROY_WAIT_MS 10000
@@ -247,17 +248,9 @@ out:
 
 static void release_slot(struct environment *env)
 {
-    struct pool *p = env->cfg->pool;
-
-    if (!env->has_slot || !p)
-        return;
-    if (pool_lock(p) >= 0) {
-        struct pool_slot *s = pool_slot_locked(p, env->h);
-        /* the keeper frees its own slot; free it here only if nobody started */
-        if (s && s->keeper_pid == 0)
-            pool_free_locked(p, env->h, TEARDOWN_FAILED_TURN);
-        pool_unlock(p);
-    }
+    /* the keeper frees its own slot; free it here only if nobody started */
+    if (env->has_slot && env->cfg->pool)
+        (void)pool_session_release_unstarted(env->cfg->pool, env->h, TEARDOWN_FAILED_TURN);
     env->has_slot = false;
 }
 
@@ -280,21 +273,16 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
         return AR_E_INVALID_REQUEST;
     }
     if (cfg->pool) {
-        r = pool_lock(cfg->pool);
-        if (r >= 0) {
-            r = pool_reserve_locked(cfg->pool, key, self_pid(), &env->h);
-            if (r == 0) {
-                struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
-                s->harness = (uint8_t)req->harness;
-                s->flags = per_turn ? SLOT_F_PER_TURN : 0;
-                s->idle_ms = (uint32_t)idle_ms;
-                snprintf(s->provider, sizeof(s->provider), "%s", plan->provider);
-                snprintf(s->model, sizeof(s->model), "%s", plan->model_name);
-                snprintf(s->owner_turn, sizeof(s->owner_turn), "%s",
-                         req->turn_id ? req->turn_id : "");
-            }
-            pool_unlock(cfg->pool);
-        }
+        struct pool_reservation rv = {.key = key,
+                                      .by_pid = self_pid(),
+                                      .harness = (uint8_t)req->harness,
+                                      .per_turn = per_turn,
+                                      .idle_ms = (uint32_t)idle_ms,
+                                      .provider = plan->provider,
+                                      .model = plan->model_name,
+                                      .turn_id = req->turn_id};
+
+        r = pool_session_reserve(cfg->pool, &rv, &env->h);
         if (r < 0) {
             snprintf(err, errlen, r == -ENOSPC ? "no free session slot" : "session table: %s",
                      ar_strerror(r));
@@ -307,14 +295,8 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (r < 0)
         goto fail;
     created = true;
-    if (env->has_slot) {
-        if (pool_lock(cfg->pool) >= 0) {
-            struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
-            if (s)
-                snprintf(s->env_dir, sizeof(s->env_dir), "%s", env->paths.dir);
-            pool_unlock(cfg->pool);
-        }
-    }
+    if (env->has_slot)
+        (void)pool_session_set_env_dir(cfg->pool, env->h, env->paths.dir);
     r = env_setup_workspace(&env->paths, req, err, errlen);
     if (r < 0)
         goto fail;
@@ -350,29 +332,29 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
                           struct environment **ret, char *err, size_t errlen)
 {
     struct environment *env;
-    struct pool_slot *s;
+    struct pool_session *ps;
     int r;
 
     if (!cfg->pool)
         return -ENOENT;
     env = env_new(cfg);
-    if (!env)
-        return -ENOMEM;
-    r = pool_lock(cfg->pool);
-    if (r < 0) {
+    ps = malloc(sizeof(*ps));
+    if (!env || !ps) {
+        free(ps);
         environment_free(env);
-        return r;
+        return -ENOMEM;
     }
-    s = pool_slot_locked(cfg->pool, h);
-    if (!s || s->state != SLOT_BUSY || s->owner_pid != self_pid()) {
-        pool_unlock(cfg->pool);
+    r = pool_session_get_owned(cfg->pool, h, self_pid(), ps);
+    if (r < 0) {
+        free(ps);
         environment_free(env);
         snprintf(err, errlen, "the session slot changed hands");
         return -ESTALE;
     }
-    memcpy(env->paths.dir, s->env_dir, sizeof(s->env_dir));
-    memcpy(env->acp_session, s->acp_session, sizeof(env->acp_session));
-    pool_unlock(cfg->pool);
+    memcpy(env->paths.dir, ps->env_dir, sizeof(ps->env_dir));
+    memcpy(env->acp_session, ps->acp_session, sizeof(env->acp_session));
+    env->provider = provider_get(ps->provider[0] ? ps->provider : NULL);
+    free(ps);
     snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace",
              env->paths.dir);
     snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", env->paths.dir);
@@ -501,10 +483,8 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
     if (env->destroyed)
         return 0;
     env->destroyed = true;
-    if (env->has_slot && env->cfg->pool && pool_lock(env->cfg->pool) >= 0) {
-        pool_drain_locked(env->cfg->pool, env->h, (uint8_t)reason);
-        pool_unlock(env->cfg->pool);
-    }
+    if (env->has_slot && env->cfg->pool)
+        (void)pool_session_drain(env->cfg->pool, env->h, (uint8_t)reason);
     if (env->fd >= 0) {
         struct keeper_msg m = {.kind = KEEPER_MSG_DESTROY};
 
@@ -537,4 +517,88 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
     env->has_slot = false;
     log_debug("environment '%s' destroyed (%s)", env->paths.id, teardown_reason_name(reason));
     return r;
+}
+
+/* Wait until key is gone from the table (its keeper finished tearing down). */
+static bool wait_key_gone(struct pool *p, const char *key, int64_t wait_ms)
+{
+    int64_t deadline = now_ms() + wait_ms;
+
+    for (;;) {
+        int r = pool_session_present(p, key);
+
+        if (r < 0)
+            return false;
+        if (r == 0)
+            return true;
+        if (now_ms() > deadline)
+            return false;
+        usleep(2000);
+    }
+}
+
+int environment_evict(struct pool *p, const struct pool_victim *v)
+{
+    int r = 0;
+
+    if (!v->any)
+        return 0;
+    log_debug("evicting session '%s' (%s)", v->key, teardown_reason_name(v->reason));
+    if (v->keeper_pid > 0)
+        (void)environment_destroy_keeper(v->keeper_pid, v->keeper_start, DESTROY_WAIT_MS);
+    if (v->key[0] && !wait_key_gone(p, v->key, DESTROY_WAIT_MS)) {
+        log_debug("session '%s' is still being torn down", v->key);
+        r = -ETIMEDOUT;
+    }
+    return r;
+}
+
+int environment_kill(struct pool *p, const char *key, enum teardown_reason reason)
+{
+    struct pool_victim v;
+    int r;
+
+    if (!p)
+        return 0;
+    r = pool_session_kill(p, key, reason, &v);
+    if (r <= 0)
+        return r;
+    (void)environment_evict(p, &v);
+    return 1;
+}
+
+static int te_send(void *ctx, const struct buf *line)
+{
+    return environment_send(ctx, line);
+}
+
+static int te_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
+{
+    return environment_recv(ctx, deadline_ms, ret);
+}
+
+static int64_t te_next_id(void *ctx)
+{
+    struct environment *env = ctx;
+
+    return env->next_id++;
+}
+
+static bool te_exited(void *ctx, int *ret_status)
+{
+    struct environment *env = ctx;
+
+    *ret_status = env->harness_status;
+    return env->harness_exited;
+}
+
+void environment_turn_env(struct environment *env, struct turn_env *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->ctx = env;
+    ret->send = te_send;
+    ret->recv = te_recv;
+    ret->next_id = te_next_id;
+    ret->exited = te_exited;
+    ret->acp_session = env->acp_session;
 }

@@ -101,13 +101,19 @@ static int digest_of(json_object *doc, uint8_t ret[IDENTITY_DIGEST_LEN])
     return r;
 }
 
+int identity_session_key(const char *project_id, const char *session_id, char *ret,
+                         size_t size)
+{
+    int n = snprintf(ret, size, "%s:%s", project_id, session_id);
+
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
 int identity_pool_key(const struct run_request *req, char *ret, size_t size)
 {
     if (!req->session_id || !req->project_id)
         return -ENOENT;
-    if ((size_t)snprintf(ret, size, "%s:%s", req->project_id, req->session_id) >= size)
-        return -ENAMETOOLONG;
-    return 0;
+    return identity_session_key(req->project_id, req->session_id, ret, size);
 }
 
 static void copy_member(json_object *dst, json_object *src, const char *key)

@@ -175,45 +175,31 @@ static int listen_on(const char *path)
     return fd;
 }
 
-static void slot_update(struct keeper *k, void (*fn)(struct keeper *, struct pool_slot *))
+/* The keeper's slot steps (no-ops without a session table). */
+static void slot_set_pids(struct keeper *k)
 {
-    struct pool_slot *s;
-
-    if (!k->pool || pool_lock(k->pool) < 0)
-        return;
-    s = pool_slot_locked(k->pool, k->h);
-    if (s)
-        fn(k, s);
-    pool_unlock(k->pool);
+    if (k->pool)
+        (void)pool_session_set_keeper(k->pool, k->h, getpid(), proc_start_time(getpid()),
+                                      k->child);
 }
 
-static void slot_set_pids(struct keeper *k, struct pool_slot *s)
+static void slot_mark_broken(struct keeper *k)
 {
-    s->keeper_pid = (int32_t)getpid();
-    s->keeper_start = proc_start_time(getpid());
-    s->sandbox_pid = (int32_t)k->child;
-}
-
-static void slot_mark_broken(struct keeper *k, struct pool_slot *s)
-{
-    (void)k;
-    s->flags |= SLOT_F_HISTORY_BROKEN;
+    if (k->pool)
+        (void)pool_session_mark_broken(k->pool, k->h);
 }
 
 /* The attached worker vanished without parking: keep a keyed session warm but broken. */
-static void slot_orphaned(struct keeper *k, struct pool_slot *s)
+static void slot_orphaned(struct keeper *k)
 {
-    if (s->state == SLOT_BUSY || s->state == SLOT_STARTING) {
-        s->flags |= SLOT_F_HISTORY_BROKEN;
-        if (s->key[0] && !k->per_turn)
-            pool_park_locked(k->pool, k->h, SLOT_IDLE, now_ms() + k->idle_ms);
-    }
+    if (k->pool)
+        (void)pool_session_orphaned(k->pool, k->h, !k->per_turn, now_ms() + k->idle_ms);
 }
 
-static void slot_release(struct keeper *k, struct pool_slot *s)
+static void slot_release(struct keeper *k)
 {
-    (void)s;
-    pool_free_locked(k->pool, k->h, k->reason);
+    if (k->pool)
+        (void)pool_session_free(k->pool, k->h, k->reason);
 }
 
 static void queue(struct buf *q, const char *data, size_t len)
@@ -450,7 +436,7 @@ static void cancel_in_flight(struct keeper *k)
     json_object_put(params);
     encode_to_child(k, &out);
     log_info("worker vanished mid-turn: cancelled the prompt of session '%s'", k->acp_session);
-    slot_update(k, slot_mark_broken);
+    slot_mark_broken(k);
 }
 
 static void client_gone(struct keeper *k)
@@ -464,7 +450,7 @@ static void client_gone(struct keeper *k)
     answer_pending(k, false);
     if (!k->parked) {
         cancel_in_flight(k);
-        slot_update(k, slot_orphaned);
+        slot_orphaned(k);
     }
     /* a per-turn environment whose worker vanished has nobody to serve: end it now */
     k->deadline = now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
@@ -596,7 +582,7 @@ static void teardown(struct keeper *k)
         close(k->listen_fd);
     (void)unlink(k->socket_path);
     (void)rm_rf(k->env_dir);
-    slot_update(k, slot_release);
+    slot_release(k);
     /* the worker waits for this close as the sign that teardown is complete */
     if (k->client_fd >= 0)
         close(k->client_fd);
@@ -714,6 +700,7 @@ static int setup_signals(void)
 
 static int attach_slot(struct keeper *k)
 {
+    struct pool_info info;
     int r;
 
     if (!k->spec.has_slot)
@@ -723,9 +710,10 @@ static int attach_slot(struct keeper *k)
         return r;
     k->h.index = k->spec.slot;
     k->h.generation = k->spec.generation;
-    if (k->h.index >= k->pool->hdr->nslots)
+    pool_get_info(k->pool, &info);
+    if (k->h.index >= info.nslots)
         return -EINVAL;
-    slot_update(k, slot_set_pids);
+    slot_set_pids(k);
     return 0;
 }
 
@@ -832,7 +820,7 @@ int keeper_main(int argc, char **argv)
         teardown(&k);
         return 1;
     }
-    slot_update(&k, slot_set_pids);
+    slot_set_pids(&k);
     emit_ready(&k);
     devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devnull >= 0) {

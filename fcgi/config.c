@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../engine/log.h"
+#include "../engine/pool.h"
 #include "../engine/run_limits.h"
 #include "../engine/util.h"
 
@@ -185,7 +186,10 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         if (ttl && ttl[0])
             cfg->engine.local_idle_ms = cfg->engine.session_ttl_ms;
     }
-    snprintf(cfg->shm_name, sizeof(cfg->shm_name), "/agent-runner.%s", cfg->instance);
+    if (pool_shm_name(cfg->instance, cfg->shm_name, sizeof(cfg->shm_name)) < 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_INSTANCE: too long");
+        return -EINVAL;
+    }
     run_limits_config_normalize(&cfg->engine.limits);
     cfg->engine.state_dir = cfg->state_dir;
     cfg->engine.harness_dir = cfg->harness_dir;

@@ -314,7 +314,7 @@ int main(int argc, char **argv)
     }
     printf("{\"slots\":%u,\"filled\":%u,\"segment_bytes\":%zu,\"slot_bytes\":%zu,\"iters\":%u,"
            "\"clock_read_ns\":%lld,",
-           nslots, fill, pool_segment_size(nslots), sizeof(struct pool_slot), iters,
+           nslots, fill, pool_segment_size(nslots), pool_slot_size(), iters,
            (long long)clock_ns);
     print_result(&floor_, true);
     print_result(&lookup, true);

@@ -129,6 +129,8 @@ static CU_SuiteInfo suites[] = {
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"keeper_proto", NULL, NULL, NULL, NULL, keeper_proto_tests},
     {"provider", NULL, NULL, NULL, NULL, provider_tests},
+    {"session", NULL, NULL, NULL, NULL, session_tests},
+    {"turn_loop", NULL, NULL, NULL, NULL, turn_loop_tests},
     CU_SUITE_INFO_NULL,
 };
 
