@@ -169,7 +169,7 @@ static enum teardown_reason judge_parked(void *ctx, struct pool_session *s)
 
     if (!runtime_matches(t, s))
         return TEARDOWN_RUNTIME_INCOMPATIBLE;
-    if (s->approval_deadline_ms <= now_ms())
+    if (s->approval_deadline_ms <= util_now_ms())
         return TEARDOWN_APPROVAL_EXPIRY;
     for (size_t i = 0; i < s->ngates; i++) {
         s->gates[i].decision = (int8_t)transcript_gate_decision(t->req, &s->gates[i]);
@@ -269,9 +269,9 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
                                .awaiting = awaiting,
                                .gates = out->gates,
                                .ngates = out->ngates,
-                               .deadline_ms = now_ms() + (int64_t)window};
+                               .deadline_ms = util_now_ms() + (int64_t)window};
 
-        park = pool_session_park(cfg->pool, env->h, self_pid(), &pk, cfg->session_pool_max,
+        park = pool_session_park(cfg->pool, env->h, util_self_pid(), &pk, cfg->session_pool_max,
                                  &victim) == 0;
     }
     (void)environment_evict(cfg->pool, &victim);
@@ -418,7 +418,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     pool_counter_add(cfg->pool, PC_WARM_HITS, 1);
     turn_caps_from_bits(lk->s.caps, &res->caps);
     if (!res->session_id)
-        res->session_id = xstrdup(env->acp_session);
+        res->session_id = util_xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_starting"));
     event_emit(es, event_data_phase("environment_ready"));
     probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = true, .es = es,
@@ -459,7 +459,7 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
 
     environment_turn_env(env, &te);
     r = run_turn_open_session(&te, t->plan.model_id, t->cfg->model_strict,
-                              now_ms() + (int64_t)t->cfg->harness_init_ms, &sess, err, errlen);
+                              util_now_ms() + (int64_t)t->cfg->harness_init_ms, &sess, err, errlen);
     if (env->agent_caps)
         json_object_put(env->agent_caps);
     env->agent_caps = sess.agent_caps;
@@ -483,7 +483,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     char err[512];
     int r;
 
-    int64_t spawn_start = now_ns();
+    int64_t spawn_start = util_now_ns();
 
     metrics_cold_start(pool_metrics(cfg->pool), (unsigned)why);
     event_emit(es, event_data_phase("environment_starting"));
@@ -503,7 +503,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     }
     stream_before_waits(env, es);
     if (cfg->pool)
-        metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn, (now_ns() - spawn_start) / 1000);
+        metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn, (util_now_ns() - spawn_start) / 1000);
     r = open_session(t, env, err, sizeof(err));
     if (r < 0) {
         log_debug("harness session failed: %s", err);
@@ -518,7 +518,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         (void)pool_session_mark_started(cfg->pool, env->h, env->acp_session);
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
-        res->session_id = xstrdup(env->acp_session);
+        res->session_id = util_xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_ready"));
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
@@ -544,8 +544,8 @@ static void observe_trace(void *ctx, json_object *ev)
 static void result_identity(const struct engine_turn *t, struct run_result *res,
                             const char *trace_id)
 {
-    res->model = xstrdup(t->plan.model_name[0] ? t->plan.model_name : NULL);
-    res->session_id = xstrdup(t->req->session_id);
+    res->model = util_xstrdup(t->plan.model_name[0] ? t->plan.model_name : NULL);
+    res->session_id = util_xstrdup(t->req->session_id);
     res->trace_id = strdup(trace_id);
 }
 
@@ -555,7 +555,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     struct pool_judge judge = {.idle = judge_idle, .parked = judge_parked, .ctx = t};
     struct pool_lookup *lk = calloc(1, sizeof(*lk));
     enum teardown_reason why = TEARDOWN_NONE;
-    int64_t started = now_ms();
+    int64_t started = util_now_ms();
     struct trace_run *trace;
     char trace_id[33];
     bool limit = false;
@@ -565,7 +565,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     es->observe = observe_trace;
     es->observe_ctx = trace;
     if (lk && t->key[0] && cfg->pool)
-        (void)pool_session_lookup(cfg->pool, t->key, &judge, self_pid(), t->req->turn_id, lk);
+        (void)pool_session_lookup(cfg->pool, t->key, &judge, util_self_pid(), t->req->turn_id, lk);
     if (lk && (lk->outcome == POOL_LOOKUP_WARM || lk->outcome == POOL_LOOKUP_RESUME)) {
         trace_run_environment(trace, lk->outcome == POOL_LOOKUP_WARM ? "warm" : "resume");
         if (run_live(t, lk, es, res, &limit) == 0) {
@@ -613,7 +613,7 @@ static int cancel_parked(const struct engine_config *cfg, const char *key)
 
     if (!s)
         return -ENOMEM;
-    r = pool_session_checkout_parked(cfg->pool, key, self_pid(), s);
+    r = pool_session_checkout_parked(cfg->pool, key, util_self_pid(), s);
     if (r < 0)
         goto out;
     idle = s->idle_ms ? s->idle_ms : CANCEL_IDLE_FALLBACK_MS;
@@ -636,7 +636,7 @@ static int cancel_parked(const struct engine_config *cfg, const char *key)
     r = run_turn_prompt(&te, &opt, &es, &res, &out);
     if (r == 0 && res.ok) {
         r = pool_session_park_cancelled(cfg->pool, env->h, env->next_id,
-                                        now_ms() + (int64_t)idle);
+                                        util_now_ms() + (int64_t)idle);
         if (r == 0)
             environment_park(env, idle, false);
     }

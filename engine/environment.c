@@ -61,7 +61,7 @@ static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char 
         if (env && env->before_wait)
             env->before_wait(env->before_wait_ctx);
         if (deadline) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - util_now_ms();
             if (left <= 0)
                 return -ETIMEDOUT;
             timeout = left > 1000000 ? 1000000 : (int)left;
@@ -163,7 +163,7 @@ static int spawn_keeper(struct environment *env, const struct buf *spec, char *e
     size_t len;
     pid_t pid = -1;
     int r;
-    int64_t deadline = now_ms() + (int64_t)cfg->keeper_start_ms;
+    int64_t deadline = util_now_ms() + (int64_t)cfg->keeper_start_ms;
 
     acp_lines_init(&rl, 4096);
     if (pipe2(spec_pipe, O_CLOEXEC) == -1 || pipe2(ready_pipe, O_CLOEXEC) == -1) {
@@ -204,7 +204,7 @@ static int spawn_keeper(struct environment *env, const struct buf *spec, char *e
         snprintf(err, errlen, "cannot start the keeper '%s': %s", cfg->keeper_bin, strerror(-r));
         goto out;
     }
-    r = write_all(spec_pipe[1], spec->data, spec->len);
+    r = util_write_all(spec_pipe[1], spec->data, spec->len);
     close(spec_pipe[1]);
     spec_pipe[1] = -1;
     if (r < 0) {
@@ -274,7 +274,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     }
     if (cfg->pool) {
         struct pool_reservation rv = {.key = key,
-                                      .by_pid = self_pid(),
+                                      .by_pid = util_self_pid(),
                                       .harness = (uint8_t)req->harness,
                                       .per_turn = per_turn,
                                       .idle_ms = (uint32_t)idle_ms,
@@ -310,7 +310,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (r < 0)
         goto fail;
     started = true;
-    r = connect_keeper(env, now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
+    r = connect_keeper(env, util_now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
     if (r < 0)
         goto fail;
     *ret = env;
@@ -321,7 +321,7 @@ fail:
         if (environment_destroy(env, TEARDOWN_FAILED_TURN) < 0)
             log_debug("keeper %d did not finish its teardown", (int)env->keeper_pid);
     } else if (created) {
-        (void)rm_rf(env->paths.dir);
+        (void)util_rm_rf(env->paths.dir);
     }
     release_slot(env);
     environment_free(env);
@@ -344,7 +344,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
         environment_free(env);
         return -ENOMEM;
     }
-    r = pool_session_get_owned(cfg->pool, h, self_pid(), ps);
+    r = pool_session_get_owned(cfg->pool, h, util_self_pid(), ps);
     if (r < 0) {
         free(ps);
         environment_free(env);
@@ -361,7 +361,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
     env->h = h;
     env->has_slot = true;
     env->warm = true;
-    r = connect_keeper(env, now_ms() + 5000, err, errlen);
+    r = connect_keeper(env, util_now_ms() + 5000, err, errlen);
     if (r < 0) {
         env->has_slot = false;
         environment_free(env);
@@ -375,7 +375,7 @@ int environment_send(struct environment *env, const struct buf *line)
 {
     if (env->fd < 0 || env->harness_exited)
         return AR_E_HARNESS_EXITED;
-    if (write_all(env->fd, line->data, line->len) < 0)
+    if (util_write_all(env->fd, line->data, line->len) < 0)
         return AR_E_HARNESS_EXITED;
     return 0;
 }
@@ -459,17 +459,17 @@ int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
 
 int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t wait_ms)
 {
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = util_now_ms() + wait_ms;
 
-    if (!proc_alive(keeper_pid, keeper_start))
+    if (!util_proc_alive(keeper_pid, keeper_start))
         return 0;
     kill(keeper_pid, SIGTERM);
-    while (now_ms() < deadline) {
-        if (!proc_alive(keeper_pid, keeper_start))
+    while (util_now_ms() < deadline) {
+        if (!util_proc_alive(keeper_pid, keeper_start))
             return 0;
         usleep(2000);
     }
-    if (proc_alive(keeper_pid, keeper_start))
+    if (util_proc_alive(keeper_pid, keeper_start))
         kill(keeper_pid, SIGKILL);
     return -ETIMEDOUT;
 }
@@ -477,7 +477,7 @@ int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t 
 int environment_destroy(struct environment *env, enum teardown_reason reason)
 {
     struct buf line;
-    int64_t deadline = now_ms() + DESTROY_WAIT_MS;
+    int64_t deadline = util_now_ms() + DESTROY_WAIT_MS;
     int r = 0;
 
     if (env->destroyed)
@@ -490,13 +490,13 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
 
         buf_init(&line, 16);
         if (keeper_proto_encode(&m, &line) == 0)
-            (void)write_all(env->fd, line.data, line.len);
+            (void)util_write_all(env->fd, line.data, line.len);
         buf_release(&line);
         /* the keeper closes the socket as the last step of its teardown */
         for (;;) {
             char chunk[4096];
             struct pollfd p = {.fd = env->fd, .events = POLLIN};
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - util_now_ms();
             ssize_t n;
 
             if (left <= 0) {
@@ -522,7 +522,7 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
 /* Wait until key is gone from the table (its keeper finished tearing down). */
 static bool wait_key_gone(struct pool *p, const char *key, int64_t wait_ms)
 {
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = util_now_ms() + wait_ms;
 
     for (;;) {
         int r = pool_session_present(p, key);
@@ -531,7 +531,7 @@ static bool wait_key_gone(struct pool *p, const char *key, int64_t wait_ms)
             return false;
         if (r == 0)
             return true;
-        if (now_ms() > deadline)
+        if (util_now_ms() > deadline)
             return false;
         usleep(2000);
     }

@@ -103,7 +103,7 @@ int event_emit(struct event_stream *es, json_object *ev)
         return -ENOMEM;
     if (es->observe)
         es->observe(es->observe_ctx, ev);
-    es->last_event_ms = now_ms();
+    es->last_event_ms = util_now_ms();
     if (es->nevents++ == 0)
         es->first_event_ms = es->last_event_ms;
     if (!es->first_output_ms) {

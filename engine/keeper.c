@@ -76,17 +76,6 @@ static void set_nonblock(int fd)
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-/* The start line goes to the original stdout (a pipe to the starting worker). */
-static void emit_start(const struct keeper_msg *m)
-{
-    struct buf line;
-
-    buf_init(&line, 1024);
-    if (keeper_proto_encode(m, &line) == 0)
-        (void)write_all(STDOUT_FILENO, line.data, line.len);
-    buf_release(&line);
-}
-
 static void emit_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void emit_error(const char *fmt, ...)
@@ -106,7 +95,7 @@ static void emit_error(const char *fmt, ...)
             *p = ' ';
     m.payload = text;
     m.payload_len = strlen(text);
-    emit_start(&m);
+    (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
 }
 
 static void emit_ready(struct keeper *k)
@@ -114,7 +103,7 @@ static void emit_ready(struct keeper *k)
     struct keeper_msg m = {.kind = KEEPER_MSG_READY, .keeper_pid = (int32_t)getpid(),
                            .sandbox_pid = (int32_t)k->child};
 
-    emit_start(&m);
+    (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
 }
 
 /* A control line to the attached worker. */
@@ -122,36 +111,6 @@ static void control_to_client(struct keeper *k, const struct keeper_msg *m)
 {
     if (k->client_fd >= 0 && keeper_proto_encode(m, &k->client_out) < 0)
         log_warn("dropping a '%s' line: queue full", keeper_proto_kind_name(m->kind));
-}
-
-static int read_spec(struct keeper_spec *ret, char *err, size_t errlen)
-{
-    struct buf b;
-    char chunk[65536];
-    int r;
-
-    buf_init(&b, KEEPER_SPEC_MAX);
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
-        if (n == -1 && errno == EINTR)
-            continue;
-        if (n == -1) {
-            r = -errno;
-            snprintf(err, errlen, "cannot read the keeper spec: %s", strerror(-r));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        r = buf_append(&b, chunk, (size_t)n);
-        if (r < 0) {
-            snprintf(err, errlen, "the keeper spec is larger than %u bytes", KEEPER_SPEC_MAX);
-            goto out;
-        }
-    }
-    r = keeper_spec_decode(buf_str(&b), b.len, ret, err, errlen);
-out:
-    buf_release(&b);
-    return r;
 }
 
 static int listen_on(const char *path)
@@ -179,7 +138,7 @@ static int listen_on(const char *path)
 static void slot_set_pids(struct keeper *k)
 {
     if (k->pool)
-        (void)pool_session_set_keeper(k->pool, k->h, getpid(), proc_start_time(getpid()),
+        (void)pool_session_set_keeper(k->pool, k->h, getpid(), util_proc_start_time(getpid()),
                                       k->child);
 }
 
@@ -193,7 +152,7 @@ static void slot_mark_broken(struct keeper *k)
 static void slot_orphaned(struct keeper *k)
 {
     if (k->pool)
-        (void)pool_session_orphaned(k->pool, k->h, !k->per_turn, now_ms() + k->idle_ms);
+        (void)pool_session_orphaned(k->pool, k->h, !k->per_turn, util_now_ms() + k->idle_ms);
 }
 
 static void slot_release(struct keeper *k)
@@ -453,7 +412,7 @@ static void client_gone(struct keeper *k)
         slot_orphaned(k);
     }
     /* a per-turn environment whose worker vanished has nobody to serve: end it now */
-    k->deadline = now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
+    k->deadline = util_now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
 }
 
 static void accept_client(struct keeper *k)
@@ -466,12 +425,8 @@ static void accept_client(struct keeper *k)
         return;
     if (k->client_fd >= 0) {
         struct keeper_msg busy = {.kind = KEEPER_MSG_BUSY};
-        struct buf line;
 
-        buf_init(&line, 16);
-        if (keeper_proto_encode(&busy, &line) == 0)
-            (void)!write(fd, line.data, line.len);
-        buf_release(&line);
+        (void)keeper_proto_write(fd, &busy);
         close(fd);
         return;
     }
@@ -504,7 +459,7 @@ static void drain_stderr(struct keeper *k)
             size_t take = (size_t)n;
             if (take > HARNESS_LOG_MAX - k->log_bytes)
                 take = HARNESS_LOG_MAX - k->log_bytes;
-            (void)write_all(k->log_fd, chunk, take);
+            (void)util_write_all(k->log_fd, chunk, take);
             k->log_bytes += take;
         }
     }
@@ -581,7 +536,7 @@ static void teardown(struct keeper *k)
     if (k->listen_fd >= 0)
         close(k->listen_fd);
     (void)unlink(k->socket_path);
-    (void)rm_rf(k->env_dir);
+    (void)util_rm_rf(k->env_dir);
     slot_release(k);
     /* the worker waits for this close as the sign that teardown is complete */
     if (k->client_fd >= 0)
@@ -621,7 +576,7 @@ static int loop(struct keeper *k)
             p[np++] = (struct pollfd){.fd = k->child_in, .events = POLLOUT};
         }
         if (k->deadline) {
-            int64_t left = k->deadline - now_ms();
+            int64_t left = k->deadline - util_now_ms();
             if (left <= 0) {
                 log_info("idle deadline passed: tearing down");
                 k->reason = k->awaiting ? TEARDOWN_APPROVAL_EXPIRY : TEARDOWN_IDLE_EXPIRY;
@@ -695,7 +650,7 @@ static int setup_signals(void)
     static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
 
     signal(SIGPIPE, SIG_IGN);
-    return signalfd_for(sigs, ARRAY_SIZE(sigs));
+    return util_signalfd_for(sigs, ARRAY_SIZE(sigs));
 }
 
 static int attach_slot(struct keeper *k)
@@ -763,7 +718,7 @@ int keeper_main(int argc, char **argv)
             log_max_level = (int)lvl;
     }
 
-    r = read_spec(&k.spec, err, sizeof(err));
+    r = keeper_spec_read(STDIN_FILENO, &k.spec, err, sizeof(err));
     if (r < 0) {
         emit_error("%s", err);
         return 1;
@@ -776,7 +731,7 @@ int keeper_main(int argc, char **argv)
     r = listen_on(k.socket_path);
     if (r < 0) {
         emit_error("cannot listen on '%s': %s", k.socket_path, strerror(-r));
-        (void)rm_rf(k.env_dir);
+        (void)util_rm_rf(k.env_dir);
         return 1;
     }
     k.listen_fd = r;
@@ -785,7 +740,7 @@ int keeper_main(int argc, char **argv)
     pid = fork();
     if (pid == -1) {
         emit_error("fork: %s", strerror(errno));
-        (void)rm_rf(k.env_dir);
+        (void)util_rm_rf(k.env_dir);
         return 1;
     }
     if (pid > 0)
@@ -800,7 +755,7 @@ int keeper_main(int argc, char **argv)
     r = setup_signals();
     if (r < 0) {
         emit_error("signals: %s", strerror(-r));
-        (void)rm_rf(k.env_dir);
+        (void)util_rm_rf(k.env_dir);
         return 1;
     }
     k.sig_fd = r;
@@ -827,7 +782,7 @@ int keeper_main(int argc, char **argv)
         dup2(devnull, STDOUT_FILENO);
         close(devnull);
     }
-    k.deadline = now_ms() + attach_ms;
+    k.deadline = util_now_ms() + attach_ms;
     r = loop(&k);
     if (k.per_turn || !k.parked)
         log_debug("tearing down a per-turn environment");

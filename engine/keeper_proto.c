@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "contracts.h"
 #include "jsonx.h"
@@ -65,7 +66,7 @@ static int number(const char *s, size_t n, uint64_t min, uint64_t max, uint64_t 
         return -EBADMSG;
     memcpy(tmp, s, n);
     tmp[n] = '\0';
-    return parse_u64(tmp, min, max, ret) < 0 ? -EBADMSG : 0;
+    return util_parse_u64(tmp, min, max, ret) < 0 ? -EBADMSG : 0;
 }
 
 static int decode_args(const struct verb *v, const char *arg, size_t n, struct keeper_msg *m)
@@ -348,4 +349,47 @@ void keeper_spec_release(struct keeper_spec *s)
     if (s->root)
         json_object_put(s->root);
     memset(s, 0, sizeof(*s));
+}
+
+int keeper_proto_write(int fd, const struct keeper_msg *m)
+{
+    struct buf line;
+    int r;
+
+    buf_init(&line, KEEPER_PROTO_LINE_MAX);
+    r = keeper_proto_encode(m, &line);
+    if (r == 0)
+        r = util_write_all(fd, line.data, line.len);
+    buf_release(&line);
+    return r;
+}
+
+int keeper_spec_read(int fd, struct keeper_spec *ret, char *err, size_t errlen)
+{
+    struct buf b;
+    char chunk[65536];
+    int r;
+
+    buf_init(&b, KEEPER_SPEC_MAX);
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1) {
+            r = -errno;
+            snprintf(err, errlen, "cannot read the keeper spec: %s", strerror(-r));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        r = buf_append(&b, chunk, (size_t)n);
+        if (r < 0) {
+            snprintf(err, errlen, "the keeper spec is larger than %u bytes", KEEPER_SPEC_MAX);
+            goto out;
+        }
+    }
+    r = keeper_spec_decode(buf_str(&b), b.len, ret, err, errlen);
+out:
+    buf_release(&b);
+    return r;
 }

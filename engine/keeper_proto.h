@@ -33,7 +33,7 @@
  *                       "#exit <status>" the harness went away (status 0..1000)
  *
  * Decoding never allocates: a decoded message points into the line it came from. Numbers are
- * parsed strictly (parse_u64 bounds); anything else is -EBADMSG, which both sides skip.
+ * parsed strictly (util_parse_u64 bounds); anything else is -EBADMSG, which both sides skip.
  *
  * The keeper spec (worker -> keeper stdin, one JSON document, at most KEEPER_SPEC_MAX bytes)
  * is struct keeper_spec; keeper_spec_encode and keeper_spec_decode hold the only copy of its
@@ -54,6 +54,7 @@
 #define KEEPER_PROTO_WINDOW_MAX_MS 86400000ull /* #park / #await: at most 24 h */
 #define KEEPER_PROTO_EXIT_MAX 1000u
 #define KEEPER_PROTO_CHANNEL_TOOL "tool"
+#define KEEPER_PROTO_LINE_MAX 4096 /* a control or start line (not ACP / tool lines) */
 
 enum keeper_msg_kind {
     KEEPER_MSG_ACP = 0, /* payload: the JSON text */
@@ -95,6 +96,9 @@ int keeper_proto_decode(const char *line, size_t len, struct keeper_msg *ret);
  */
 int keeper_proto_encode(const struct keeper_msg *m, struct buf *out);
 
+/* Encode m and write it whole to fd (blocking writes, EINTR retried): -errno. */
+int keeper_proto_write(int fd, const struct keeper_msg *m);
+
 /* The verb of a kind as it appears on the wire ("park", "hello", ...), for logs. */
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind);
 
@@ -128,6 +132,8 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out);
 int keeper_spec_decode(const char *text, size_t len, struct keeper_spec *ret, char *err,
                        size_t errlen);
 void keeper_spec_release(struct keeper_spec *s);
+/* Read fd to its end (at most KEEPER_SPEC_MAX bytes) and decode the spec. */
+int keeper_spec_read(int fd, struct keeper_spec *ret, char *err, size_t errlen);
 
 #define KEEPER_SPEC_ATTACH_DEFAULT_MS 30000u
 

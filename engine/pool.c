@@ -119,7 +119,7 @@ int pool_reserve_locked(struct pool *p, const char *key, pid_t by_pid, struct po
     s->key_hash = pool_key_hash(key);
     s->reserved_by_pid = (int32_t)by_pid;
     s->owner_pid = (int32_t)by_pid;
-    s->created_ms = s->last_used_ms = now_ms();
+    s->created_ms = s->last_used_ms = util_now_ms();
     if (klen) {
         uint32_t b = s->key_hash & (p->hdr->nbuckets - 1);
         s->hash_next = p->buckets[b];
@@ -145,7 +145,7 @@ int pool_checkout_locked(struct pool *p, struct pool_handle h, bool approval, pi
     pool_set_state(p, s, SLOT_BUSY);
     s->owner_pid = (int32_t)owner;
     snprintf(s->owner_turn, sizeof(s->owner_turn), "%s", turn_id ? turn_id : "");
-    s->last_used_ms = now_ms();
+    s->last_used_ms = util_now_ms();
     s->idle_deadline_ms = 0;
     return 0;
 }
@@ -164,7 +164,7 @@ int pool_park_locked(struct pool *p, struct pool_handle h, enum slot_state state
     pool_set_state(p, s, state);
     s->owner_pid = 0;
     s->owner_turn[0] = '\0';
-    s->last_used_ms = now_ms();
+    s->last_used_ms = util_now_ms();
     if (state == SLOT_IDLE) {
         s->idle_deadline_ms = deadline_ms;
         lru_push_tail(p, (int32_t)h.index);
@@ -202,7 +202,7 @@ int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason)
         t->reason = reason ? reason : s->last_teardown;
         t->harness = s->harness;
         t->turns = s->turns;
-        t->at_ms = now_ms();
+        t->at_ms = util_now_ms();
         p->hdr->recent_next++;
     }
     if (s->state == SLOT_IDLE)
@@ -689,9 +689,9 @@ uint32_t pool_reclaim_dead(struct pool *p, struct pool_reclaimed *scratch)
         bool dead;
 
         if (e->keeper_pid > 0)
-            dead = !proc_alive(e->keeper_pid, e->keeper_start);
+            dead = !util_proc_alive(e->keeper_pid, e->keeper_start);
         else
-            dead = e->owner_pid > 0 && !proc_alive(e->owner_pid, 0);
+            dead = e->owner_pid > 0 && !util_proc_alive(e->owner_pid, 0);
         if (dead)
             scratch[kept++] = *e;
     }

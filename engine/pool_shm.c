@@ -397,7 +397,7 @@ int pool_lock(struct pool *p)
     ts.tv_sec += LOCK_TIMEOUT_S;
     r = pthread_mutex_timedlock(&p->hdr->lock, &ts);
     if (r == 0) {
-        p->hdr->lock_holder_pid = (int32_t)self_pid();
+        p->hdr->lock_holder_pid = (int32_t)util_self_pid();
         return 0;
     }
     if (r == EOWNERDEAD) {
@@ -407,7 +407,7 @@ int pool_lock(struct pool *p)
             pthread_mutex_unlock(&p->hdr->lock);
             return -ENOTRECOVERABLE;
         }
-        p->hdr->lock_holder_pid = (int32_t)self_pid();
+        p->hdr->lock_holder_pid = (int32_t)util_self_pid();
         return 1;
     }
     /* ETIMEDOUT is a bug report (a holder that does I/O under the lock), not a retry */
@@ -477,7 +477,7 @@ void pool_inflight_release(struct pool *p, pid_t pid)
 
         if (!owner || (pid && owner != pid))
             continue;
-        if (!pid && proc_alive(owner, __atomic_load_n(&e->start, __ATOMIC_ACQUIRE)))
+        if (!pid && util_proc_alive(owner, __atomic_load_n(&e->start, __ATOMIC_ACQUIRE)))
             continue;
         __atomic_store_n(&e->runs, 0, __ATOMIC_RELAXED);
         __atomic_compare_exchange_n(&e->pid, &owner, 0, false, __ATOMIC_ACQ_REL,
@@ -523,7 +523,7 @@ void pool_stop_keepers(const struct pool *p)
     for (uint32_t i = 0; i < p->hdr->nslots; i++) {
         const struct pool_slot *s = &p->slots[i];
         if (s->state != SLOT_FREE && s->keeper_pid > 0 &&
-            proc_alive(s->keeper_pid, s->keeper_start))
+            util_proc_alive(s->keeper_pid, s->keeper_start))
             kill(s->keeper_pid, SIGTERM);
     }
 }

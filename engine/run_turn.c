@@ -344,7 +344,7 @@ static void loop_resume(struct turn_loop *L)
             turn_mark_denied(&L->st, g->tool_call_id);
     }
     if (L->ngates > 0 && L->nwaiting == 0)
-        L->quiet_until = now_ms() + PAUSE_QUIET_MS;
+        L->quiet_until = util_now_ms() + PAUSE_QUIET_MS;
 }
 
 static void loop_start(struct turn_loop *L)
@@ -478,7 +478,7 @@ static void open_gate(struct turn_loop *L, const struct acp_msg *m, const char *
     snprintf(g->allow_option, sizeof(g->allow_option), "%s", allow ? allow : "");
     snprintf(g->reject_option, sizeof(g->reject_option), "%s", reject ? reject : "");
     g->decision = -1;
-    (void)random_hex(g->token, 16);
+    (void)util_random_hex(g->token, 16);
     turn_close_block(&L->st, L->es);
     event_emit(L->es, turn_interaction_request(g, m->params));
     run_limits_pause(&L->limits);
@@ -540,12 +540,12 @@ static void on_prompt_response(struct turn_loop *L, const struct acp_msg *m)
 static void loop_step(struct turn_loop *L)
 {
     struct acp_msg m;
-    int64_t got, now = now_ms();
+    int64_t got, now = util_now_ms();
     int r;
 
     loop_check_cancel(L, now);
     r = L->te->recv(L->te->ctx, loop_deadline(L, now), &m);
-    now = now_ms();
+    now = util_now_ms();
     if (L->es->nevents != L->seen_events) {
         run_limits_event(&L->limits, now);
         L->seen_events = L->es->nevents;
@@ -642,7 +642,7 @@ int run_turn_prompt(const struct turn_env *te, const struct turn_options *opt,
     L.res = res;
     L.out = out;
     L.start_events = es->nevents;
-    run_limits_start(&L.limits, opt->limits, now_ms());
+    run_limits_start(&L.limits, opt->limits, util_now_ms());
     turn_state_init(&L.st, &L.limits);
     L.st.is_noise = opt->is_noise;
     loop_start(&L);

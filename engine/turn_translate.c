@@ -159,7 +159,7 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
             return -ENOMEM;
         announce = true;
         if (st->limits)
-            run_limits_tool_start(st->limits, id, now_ms());
+            run_limits_tool_start(st->limits, id, util_now_ms());
     }
     if (name && (!t->name || strcmp(t->name, name) != 0)) {
         free(t->name);

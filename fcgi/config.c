@@ -133,7 +133,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
                 return -ENOMEM;
             break;
         case K_U64:
-            if (parse_u64(v, s->min, s->max, (uint64_t *)field) < 0) {
+            if (util_parse_u64(v, s->min, s->max, (uint64_t *)field) < 0) {
                 snprintf(err, errlen, "%s: expected an integer in [%llu, %llu], got \"%.40s\"",
                          s->name, (unsigned long long)s->min, (unsigned long long)s->max, v);
                 return -EINVAL;

@@ -80,7 +80,7 @@ static int cmd_sessions(const struct pool *p, bool json)
     struct pool_teardown_view *views = calloc(POOL_RECENT_VIEWS, sizeof(*views));
     struct pool_session *s = calloc(1, sizeof(*s));
     struct pool_info info;
-    int64_t now = now_ms();
+    int64_t now = util_now_ms();
     size_t n;
 
     if (!views || !s) {

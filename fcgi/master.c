@@ -71,13 +71,13 @@ static int parse_args(struct master *m, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "w:t:h", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
-            if (parse_u64(optarg, 1, 64, &m->cfg.workers) < 0) {
+            if (util_parse_u64(optarg, 1, 64, &m->cfg.workers) < 0) {
                 fprintf(stderr, "--workers: expected 1..64\n");
                 return -EINVAL;
             }
             break;
         case 't':
-            if (parse_u64(optarg, 1, 4096, &m->cfg.threads) < 0) {
+            if (util_parse_u64(optarg, 1, 4096, &m->cfg.threads) < 0) {
                 fprintf(stderr, "--threads: expected 1..4096\n");
                 return -EINVAL;
             }
@@ -120,7 +120,7 @@ static pid_t spawn_worker(struct master *m, unsigned index)
     }
     if (pid > 0) {
         m->workers[index].pid = pid;
-        m->workers[index].started = now_ms();
+        m->workers[index].started = util_now_ms();
 
     }
     return pid;
@@ -141,7 +141,7 @@ static void keeper_gone(struct master *m, pid_t pid)
 
     if (pool_reclaim_keeper(m->pool, pid, dir) && dir[0]) {
         log_info("keeper %d exited without freeing its slot: reclaimed", (int)pid);
-        (void)rm_rf(dir);
+        (void)util_rm_rf(dir);
     }
 }
 
@@ -167,7 +167,7 @@ static void reap(struct master *m)
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
         pool_counter_add(m->pool, PC_WORKER_RESTARTS, 1);
         m->workers[w].restarts++;
-        if (now_ms() - m->workers[w].started < RESPAWN_BACKOFF_MS)
+        if (util_now_ms() - m->workers[w].started < RESPAWN_BACKOFF_MS)
             usleep(RESPAWN_BACKOFF_MS * 1000);
         if (spawn_worker(m, (unsigned)w) < 0)
             log_error("cannot respawn worker %d: %s", w, strerror(errno));
@@ -183,7 +183,7 @@ static void sweep(struct master *m)
         if (!m->scratch[i].env_dir[0])
             continue;
         log_info("reclaimed the slot of a dead %s", m->scratch[i].keeper_pid ? "keeper" : "worker");
-        (void)rm_rf(m->scratch[i].env_dir);
+        (void)util_rm_rf(m->scratch[i].env_dir);
     }
 }
 
@@ -195,7 +195,7 @@ static void clean_orphan_envs(struct master *m)
     DIR *d;
 
     snprintf(envs, sizeof(envs), "%s/envs", m->cfg.state_dir);
-    (void)mkdir_p(envs, 0700);
+    (void)util_mkdir_p(envs, 0700);
     d = opendir(envs);
     if (!d)
         return;
@@ -204,7 +204,7 @@ static void clean_orphan_envs(struct master *m)
             continue;
         snprintf(path, sizeof(path), "%s/%s", envs, de->d_name);
         if (!pool_dir_in_use(m->pool, path))
-            (void)rm_rf(path);
+            (void)util_rm_rf(path);
     }
     closedir(d);
 }
@@ -221,7 +221,7 @@ static int epoch_key(struct master *m, bool create)
 
     snprintf(path, sizeof(path), "%s/epoch.key", m->cfg.state_dir);
     if (!create) {
-        r = read_file(path, 64, &data, &len);
+        r = util_read_file(path, 64, &data, &len);
         if (r == 0 && len == sizeof(m->cfg.engine.epoch_key))
             memcpy(m->cfg.engine.epoch_key, data, len);
         else if (r == 0)
@@ -229,9 +229,9 @@ static int epoch_key(struct master *m, bool create)
         free(data);
         return r;
     }
-    r = random_bytes(m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key));
+    r = util_random_bytes(m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key));
     if (r == 0)
-        r = write_file(path, m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key), 0600);
+        r = util_write_file(path, m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key), 0600);
     return r;
 }
 
@@ -251,7 +251,7 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
     if (r == 0)
         pool_get_info(p, &info);
     if (r == 0 && info.boot_id == boot_id && info.nslots == m->cfg.slots &&
-        strcmp(info.instance_id, m->cfg.instance) == 0 && !proc_alive(info.master_pid, 0) &&
+        strcmp(info.instance_id, m->cfg.instance) == 0 && !util_proc_alive(info.master_pid, 0) &&
         epoch_key(m, false) == 0) {
         r = pool_lock(p);
         if (r >= 0) {
@@ -273,7 +273,7 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
     if (p) {
         pool_get_info(p, &info);
         if (info.master_pid != (int32_t)getpid() && info.master_pid != 0 &&
-            proc_alive(info.master_pid, 0)) {
+            util_proc_alive(info.master_pid, 0)) {
             log_error("another master (pid %d) runs instance '%s'", info.master_pid,
                       m->cfg.instance);
             pool_detach(p);
@@ -299,21 +299,21 @@ static void destroy_all(struct master *m)
     int64_t deadline;
 
     for (uint32_t i = 0; i < n; i++)
-        if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+        if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
             kill(m->scratch[i].keeper_pid, SIGTERM);
-    deadline = now_ms() + 5000;
+    deadline = util_now_ms() + 5000;
     for (;;) {
         bool any = false;
         for (uint32_t i = 0; i < n; i++)
-            if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+            if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
                 any = true;
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
         if (!any)
             break;
-        if (now_ms() > deadline) {
+        if (util_now_ms() > deadline) {
             for (uint32_t i = 0; i < n; i++)
-                if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+                if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
                     kill(m->scratch[i].keeper_pid, SIGKILL);
             break;
         }
@@ -329,7 +329,7 @@ static void start_drain(struct master *m)
     if (m->draining)
         return;
     m->draining = true;
-    m->drain_deadline = now_ms() + (int64_t)m->cfg.drain_ms;
+    m->drain_deadline = util_now_ms() + (int64_t)m->cfg.drain_ms;
     log_info("draining: no new requests, %llums for turns in progress",
              (unsigned long long)m->cfg.drain_ms);
     /* one shutdown wakes every blocked accept(2) in every worker */
@@ -352,17 +352,17 @@ static int setup_signals(struct master *m)
     static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
 
     signal(SIGPIPE, SIG_IGN);
-    m->sig_fd = signalfd_for(sigs, ARRAY_SIZE(sigs));
+    m->sig_fd = util_signalfd_for(sigs, ARRAY_SIZE(sigs));
     return m->sig_fd < 0 ? m->sig_fd : 0;
 }
 
 static void loop(struct master *m)
 {
-    int64_t next_sweep = now_ms() + SWEEP_MS;
+    int64_t next_sweep = util_now_ms() + SWEEP_MS;
 
     for (;;) {
         struct pollfd p = {.fd = m->sig_fd, .events = POLLIN};
-        int64_t now = now_ms();
+        int64_t now = util_now_ms();
         int timeout = (int)(next_sweep - now);
         struct signalfd_siginfo si;
 
@@ -390,10 +390,10 @@ static void loop(struct master *m)
                 start_drain(m);
         }
         reap(m);
-        if (now_ms() >= next_sweep) {
+        if (util_now_ms() >= next_sweep) {
             sweep(m);
             pool_inflight_release(m->pool, 0);
-            next_sweep = now_ms() + SWEEP_MS;
+            next_sweep = util_now_ms() + SWEEP_MS;
         }
     }
 }
@@ -403,7 +403,7 @@ static uint64_t kernel_boot_id(void)
     char *text = NULL;
     uint64_t h = 1469598103934665603ull;
 
-    if (read_file("/proc/sys/kernel/random/boot_id", 128, &text, NULL) == 0) {
+    if (util_read_file("/proc/sys/kernel/random/boot_id", 128, &text, NULL) == 0) {
         for (char *p = text; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ull;
         free(text);
@@ -434,7 +434,7 @@ int main(int argc, char **argv)
         log_error("cannot become child subreaper: %s", strerror(errno));
         return 1;
     }
-    r = mkdir_p(m.cfg.state_dir, 0711);
+    r = util_mkdir_p(m.cfg.state_dir, 0711);
     if (r < 0) {
         log_error("cannot create state folder '%s': %s", m.cfg.state_dir, strerror(-r));
         return 1;

@@ -79,7 +79,7 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
 
     if (FCGX_Init() != 0)
         return 1;
-    inflight = pool_inflight_claim(pool, getpid(), proc_start_time(getpid()));
+    inflight = pool_inflight_claim(pool, getpid(), util_proc_start_time(getpid()));
     if (inflight < 0) {
         log_error("worker %u: no free in-flight entry", index);
         return 1;

@@ -123,7 +123,7 @@ static int memfd_with(const char *name, const char *content, size_t len)
 
     if (fd == -1)
         return -errno;
-    r = write_all(fd, content, len);
+    r = util_write_all(fd, content, len);
     if (r == 0 && lseek(fd, 0, SEEK_SET) == -1)
         r = -errno;
     if (r < 0) {
@@ -150,6 +150,46 @@ static int add_parent_dirs(struct vec *a, const char *path, struct vec *made)
             return 0;
     vec_add(made, dir);
     vec_add3(a, "--dir", dir, NULL);
+    return 0;
+}
+
+/* The sandbox's files, each from a memfd: fds[*nfds..] receive them. */
+static int add_files(struct vec *a, struct vec *made, json_object *arr, int *fds, size_t maxfds,
+                     size_t *nfds, char *err, size_t errlen)
+{
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        json_object *f = json_object_array_get_idx(arr, i);
+        const char *path = jsonx_str(f, "path");
+        json_object *content = jsonx_get(f, "content"), *mode = jsonx_get(f, "mode");
+        char fdstr[16], modestr[16];
+        int fd;
+
+        if (!path || !content || !allowed_file_path(path)) {
+            snprintf(err, errlen, "sandbox: files[%zu] has a path outside %s", i, SANDBOX_HOME);
+            return -EINVAL;
+        }
+        if (*nfds >= maxfds) {
+            snprintf(err, errlen, "sandbox: too many files");
+            return -E2BIG;
+        }
+        fd = memfd_with("sandbox-file", json_object_get_string(content),
+                        (size_t)json_object_get_string_len(content));
+        if (fd < 0) {
+            snprintf(err, errlen, "sandbox: memfd: %s", strerror(-fd));
+            return fd;
+        }
+        fds[(*nfds)++] = fd;
+        snprintf(fdstr, sizeof(fdstr), "%d", fd);
+        if (strncmp(path, "/etc/", 5) == 0) {
+            vec_add3(a, "--ro-bind-data", fdstr, path);
+            continue;
+        }
+        add_parent_dirs(a, path, made);
+        snprintf(modestr, sizeof(modestr), "%04o",
+                 mode ? (unsigned)json_object_get_int(mode) & 07777u : 0600u);
+        vec_add3(a, "--perms", modestr, NULL);
+        vec_add3(a, "--file", fdstr, path);
+    }
     return 0;
 }
 
@@ -202,43 +242,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
     }
     vec_add3(&a, "--bind", workspace, SANDBOX_WORKSPACE);
 
-    arr = jsonx_get(sb, "files");
-    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
-        json_object *f = json_object_array_get_idx(arr, i);
-        const char *path = jsonx_str(f, "path");
-        json_object *content = jsonx_get(f, "content"), *mode = jsonx_get(f, "mode");
-        char fdstr[16], modestr[16];
-        int fd;
-
-        if (!path || !content || !allowed_file_path(path)) {
-            snprintf(err, errlen, "sandbox: files[%zu] has a path outside %s", i, SANDBOX_HOME);
-            r = -EINVAL;
-            goto fail;
-        }
-        if (nfds >= maxfds) {
-            snprintf(err, errlen, "sandbox: too many files");
-            r = -E2BIG;
-            goto fail;
-        }
-        fd = memfd_with("sandbox-file", json_object_get_string(content),
-                        (size_t)json_object_get_string_len(content));
-        if (fd < 0) {
-            r = fd;
-            snprintf(err, errlen, "sandbox: memfd: %s", strerror(-r));
-            goto fail;
-        }
-        fds[nfds++] = fd;
-        snprintf(fdstr, sizeof(fdstr), "%d", fd);
-        if (strncmp(path, "/etc/", 5) == 0) {
-            vec_add3(&a, "--ro-bind-data", fdstr, path);
-            continue;
-        }
-        add_parent_dirs(&a, path, &made);
-        snprintf(modestr, sizeof(modestr), "%04o",
-                 mode ? (unsigned)json_object_get_int(mode) & 07777u : 0600u);
-        vec_add3(&a, "--perms", modestr, NULL);
-        vec_add3(&a, "--file", fdstr, path);
-    }
+    r = add_files(&a, &made, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
+    if (r < 0)
+        goto fail;
     vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
     vec_add(&a, "--");
     arr = jsonx_get(sb, "argv");

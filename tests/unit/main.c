@@ -43,7 +43,7 @@ int test_read_shared(const char *name, char **ret_data, size_t *ret_len)
 
     if (n < 0 || (size_t)n >= sizeof(path))
         return -ENAMETOOLONG;
-    return read_file(path, FIXTURE_MAX, ret_data, ret_len);
+    return util_read_file(path, FIXTURE_MAX, ret_data, ret_len);
 }
 
 json_object *test_json(const char *text)

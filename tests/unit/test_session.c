@@ -59,7 +59,7 @@ static struct pool_handle started(struct pool *p, const char *key)
     struct pool_handle h = reserve(p, key, false);
 
     CU_ASSERT_EQUAL(pool_session_set_env_dir(p, h, "/state/envs/x"), 0);
-    CU_ASSERT_EQUAL(pool_session_set_keeper(p, h, getpid(), proc_start_time(getpid()), 4242), 0);
+    CU_ASSERT_EQUAL(pool_session_set_keeper(p, h, getpid(), util_proc_start_time(getpid()), 4242), 0);
     CU_ASSERT_EQUAL(pool_session_mark_started(p, h, "acp-1"), 0);
     return h;
 }
@@ -72,7 +72,7 @@ static int park(struct pool *p, struct pool_handle h, bool awaiting, uint64_t ma
     struct pool_park pk = {.config_fp = fp_a, .history_fp = fp_a, .cred_epoch = fp_a,
                            .acp_session = "acp-1", .caps = 5, .policy_mode = 1, .idle_ms = 5000,
                            .acp_next_id = 11, .prompt_id = 10, .awaiting = awaiting,
-                           .gates = &g, .ngates = 1, .deadline_ms = now_ms() + 60000};
+                           .gates = &g, .ngates = 1, .deadline_ms = util_now_ms() + 60000};
 
     return pool_session_park(p, h, getpid(), &pk, max, v);
 }
@@ -274,7 +274,7 @@ static void test_session_cancel_flags_and_parked(void)
     CU_ASSERT_EQUAL(s.ngates, 1);
     CU_ASSERT_EQUAL(s.gates[0].decision, -1);
     CU_ASSERT_EQUAL(pool_session_checkout_parked(p, "p:x", getpid(), &s), -EBUSY);
-    CU_ASSERT_EQUAL(pool_session_park_cancelled(p, h, 99, now_ms() + 1000), 0);
+    CU_ASSERT_EQUAL(pool_session_park_cancelled(p, h, 99, util_now_ms() + 1000), 0);
     CU_ASSERT_EQUAL(pool_lock(p), 0);
     CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
     pool_unlock(p);
@@ -299,7 +299,7 @@ static void test_session_kill_orphan_broken(void)
     CU_ASSERT_EQUAL(pool_session_kill(p, "p:k", TEARDOWN_KILL, &v), 0);
     h = started(p, "p:k");
     /* the worker vanished: broken and parked idle */
-    CU_ASSERT_EQUAL(pool_session_orphaned(p, h, true, now_ms() + 1000), 0);
+    CU_ASSERT_EQUAL(pool_session_orphaned(p, h, true, util_now_ms() + 1000), 0);
     CU_ASSERT_EQUAL(pool_lock(p), 0);
     CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
     pool_unlock(p);
@@ -318,7 +318,7 @@ static void test_session_kill_orphan_broken(void)
     CU_ASSERT_EQUAL(views[0].turns, 0);
     /* a per-turn orphan is only marked broken (its keeper ends it) */
     h = started(p, "");
-    CU_ASSERT_EQUAL(pool_session_orphaned(p, h, true, now_ms() + 1000), 0);
+    CU_ASSERT_EQUAL(pool_session_orphaned(p, h, true, util_now_ms() + 1000), 0);
     CU_ASSERT_EQUAL(pool_lock(p), 0);
     CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
     pool_unlock(p);

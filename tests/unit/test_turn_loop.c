@@ -59,7 +59,7 @@ static int fake_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
     }
     if (f->exited || !deadline_ms)
         return AR_E_HARNESS_EXITED;
-    while (now_ms() < deadline_ms)
+    while (util_now_ms() < deadline_ms)
         usleep(1000);
     return -ETIMEDOUT;
 }
