@@ -48,6 +48,9 @@ enum ar_error {
 #define PROMPT_TEXT_MAX (80u * 1024 * 1024)  /* the prompt text of a turn, a replay included */
 #define TOOL_OUTPUT_MAX (4u * 1024 * 1024)   /* the text of one tool result event */
 #define CANONICAL_ARGS_MAX (1024u * 1024)    /* canonical tool arguments (stored decisions) */
+#define CANONICAL_MAX (64u * 1024 * 1024)    /* canonical JSON of a fingerprinted document */
+#define REPLAY_LATEST_MAX (16u * 1024 * 1024) /* the latest user text of a cold replay */
+#define REPLAY_TEXT_MAX (64u * 1024 * 1024)  /* the rendered history of a cold replay */
 #define KEEPER_SPEC_MAX (64u * 1024 * 1024)  /* the spec a keeper reads at start */
 #define KEEPER_QUEUE_MAX (256u * 1024 * 1024) /* a keeper's queue towards worker or harness */
 #define KEEPER_QUEUE_HIGH (8u * 1024 * 1024) /* the keeper stops reading the harness above it */

@@ -16,6 +16,7 @@
 #define ID_MAX RQ_ID_MAX
 #define NAME_MAX_LEN RQ_NAME_MAX
 #define HARNESS_FILES_MAX 64
+#define REQUEST_TEXT_MAX (1024u * 1024) /* agentsMd, systemPrompt, appendSystemPrompt */
 #define SKILLS_MAX 64
 #define CREDENTIALS_MAX 32
 #define TOOLS_MAX 128
@@ -466,11 +467,11 @@ static int check_model(struct rq_ctx *c, const char *field, void *dst)
 
 /* The root's plain members, read in this order. */
 static const struct rq_field root_texts[] = {
-    {.key = "agentsMd", .kind = RQ_STRING, .max = 1024 * 1024,
+    {.key = "agentsMd", .kind = RQ_STRING, .max = REQUEST_TEXT_MAX,
      .offset = offsetof(struct run_request, agents_md)},
-    {.key = "systemPrompt", .kind = RQ_STRING, .max = 1024 * 1024,
+    {.key = "systemPrompt", .kind = RQ_STRING, .max = REQUEST_TEXT_MAX,
      .offset = offsetof(struct run_request, system_prompt)},
-    {.key = "appendSystemPrompt", .kind = RQ_STRING, .max = 1024 * 1024,
+    {.key = "appendSystemPrompt", .kind = RQ_STRING, .max = REQUEST_TEXT_MAX,
      .offset = offsetof(struct run_request, append_system_prompt)},
     {.key = "model", .kind = RQ_STRING, .max = 256, .offset = offsetof(struct run_request, model),
      .check = check_model},

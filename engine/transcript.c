@@ -85,7 +85,7 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
     size_t start = 0;
     int r;
 
-    buf_init(&latest, 16u * 1024 * 1024);
+    buf_init(&latest, REPLAY_LATEST_MAX);
     r = run_request_prompt_text(req, &latest);
     if (r < 0 && !closing) {
         buf_release(&latest);
@@ -96,7 +96,7 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
         buf_release(&latest);
         return r;
     }
-    buf_init(&hist, 64u * 1024 * 1024);
+    buf_init(&hist, REPLAY_TEXT_MAX);
     /* with a closing frame the tail (answers to approvals) is history too */
     for (size_t i = 0; i + (closing ? 0 : 1) < req->nmessages; i++) {
         const struct chat_message *m = &req->messages[i];
