@@ -57,13 +57,13 @@ static bool one_line(const char *s, size_t len)
     return len > 0 && !memchr(s, '\n', len) && !memchr(s, '\0', len);
 }
 
-/* A decimal in [min, max] that is exactly the n bytes at s. */
+/* A canonical decimal in [min, max] that is exactly the n bytes at s. */
 static int number(const char *s, size_t n, uint64_t min, uint64_t max, uint64_t *ret)
 {
     char tmp[24];
 
-    if (n == 0 || n >= sizeof(tmp))
-        return -EBADMSG;
+    if (n == 0 || n >= sizeof(tmp) || (n > 1 && s[0] == '0'))
+        return -EBADMSG; /* one spelling per number: no leading zeros */
     memcpy(tmp, s, n);
     tmp[n] = '\0';
     return util_parse_u64(tmp, min, max, ret) < 0 ? -EBADMSG : 0;
@@ -110,7 +110,8 @@ int keeper_proto_decode(const char *line, size_t len, struct keeper_msg *ret)
     struct keeper_msg m;
 
     memset(&m, 0, sizeof(m));
-    if (len == 0 || memchr(line, '\n', len))
+    /* one line of text: a NUL would cut what a C string reader sees ("#hello 1\0junk 5") */
+    if (len == 0 || memchr(line, '\n', len) || memchr(line, '\0', len))
         return -EBADMSG;
     if (line[0] == '{') {
         m.kind = KEEPER_MSG_ACP;

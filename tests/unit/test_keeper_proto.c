@@ -65,6 +65,7 @@ static void test_keeper_proto_rejects_malformed(void)
         "#hello 1 2 3", "#hello a b", "#busy 1", "#exit", "#exit 1001", "#exit 1 2",
         "ready", "ready 1", "error", "error ", "#claim", "#unknown", "hello 1 2", "[1,2]",
         "@tool", "@tool ", "@tool [1]", "@other {}", "#park 99999999999999999999999",
+        "#park 06", "#hello 01 2", "#exit +1", "#exit 00",
     };
     struct keeper_msg m;
 
@@ -76,6 +77,10 @@ static void test_keeper_proto_rejects_malformed(void)
     }
     /* an embedded newline is never one line */
     CU_ASSERT_EQUAL(keeper_proto_decode("{\"a\":1}\n{}", 10, &m), -EBADMSG);
+    /* nor is a NUL: "#hello 1\0junk 5" must not read as pids 1 and 5 (found by the fuzzer) */
+    CU_ASSERT_EQUAL(keeper_proto_decode("#hello 1\0junk 5", 16, &m), -EBADMSG);
+    CU_ASSERT_EQUAL(keeper_proto_decode("#park 5\0", 8, &m), -EBADMSG);
+    CU_ASSERT_EQUAL(keeper_proto_decode("{\"a\":\"\0\"}", 10, &m), -EBADMSG);
 }
 
 static void test_keeper_proto_acp_and_tool_lines(void)
