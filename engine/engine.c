@@ -503,7 +503,8 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     }
     stream_before_waits(env, es);
     if (cfg->pool)
-        metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn, (util_now_ns() - spawn_start) / 1000);
+        metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn,
+                        (util_now_ns() - spawn_start) / 1000);
     r = open_session(t, env, err, sizeof(err));
     if (r < 0) {
         log_debug("harness session failed: %s", err);

@@ -33,10 +33,10 @@ static const struct verb {
     const char *text; /* prefix on the wire, without the argument */
     enum shape shape;
 } verbs[] = {
-    {KEEPER_MSG_PARK, "#park", MS},       {KEEPER_MSG_AWAIT, "#await", MS},
+    {KEEPER_MSG_PARK, "#park", MS},         {KEEPER_MSG_AWAIT, "#await", MS},
     {KEEPER_MSG_DESTROY, "#destroy", NONE}, {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
-    {KEEPER_MSG_HELLO, "#hello", PIDS},   {KEEPER_MSG_BUSY, "#busy", NONE},
-    {KEEPER_MSG_EXIT, "#exit", STATUS},   {KEEPER_MSG_READY, "ready", PIDS},
+    {KEEPER_MSG_HELLO, "#hello", PIDS},     {KEEPER_MSG_BUSY, "#busy", NONE},
+    {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", PIDS},
     {KEEPER_MSG_ERROR, "error", PAYLOAD},
 };
 
@@ -227,8 +227,8 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
     json_object_object_add(o, K_IDLE, json_object_new_int64((int64_t)s->idle_ms));
     json_object_object_add(o, K_PER_TURN, json_object_new_boolean(s->per_turn));
     json_object_object_add(o, K_ATTACH, json_object_new_int64((int64_t)s->attach_timeout_ms));
-    json_object_object_add(o, K_PROVIDER, json_object_new_string(s->provider ? s->provider
-                                                                             : "local"));
+    json_object_object_add(o, K_PROVIDER,
+                           json_object_new_string(s->provider ? s->provider : "local"));
     if (s->bwrap)
         json_object_object_add(o, K_BWRAP, json_object_new_string(s->bwrap));
     if (s->has_slot && s->shm) {
@@ -259,8 +259,7 @@ static int spec_u64(json_object *root, const char *key, uint64_t min, uint64_t m
         return 0;
     }
     n = json_object_get_int64(v);
-    if (!json_object_is_type(v, json_type_int) || n < 0 || (uint64_t)n < min ||
-        (uint64_t)n > max) {
+    if (!json_object_is_type(v, json_type_int) || n < 0 || (uint64_t)n < min || (uint64_t)n > max) {
         snprintf(err, errlen, "keeper spec: %s must be an integer in [%llu, %llu]", key,
                  (unsigned long long)min, (unsigned long long)max);
         return -EINVAL;
@@ -284,8 +283,7 @@ static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size
     if (!s->provider)
         s->provider = "local";
     if (!s->env_dir || s->env_dir[0] != '/' || !s->socket || s->socket[0] != '/') {
-        snprintf(err, errlen, "keeper spec: %s and %s must be absolute paths", K_ENV_DIR,
-                 K_SOCKET);
+        snprintf(err, errlen, "keeper spec: %s and %s must be absolute paths", K_ENV_DIR, K_SOCKET);
         return -EINVAL;
     }
     if (!s->sandbox || !json_object_is_type(s->sandbox, json_type_object)) {
@@ -299,8 +297,8 @@ static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size
     s->per_turn = pt && json_object_get_boolean(pt);
     r = spec_u64(root, K_IDLE, 1, KEEPER_PROTO_WINDOW_MAX_MS, -1, &s->idle_ms, err, errlen);
     if (r == 0)
-        r = spec_u64(root, K_ATTACH, 1, KEEPER_PROTO_WINDOW_MAX_MS,
-                     KEEPER_SPEC_ATTACH_DEFAULT_MS, &s->attach_timeout_ms, err, errlen);
+        r = spec_u64(root, K_ATTACH, 1, KEEPER_PROTO_WINDOW_MAX_MS, KEEPER_SPEC_ATTACH_DEFAULT_MS,
+                     &s->attach_timeout_ms, err, errlen);
     if (r < 0 || !s->shm)
         return r;
     r = spec_u64(root, K_SLOT, 0, UINT32_MAX, -1, &slot, err, errlen);

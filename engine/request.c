@@ -430,7 +430,8 @@ static int parse_harness(struct rq_ctx *c, json_object *root, struct run_request
     req->harness_name = h;
     if (harness_lookup(h, c->lim->allow_scripted, &req->harness) == 0)
         return 0;
-    return rq_fail(c, "harness: unsupported value \"%.64s\" (expected %s)", h, accepted_harnesses());
+    return rq_fail(c, "harness: unsupported value \"%.64s\" (expected %s)", h,
+                   accepted_harnesses());
 }
 
 static int parse_legacy(struct rq_ctx *c, json_object *root)

@@ -15,7 +15,6 @@
 #include "jsonx.h"
 #include "util.h"
 
-
 int rq_fail(struct rq_ctx *c, const char *fmt, ...)
 {
     va_list ap;
@@ -25,7 +24,6 @@ int rq_fail(struct rq_ctx *c, const char *fmt, ...)
     va_end(ap);
     return AR_E_INVALID_REQUEST;
 }
-
 
 static const char *type_word(json_object *v)
 {
@@ -48,8 +46,8 @@ static const char *type_word(json_object *v)
 }
 
 /* Optional string member: absent or null -> *ret = NULL. */
-int rq_string(struct rq_ctx *c, json_object *o, const char *key, const char *field,
-                      size_t max, const char **ret)
+int rq_string(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
+              const char **ret)
 {
     json_object *v = jsonx_get(o, key);
     size_t n;
@@ -69,7 +67,7 @@ int rq_string(struct rq_ctx *c, json_object *o, const char *key, const char *fie
 }
 
 int rq_object(struct rq_ctx *c, json_object *o, const char *key, const char *field,
-                      json_object **ret)
+              json_object **ret)
 {
     json_object *v = jsonx_get(o, key);
 
@@ -82,8 +80,8 @@ int rq_object(struct rq_ctx *c, json_object *o, const char *key, const char *fie
     return 0;
 }
 
-int rq_array(struct rq_ctx *c, json_object *o, const char *key, const char *field,
-                     size_t max, json_object **ret)
+int rq_array(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
+             json_object **ret)
 {
     json_object *v = jsonx_get(o, key);
 
@@ -120,7 +118,7 @@ bool rq_one_of(const char *s, const char *const *set)
 }
 
 int rq_enum(struct rq_ctx *c, json_object *o, const char *key, const char *field,
-                       const char *const *set, const char *expected, const char **ret)
+            const char *const *set, const char *expected, const char **ret)
 {
     const char *s;
     int r = rq_string(c, o, key, field, RQ_NAME_MAX, &s);
@@ -158,29 +156,45 @@ int rq_id(struct rq_ctx *c, json_object *o, const char *key, const char **ret)
     return 0;
 }
 
-
 /* Environment variable names a request may bind: upper-case identifiers outside a denylist. */
 bool rq_env_name_ok(const char *name)
 {
-    static const char *const reserved[] = {
-        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "LANG", "TERM",
-        "NODE_OPTIONS", "NODE_PATH", "NODE_EXTRA_CA_CERTS", "BASH_ENV", "ENV", "IS_SANDBOX",
-        "PI_CODING_AGENT_DIR", "PI_OFFLINE", "CODEX_HOME", "CLAUDE_CONFIG_DIR",
-        "AGENT_RUNNER_TOKEN", "HOSTNAME", "SSL_CERT_FILE", "SSL_CERT_DIR", NULL};
+    static const char *const reserved[] = {"PATH",
+                                           "HOME",
+                                           "USER",
+                                           "LOGNAME",
+                                           "SHELL",
+                                           "PWD",
+                                           "TMPDIR",
+                                           "LANG",
+                                           "TERM",
+                                           "NODE_OPTIONS",
+                                           "NODE_PATH",
+                                           "NODE_EXTRA_CA_CERTS",
+                                           "BASH_ENV",
+                                           "ENV",
+                                           "IS_SANDBOX",
+                                           "PI_CODING_AGENT_DIR",
+                                           "PI_OFFLINE",
+                                           "CODEX_HOME",
+                                           "CLAUDE_CONFIG_DIR",
+                                           "AGENT_RUNNER_TOKEN",
+                                           "HOSTNAME",
+                                           "SSL_CERT_FILE",
+                                           "SSL_CERT_DIR",
+                                           NULL};
     size_t n = strlen(name);
 
     if (n == 0 || n > 128 || !(isupper((unsigned char)name[0]) || name[0] == '_'))
         return false;
     for (size_t i = 0; i < n; i++)
-        if (!isupper((unsigned char)name[i]) && !isdigit((unsigned char)name[i]) &&
-            name[i] != '_')
+        if (!isupper((unsigned char)name[i]) && !isdigit((unsigned char)name[i]) && name[i] != '_')
             return false;
     if (strncmp(name, "LD_", 3) == 0 || strncmp(name, "AGENT_RUNNER_", 13) == 0 ||
         strncmp(name, "GLIBC_", 6) == 0)
         return false;
     return !rq_one_of(name, reserved);
 }
-
 
 int rq_base_url(struct rq_ctx *c, const char *field, const char *url, bool require_https)
 {
@@ -196,7 +210,7 @@ int rq_base_url(struct rq_ctx *c, const char *field, const char *url, bool requi
 }
 
 int rq_string_map(struct rq_ctx *c, json_object *o, const char *field, bool env_names,
-                            struct str_pair **ret, size_t *ret_n)
+                  struct str_pair **ret, size_t *ret_n)
 {
     struct str_pair *pairs;
     size_t n = 0, cap;
@@ -222,7 +236,7 @@ int rq_string_map(struct rq_ctx *c, json_object *o, const char *field, bool env_
         if (env_names && !rq_env_name_ok(key)) {
             free(pairs);
             return rq_fail(c, "%s: \"%.64s\" is not an allowed environment variable name", field,
-                        key);
+                           key);
         }
         if (rq_has_control(key) || strlen(key) == 0) {
             free(pairs);
@@ -236,7 +250,6 @@ int rq_string_map(struct rq_ctx *c, json_object *o, const char *field, bool env_
     *ret_n = n;
     return 0;
 }
-
 
 bool rq_tool_name_ok(const char *s)
 {
@@ -252,8 +265,8 @@ bool rq_tool_name_ok(const char *s)
 
 /* ---- tables ------------------------------------------------------------------------------ */
 
-int rq_fields(struct rq_ctx *c, json_object *o, const char *prefix,
-              const struct rq_field *table, size_t n, void *dst)
+int rq_fields(struct rq_ctx *c, json_object *o, const char *prefix, const struct rq_field *table,
+              size_t n, void *dst)
 {
     char field[160];
     int r = 0;

@@ -63,7 +63,7 @@ struct rq_field {
     enum rq_kind kind;
     size_t max; /* string bytes, array entries */
     enum rq_need need;
-    size_t offset; /* where the value goes in the destination struct, or RQ_NOWHERE */
+    size_t offset;          /* where the value goes in the destination struct, or RQ_NOWHERE */
     const char *const *set; /* RQ_ENUM */
     const char *expected;   /* RQ_ENUM: the set as the message lists it */
     /* run right after the member was read and stored: a refusal names field */
@@ -71,8 +71,8 @@ struct rq_field {
 };
 
 /* Read table[0..n) of o into dst, in order; field names are "<prefix>.<key>". */
-int rq_fields(struct rq_ctx *c, json_object *o, const char *prefix,
-              const struct rq_field *table, size_t n, void *dst);
+int rq_fields(struct rq_ctx *c, json_object *o, const char *prefix, const struct rq_field *table,
+              size_t n, void *dst);
 
 /*
  * For each entry of arr (NULL: none): it must be an object named "<name>[i]"; fn parses it

@@ -47,7 +47,6 @@ static bool safe_relative_path(const char *p, size_t max)
     return p[n - 1] != '/';
 }
 
-
 static size_t utf8_code_points(const char *s)
 {
     size_t n = 0;
@@ -87,15 +86,15 @@ int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *
     if (jsonx_get(o, "filesystem"))
         return rq_fail(c, "sandboxPermission.filesystem: not supported by this runner");
     r = rq_enum(c, o, "enforcement", "sandboxPermission.enforcement", enforcements,
-                    "strict, best_effort", &enforcement);
+                "strict, best_effort", &enforcement);
     if (r < 0)
         return r;
     req->network_strict = !enforcement || strcmp(enforcement, "strict") == 0;
     r = rq_object(c, o, "network", "sandboxPermission.network", &network);
     if (r < 0 || !network)
         return r;
-    r = rq_enum(c, network, "mode", "sandboxPermission.network.mode", modes,
-                    "on, off, allowlist", &mode);
+    r = rq_enum(c, network, "mode", "sandboxPermission.network.mode", modes, "on, off, allowlist",
+                &mode);
     if (r < 0)
         return r;
     if (!mode || strcmp(mode, "on") == 0) {
@@ -132,7 +131,7 @@ int rq_lifecycle(struct rq_ctx *c, json_object *o, struct run_request *req)
         v = json_object_get_int64(idle);
         if (v <= 0 || (uint64_t)v > LIFECYCLE_IDLE_MAX)
             return rq_fail(c, "lifecycle.idleTimeoutMs: must be between 1 and %llu",
-                        (unsigned long long)LIFECYCLE_IDLE_MAX);
+                           (unsigned long long)LIFECYCLE_IDLE_MAX);
         req->lifecycle_idle_ms = (uint64_t)v;
     }
     return 0;
@@ -170,7 +169,6 @@ int rq_telemetry(struct rq_ctx *c, json_object *o)
     return 0;
 }
 
-
 /* ---- harnessFiles ------------------------------------------------------------------------ */
 
 static int check_workspace_path(struct rq_ctx *c, const char *field, void *elem)
@@ -183,13 +181,22 @@ static int check_workspace_path(struct rq_ctx *c, const char *field, void *elem)
 }
 
 static const struct rq_field harness_file_fields[] = {
-    {.key = "path", .kind = RQ_STRING, .max = 255, .need = RQ_OPTIONAL, .offset = offsetof(struct harness_file, path), .check = check_workspace_path},
-    {.key = "content", .kind = RQ_STRING, .max = HARNESS_FILE_MAX, .need = RQ_PRESENT, .offset = offsetof(struct harness_file, content)},
+    {.key = "path",
+     .kind = RQ_STRING,
+     .max = 255,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct harness_file, path),
+     .check = check_workspace_path},
+    {.key = "content",
+     .kind = RQ_STRING,
+     .max = HARNESS_FILE_MAX,
+     .need = RQ_PRESENT,
+     .offset = offsetof(struct harness_file, content)},
 
 };
 
-static int harness_file(struct rq_ctx *c, json_object *o, const char *field, size_t i,
-                        void *elem, void *ctx)
+static int harness_file(struct rq_ctx *c, json_object *o, const char *field, size_t i, void *elem,
+                        void *ctx)
 {
     const struct run_request *req = ctx;
     const struct harness_file *hf = elem;
@@ -229,15 +236,37 @@ static int check_skill_description(struct rq_ctx *c, const char *field, void *el
 }
 
 static const struct rq_field skill_name_field[] = {
-    {.key = "name", .kind = RQ_STRING, .max = SKILL_NAME_MAX * 4, .need = RQ_OPTIONAL, .offset = offsetof(struct skill, name), .check = check_skill_name},
+    {.key = "name",
+     .kind = RQ_STRING,
+     .max = SKILL_NAME_MAX * 4,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct skill, name),
+     .check = check_skill_name},
 
 };
 
 static const struct rq_field skill_fields[] = {
-    {.key = "description", .kind = RQ_STRING, .max = SKILL_DESCRIPTION_MAX * 4, .need = RQ_NONEMPTY, .offset = offsetof(struct skill, description), .check = check_skill_description},
-    {.key = "body", .kind = RQ_STRING, .max = SKILL_BODY_MAX, .need = RQ_PRESENT, .offset = offsetof(struct skill, body)},
-    {.key = "disableModelInvocation", .kind = RQ_BOOL, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct skill, disable_model_invocation)},
-    {.key = "allowExecutableFiles", .kind = RQ_BOOL, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct skill, allow_executable_files)},
+    {.key = "description",
+     .kind = RQ_STRING,
+     .max = SKILL_DESCRIPTION_MAX * 4,
+     .need = RQ_NONEMPTY,
+     .offset = offsetof(struct skill, description),
+     .check = check_skill_description},
+    {.key = "body",
+     .kind = RQ_STRING,
+     .max = SKILL_BODY_MAX,
+     .need = RQ_PRESENT,
+     .offset = offsetof(struct skill, body)},
+    {.key = "disableModelInvocation",
+     .kind = RQ_BOOL,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct skill, disable_model_invocation)},
+    {.key = "allowExecutableFiles",
+     .kind = RQ_BOOL,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct skill, allow_executable_files)},
 
 };
 
@@ -252,9 +281,22 @@ static int check_skill_path(struct rq_ctx *c, const char *field, void *elem)
 }
 
 static const struct rq_field skill_file_fields[] = {
-    {.key = "path", .kind = RQ_STRING, .max = SKILL_PATH_MAX, .need = RQ_OPTIONAL, .offset = offsetof(struct skill_file, path), .check = check_skill_path},
-    {.key = "content", .kind = RQ_STRING, .max = SKILL_CONTENT_MAX, .need = RQ_PRESENT, .offset = offsetof(struct skill_file, content)},
-    {.key = "executable", .kind = RQ_BOOL, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct skill_file, executable)},
+    {.key = "path",
+     .kind = RQ_STRING,
+     .max = SKILL_PATH_MAX,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct skill_file, path),
+     .check = check_skill_path},
+    {.key = "content",
+     .kind = RQ_STRING,
+     .max = SKILL_CONTENT_MAX,
+     .need = RQ_PRESENT,
+     .offset = offsetof(struct skill_file, content)},
+    {.key = "executable",
+     .kind = RQ_BOOL,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct skill_file, executable)},
 
 };
 
@@ -351,16 +393,48 @@ static int check_tool_kind(struct rq_ctx *c, const char *field, void *elem)
 }
 
 static const struct rq_field tool_fields[] = {
-    {.key = "name", .kind = RQ_STRING, .max = 256, .need = RQ_OPTIONAL, .offset = offsetof(struct tool, name), .check = check_tool_name},
-    {.key = "kind", .kind = RQ_ENUM, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct tool, kind), .set = tool_kinds, .expected = "callback, code, client", .check = check_tool_kind},
-    {.key = "permission", .kind = RQ_ENUM, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct tool, permission), .set = permission_words, .expected = "allow, ask, deny"},
-    {.key = "callRef", .kind = RQ_STRING, .max = 512, .need = RQ_OPTIONAL, .offset = offsetof(struct tool, call_ref)},
-    {.key = "call", .kind = RQ_OBJECT, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct tool, call)},
+    {.key = "name",
+     .kind = RQ_STRING,
+     .max = 256,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct tool, name),
+     .check = check_tool_name},
+    {.key = "kind",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct tool, kind),
+     .set = tool_kinds,
+     .expected = "callback, code, client",
+     .check = check_tool_kind},
+    {.key = "permission",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct tool, permission),
+     .set = permission_words,
+     .expected = "allow, ask, deny"},
+    {.key = "callRef",
+     .kind = RQ_STRING,
+     .max = 512,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct tool, call_ref)},
+    {.key = "call",
+     .kind = RQ_OBJECT,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct tool, call)},
 
 };
 
 static const struct rq_field call_fields[] = {
-    {.key = "method", .kind = RQ_ENUM, .max = 0, .need = RQ_PRESENT, .offset = RQ_NOWHERE, .set = call_methods, .expected = "GET, POST, PUT, DELETE"},
+    {.key = "method",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_PRESENT,
+     .offset = RQ_NOWHERE,
+     .set = call_methods,
+     .expected = "GET, POST, PUT, DELETE"},
 
 };
 
@@ -423,22 +497,48 @@ static int check_connection(struct rq_ctx *c, const char *field, void *elem)
 }
 
 static const struct rq_field server_fields[] = {
-    {.key = "name", .kind = RQ_STRING, .max = 256, .need = RQ_OPTIONAL, .offset = offsetof(struct server, name), .check = check_server_name},
-    {.key = "connection", .kind = RQ_OBJECT, .max = 0, .need = RQ_PRESENT, .offset = offsetof(struct server, connection), .check = check_connection},
-    {.key = "policy", .kind = RQ_OBJECT, .max = 0, .need = RQ_OPTIONAL, .offset = offsetof(struct server, policy)},
+    {.key = "name",
+     .kind = RQ_STRING,
+     .max = 256,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct server, name),
+     .check = check_server_name},
+    {.key = "connection",
+     .kind = RQ_OBJECT,
+     .max = 0,
+     .need = RQ_PRESENT,
+     .offset = offsetof(struct server, connection),
+     .check = check_connection},
+    {.key = "policy",
+     .kind = RQ_OBJECT,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = offsetof(struct server, policy)},
 
 };
 
 static const char *const tool_modes[] = {"all", "include", NULL};
 
 static const struct rq_field policy_fields[] = {
-    {.key = "permission", .kind = RQ_ENUM, .max = 0, .need = RQ_OPTIONAL, .offset = RQ_NOWHERE, .set = permission_words, .expected = "allow, ask, deny"},
+    {.key = "permission",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = RQ_NOWHERE,
+     .set = permission_words,
+     .expected = "allow, ask, deny"},
     {.key = "tools", .kind = RQ_OBJECT, .max = 0, .need = RQ_OPTIONAL, .offset = 0},
 
 };
 
 static const struct rq_field policy_tools_fields[] = {
-    {.key = "mode", .kind = RQ_ENUM, .max = 0, .need = RQ_OPTIONAL, .offset = RQ_NOWHERE, .set = tool_modes, .expected = "all, include"},
+    {.key = "mode",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = RQ_NOWHERE,
+     .set = tool_modes,
+     .expected = "all, include"},
 
 };
 
@@ -456,8 +556,7 @@ static int mcp_server(struct rq_ctx *c, json_object *o, const char *field, size_
         r = rq_fields(c, s.policy, f, policy_fields, ARRAY_SIZE(policy_fields), &tools);
         if (r == 0 && tools) {
             snprintf(f, sizeof(f), "%s.policy.tools", field);
-            r = rq_fields(c, tools, f, policy_tools_fields, ARRAY_SIZE(policy_tools_fields),
-                          NULL);
+            r = rq_fields(c, tools, f, policy_tools_fields, ARRAY_SIZE(policy_tools_fields), NULL);
         }
     }
     return r < 0 ? r : unique_name(c, ctx, i, s.name, "server", field);
@@ -473,14 +572,26 @@ int rq_mcp_servers(struct rq_ctx *c, json_object *arr)
 static const char *const default_words[] = {"allow", "ask", "deny", "allow_reads", NULL};
 
 static const struct rq_field permissions_fields[] = {
-    {.key = "default", .kind = RQ_ENUM, .max = 0, .need = RQ_OPTIONAL, .offset = RQ_NOWHERE, .set = default_words, .expected = "allow, ask, deny, allow_reads"},
+    {.key = "default",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_OPTIONAL,
+     .offset = RQ_NOWHERE,
+     .set = default_words,
+     .expected = "allow, ask, deny, allow_reads"},
     {.key = "rules", .kind = RQ_ARRAY, .max = RULES_MAX, .need = RQ_OPTIONAL, .offset = 0},
 
 };
 
 static const struct rq_field rule_fields[] = {
     {.key = "pattern", .kind = RQ_STRING, .max = 512, .need = RQ_NONEMPTY, .offset = RQ_NOWHERE},
-    {.key = "permission", .kind = RQ_ENUM, .max = 0, .need = RQ_PRESENT, .offset = RQ_NOWHERE, .set = permission_words, .expected = "allow, ask, deny"},
+    {.key = "permission",
+     .kind = RQ_ENUM,
+     .max = 0,
+     .need = RQ_PRESENT,
+     .offset = RQ_NOWHERE,
+     .set = permission_words,
+     .expected = "allow, ask, deny"},
 
 };
 
@@ -496,8 +607,8 @@ static int rule(struct rq_ctx *c, json_object *o, const char *field, size_t i, v
 int rq_permissions(struct rq_ctx *c, json_object *o)
 {
     json_object *rules = NULL;
-    int r = rq_fields(c, o, "permissions", permissions_fields, ARRAY_SIZE(permissions_fields),
-                      &rules);
+    int r =
+        rq_fields(c, o, "permissions", permissions_fields, ARRAY_SIZE(permissions_fields), &rules);
 
     return r < 0 ? r : rq_each(c, rules, "permissions.rules", 0, NULL, NULL, rule, NULL);
 }

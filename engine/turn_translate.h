@@ -37,7 +37,7 @@ struct turn_state {
     struct turn_tool *tools;
     size_t ntools;
     size_t cap_tools;
-    struct run_limits *limits; /* may be NULL */
+    struct run_limits *limits;          /* may be NULL */
     bool (*is_noise)(const char *text); /* drop such message chunks (may be NULL) */
 };
 

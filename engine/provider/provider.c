@@ -54,8 +54,8 @@ const char *provider_replacement_reason_name(enum provider_replacement_reason r)
     return (unsigned)r < ARRAY_SIZE(names) ? names[r] : "unknown";
 }
 
-json_object *provider_sandbox_description(const struct sandbox_plan *plan,
-                                          const char *workspace, bool network_off)
+json_object *provider_sandbox_description(const struct sandbox_plan *plan, const char *workspace,
+                                          bool network_off)
 {
     json_object *sb = json_object_new_object();
 

@@ -60,12 +60,42 @@ static void test_keeper_proto_control_lines(void)
 static void test_keeper_proto_rejects_malformed(void)
 {
     static const char *const bad[] = {
-        "", "#park", "#park 0", "#park 86400001", "#park -1", "#park 12x", "#park  5",
-        "#await", "#destroy now", "#destroyer", "#parking 5", "#hello 1", "#hello 0 5",
-        "#hello 1 2 3", "#hello a b", "#busy 1", "#exit", "#exit 1001", "#exit 1 2",
-        "ready", "ready 1", "error", "error ", "#claim", "#unknown", "hello 1 2", "[1,2]",
-        "@tool", "@tool ", "@tool [1]", "@other {}", "#park 99999999999999999999999",
-        "#park 06", "#hello 01 2", "#exit +1", "#exit 00",
+        "",
+        "#park",
+        "#park 0",
+        "#park 86400001",
+        "#park -1",
+        "#park 12x",
+        "#park  5",
+        "#await",
+        "#destroy now",
+        "#destroyer",
+        "#parking 5",
+        "#hello 1",
+        "#hello 0 5",
+        "#hello 1 2 3",
+        "#hello a b",
+        "#busy 1",
+        "#exit",
+        "#exit 1001",
+        "#exit 1 2",
+        "ready",
+        "ready 1",
+        "error",
+        "error ",
+        "#claim",
+        "#unknown",
+        "hello 1 2",
+        "[1,2]",
+        "@tool",
+        "@tool ",
+        "@tool [1]",
+        "@other {}",
+        "#park 99999999999999999999999",
+        "#park 06",
+        "#hello 01 2",
+        "#exit +1",
+        "#exit 00",
     };
     struct keeper_msg m;
 
@@ -173,10 +203,17 @@ static void test_keeper_proto_encode_refuses_what_would_not_decode(void)
 static void test_keeper_proto_spec_roundtrip(void)
 {
     json_object *sb = test_json("{\"workspace\":\"/w\",\"argv\":[\"x\"]}");
-    struct keeper_spec in = {.env_dir = "/state/envs/e1", .socket = "/state/envs/e1/keeper.sock",
-                             .idle_ms = 60000, .attach_timeout_ms = 2000, .per_turn = true,
-                             .provider = "local", .bwrap = "/usr/bin/bwrap", .has_slot = true,
-                             .shm = "/agent-runner.t", .slot = 7, .generation = 99,
+    struct keeper_spec in = {.env_dir = "/state/envs/e1",
+                             .socket = "/state/envs/e1/keeper.sock",
+                             .idle_ms = 60000,
+                             .attach_timeout_ms = 2000,
+                             .per_turn = true,
+                             .provider = "local",
+                             .bwrap = "/usr/bin/bwrap",
+                             .has_slot = true,
+                             .shm = "/agent-runner.t",
+                             .slot = 7,
+                             .generation = 99,
                              .sandbox = sb};
     struct keeper_spec out;
     struct buf text;
@@ -236,8 +273,8 @@ static void test_keeper_proto_spec_refusals_name_the_key(void)
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         err[0] = '\0';
-        CU_ASSERT(keeper_spec_decode(cases[i].json, strlen(cases[i].json), &out, err,
-                                     sizeof(err)) < 0);
+        CU_ASSERT(keeper_spec_decode(cases[i].json, strlen(cases[i].json), &out, err, sizeof(err)) <
+                  0);
         if (!strstr(err, cases[i].names))
             fprintf(stderr, "  spec %s -> \"%s\"\n", cases[i].json, err);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].names));
@@ -252,7 +289,6 @@ CU_TestInfo keeper_proto_tests[] = {
     {"test_keeper_proto_encode_refuses_what_would_not_decode",
      test_keeper_proto_encode_refuses_what_would_not_decode},
     {"test_keeper_proto_spec_roundtrip", test_keeper_proto_spec_roundtrip},
-    {"test_keeper_proto_spec_refusals_name_the_key",
-     test_keeper_proto_spec_refusals_name_the_key},
+    {"test_keeper_proto_spec_refusals_name_the_key", test_keeper_proto_spec_refusals_name_the_key},
     CU_TEST_INFO_NULL,
 };

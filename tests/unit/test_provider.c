@@ -39,8 +39,7 @@ static void test_provider_unknown_and_disabled(void)
     CU_ASSERT_TRUE(provider_known("e2b"));
     CU_ASSERT_TRUE(provider_known("local"));
     CU_ASSERT_FALSE(provider_known("docker"));
-    CU_ASSERT_STRING_EQUAL(provider_lease_outcome_name(PROVIDER_LEASE_REPLACEMENT),
-                           "replacement");
+    CU_ASSERT_STRING_EQUAL(provider_lease_outcome_name(PROVIDER_LEASE_REPLACEMENT), "replacement");
     CU_ASSERT_STRING_EQUAL(provider_replacement_reason_name(PROVIDER_REPLACED_IDENTITY_MISMATCH),
                            "identity_mismatch");
 }

@@ -42,9 +42,14 @@ static bool consistent(struct pool *p)
 
 static struct pool_handle reserve(struct pool *p, const char *key, bool per_turn)
 {
-    struct pool_reservation rv = {.key = key, .by_pid = getpid(), .harness = 2,
-                                  .per_turn = per_turn, .idle_ms = 5000, .provider = "openai",
-                                  .model = "m1", .turn_id = "t1"};
+    struct pool_reservation rv = {.key = key,
+                                  .by_pid = getpid(),
+                                  .harness = 2,
+                                  .per_turn = per_turn,
+                                  .idle_ms = 5000,
+                                  .provider = "openai",
+                                  .model = "m1",
+                                  .turn_id = "t1"};
     struct pool_handle h = {.index = UINT32_MAX};
 
     CU_ASSERT_EQUAL(pool_session_reserve(p, &rv, &h), 0);
@@ -59,7 +64,8 @@ static struct pool_handle started(struct pool *p, const char *key)
     struct pool_handle h = reserve(p, key, false);
 
     CU_ASSERT_EQUAL(pool_session_set_env_dir(p, h, "/state/envs/x"), 0);
-    CU_ASSERT_EQUAL(pool_session_set_keeper(p, h, getpid(), util_proc_start_time(getpid()), 4242), 0);
+    CU_ASSERT_EQUAL(pool_session_set_keeper(p, h, getpid(), util_proc_start_time(getpid()), 4242),
+                    0);
     CU_ASSERT_EQUAL(pool_session_mark_started(p, h, "acp-1"), 0);
     return h;
 }
@@ -67,12 +73,21 @@ static struct pool_handle started(struct pool *p, const char *key)
 static int park(struct pool *p, struct pool_handle h, bool awaiting, uint64_t max,
                 struct pool_victim *v)
 {
-    struct approval_gate g = {.tool_call_id = "call-1", .token = "tok", .request_id = "7",
-                              .decision = -1};
-    struct pool_park pk = {.config_fp = fp_a, .history_fp = fp_a, .cred_epoch = fp_a,
-                           .acp_session = "acp-1", .caps = 5, .policy_mode = 1, .idle_ms = 5000,
-                           .acp_next_id = 11, .prompt_id = 10, .awaiting = awaiting,
-                           .gates = &g, .ngates = 1, .deadline_ms = util_now_ms() + 60000};
+    struct approval_gate g = {
+        .tool_call_id = "call-1", .token = "tok", .request_id = "7", .decision = -1};
+    struct pool_park pk = {.config_fp = fp_a,
+                           .history_fp = fp_a,
+                           .cred_epoch = fp_a,
+                           .acp_session = "acp-1",
+                           .caps = 5,
+                           .policy_mode = 1,
+                           .idle_ms = 5000,
+                           .acp_next_id = 11,
+                           .prompt_id = 10,
+                           .awaiting = awaiting,
+                           .gates = &g,
+                           .ngates = 1,
+                           .deadline_ms = util_now_ms() + 60000};
 
     return pool_session_park(p, h, getpid(), &pk, max, v);
 }

@@ -105,8 +105,11 @@ static void run_init(struct run *r, const char *const *script, size_t n)
     for (size_t i = 0; i < n && i < SCRIPT_MAX; i++)
         r->f.script[r->f.nscript++] = script[i];
     r->f.sent = json_object_new_array();
-    r->te = (struct turn_env){.ctx = &r->f, .send = fake_send, .recv = fake_recv,
-                              .next_id = fake_next_id, .exited = fake_exited,
+    r->te = (struct turn_env){.ctx = &r->f,
+                              .send = fake_send,
+                              .recv = fake_recv,
+                              .next_id = fake_next_id,
+                              .exited = fake_exited,
                               .acp_session = "sess-1"};
     r->prompt = test_json("[{\"type\":\"text\",\"text\":\"hi\"}]");
     r->opt.prompt = r->prompt;
@@ -147,24 +150,27 @@ static json_object *event_of(struct run *r, const char *type)
 /* The sent line number i. */
 static json_object *sent(struct run *r, size_t i)
 {
-    return i < json_object_array_length(r->f.sent) ? json_object_array_get_idx(r->f.sent, i)
-                                                   : NULL;
+    return i < json_object_array_length(r->f.sent) ? json_object_array_get_idx(r->f.sent, i) : NULL;
 }
 
-#define UPDATE(json) "{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"sess-1\",\"update\":" json "}}"
+#define UPDATE(json)                                                                               \
+    "{\"jsonrpc\":\"2.0\",\"method\":\"session/"                                                   \
+    "update\",\"params\":{\"sessionId\":\"sess-1\",\"update\":" json "}}"
 #define DONE(stop) "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"stopReason\":\"" stop "\"}}"
 #define PERMISSION(id, call)                                                                       \
     "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"session/request_permission\",\"params\":{"    \
-    "\"sessionId\":\"sess-1\",\"toolCall\":{\"toolCallId\":\"" call "\",\"title\":\"bash\","      \
-    "\"kind\":\"execute\",\"rawInput\":{\"command\":\"ls\"}},\"options\":["                       \
-    "{\"optionId\":\"ok-always\",\"kind\":\"allow_always\"},{\"optionId\":\"ok\",\"kind\":"       \
+    "\"sessionId\":\"sess-1\",\"toolCall\":{\"toolCallId\":\"" call "\",\"title\":\"bash\","       \
+    "\"kind\":\"execute\",\"rawInput\":{\"command\":\"ls\"}},\"options\":["                        \
+    "{\"optionId\":\"ok-always\",\"kind\":\"allow_always\"},{\"optionId\":\"ok\",\"kind\":"        \
     "\"allow_once\"},{\"optionId\":\"no\",\"kind\":\"reject_once\"}]}}"
 
 static void test_turn_loop_prompt_to_end_turn(void)
 {
     static const char *const script[] = {
-        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"Hel\"}}"),
-        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"lo\"}}"),
+        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":"
+               "\"Hel\"}}"),
+        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":"
+               "\"lo\"}}"),
         "{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"other\","
         "\"update\":{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\","
         "\"text\":\"NOT OURS\"}}}}",
@@ -196,7 +202,8 @@ static void test_turn_loop_malformed_lines_and_unknown_requests(void)
         "this is {not json",
         "{\"jsonrpc\":\"2.0\"}",
         "{\"jsonrpc\":\"2.0\",\"id\":\"r9\",\"method\":\"fs/read_text_file\",\"params\":{}}",
-        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"ok\"}}"),
+        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":"
+               "\"ok\"}}"),
         DONE("end_turn"),
     };
     struct run r;
@@ -226,8 +233,8 @@ static void test_turn_loop_permission_allow_and_deny(void)
     reply = sent(&r, 1);
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_get(reply, "id")), 5);
     /* allow is answered "once", never "always" */
-    CU_ASSERT_STRING_EQUAL(
-        TEST_STR(jsonx_str(jsonx_path(reply, "result.outcome"), "optionId")), "ok");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_path(reply, "result.outcome"), "optionId")),
+                           "ok");
     run_release(&r);
 
     run_init(&r, script, 2);
@@ -235,8 +242,8 @@ static void test_turn_loop_permission_allow_and_deny(void)
     r.opt.permissions = r.permissions;
     CU_ASSERT_EQUAL(run_go(&r), 0);
     reply = sent(&r, 1);
-    CU_ASSERT_STRING_EQUAL(
-        TEST_STR(jsonx_str(jsonx_path(reply, "result.outcome"), "optionId")), "no");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_path(reply, "result.outcome"), "optionId")),
+                           "no");
     CU_ASSERT_TRUE(r.res.ok);
     run_release(&r);
 }
@@ -294,10 +301,16 @@ static void test_turn_loop_resume_answers_decided_gates(void)
 {
     static const char *const script[] = {DONE("end_turn")};
     struct approval_gate gates[2] = {
-        {.tool_call_id = "call-y", .request_id = "3", .allow_option = "ok",
-         .reject_option = "no", .decision = 1},
-        {.tool_call_id = "call-n", .request_id = "\"s4\"", .allow_option = "ok",
-         .reject_option = "no", .decision = 0},
+        {.tool_call_id = "call-y",
+         .request_id = "3",
+         .allow_option = "ok",
+         .reject_option = "no",
+         .decision = 1},
+        {.tool_call_id = "call-n",
+         .request_id = "\"s4\"",
+         .allow_option = "ok",
+         .reject_option = "no",
+         .decision = 0},
     };
     struct run r;
 
@@ -362,7 +375,8 @@ static void test_turn_loop_limit_trips(void)
 static void test_turn_loop_harness_exit_and_retry(void)
 {
     static const char *const script[] = {
-        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"x\"}}"),
+        UPDATE("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":"
+               "\"x\"}}"),
         "EXIT 3",
     };
     static const char *const silent[] = {"EXIT 1"};
