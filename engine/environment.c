@@ -353,7 +353,8 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
     }
     memcpy(env->paths.dir, ps->env_dir, sizeof(ps->env_dir));
     memcpy(env->acp_session, ps->acp_session, sizeof(env->acp_session));
-    env->provider = provider_get(ps->provider[0] ? ps->provider : NULL);
+    /* env->provider stays NULL: a live keeper already runs its sandbox (the slot's provider
+     * field is the model's provider family, for logs) */
     free(ps);
     snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace",
              env->paths.dir);
