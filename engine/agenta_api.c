@@ -110,7 +110,7 @@ static int load_u64(const char *(*lookup)(const char *, void *), void *ctx, cons
         *ret = def;
         return 0;
     }
-    if (parse_u64(v, min, max, &n) < 0) {
+    if (util_parse_u64(v, min, max, &n) < 0) {
         set_err(err, errlen, "%s: expected a whole number in [%" PRIu64 ", %" PRIu64 "]", name,
                 min, max);
         return -EINVAL;
@@ -578,10 +578,10 @@ static int attempt(struct agenta_api *api, CURL *c, const struct agenta_call *ca
 /* Sleep ms, waking every 20 ms to look at the abort flag. */
 static int pause_ms(uint64_t ms, const atomic_bool *abort)
 {
-    int64_t until = now_ms() + (int64_t)ms;
+    int64_t until = util_now_ms() + (int64_t)ms;
 
     for (;;) {
-        int64_t left = until - now_ms();
+        int64_t left = until - util_now_ms();
         struct timespec ts;
 
         if (abort && atomic_load(abort))

@@ -221,12 +221,3 @@ const char *teardown_reason_name(enum teardown_reason r)
     return teardown_names[r];
 }
 
-const char *harness_kind_name(enum harness_kind k)
-{
-    static const char *const names[HARNESS_COUNT] = {"pi", "claude", "codex", "opencode",
-                                                     "scripted"};
-
-    if ((int)k < 0 || k >= HARNESS_COUNT)
-        return "unknown";
-    return names[k];
-}

@@ -37,6 +37,31 @@ enum ar_error {
     AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
 };
 
+/*
+ * Limits: every buffer cap of the engine and the front, in one place. A growable buffer gets
+ * one of these at creation (buf_init); hitting it is an error the caller sees.
+ */
+#define RUN_OUTPUT_MAX (64u * 1024 * 1024)   /* the assistant text of one turn */
+/* one NDJSON result record: JSON escaping may turn an output byte into six ("\u00XX") */
+#define RESULT_LINE_MAX (8u * RUN_OUTPUT_MAX)
+#define EVENT_LINE_MAX (256u * 1024 * 1024)  /* one NDJSON event record */
+#define PROMPT_TEXT_MAX (80u * 1024 * 1024)  /* the prompt text of a turn, a replay included */
+#define TOOL_OUTPUT_MAX (4u * 1024 * 1024)   /* the text of one tool result event */
+#define CANONICAL_ARGS_MAX (1024u * 1024)    /* canonical tool arguments (stored decisions) */
+#define CANONICAL_MAX (64u * 1024 * 1024)    /* canonical JSON of a fingerprinted document */
+#define REPLAY_LATEST_MAX (16u * 1024 * 1024) /* the latest user text of a cold replay */
+#define REPLAY_TEXT_MAX (64u * 1024 * 1024)  /* the rendered history of a cold replay */
+#define KEEPER_SPEC_MAX (64u * 1024 * 1024)  /* the spec a keeper reads at start */
+#define KEEPER_QUEUE_MAX (256u * 1024 * 1024) /* a keeper's queue towards worker or harness */
+#define KEEPER_QUEUE_HIGH (8u * 1024 * 1024) /* the keeper stops reading the harness above it */
+#define HARNESS_LOG_MAX (1024u * 1024)       /* harness stderr kept in harness.log */
+#define KEEPER_REPLY_MAX (1024u * 1024)      /* an answer the keeper writes to the harness */
+#define METRICS_TEXT_MAX (4u * 1024 * 1024)  /* the /metrics exposition */
+
+/* Paths inside every sandbox, whatever the provider. */
+#define SANDBOX_WORKSPACE "/workspace" /* the workspace: the only host-writable place */
+#define SANDBOX_HOME "/home/agent"     /* the harness's private home (a tmpfs) */
+
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);
 
@@ -220,8 +245,6 @@ struct run_result {
     json_object *tool_call_ids; /* ids of the tool calls the turn made (array), or NULL */
 };
 
-#define RUN_OUTPUT_MAX (64u * 1024 * 1024)
-
 void run_result_init(struct run_result *res);
 void run_result_release(struct run_result *res);
 /* Record a failure (first one wins): the message is copied. */
@@ -231,6 +254,22 @@ void run_result_fail(struct run_result *res, const char *fmt, ...)
 void run_usage_fill(json_object *o, const struct run_usage *u);
 /* The AgentRunResult JSON object (a new reference). */
 json_object *run_result_to_json(const struct run_result *res);
+
+#define APPROVAL_GATES_MAX 8
+
+/*
+ * A permission gate the harness is waiting on (its request is unanswered): a turn that paused
+ * parks its gates with the session; the next request's answers resume them.
+ */
+struct approval_gate {
+    char tool_call_id[96];
+    char token[48];
+    char request_id[64]; /* the agent's JSON-RPC id of the permission request, as JSON text */
+    char tool_name[64];
+    char allow_option[48];  /* the allow_once option to answer "approved" with */
+    char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
+    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
+};
 
 /* Teardown reasons (reference/agenta-runner.md §3.16). */
 enum teardown_reason {
@@ -254,7 +293,6 @@ enum teardown_reason {
 
 const char *teardown_reason_name(enum teardown_reason r);
 
-const char *harness_kind_name(enum harness_kind k);
 
 /* Run limits (reference/agenta-runner.md §3.11); 0 disables a limit. */
 struct run_limits_config {

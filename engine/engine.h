@@ -6,7 +6,9 @@
  * computes the turn's identity: pool key, config fingerprint, history fingerprint of the prior
  * conversation, credential epoch.
  *
- * engine_run() dispatches (DESIGN.md §4, reference/agenta-runner.md §3.15):
+ * engine_run() dispatches (DESIGN.md §4, reference/agenta-runner.md §3.15) and decides
+ * whether to park; the pool (the session module) does the slot mechanics, environment the
+ * keepers, transcript the approval lookups and prompts, run_turn the turn itself:
  *   - no pool key, or a per-turn policy: cold, destroyed after the turn;
  *   - an idle environment whose identity still matches and a fresh user message: warm — only
  *     the new user text is sent to the live harness; a failure before the harness said
@@ -67,6 +69,15 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
  */
 int engine_cancel_session(const struct engine_config *cfg, const char *key,
                           const char *target_turn);
+
+/*
+ * Admission (the front asks before it reads a /run body): count one run in flight on this
+ * worker's entry; false, counted as rejected, when that makes more than max_runs in flight.
+ * Every admitted run is released once.
+ */
+bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs);
+void engine_admit_release(const struct engine_config *cfg, int inflight_slot);
+uint64_t engine_runs_in_flight(const struct engine_config *cfg);
 
 /* Harness names (as /health lists them) that are installed under cfg. */
 json_object *engine_installed_harnesses(const struct engine_config *cfg);

@@ -16,11 +16,11 @@ int env_setup_create(const char *state_dir, struct env_paths *ret, char *err, si
     int r;
 
     memset(&p, 0, sizeof(p));
-    r = random_hex(p.id, ENV_ID_LEN / 2);
+    r = util_random_hex(p.id, ENV_ID_LEN / 2);
     if (r < 0)
         goto fail;
     snprintf(envs, sizeof(envs), "%s/envs", state_dir);
-    r = mkdir_p(envs, 0700);
+    r = util_mkdir_p(envs, 0700);
     if (r < 0)
         goto fail;
     if ((size_t)snprintf(p.dir, sizeof(p.dir), "%s/%s", envs, p.id) >= sizeof(p.dir) ||
@@ -36,7 +36,7 @@ int env_setup_create(const char *state_dir, struct env_paths *ret, char *err, si
     }
     if (mkdir(p.workspace, 0755) == -1) {
         r = -errno;
-        (void)rm_rf(p.dir);
+        (void)util_rm_rf(p.dir);
         goto fail;
     }
     *ret = p;
@@ -50,7 +50,7 @@ fail:
 static int put(const struct env_paths *paths, const char *rel, const char *content, mode_t mode,
                const char *field, char *err, size_t errlen)
 {
-    int r = write_file_beneath(paths->workspace, rel, content, strlen(content), mode);
+    int r = util_write_file_beneath(paths->workspace, rel, content, strlen(content), mode);
 
     if (r == -ELOOP || r == -ENOTDIR || r == -EISDIR || r == -EINVAL) {
         snprintf(err, errlen, "%s: cannot write '%s' inside the workspace", field, rel);

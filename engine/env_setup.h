@@ -6,7 +6,7 @@
  *
  * and write the workspace files the request asks for: agentsMd (CLAUDE.md for claude,
  * AGENTS.md otherwise), harnessFiles and skills. Every write goes through
- * write_file_beneath(), so a symlink left in a warm workspace cannot redirect it.
+ * util_write_file_beneath(), so a symlink left in a warm workspace cannot redirect it.
  * On failure nothing is left behind: the caller removes the folder (environment.c does).
  */
 #ifndef AR_ENV_SETUP_H

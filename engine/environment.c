@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "jsonx.h"
+#include "keeper_proto.h"
 #include "log.h"
+#include "run_turn.h"
 #include "util.h"
 
 #define DESTROY_WAIT_MS 10000
@@ -59,7 +61,7 @@ static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char 
         if (env && env->before_wait)
             env->before_wait(env->before_wait_ctx);
         if (deadline) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - util_now_ms();
             if (left <= 0)
                 return -ETIMEDOUT;
             timeout = left > 1000000 ? 1000000 : (int)left;
@@ -84,10 +86,10 @@ static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char 
 static int connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct keeper_msg m;
     char *line = NULL;
     size_t len;
     int fd, r;
-    int kpid, spid;
 
     memcpy(sa.sun_path, env->paths.socket, strlen(env->paths.socket) + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -105,49 +107,50 @@ static int connect_keeper(struct environment *env, int64_t deadline, char *err, 
         snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
         return r;
     }
-    if (sscanf(line, "#hello %d %d", &kpid, &spid) != 2) {
+    r = keeper_proto_decode(line, len, &m);
+    if (r < 0 || m.kind != KEEPER_MSG_HELLO) {
         snprintf(err, errlen, "the keeper refused the attach (%.40s)", line);
-        free(line);
-        return strncmp(line, "#busy", 5) == 0 ? -EBUSY : AR_E_PROTOCOL;
+        r = r == 0 && m.kind == KEEPER_MSG_BUSY ? -EBUSY : AR_E_PROTOCOL;
+        goto out;
     }
+    env->keeper_pid = m.keeper_pid;
+    env->sandbox_pid = m.sandbox_pid;
+out:
     free(line);
-    env->keeper_pid = kpid;
-    env->sandbox_pid = spid;
-    return 0;
+    return r;
 }
 
-static json_object *keeper_spec(const struct environment *env, const struct run_request *req,
-                                const struct sandbox_plan *plan, uint64_t idle_ms,
-                                bool per_turn)
+/* The keeper spec of a new environment: where it lives, its slot, and the sandbox to start. */
+static int encode_spec(const struct environment *env, const struct run_request *req,
+                       const struct sandbox_plan *plan, uint64_t idle_ms, bool per_turn,
+                       struct buf *out)
 {
     const struct engine_config *cfg = env->cfg;
-    json_object *spec = json_object_new_object(), *sb = json_object_new_object();
+    struct keeper_spec spec = {
+        .env_dir = env->paths.dir,
+        .socket = env->paths.socket,
+        .idle_ms = idle_ms,
+        .attach_timeout_ms = cfg->keeper_start_ms,
+        .per_turn = per_turn,
+        .provider = env->provider->name,
+        .bwrap = cfg->bwrap,
+        .has_slot = env->has_slot && cfg->shm_name,
+        .shm = cfg->shm_name,
+        .slot = env->h.index,
+        .generation = env->h.generation,
+    };
+    int r;
 
-    json_object_object_add(spec, "envDir", json_object_new_string(env->paths.dir));
-    json_object_object_add(spec, "socket", json_object_new_string(env->paths.socket));
-    json_object_object_add(spec, "idleMs", json_object_new_int64((int64_t)idle_ms));
-    json_object_object_add(spec, "perTurn", json_object_new_boolean(per_turn));
-    json_object_object_add(spec, "attachTimeoutMs",
-                           json_object_new_int64((int64_t)cfg->keeper_start_ms));
-    json_object_object_add(spec, "bwrap", json_object_new_string(cfg->bwrap));
-    if (env->has_slot && cfg->shm_name) {
-        json_object_object_add(spec, "shm", json_object_new_string(cfg->shm_name));
-        json_object_object_add(spec, "slot", json_object_new_int64(env->h.index));
-        json_object_object_add(spec, "generation", json_object_new_int64(env->h.generation));
-    }
-    json_object_object_add(sb, "workspace", json_object_new_string(env->paths.workspace));
-    json_object_object_add(sb, "network",
-                           json_object_new_string(req->network == NETWORK_OFF ? "off" : "on"));
-    json_object_object_add(sb, "roBinds", json_object_get(plan->ro_binds));
-    json_object_object_add(sb, "files", json_object_get(plan->files));
-    json_object_object_add(sb, "env", json_object_get(plan->env));
-    json_object_object_add(sb, "argv", json_object_get(plan->argv));
-    json_object_object_add(sb, "cwd", json_object_new_string("/workspace"));
-    json_object_object_add(spec, "sandbox", sb);
-    return spec;
+    spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
+                                                req->network == NETWORK_OFF);
+    if (!spec.sandbox)
+        return -ENOMEM;
+    r = keeper_spec_encode(&spec, out);
+    json_object_put(spec.sandbox);
+    return r;
 }
 
-static int spawn_keeper(struct environment *env, json_object *spec, char *err, size_t errlen)
+static int spawn_keeper(struct environment *env, const struct buf *spec, char *err, size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
@@ -155,12 +158,12 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
     posix_spawnattr_t attr;
     char level[64], *argv[2], *envp[3];
     struct acp_lines rl;
-    const char *text;
+    struct keeper_msg m;
     char *line = NULL;
     size_t len;
     pid_t pid = -1;
-    int r, kpid, spid;
-    int64_t deadline = now_ms() + (int64_t)cfg->keeper_start_ms;
+    int r;
+    int64_t deadline = util_now_ms() + (int64_t)cfg->keeper_start_ms;
 
     acp_lines_init(&rl, 4096);
     if (pipe2(spec_pipe, O_CLOEXEC) == -1 || pipe2(ready_pipe, O_CLOEXEC) == -1) {
@@ -201,8 +204,7 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
         snprintf(err, errlen, "cannot start the keeper '%s': %s", cfg->keeper_bin, strerror(-r));
         goto out;
     }
-    text = jsonx_text(spec, &len);
-    r = write_all(spec_pipe[1], text, len);
+    r = util_write_all(spec_pipe[1], spec->data, spec->len);
     close(spec_pipe[1]);
     spec_pipe[1] = -1;
     if (r < 0) {
@@ -214,14 +216,20 @@ static int spawn_keeper(struct environment *env, json_object *spec, char *err, s
         snprintf(err, errlen, "the keeper did not start: %s", strerror(-r));
         goto out;
     }
-    if (sscanf(line, "ready %d %d", &kpid, &spid) != 2) {
-        snprintf(err, errlen, "sandbox failed to start: %.300s",
-                 strncmp(line, "error ", 6) == 0 ? line + 6 : line);
+    r = keeper_proto_decode(line, len, &m);
+    if (r == 0 && m.kind == KEEPER_MSG_ERROR) {
+        snprintf(err, errlen, "sandbox failed to start: %.*s",
+                 (int)(m.payload_len > 300 ? 300 : m.payload_len), m.payload);
         r = AR_E_SANDBOX;
         goto out;
     }
-    env->keeper_pid = kpid;
-    env->sandbox_pid = spid;
+    if (r < 0 || m.kind != KEEPER_MSG_READY) {
+        snprintf(err, errlen, "sandbox failed to start: %.300s", line);
+        r = AR_E_SANDBOX;
+        goto out;
+    }
+    env->keeper_pid = m.keeper_pid;
+    env->sandbox_pid = m.sandbox_pid;
     r = 0;
 out:
     if (pid > 0)
@@ -240,17 +248,9 @@ out:
 
 static void release_slot(struct environment *env)
 {
-    struct pool *p = env->cfg->pool;
-
-    if (!env->has_slot || !p)
-        return;
-    if (pool_lock(p) >= 0) {
-        struct pool_slot *s = pool_slot_locked(p, env->h);
-        /* the keeper frees its own slot; free it here only if nobody started */
-        if (s && s->keeper_pid == 0)
-            pool_free_locked(p, env->h, TEARDOWN_FAILED_TURN);
-        pool_unlock(p);
-    }
+    /* the keeper frees its own slot; free it here only if nobody started */
+    if (env->has_slot && env->cfg->pool)
+        (void)pool_session_release_unstarted(env->cfg->pool, env->h, TEARDOWN_FAILED_TURN);
     env->has_slot = false;
 }
 
@@ -259,29 +259,30 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         bool per_turn, struct environment **ret, char *err, size_t errlen)
 {
     struct environment *env;
-    json_object *spec = NULL;
+    struct buf spec;
     bool created = false, started = false;
     int r;
 
     env = env_new(cfg);
     if (!env)
         return -ENOMEM;
+    env->provider = provider_get(req->sandbox);
+    if (!env->provider) {
+        snprintf(err, errlen, "sandbox: provider \"%s\" is not enabled", req->sandbox);
+        environment_free(env);
+        return AR_E_INVALID_REQUEST;
+    }
     if (cfg->pool) {
-        r = pool_lock(cfg->pool);
-        if (r >= 0) {
-            r = pool_reserve_locked(cfg->pool, key, self_pid(), &env->h);
-            if (r == 0) {
-                struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
-                s->harness = (uint8_t)req->harness;
-                s->flags = per_turn ? SLOT_F_PER_TURN : 0;
-                s->idle_ms = (uint32_t)idle_ms;
-                snprintf(s->provider, sizeof(s->provider), "%s", plan->provider);
-                snprintf(s->model, sizeof(s->model), "%s", plan->model_name);
-                snprintf(s->owner_turn, sizeof(s->owner_turn), "%s",
-                         req->turn_id ? req->turn_id : "");
-            }
-            pool_unlock(cfg->pool);
-        }
+        struct pool_reservation rv = {.key = key,
+                                      .by_pid = util_self_pid(),
+                                      .harness = (uint8_t)req->harness,
+                                      .per_turn = per_turn,
+                                      .idle_ms = (uint32_t)idle_ms,
+                                      .provider = plan->provider,
+                                      .model = plan->model_name,
+                                      .turn_id = req->turn_id};
+
+        r = pool_session_reserve(cfg->pool, &rv, &env->h);
         if (r < 0) {
             snprintf(err, errlen, r == -ENOSPC ? "no free session slot" : "session table: %s",
                      ar_strerror(r));
@@ -294,24 +295,22 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (r < 0)
         goto fail;
     created = true;
-    if (env->has_slot) {
-        if (pool_lock(cfg->pool) >= 0) {
-            struct pool_slot *s = pool_slot_locked(cfg->pool, env->h);
-            if (s)
-                snprintf(s->env_dir, sizeof(s->env_dir), "%s", env->paths.dir);
-            pool_unlock(cfg->pool);
-        }
-    }
+    if (env->has_slot)
+        (void)pool_session_set_env_dir(cfg->pool, env->h, env->paths.dir);
     r = env_setup_workspace(&env->paths, req, err, errlen);
     if (r < 0)
         goto fail;
-    spec = keeper_spec(env, req, plan, idle_ms, per_turn);
-    r = spawn_keeper(env, spec, err, errlen);
-    json_object_put(spec);
+    buf_init(&spec, KEEPER_SPEC_MAX);
+    r = encode_spec(env, req, plan, idle_ms, per_turn, &spec);
+    if (r < 0)
+        snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
+    else
+        r = spawn_keeper(env, &spec, err, errlen);
+    buf_release(&spec);
     if (r < 0)
         goto fail;
     started = true;
-    r = connect_keeper(env, now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
+    r = connect_keeper(env, util_now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
     if (r < 0)
         goto fail;
     *ret = env;
@@ -322,7 +321,7 @@ fail:
         if (environment_destroy(env, TEARDOWN_FAILED_TURN) < 0)
             log_debug("keeper %d did not finish its teardown", (int)env->keeper_pid);
     } else if (created) {
-        (void)rm_rf(env->paths.dir);
+        (void)util_rm_rf(env->paths.dir);
     }
     release_slot(env);
     environment_free(env);
@@ -333,36 +332,37 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
                           struct environment **ret, char *err, size_t errlen)
 {
     struct environment *env;
-    struct pool_slot *s;
+    struct pool_session *ps;
     int r;
 
     if (!cfg->pool)
         return -ENOENT;
     env = env_new(cfg);
-    if (!env)
-        return -ENOMEM;
-    r = pool_lock(cfg->pool);
-    if (r < 0) {
+    ps = malloc(sizeof(*ps));
+    if (!env || !ps) {
+        free(ps);
         environment_free(env);
-        return r;
+        return -ENOMEM;
     }
-    s = pool_slot_locked(cfg->pool, h);
-    if (!s || s->state != SLOT_BUSY || s->owner_pid != self_pid()) {
-        pool_unlock(cfg->pool);
+    r = pool_session_get_owned(cfg->pool, h, util_self_pid(), ps);
+    if (r < 0) {
+        free(ps);
         environment_free(env);
         snprintf(err, errlen, "the session slot changed hands");
         return -ESTALE;
     }
-    memcpy(env->paths.dir, s->env_dir, sizeof(s->env_dir));
-    memcpy(env->acp_session, s->acp_session, sizeof(env->acp_session));
-    pool_unlock(cfg->pool);
+    memcpy(env->paths.dir, ps->env_dir, sizeof(ps->env_dir));
+    memcpy(env->acp_session, ps->acp_session, sizeof(env->acp_session));
+    /* env->provider stays NULL: a live keeper already runs its sandbox (the slot's provider
+     * field is the model's provider family, for logs) */
+    free(ps);
     snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace",
              env->paths.dir);
     snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", env->paths.dir);
     env->h = h;
     env->has_slot = true;
     env->warm = true;
-    r = connect_keeper(env, now_ms() + 5000, err, errlen);
+    r = connect_keeper(env, util_now_ms() + 5000, err, errlen);
     if (r < 0) {
         env->has_slot = false;
         environment_free(env);
@@ -376,7 +376,7 @@ int environment_send(struct environment *env, const struct buf *line)
 {
     if (env->fd < 0 || env->harness_exited)
         return AR_E_HARNESS_EXITED;
-    if (write_all(env->fd, line->data, line->len) < 0)
+    if (util_write_all(env->fd, line->data, line->len) < 0)
         return AR_E_HARNESS_EXITED;
     return 0;
 }
@@ -403,6 +403,7 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
     char err[160];
 
     for (;;) {
+        struct keeper_msg km;
         char *line;
         size_t len;
         int r;
@@ -418,18 +419,15 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
             env->harness_exited = true;
             return AR_E_HARNESS_EXITED;
         }
-        if (len > 0 && line[0] == '#') {
-            if (strncmp(line, "#exit ", 6) == 0) {
+        if (keeper_proto_decode(line, len, &km) == 0 && km.kind != KEEPER_MSG_ACP) {
+            free(line);
+            if (km.kind == KEEPER_MSG_EXIT) {
                 env->harness_exited = true;
-                {
-                    uint64_t st;
-                    if (parse_u64(line + 6, 0, 1000, &st) == 0)
-                        env->harness_status = (int)st;
-                }
-                free(line);
+                env->harness_status = km.status;
                 return AR_E_HARNESS_EXITED;
             }
-            free(line);
+            /* tool channel lines have no relay on this side yet; other verbs are not ours */
+            log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
             continue;
         }
         r = acp_decode(line, len, ret, err, sizeof(err));
@@ -446,9 +444,13 @@ int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
     struct buf line;
     int r;
 
+    struct keeper_msg m = {.kind = awaiting ? KEEPER_MSG_AWAIT : KEEPER_MSG_PARK,
+                           .ms = window_ms};
+
     buf_init(&line, 64);
-    buf_printf(&line, "#%s %llu\n", awaiting ? "await" : "park", (unsigned long long)window_ms);
-    r = environment_send(env, &line);
+    r = keeper_proto_encode(&m, &line);
+    if (r == 0)
+        r = environment_send(env, &line);
     buf_release(&line);
     close(env->fd);
     env->fd = -1;
@@ -458,17 +460,17 @@ int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
 
 int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t wait_ms)
 {
-    int64_t deadline = now_ms() + wait_ms;
+    int64_t deadline = util_now_ms() + wait_ms;
 
-    if (!proc_alive(keeper_pid, keeper_start))
+    if (!util_proc_alive(keeper_pid, keeper_start))
         return 0;
     kill(keeper_pid, SIGTERM);
-    while (now_ms() < deadline) {
-        if (!proc_alive(keeper_pid, keeper_start))
+    while (util_now_ms() < deadline) {
+        if (!util_proc_alive(keeper_pid, keeper_start))
             return 0;
         usleep(2000);
     }
-    if (proc_alive(keeper_pid, keeper_start))
+    if (util_proc_alive(keeper_pid, keeper_start))
         kill(keeper_pid, SIGKILL);
     return -ETIMEDOUT;
 }
@@ -476,26 +478,26 @@ int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t 
 int environment_destroy(struct environment *env, enum teardown_reason reason)
 {
     struct buf line;
-    int64_t deadline = now_ms() + DESTROY_WAIT_MS;
+    int64_t deadline = util_now_ms() + DESTROY_WAIT_MS;
     int r = 0;
 
     if (env->destroyed)
         return 0;
     env->destroyed = true;
-    if (env->has_slot && env->cfg->pool && pool_lock(env->cfg->pool) >= 0) {
-        pool_drain_locked(env->cfg->pool, env->h, (uint8_t)reason);
-        pool_unlock(env->cfg->pool);
-    }
+    if (env->has_slot && env->cfg->pool)
+        (void)pool_session_drain(env->cfg->pool, env->h, (uint8_t)reason);
     if (env->fd >= 0) {
+        struct keeper_msg m = {.kind = KEEPER_MSG_DESTROY};
+
         buf_init(&line, 16);
-        buf_append_str(&line, "#destroy\n");
-        (void)write_all(env->fd, line.data, line.len);
+        if (keeper_proto_encode(&m, &line) == 0)
+            (void)util_write_all(env->fd, line.data, line.len);
         buf_release(&line);
         /* the keeper closes the socket as the last step of its teardown */
         for (;;) {
             char chunk[4096];
             struct pollfd p = {.fd = env->fd, .events = POLLIN};
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - util_now_ms();
             ssize_t n;
 
             if (left <= 0) {
@@ -516,4 +518,88 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
     env->has_slot = false;
     log_debug("environment '%s' destroyed (%s)", env->paths.id, teardown_reason_name(reason));
     return r;
+}
+
+/* Wait until key is gone from the table (its keeper finished tearing down). */
+static bool wait_key_gone(struct pool *p, const char *key, int64_t wait_ms)
+{
+    int64_t deadline = util_now_ms() + wait_ms;
+
+    for (;;) {
+        int r = pool_session_present(p, key);
+
+        if (r < 0)
+            return false;
+        if (r == 0)
+            return true;
+        if (util_now_ms() > deadline)
+            return false;
+        usleep(2000);
+    }
+}
+
+int environment_evict(struct pool *p, const struct pool_victim *v)
+{
+    int r = 0;
+
+    if (!v->any)
+        return 0;
+    log_debug("evicting session '%s' (%s)", v->key, teardown_reason_name(v->reason));
+    if (v->keeper_pid > 0)
+        (void)environment_destroy_keeper(v->keeper_pid, v->keeper_start, DESTROY_WAIT_MS);
+    if (v->key[0] && !wait_key_gone(p, v->key, DESTROY_WAIT_MS)) {
+        log_debug("session '%s' is still being torn down", v->key);
+        r = -ETIMEDOUT;
+    }
+    return r;
+}
+
+int environment_kill(struct pool *p, const char *key, enum teardown_reason reason)
+{
+    struct pool_victim v;
+    int r;
+
+    if (!p)
+        return 0;
+    r = pool_session_kill(p, key, reason, &v);
+    if (r <= 0)
+        return r;
+    (void)environment_evict(p, &v);
+    return 1;
+}
+
+static int te_send(void *ctx, const struct buf *line)
+{
+    return environment_send(ctx, line);
+}
+
+static int te_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
+{
+    return environment_recv(ctx, deadline_ms, ret);
+}
+
+static int64_t te_next_id(void *ctx)
+{
+    struct environment *env = ctx;
+
+    return env->next_id++;
+}
+
+static bool te_exited(void *ctx, int *ret_status)
+{
+    struct environment *env = ctx;
+
+    *ret_status = env->harness_status;
+    return env->harness_exited;
+}
+
+void environment_turn_env(struct environment *env, struct turn_env *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->ctx = env;
+    ret->send = te_send;
+    ret->recv = te_recv;
+    ret->next_id = te_next_id;
+    ret->exited = te_exited;
+    ret->acp_session = env->acp_session;
 }

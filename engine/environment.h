@@ -30,9 +30,11 @@
 #include "env_setup.h"
 #include "harness/harness.h"
 #include "pool.h"
+#include "provider/provider.h"
 
 struct environment {
     const struct engine_config *cfg;
+    const struct provider_ops *provider;
     struct pool_handle h;
     bool has_slot;
     struct env_paths paths;
@@ -66,6 +68,10 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
 int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
                           struct environment **ret, char *err, size_t errlen);
 
+struct turn_env;
+/* The turn's view of env (run_turn.h): valid while env lives. */
+void environment_turn_env(struct environment *env, struct turn_env *ret);
+
 int environment_send(struct environment *env, const struct buf *line);
 /* Encode and send a request with a fresh id; *ret_id receives the id. */
 int environment_request(struct environment *env, const char *method, json_object *params,
@@ -88,5 +94,17 @@ void environment_free(struct environment *env);
  * master. keeper_pid/start identify the process (pids are reused).
  */
 int environment_destroy_keeper(pid_t keeper_pid, uint64_t keeper_start, int64_t wait_ms);
+
+/*
+ * Tear down a slot the pool drained (eviction, capacity, supersession): stop its keeper and
+ * wait until its key has left the table (bounded). A victim without `any` is a no-op.
+ */
+int environment_evict(struct pool *p, const struct pool_victim *v);
+
+/*
+ * /kill, agent-runner-ctl kill: drain the session of key and tear it down (warm, parked or
+ * running), waiting for the teardown. 0 when there was none (idempotent), 1 when killed.
+ */
+int environment_kill(struct pool *p, const char *key, enum teardown_reason reason);
 
 #endif

@@ -6,7 +6,6 @@
 #include "jsonx.h"
 #include "util.h"
 
-#define RECORD_LINE_MAX (256u * 1024 * 1024)
 #define COALESCE_MAX RUN_OUTPUT_MAX
 
 void event_stream_init(struct event_stream *es, const struct event_sink *sink)
@@ -103,7 +102,7 @@ int event_emit(struct event_stream *es, json_object *ev)
         return -ENOMEM;
     if (es->observe)
         es->observe(es->observe_ctx, ev);
-    es->last_event_ms = now_ms();
+    es->last_event_ms = util_now_ms();
     if (es->nevents++ == 0)
         es->first_event_ms = es->last_event_ms;
     if (!es->first_output_ms) {
@@ -117,7 +116,7 @@ int event_emit(struct event_stream *es, json_object *ev)
         json_object_put(ev);
         return 0;
     }
-    buf_init(&line, RECORD_LINE_MAX);
+    buf_init(&line, EVENT_LINE_MAX);
     r = events_record_line("event", ev, &line);
     json_object_put(ev);
     if (r == 0 && es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)

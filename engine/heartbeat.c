@@ -104,7 +104,7 @@ static void deadline_ts(int64_t ms, struct timespec *ts)
 static void *timer(void *arg)
 {
     struct heartbeat *hb = arg;
-    int64_t next = now_ms() + (int64_t)hb->interval_ms;
+    int64_t next = util_now_ms() + (int64_t)hb->interval_ms;
     uint64_t nbeats = 0;
     struct timespec ts;
 
@@ -113,7 +113,7 @@ static void *timer(void *arg)
         struct agenta_beat_reply rep;
         bool fire = false;
 
-        if (now_ms() < next) {
+        if (util_now_ms() < next) {
             deadline_ts(next, &ts);
             pthread_cond_timedwait(&hb->wake, &hb->lock, &ts);
             continue;
@@ -134,7 +134,7 @@ static void *timer(void *arg)
             hb->on_interrupted(hb->ctx);
         }
         pthread_mutex_lock(&hb->lock);
-        next = now_ms() + (int64_t)hb->interval_ms;
+        next = util_now_ms() + (int64_t)hb->interval_ms;
     }
     pthread_mutex_unlock(&hb->lock);
     log_redact_clear(); /* this thread's copies of refreshed credentials */

@@ -8,9 +8,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "harness/harness.h"
 #include "jsonx.h"
 
-#define CANON_MAX (64u * 1024 * 1024)
 
 static int cmp_keys(const void *a, const void *b)
 {
@@ -92,7 +92,7 @@ static int digest_of(json_object *doc, uint8_t ret[IDENTITY_DIGEST_LEN])
     struct buf b;
     int r;
 
-    buf_init(&b, CANON_MAX);
+    buf_init(&b, CANONICAL_MAX);
     r = identity_canonical(doc, &b);
     if (r == 0)
         r = sha256(buf_str(&b), b.len, ret);
@@ -100,13 +100,19 @@ static int digest_of(json_object *doc, uint8_t ret[IDENTITY_DIGEST_LEN])
     return r;
 }
 
+int identity_session_key(const char *project_id, const char *session_id, char *ret,
+                         size_t size)
+{
+    int n = snprintf(ret, size, "%s:%s", project_id, session_id);
+
+    return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
 int identity_pool_key(const struct run_request *req, char *ret, size_t size)
 {
     if (!req->session_id || !req->project_id)
         return -ENOENT;
-    if ((size_t)snprintf(ret, size, "%s:%s", req->project_id, req->session_id) >= size)
-        return -ENAMETOOLONG;
-    return 0;
+    return identity_session_key(req->project_id, req->session_id, ret, size);
 }
 
 static void copy_member(json_object *dst, json_object *src, const char *key)
@@ -214,7 +220,7 @@ int identity_history_fp(const struct chat_message *messages, size_t n,
         json_object *m_att = json_object_new_array(), *m_media = json_object_new_array();
         struct buf text;
 
-        buf_init(&text, CANON_MAX);
+        buf_init(&text, CANONICAL_MAX);
         for (size_t j = 0; j < m->nblocks; j++) {
             const struct content_block *b = &m->blocks[j];
 
@@ -236,7 +242,7 @@ int identity_history_fp(const struct chat_message *messages, size_t n,
                 char hex[2 * IDENTITY_DIGEST_LEN + 1];
                 struct buf mb;
 
-                buf_init(&mb, CANON_MAX);
+                buf_init(&mb, CANONICAL_MAX);
                 buf_printf(&mb, "%s\n", b->mime_type ? b->mime_type : "");
                 buf_append_str(&mb, b->data);
                 if (sha256(buf_str(&mb), mb.len, d) == 0) {
@@ -298,7 +304,7 @@ int identity_credential_epoch(const struct run_request *req, const uint8_t key[I
     json_object_object_add(doc, "modelCredentials", creds);
     if (req->mcp_servers)
         json_object_object_add(doc, "mcpServers", json_object_get(req->mcp_servers));
-    buf_init(&b, CANON_MAX);
+    buf_init(&b, CANONICAL_MAX);
     r = identity_canonical(doc, &b);
     json_object_put(doc);
     if (r == 0 && (!HMAC(EVP_sha256(), key, IDENTITY_KEY_LEN, (const unsigned char *)buf_str(&b),

@@ -34,6 +34,9 @@ int identity_canonical(json_object *o, struct buf *out);
 
 /* Pool key into ret (size >= 272): -ENOENT when the run has no session or no project. */
 int identity_pool_key(const struct run_request *req, char *ret, size_t size);
+/* "<projectId>:<sessionId>": the one place a pool key is spelled. -ENAMETOOLONG when cut. */
+int identity_session_key(const char *project_id, const char *session_id, char *ret,
+                         size_t size);
 
 int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGEST_LEN]);
 

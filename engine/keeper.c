@@ -20,20 +20,18 @@
 #include "buf.h"
 #include "contracts.h"
 #include "jsonx.h"
+#include "keeper_proto.h"
 #include "log.h"
 #include "pool.h"
 #include "provider/provider.h"
 #include "util.h"
 
-#define SPEC_MAX (64u * 1024 * 1024)
-#define OUTQ_MAX (256u * 1024 * 1024)
-#define OUTQ_HIGH (8u * 1024 * 1024) /* stop reading the harness while the worker lags */
-#define HARNESS_LOG_MAX (1024 * 1024)
-#define MAX_FILES 64
 #define PENDING_MAX 32
 
 struct keeper {
-    json_object *spec;
+    struct keeper_spec spec;
+    const struct provider_ops *provider;
+    struct provider_process proc;
     const char *env_dir;
     const char *socket_path;
     int64_t idle_ms;
@@ -46,7 +44,7 @@ struct keeper {
     struct acp_lines client_in;
     struct buf client_out;
 
-    pid_t child;
+    pid_t child; /* proc.pid, kept after the provider stopped it */
     int child_in, child_out, child_err;
     struct acp_lines child_lines;
     struct buf child_stdin;
@@ -78,55 +76,41 @@ static void set_nonblock(int fd)
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-static void emit_ready(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void emit_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The readiness line goes to the original stdout (a pipe to the starting worker). */
-static void emit_ready(const char *fmt, ...)
+static void emit_error(const char *fmt, ...)
 {
-    char line[512];
+    struct keeper_msg m = {.kind = KEEPER_MSG_ERROR};
+    char text[512];
     va_list ap;
     int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    n = vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    if (n < 0)
+    if (n <= 0)
         return;
-    if ((size_t)n > sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    (void)write_all(STDOUT_FILENO, line, (size_t)n);
+    for (char *p = text; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    m.payload = text;
+    m.payload_len = strlen(text);
+    (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
 }
 
-static int read_spec(json_object **ret)
+static void emit_ready(struct keeper *k)
 {
-    struct buf b;
-    char chunk[65536], err[128];
-    int r;
+    struct keeper_msg m = {.kind = KEEPER_MSG_READY, .keeper_pid = (int32_t)getpid(),
+                           .sandbox_pid = (int32_t)k->child};
 
-    buf_init(&b, SPEC_MAX);
-    for (;;) {
-        ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
-        if (n == -1 && errno == EINTR)
-            continue;
-        if (n == -1) {
-            r = -errno;
-            goto out;
-        }
-        if (n == 0)
-            break;
-        r = buf_append(&b, chunk, (size_t)n);
-        if (r < 0)
-            goto out;
-    }
-    r = jsonx_parse(buf_str(&b), b.len, 32, ret, err, sizeof(err));
-    if (r == 0 && (!*ret || !json_object_is_type(*ret, json_type_object))) {
-        json_object_put(*ret);
-        r = -EINVAL;
-    }
-out:
-    buf_release(&b);
-    return r;
+    (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
+}
+
+/* A control line to the attached worker. */
+static void control_to_client(struct keeper *k, const struct keeper_msg *m)
+{
+    if (k->client_fd >= 0 && keeper_proto_encode(m, &k->client_out) < 0)
+        log_warn("dropping a '%s' line: queue full", keeper_proto_kind_name(m->kind));
 }
 
 static int listen_on(const char *path)
@@ -150,116 +134,31 @@ static int listen_on(const char *path)
     return fd;
 }
 
-static void slot_update(struct keeper *k, void (*fn)(struct keeper *, struct pool_slot *))
+/* The keeper's slot steps (no-ops without a session table). */
+static void slot_set_pids(struct keeper *k)
 {
-    struct pool_slot *s;
-
-    if (!k->pool || pool_lock(k->pool) < 0)
-        return;
-    s = pool_slot_locked(k->pool, k->h);
-    if (s)
-        fn(k, s);
-    pool_unlock(k->pool);
+    if (k->pool)
+        (void)pool_session_set_keeper(k->pool, k->h, getpid(), util_proc_start_time(getpid()),
+                                      k->child);
 }
 
-static void slot_set_pids(struct keeper *k, struct pool_slot *s)
+static void slot_mark_broken(struct keeper *k)
 {
-    s->keeper_pid = (int32_t)getpid();
-    s->keeper_start = proc_start_time(getpid());
-    s->sandbox_pid = (int32_t)k->child;
-}
-
-static void slot_mark_broken(struct keeper *k, struct pool_slot *s)
-{
-    (void)k;
-    s->flags |= SLOT_F_HISTORY_BROKEN;
+    if (k->pool)
+        (void)pool_session_mark_broken(k->pool, k->h);
 }
 
 /* The attached worker vanished without parking: keep a keyed session warm but broken. */
-static void slot_orphaned(struct keeper *k, struct pool_slot *s)
+static void slot_orphaned(struct keeper *k)
 {
-    if (s->state == SLOT_BUSY || s->state == SLOT_STARTING) {
-        s->flags |= SLOT_F_HISTORY_BROKEN;
-        if (s->key[0] && !k->per_turn)
-            pool_park_locked(k->pool, k->h, SLOT_IDLE, now_ms() + k->idle_ms);
-    }
+    if (k->pool)
+        (void)pool_session_orphaned(k->pool, k->h, !k->per_turn, util_now_ms() + k->idle_ms);
 }
 
-static void slot_release(struct keeper *k, struct pool_slot *s)
+static void slot_release(struct keeper *k)
 {
-    (void)s;
-    pool_free_locked(k->pool, k->h, k->reason);
-}
-
-static int start_sandbox(struct keeper *k, char *err, size_t errlen)
-{
-    json_object *sb = jsonx_get(k->spec, "sandbox");
-    const char *bwrap = jsonx_str(k->spec, "bwrap");
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
-    char **argv = NULL, **envp = NULL;
-    int fds[MAX_FILES];
-    size_t nfds = 0;
-    pid_t pid;
-    int r;
-
-    if (!sb || !bwrap) {
-        snprintf(err, errlen, "spec without sandbox");
-        return -EINVAL;
-    }
-    r = local_sandbox_command(bwrap, sb, &argv, &envp, fds, MAX_FILES, &nfds, err, errlen);
-    if (r < 0)
-        return r;
-    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
-        pipe2(errp, O_CLOEXEC) == -1) {
-        r = -errno;
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        goto out;
-    }
-    pid = fork();
-    if (pid == -1) {
-        r = -errno;
-        snprintf(err, errlen, "fork: %s", strerror(errno));
-        goto out;
-    }
-    if (pid == 0) {
-        struct rlimit core = {0, 0};
-        sigset_t none;
-
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        setpgid(0, 0);
-        setrlimit(RLIMIT_CORE, &core);
-        if (dup2(in[0], STDIN_FILENO) == -1 || dup2(out[1], STDOUT_FILENO) == -1 ||
-            dup2(errp[1], STDERR_FILENO) == -1)
-            _exit(126);
-        execve(bwrap, argv, envp);
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    k->child = pid;
-    k->child_in = in[1];
-    k->child_out = out[0];
-    k->child_err = errp[0];
-    in[1] = out[0] = errp[0] = -1;
-    set_nonblock(k->child_in);
-    set_nonblock(k->child_out);
-    set_nonblock(k->child_err);
-    r = 0;
-out:
-    for (size_t i = 0; i < nfds; i++)
-        close(fds[i]);
-    for (int i = 0; i < 2; i++) {
-        if (in[i] >= 0)
-            close(in[i]);
-        if (out[i] >= 0)
-            close(out[i]);
-        if (errp[i] >= 0)
-            close(errp[i]);
-    }
-    provider_argv_free(argv);
-    provider_argv_free(envp);
-    return r;
+    if (k->pool)
+        (void)pool_session_free(k->pool, k->h, k->reason);
 }
 
 static void queue(struct buf *q, const char *data, size_t len)
@@ -283,12 +182,6 @@ static void flush_fd(int fd, struct buf *q, bool *broken)
     }
 }
 
-static void to_client(struct keeper *k, const char *line, size_t len)
-{
-    if (k->client_fd >= 0)
-        queue(&k->client_out, line, len);
-}
-
 static void to_child(struct keeper *k, const char *line, size_t len)
 {
     if (k->child_in >= 0)
@@ -308,7 +201,7 @@ static void answer_alone(struct keeper *k, struct acp_msg *m)
 {
     struct buf out;
 
-    buf_init(&out, 1024 * 1024);
+    buf_init(&out, KEEPER_REPLY_MAX);
     if (m->kind == ACP_REQUEST && strcmp(m->method, "session/request_permission") == 0) {
         json_object *res = json_object_new_object(), *outcome = json_object_new_object();
         json_object *opts = jsonx_get(m->params, "options");
@@ -351,6 +244,18 @@ static void answer_alone(struct keeper *k, struct acp_msg *m)
     encode_to_child(k, &out);
 }
 
+/* A harness line for the worker: only an ACP line (one that cannot pose as a control line). */
+static void relay_to_client(struct keeper *k, const char *line, size_t len)
+{
+    struct keeper_msg m = {.kind = KEEPER_MSG_ACP, .payload = line, .payload_len = len};
+    int r = keeper_proto_encode(&m, &k->client_out);
+
+    if (r == -E2BIG)
+        log_warn("dropping a %zu-byte line: queue full", len);
+    if (r < 0)
+        k->dropped++;
+}
+
 static void on_child_line(struct keeper *k, char *line, size_t len)
 {
     struct acp_msg m;
@@ -371,7 +276,7 @@ static void on_child_line(struct keeper *k, char *line, size_t len)
                 acp_msg_release(&m);
             }
         }
-        to_client(k, line, len);
+        relay_to_client(k, line, len);
         return;
     }
     if (acp_decode(line, len, &m, err, sizeof(err)) < 0) {
@@ -444,28 +349,36 @@ static void answer_pending(struct keeper *k, bool keep)
 
 static bool on_client_line(struct keeper *k, char *line, size_t len)
 {
-    uint64_t ms;
+    struct keeper_msg m;
 
-    if (len > 0 && line[0] == '#') {
-        if (strcmp(line, "#destroy") == 0)
-            return false;
-        /* "#park <ms>": idle; "#await <ms>": a prompt waits on an approval (kept in flight) */
-        if ((strncmp(line, "#park ", 6) == 0 && parse_u64(line + 6, 1, 86400000ull, &ms) == 0) ||
-            (strncmp(line, "#await ", 7) == 0 && parse_u64(line + 7, 1, 86400000ull, &ms) == 0)) {
-            k->idle_ms = (int64_t)ms;
-            k->per_turn = false;
-            k->parked = true;
-            k->awaiting = line[1] == 'a';
-            k->prompt_in_flight = false;
-            answer_pending(k, k->awaiting);
-        }
+    if (keeper_proto_decode(line, len, &m) < 0) {
+        log_debug("dropping a malformed worker line");
         return true;
     }
-    track_client_request(k, line, len);
-    if (k->npending && !strstr(line, "\"method\""))
-        forget_pending(k, line, len);
-    to_child(k, line, len);
-    return true;
+    switch (m.kind) {
+    case KEEPER_MSG_DESTROY:
+        return false;
+    case KEEPER_MSG_PARK:
+    case KEEPER_MSG_AWAIT:
+        /* idle, or a prompt that waits on an approval (kept in flight) */
+        k->idle_ms = (int64_t)m.ms;
+        k->per_turn = false;
+        k->parked = true;
+        k->awaiting = m.kind == KEEPER_MSG_AWAIT;
+        k->prompt_in_flight = false;
+        answer_pending(k, k->awaiting);
+        return true;
+    case KEEPER_MSG_ACP:
+        track_client_request(k, line, len);
+        if (k->npending && !strstr(line, "\"method\""))
+            forget_pending(k, line, len);
+        to_child(k, line, len);
+        return true;
+    default:
+        /* the tool channel has no relay yet; a spare claim needs a spare; the rest is ours */
+        log_debug("ignoring a worker '%s' line", keeper_proto_kind_name(m.kind));
+        return true;
+    }
 }
 
 static void cancel_in_flight(struct keeper *k)
@@ -482,7 +395,7 @@ static void cancel_in_flight(struct keeper *k)
     json_object_put(params);
     encode_to_child(k, &out);
     log_info("worker vanished mid-turn: cancelled the prompt of session '%s'", k->acp_session);
-    slot_update(k, slot_mark_broken);
+    slot_mark_broken(k);
 }
 
 static void client_gone(struct keeper *k)
@@ -496,21 +409,24 @@ static void client_gone(struct keeper *k)
     answer_pending(k, false);
     if (!k->parked) {
         cancel_in_flight(k);
-        slot_update(k, slot_orphaned);
+        slot_orphaned(k);
     }
     /* a per-turn environment whose worker vanished has nobody to serve: end it now */
-    k->deadline = now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
+    k->deadline = util_now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
 }
 
 static void accept_client(struct keeper *k)
 {
-    char hello[96];
+    struct keeper_msg hello = {.kind = KEEPER_MSG_HELLO, .keeper_pid = (int32_t)getpid(),
+                               .sandbox_pid = (int32_t)k->child};
     int fd = accept4(k->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
     if (fd == -1)
         return;
     if (k->client_fd >= 0) {
-        (void)!write(fd, "#busy\n", 6);
+        struct keeper_msg busy = {.kind = KEEPER_MSG_BUSY};
+
+        (void)keeper_proto_write(fd, &busy);
         close(fd);
         return;
     }
@@ -519,9 +435,8 @@ static void accept_client(struct keeper *k)
     k->awaiting = false;
     k->deadline = 0;
     acp_lines_init(&k->client_in, ACP_LINE_MAX_DEFAULT);
-    buf_init(&k->client_out, OUTQ_MAX);
-    snprintf(hello, sizeof(hello), "#hello %d %d", (int)getpid(), (int)k->child);
-    queue(&k->client_out, hello, strlen(hello));
+    buf_init(&k->client_out, KEEPER_QUEUE_MAX);
+    control_to_client(k, &hello);
     /* anything the harness said while nobody listened is gone; a new turn starts clean */
 }
 
@@ -544,7 +459,7 @@ static void drain_stderr(struct keeper *k)
             size_t take = (size_t)n;
             if (take > HARNESS_LOG_MAX - k->log_bytes)
                 take = HARNESS_LOG_MAX - k->log_bytes;
-            (void)write_all(k->log_fd, chunk, take);
+            (void)util_write_all(k->log_fd, chunk, take);
             k->log_bytes += take;
         }
     }
@@ -603,16 +518,11 @@ static void reap_child(struct keeper *k)
 
 static void teardown(struct keeper *k)
 {
-    if (k->child > 0 && !k->child_exited) {
-        kill(-k->child, SIGKILL);
-        kill(k->child, SIGKILL);
-        while (waitpid(k->child, NULL, 0) == -1 && errno == EINTR)
-            ;
-    }
+    if (k->child > 0 && !k->child_exited && k->provider)
+        k->provider->stop(&k->proc);
     if (k->client_fd >= 0 && k->child_exited) {
-        char line[64];
-        snprintf(line, sizeof(line), "#exit %d", k->exit_status);
-        queue(&k->client_out, line, strlen(line));
+        struct keeper_msg m = {.kind = KEEPER_MSG_EXIT, .status = k->exit_status};
+        control_to_client(k, &m);
         set_nonblock(k->client_fd);
         {
             bool broken = false;
@@ -626,8 +536,8 @@ static void teardown(struct keeper *k)
     if (k->listen_fd >= 0)
         close(k->listen_fd);
     (void)unlink(k->socket_path);
-    (void)rm_rf(k->env_dir);
-    slot_update(k, slot_release);
+    (void)util_rm_rf(k->env_dir);
+    slot_release(k);
     /* the worker waits for this close as the sign that teardown is complete */
     if (k->client_fd >= 0)
         close(k->client_fd);
@@ -653,7 +563,7 @@ static int loop(struct keeper *k)
                 .fd = k->client_fd,
                 .events = (short)(POLLIN | (k->client_out.len ? POLLOUT : 0))};
         }
-        if (k->child_out >= 0 && k->client_out.len < OUTQ_HIGH) {
+        if (k->child_out >= 0 && k->client_out.len < KEEPER_QUEUE_HIGH) {
             iout = np;
             p[np++] = (struct pollfd){.fd = k->child_out, .events = POLLIN};
         }
@@ -666,7 +576,7 @@ static int loop(struct keeper *k)
             p[np++] = (struct pollfd){.fd = k->child_in, .events = POLLOUT};
         }
         if (k->deadline) {
-            int64_t left = k->deadline - now_ms();
+            int64_t left = k->deadline - util_now_ms();
             if (left <= 0) {
                 log_info("idle deadline passed: tearing down");
                 k->reason = k->awaiting ? TEARDOWN_APPROVAL_EXPIRY : TEARDOWN_IDLE_EXPIRY;
@@ -740,25 +650,46 @@ static int setup_signals(void)
     static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
 
     signal(SIGPIPE, SIG_IGN);
-    return signalfd_for(sigs, ARRAY_SIZE(sigs));
+    return util_signalfd_for(sigs, ARRAY_SIZE(sigs));
 }
 
 static int attach_slot(struct keeper *k)
 {
-    const char *shm = jsonx_str(k->spec, "shm");
-    json_object *slot = jsonx_get(k->spec, "slot"), *gen = jsonx_get(k->spec, "generation");
+    struct pool_info info;
     int r;
 
-    if (!shm || !slot || !gen)
+    if (!k->spec.has_slot)
         return 0;
-    r = pool_attach(shm, false, &k->pool);
+    r = pool_attach(k->spec.shm, false, &k->pool);
     if (r < 0)
         return r;
-    k->h.index = (uint32_t)json_object_get_int64(slot);
-    k->h.generation = (uint32_t)json_object_get_int64(gen);
-    if (k->h.index >= k->pool->hdr->nslots)
+    k->h.index = k->spec.slot;
+    k->h.generation = k->spec.generation;
+    pool_get_info(k->pool, &info);
+    if (k->h.index >= info.nslots)
         return -EINVAL;
-    slot_update(k, slot_set_pids);
+    slot_set_pids(k);
+    return 0;
+}
+
+/* The sandbox, through the spec's provider. */
+static int start_sandbox(struct keeper *k, char *err, size_t errlen)
+{
+    int r;
+
+    k->provider = provider_get(k->spec.provider);
+    if (!k->provider || !k->provider->start) {
+        snprintf(err, errlen, "sandbox provider '%s' cannot start sandboxes here",
+                 k->spec.provider);
+        return -ENOTSUP;
+    }
+    r = k->provider->start(&k->spec, &k->proc, err, errlen);
+    if (r < 0)
+        return r;
+    k->child = k->proc.pid;
+    k->child_in = k->proc.in_fd;
+    k->child_out = k->proc.out_fd;
+    k->child_err = k->proc.err_fd;
     return 0;
 }
 
@@ -787,26 +718,20 @@ int keeper_main(int argc, char **argv)
             log_max_level = (int)lvl;
     }
 
-    r = read_spec(&k.spec);
+    r = keeper_spec_read(STDIN_FILENO, &k.spec, err, sizeof(err));
     if (r < 0) {
-        emit_ready("error cannot read the keeper spec: %s", strerror(-r));
+        emit_error("%s", err);
         return 1;
     }
-    k.env_dir = jsonx_str(k.spec, "envDir");
-    k.socket_path = jsonx_str(k.spec, "socket");
-    k.idle_ms = json_object_get_int64(jsonx_get(k.spec, "idleMs"));
-    attach_ms = json_object_get_int64(jsonx_get(k.spec, "attachTimeoutMs"));
-    k.per_turn = json_object_get_boolean(jsonx_get(k.spec, "perTurn"));
-    if (!k.env_dir || !k.socket_path || k.idle_ms <= 0) {
-        emit_ready("error the keeper spec lacks envDir, socket or idleMs");
-        return 1;
-    }
-    if (attach_ms <= 0)
-        attach_ms = 30000;
+    k.env_dir = k.spec.env_dir;
+    k.socket_path = k.spec.socket;
+    k.idle_ms = (int64_t)k.spec.idle_ms;
+    attach_ms = (int64_t)k.spec.attach_timeout_ms;
+    k.per_turn = k.spec.per_turn;
     r = listen_on(k.socket_path);
     if (r < 0) {
-        emit_ready("error cannot listen on '%s': %s", k.socket_path, strerror(-r));
-        (void)rm_rf(k.env_dir);
+        emit_error("cannot listen on '%s': %s", k.socket_path, strerror(-r));
+        (void)util_rm_rf(k.env_dir);
         return 1;
     }
     k.listen_fd = r;
@@ -814,8 +739,8 @@ int keeper_main(int argc, char **argv)
     /* detach from the starting worker: the master (child subreaper) adopts us */
     pid = fork();
     if (pid == -1) {
-        emit_ready("error fork: %s", strerror(errno));
-        (void)rm_rf(k.env_dir);
+        emit_error("fork: %s", strerror(errno));
+        (void)util_rm_rf(k.env_dir);
         return 1;
     }
     if (pid > 0)
@@ -829,35 +754,35 @@ int keeper_main(int argc, char **argv)
 
     r = setup_signals();
     if (r < 0) {
-        emit_ready("error signals: %s", strerror(-r));
-        (void)rm_rf(k.env_dir);
+        emit_error("signals: %s", strerror(-r));
+        (void)util_rm_rf(k.env_dir);
         return 1;
     }
     k.sig_fd = r;
     r = attach_slot(&k);
     if (r < 0) {
-        emit_ready("error cannot attach the session table: %s", strerror(-r));
+        emit_error("cannot attach the session table: %s", strerror(-r));
         teardown(&k);
         return 1;
     }
     snprintf(logpath, sizeof(logpath), "%s/harness.log", k.env_dir);
     k.log_fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     acp_lines_init(&k.child_lines, ACP_LINE_MAX_DEFAULT);
-    buf_init(&k.child_stdin, OUTQ_MAX);
+    buf_init(&k.child_stdin, KEEPER_QUEUE_MAX);
     r = start_sandbox(&k, err, sizeof(err));
     if (r < 0) {
-        emit_ready("error %s", err);
+        emit_error("%s", err);
         teardown(&k);
         return 1;
     }
-    slot_update(&k, slot_set_pids);
-    emit_ready("ready %d %d", (int)getpid(), (int)k.child);
+    slot_set_pids(&k);
+    emit_ready(&k);
     devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (devnull >= 0) {
         dup2(devnull, STDOUT_FILENO);
         close(devnull);
     }
-    k.deadline = now_ms() + attach_ms;
+    k.deadline = util_now_ms() + attach_ms;
     r = loop(&k);
     if (k.per_turn || !k.parked)
         log_debug("tearing down a per-turn environment");
@@ -865,6 +790,6 @@ int keeper_main(int argc, char **argv)
     acp_lines_release(&k.child_lines);
     buf_release(&k.child_stdin);
     pool_detach(k.pool);
-    json_object_put(k.spec);
+    keeper_spec_release(&k.spec);
     return r < 0 ? 1 : 0;
 }

@@ -3,19 +3,17 @@
  * it (DESIGN.md §1). Workers come and go; the keeper stays, so a warm session survives the
  * worker that started it and any worker can run its next turn.
  *
- * Start: agent-runner-keeper reads its spec (JSON, see environment.c) from stdin, binds its
- * unix socket, forks (the parent exits at once so the master, a child subreaper, adopts the
- * keeper), starts the sandbox, records its pid in its shm slot, and writes one line to
- * stdout: "ready <keeper-pid> <sandbox-pid>" or "error <message>".
+ * Start: agent-runner-keeper reads its spec (struct keeper_spec, keeper_proto.h) from stdin,
+ * binds its unix socket, forks (the parent exits at once so the master, a child subreaper,
+ * adopts the keeper), starts the sandbox through the spec's provider (provider_ops.start),
+ * records its pids in its shm slot, and writes one start line to stdout: "ready <keeper-pid>
+ * <sandbox-pid>" or "error <message>".
  *
- * Socket protocol, one line at a time in both directions:
- *   worker -> keeper   "{...}"           an ACP message for the harness (stdin)
- *                      "#park <idle-ms>" the turn ended and the session stays warm
- *                      "#destroy"        tear everything down now
- *   keeper -> worker   "#hello <keeper-pid> <sandbox-pid>" on attach
- *                      "{...}"           an ACP message from the harness (stdout)
- *                      "#exit <status>"  the harness went away
- * One worker is attached at a time; a second connection gets "#busy" and is closed.
+ * The socket protocol (ACP lines both ways, "@tool" channel lines, and the control lines
+ * "#park <ms>", "#await <ms>", "#destroy", "#claim <spec>" from the worker and "#hello",
+ * "#busy", "#exit <status>" from the keeper) is defined once in keeper_proto.h. One worker is
+ * attached at a time; a second connection gets "#busy" and is closed. A harness line that is
+ * not an ACP object is never relayed, so the harness cannot pose as the keeper.
  *
  * While no worker is attached the keeper answers the harness itself: permission requests are
  * rejected, other requests get -32601, notifications are dropped and counted. If the attached

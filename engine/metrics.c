@@ -5,7 +5,7 @@
 
 #include "buf.h"
 #include "contracts.h"
-#include "pool.h"
+#include "harness/harness.h"
 
 /* Upper bounds of the histogram buckets, in seconds. */
 static const double bounds[METRIC_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -24,51 +24,55 @@ static uint64_t get(const uint64_t *cell)
     return __atomic_load_n(cell, __ATOMIC_RELAXED);
 }
 
-/* The label index of provider: 0..METRIC_PROVIDERS-1, or METRIC_PROVIDERS for "other". */
-static unsigned provider_index(struct pool *p, const char *provider)
+static void label_of(const char *provider, char name[METRIC_PROVIDER_LEN])
 {
-    struct pool_metrics *m = &p->hdr->metrics;
-    char name[METRIC_PROVIDER_LEN];
-    unsigned idx = METRIC_PROVIDERS;
+    snprintf(name, METRIC_PROVIDER_LEN, "%s", provider && provider[0] ? provider : "none");
+}
 
-    snprintf(name, sizeof(name), "%s", provider && provider[0] ? provider : "none");
+unsigned metrics_provider_find(const struct pool_metrics *m, const char *provider)
+{
+    char name[METRIC_PROVIDER_LEN];
+
+    label_of(provider, name);
     for (unsigned i = 0; i < METRIC_PROVIDERS; i++)
-        if (strncmp(m->providers[i], name, sizeof(name)) == 0)
+        if (strncmp(m->providers[i], name, METRIC_PROVIDER_LEN) == 0)
             return i;
-    if (pool_lock(p) < 0)
-        return METRIC_PROVIDERS;
+    return METRIC_PROVIDERS;
+}
+
+unsigned metrics_provider_register_locked(struct pool_metrics *m, const char *provider)
+{
+    char name[METRIC_PROVIDER_LEN];
+
+    label_of(provider, name);
     for (unsigned i = 0; i < METRIC_PROVIDERS; i++) {
-        if (strncmp(m->providers[i], name, sizeof(name)) == 0) {
-            idx = i;
-            break;
-        }
+        if (strncmp(m->providers[i], name, METRIC_PROVIDER_LEN) == 0)
+            return i;
         if (!m->providers[i][0]) {
-            memcpy(m->providers[i], name, sizeof(name));
-            idx = i;
-            break;
+            memcpy(m->providers[i], name, METRIC_PROVIDER_LEN);
+            return i;
         }
     }
-    pool_unlock(p);
-    return idx;
+    return METRIC_PROVIDERS;
 }
 
-void metrics_turn(struct pool *p, unsigned harness, const char *provider,
+void metrics_turn(struct pool_metrics *m, unsigned harness, unsigned provider,
                   enum metric_outcome outcome)
 {
-    if (!p || harness >= METRIC_HARNESSES || (unsigned)outcome >= METRIC_OUTCOMES)
+    if (!m || harness >= METRIC_HARNESSES || (unsigned)outcome >= METRIC_OUTCOMES ||
+        provider > METRIC_PROVIDERS)
         return;
-    add(&p->hdr->metrics.turns[harness][provider_index(p, provider)][outcome], 1);
+    add(&m->turns[harness][provider][outcome], 1);
 }
 
-void metrics_cold_start(struct pool *p, unsigned reason)
+void metrics_cold_start(struct pool_metrics *m, unsigned reason)
 {
-    if (p && reason < METRIC_REASONS)
-        add(&p->hdr->metrics.cold_starts[reason], 1);
+    if (m && reason < METRIC_REASONS)
+        add(&m->cold_starts[reason], 1);
 }
 
-uint64_t metrics_turns_total(const struct pool *p, enum metric_outcome outcome)
+uint64_t metrics_turns_total(const struct pool_metrics *m, enum metric_outcome outcome)
 {
-    const struct pool_metrics *m = &p->hdr->metrics;
     uint64_t sum = 0;
 
     for (unsigned h = 0; h < METRIC_HARNESSES; h++)
@@ -77,24 +81,24 @@ uint64_t metrics_turns_total(const struct pool *p, enum metric_outcome outcome)
     return sum;
 }
 
-uint64_t metrics_cold_starts_total(const struct pool *p)
+uint64_t metrics_cold_starts_total(const struct pool_metrics *m)
 {
     uint64_t sum = 0;
 
     for (unsigned r = 0; r < METRIC_REASONS; r++)
-        sum += get(&p->hdr->metrics.cold_starts[r]);
+        sum += get(&m->cold_starts[r]);
     return sum;
 }
 
-uint64_t metrics_keeper_spawns_total(const struct pool *p)
+uint64_t metrics_keeper_spawns_total(const struct pool_metrics *m)
 {
-    return get(&p->hdr->metrics.keeper_spawn.count);
+    return get(&m->keeper_spawn.count);
 }
 
-void metrics_teardown(struct pool *p, unsigned reason)
+void metrics_teardown(struct pool_metrics *m, unsigned reason)
 {
-    if (p && reason < METRIC_REASONS)
-        add(&p->hdr->metrics.teardowns[reason], 1);
+    if (m && reason < METRIC_REASONS)
+        add(&m->teardowns[reason], 1);
 }
 
 void metrics_observe(struct metric_histogram *h, int64_t micros)
@@ -149,11 +153,8 @@ static void counter(struct buf *out, const char *name, const char *help, uint64_
                (unsigned long long)v);
 }
 
-int metrics_render(struct pool *p, struct buf *out)
+int metrics_render(const struct pool_metrics *m, const struct metrics_gauges *g, struct buf *out)
 {
-    const struct pool_metrics *m = &p->hdr->metrics;
-    uint64_t states[SLOT_STATE_COUNT] = {0}, inflight = 0;
-
     buf_printf(out, "# HELP agent_runner_build_info Runner version and protocol.\n"
                     "# TYPE agent_runner_build_info gauge\n"
                     "agent_runner_build_info{version=\"%s\",protocol=\"%d\"} 1\n",
@@ -176,7 +177,7 @@ int metrics_render(struct pool *p, struct buf *out)
                            (unsigned long long)v);
             }
     counter(out, "agent_runner_warm_hits_total", "Turns that ran on a live environment.",
-            pool_counter_get(p, PC_WARM_HITS));
+            g->warm_hits);
     buf_append_str(out, "# HELP agent_runner_cold_starts_total Turns that started a new "
                         "environment, by why (miss, or the mismatch that evicted the old one).\n"
                         "# TYPE agent_runner_cold_starts_total counter\n");
@@ -195,33 +196,27 @@ int metrics_render(struct pool *p, struct buf *out)
             buf_printf(out, "agent_runner_teardowns_total{reason=\"%s\"} %llu\n",
                        teardown_reason_name((enum teardown_reason)r), (unsigned long long)v);
     }
-    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
-        uint32_t st = __atomic_load_n(&p->slots[i].state, __ATOMIC_RELAXED);
-        if (st < SLOT_STATE_COUNT)
-            states[st]++;
-    }
     buf_append_str(out, "# HELP agent_runner_sessions Session table slots by state.\n"
                         "# TYPE agent_runner_sessions gauge\n");
-    for (unsigned st = 1; st < SLOT_STATE_COUNT; st++)
-        buf_printf(out, "agent_runner_sessions{state=\"%s\"} %llu\n", pool_state_name(st),
-                   (unsigned long long)states[st]);
+    for (size_t st = 0; st < g->nstates && st < METRIC_STATES; st++)
+        buf_printf(out, "agent_runner_sessions{state=\"%s\"} %llu\n", g->state_name[st],
+                   (unsigned long long)g->state_count[st]);
     histogram(out, "agent_runner_keeper_spawn_seconds",
               "Time to start a keeper and its sandbox and attach to it.", &m->keeper_spawn);
     histogram(out, "agent_runner_first_event_seconds",
               "Time from the start of a turn to the harness's first output.", &m->first_event);
-    inflight = pool_inflight_total(p);
     buf_printf(out, "# HELP agent_runner_runs_in_flight Runs being served now.\n"
                     "# TYPE agent_runner_runs_in_flight gauge\nagent_runner_runs_in_flight %llu\n",
-               (unsigned long long)inflight);
+               (unsigned long long)g->inflight);
     counter(out, "agent_runner_admission_rejected_total",
             "Runs refused with 429 because the runner was at capacity.",
-            pool_counter_get(p, PC_ADMISSION_REJECTED));
+            g->admission_rejected);
     counter(out, "agent_runner_worker_restarts_total", "Worker processes respawned.",
-            pool_counter_get(p, PC_WORKER_RESTARTS));
+            g->worker_restarts);
     counter(out, "agent_runner_keeper_spawns_total", "Keepers started.",
             get(&m->keeper_spawn.count));
     counter(out, "agent_runner_shm_repairs_total",
             "Times a process died holding the session table lock and the table was repaired.",
-            p->hdr->repairs);
+            g->repairs);
     return 0;
 }

@@ -1,7 +1,9 @@
 /*
  * metrics — the runner's Prometheus metrics, kept in the shared-memory header so every worker
  * reports the same totals. Updates are lock-free atomic increments; the only locked step is
- * registering a provider label value the first time it is seen (under the pool lock, no I/O).
+ * registering a provider label value the first time it is seen (the pool takes its lock for
+ * it: pool_metrics_turn). This module knows the block, not the table: it never includes
+ * pool.h (the pool includes it).
  *
  *   agent_runner_turns_total{harness,provider,outcome}     outcome: ok error paused cancelled limit
  *   agent_runner_warm_hits_total
@@ -16,6 +18,7 @@
 #ifndef AR_METRICS_H
 #define AR_METRICS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define METRIC_PROVIDERS 16
@@ -24,6 +27,7 @@
 #define METRIC_OUTCOMES 5
 #define METRIC_REASONS 24
 #define METRIC_BUCKETS 13
+#define METRIC_STATES 8
 
 enum metric_outcome {
     OUTCOME_OK = 0,
@@ -49,22 +53,40 @@ struct pool_metrics {
     struct metric_histogram first_event;
 };
 
-struct pool;
 struct buf;
 
-/* provider NULL or "" counts as "none"; an unknown one past the table as "other". */
-void metrics_turn(struct pool *p, unsigned harness, const char *provider,
+/* Gauges and header counters the pool reads for metrics_render. */
+struct metrics_gauges {
+    uint64_t warm_hits;
+    uint64_t inflight;
+    uint64_t admission_rejected;
+    uint64_t worker_restarts;
+    uint64_t repairs;
+    size_t nstates;
+    const char *state_name[METRIC_STATES];
+    uint64_t state_count[METRIC_STATES];
+};
+
+/*
+ * The label index of provider (NULL or "" is "none"): 0..METRIC_PROVIDERS-1, or
+ * METRIC_PROVIDERS when it is not registered. Lock-free.
+ */
+unsigned metrics_provider_find(const struct pool_metrics *m, const char *provider);
+/* Register provider's label (the caller holds the table lock); METRIC_PROVIDERS when full. */
+unsigned metrics_provider_register_locked(struct pool_metrics *m, const char *provider);
+/* Lock-free updates; provider is a label index (METRIC_PROVIDERS counts as "other"). */
+void metrics_turn(struct pool_metrics *m, unsigned harness, unsigned provider,
                   enum metric_outcome outcome);
-void metrics_cold_start(struct pool *p, unsigned reason);
-void metrics_teardown(struct pool *p, unsigned reason);
+void metrics_cold_start(struct pool_metrics *m, unsigned reason);
+void metrics_teardown(struct pool_metrics *m, unsigned reason);
 void metrics_observe(struct metric_histogram *h, int64_t micros);
 
 /* Totals over every label (agent-runner-ctl stats). */
-uint64_t metrics_turns_total(const struct pool *p, enum metric_outcome outcome);
-uint64_t metrics_cold_starts_total(const struct pool *p);
-uint64_t metrics_keeper_spawns_total(const struct pool *p);
+uint64_t metrics_turns_total(const struct pool_metrics *m, enum metric_outcome outcome);
+uint64_t metrics_cold_starts_total(const struct pool_metrics *m);
+uint64_t metrics_keeper_spawns_total(const struct pool_metrics *m);
 
 /* The Prometheus text exposition of everything above. */
-int metrics_render(struct pool *p, struct buf *out);
+int metrics_render(const struct pool_metrics *m, const struct metrics_gauges *g, struct buf *out);
 
 #endif

@@ -1,410 +1,18 @@
-#include "pool.h"
+/*
+ * pool — the session module (pool.h): every change of a slot happens here, under the lock.
+ * The segment, the lock and the repair live in pool_shm.c; the layout in pool_shm.h.
+ */
+#include "pool_shm.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "util.h"
-
-#define LOCK_TIMEOUT_S 10
-
-static uint32_t nbuckets_for(uint32_t nslots)
-{
-    uint32_t n = 16;
-
-    while (n < nslots * 2u)
-        n <<= 1;
-    return n;
-}
-
-size_t pool_segment_size(uint32_t nslots)
-{
-    size_t sz = sizeof(struct pool_header) + (size_t)nslots * sizeof(struct pool_slot) +
-                (size_t)nbuckets_for(nslots) * sizeof(int32_t);
-    long page = sysconf(_SC_PAGESIZE);
-
-    return (sz + (size_t)page - 1) & ~((size_t)page - 1);
-}
-
-uint32_t pool_key_hash(const char *key)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++) {
-        h ^= *p;
-        h *= 16777619u;
-    }
-    return h;
-}
-
-static void map_views(struct pool *p, void *base)
-{
-    p->hdr = base;
-    p->slots = (struct pool_slot *)((char *)base + sizeof(struct pool_header));
-    p->buckets = (int32_t *)(p->slots + p->hdr->nslots);
-}
-
-static bool parked(const struct pool_slot *s)
-{
-    return s->key[0] && (s->state == SLOT_IDLE || s->state == SLOT_AWAITING_APPROVAL);
-}
-
-/* Every state change goes through here so the derived parked count stays exact. */
-static void set_state(struct pool *p, struct pool_slot *s, uint32_t state)
-{
-    if (parked(s))
-        p->hdr->nparked--;
-    s->state = state;
-    if (parked(s))
-        p->hdr->nparked++;
-}
-
-static void rebuild_derived_locked(struct pool *p)
-{
-    struct pool_header *h = p->hdr;
-
-    for (uint32_t b = 0; b < h->nbuckets; b++)
-        p->buckets[b] = -1;
-    h->free_head = -1;
-    h->lru_head = h->lru_tail = -1;
-    h->nused = 0;
-    h->nparked = 0;
-    /* walk backwards so the free list hands out low indexes first */
-    for (uint32_t i = h->nslots; i-- > 0;) {
-        struct pool_slot *s = &p->slots[i];
-
-        s->hash_next = -1;
-        s->lru_prev = s->lru_next = -1;
-        s->free_next = -1;
-        if (s->state == SLOT_FREE) {
-            s->free_next = h->free_head;
-            h->free_head = (int32_t)i;
-            continue;
-        }
-        h->nused++;
-        if (parked(s))
-            h->nparked++;
-        if (s->key[0]) {
-            uint32_t b = s->key_hash & (h->nbuckets - 1);
-            s->hash_next = p->buckets[b];
-            p->buckets[b] = (int32_t)i;
-        }
-    }
-    /* idle slots into the LRU list, oldest first (insertion sort by last use: repair only) */
-    for (uint32_t i = 0; i < h->nslots; i++) {
-        struct pool_slot *s = &p->slots[i];
-        int32_t at;
-
-        if (s->state != SLOT_IDLE)
-            continue;
-        at = h->lru_head;
-        while (at >= 0 && p->slots[at].last_used_ms <= s->last_used_ms)
-            at = p->slots[at].lru_next;
-        if (at < 0) {
-            s->lru_prev = h->lru_tail;
-            if (h->lru_tail >= 0)
-                p->slots[h->lru_tail].lru_next = (int32_t)i;
-            else
-                h->lru_head = (int32_t)i;
-            h->lru_tail = (int32_t)i;
-        } else {
-            s->lru_next = at;
-            s->lru_prev = p->slots[at].lru_prev;
-            if (s->lru_prev >= 0)
-                p->slots[s->lru_prev].lru_next = (int32_t)i;
-            else
-                h->lru_head = (int32_t)i;
-            p->slots[at].lru_prev = (int32_t)i;
-        }
-    }
-}
-
-static void slot_reset(struct pool_slot *s)
-{
-    uint32_t gen = s->generation + 1;
-
-    memset(s, 0, sizeof(*s));
-    s->generation = gen;
-    s->state = SLOT_FREE;
-}
-
-static bool terminated(const char *s, size_t n)
-{
-    return memchr(s, '\0', n) != NULL;
-}
-
-uint32_t pool_repair_locked(struct pool *p)
-{
-    uint32_t reset = 0;
-
-    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
-        struct pool_slot *s = &p->slots[i];
-        bool ok = s->state < SLOT_STATE_COUNT && terminated(s->key, sizeof(s->key)) &&
-                  terminated(s->env_dir, sizeof(s->env_dir)) &&
-                  terminated(s->owner_turn, sizeof(s->owner_turn)) &&
-                  terminated(s->provider, sizeof(s->provider)) &&
-                  terminated(s->acp_session, sizeof(s->acp_session)) &&
-                  terminated(s->model, sizeof(s->model)) &&
-                  s->napprovals <= POOL_APPROVALS_MAX &&
-                  (!s->key[0] || s->key_hash == pool_key_hash(s->key));
-
-        if (ok && s->state == SLOT_FREE)
-            continue;
-        if (!ok) {
-            /* garbage cannot be trusted, not even its pids: an orphaned keeper still ends
-             * itself at its idle deadline */
-            slot_reset(s);
-            reset++;
-        }
-    }
-    rebuild_derived_locked(p);
-    p->hdr->repairs++;
-    return reset;
-}
-
-int pool_check_locked(struct pool *p, char *err, size_t errlen)
-{
-    struct pool_header *h = p->hdr;
-    uint32_t nfree = 0, nlru = 0, nused = 0, nidle = 0, nparked = 0;
-    int32_t prev = -1;
-
-    for (int32_t i = h->free_head; i >= 0; i = p->slots[i].free_next) {
-        if ((uint32_t)i >= h->nslots || p->slots[i].state != SLOT_FREE || ++nfree > h->nslots) {
-            snprintf(err, errlen, "free list broken at slot %d", i);
-            return -EUCLEAN;
-        }
-    }
-    for (int32_t i = h->lru_head; i >= 0; i = p->slots[i].lru_next) {
-        if ((uint32_t)i >= h->nslots || p->slots[i].state != SLOT_IDLE ||
-            p->slots[i].lru_prev != prev || ++nlru > h->nslots) {
-            snprintf(err, errlen, "lru list broken at slot %d", i);
-            return -EUCLEAN;
-        }
-        prev = i;
-    }
-    if (prev != h->lru_tail) {
-        snprintf(err, errlen, "lru tail %d, walked to %d", h->lru_tail, prev);
-        return -EUCLEAN;
-    }
-    for (uint32_t i = 0; i < h->nslots; i++) {
-        struct pool_slot *s = &p->slots[i];
-
-        if (s->state >= SLOT_STATE_COUNT) {
-            snprintf(err, errlen, "slot %u has state %u", i, s->state);
-            return -EUCLEAN;
-        }
-        if (s->state == SLOT_FREE)
-            continue;
-        nused++;
-        if (s->state == SLOT_IDLE)
-            nidle++;
-        if (parked(s))
-            nparked++;
-        if (s->key[0]) {
-            int found = pool_find_locked(p, s->key);
-            if (found != (int)i) {
-                snprintf(err, errlen, "slot %u key not indexed (found %d)", i, found);
-                return -EUCLEAN;
-            }
-        }
-    }
-    if (nused != h->nused || nused + nfree != h->nslots || nidle != nlru ||
-        nparked != h->nparked) {
-        snprintf(err, errlen, "counts: used %u/%u free %u idle %u lru %u parked %u/%u", nused,
-                 h->nused, nfree, nidle, nlru, nparked, h->nparked);
-        return -EUCLEAN;
-    }
-    return 0;
-}
-
-static int init_mutex(pthread_mutex_t *m)
-{
-    pthread_mutexattr_t a;
-    int r;
-
-    r = pthread_mutexattr_init(&a);
-    if (r)
-        return -r;
-    r = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    if (!r)
-        r = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    if (!r)
-        r = pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
-    if (!r)
-        r = pthread_mutex_init(m, &a);
-    pthread_mutexattr_destroy(&a);
-    return -r;
-}
-
-int pool_create(const char *name, uint32_t nslots, const char *instance_id, uint64_t boot_id,
-                struct pool **ret)
-{
-    struct pool *p;
-    size_t size;
-    void *base;
-    int fd, r;
-
-    if (nslots == 0 || nslots > (1u << 20))
-        return -EINVAL;
-    p = calloc(1, sizeof(*p));
-    if (!p)
-        return -ENOMEM;
-    snprintf(p->name, sizeof(p->name), "%s", name);
-    size = pool_segment_size(nslots);
-    (void)shm_unlink(name); /* an old segment is never trusted: rebuild */
-    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd == -1) {
-        r = -errno;
-        free(p);
-        return r;
-    }
-    if (ftruncate(fd, (off_t)size) == -1) {
-        r = -errno;
-        goto fail;
-    }
-    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        r = -errno;
-        goto fail;
-    }
-    close(fd);
-    memset(base, 0, sizeof(struct pool_header));
-    p->map_size = size;
-    ((struct pool_header *)base)->nslots = nslots;
-    map_views(p, base);
-    p->hdr->layout_version = POOL_LAYOUT_VERSION;
-    p->hdr->size = size;
-    p->hdr->nbuckets = nbuckets_for(nslots);
-    p->hdr->master_pid = (int32_t)getpid();
-    p->hdr->boot_id = boot_id;
-    snprintf(p->hdr->instance_id, sizeof(p->hdr->instance_id), "%s", instance_id);
-    r = init_mutex(&p->hdr->lock);
-    if (r < 0) {
-        munmap(base, size);
-        shm_unlink(name);
-        free(p);
-        return r;
-    }
-    for (uint32_t i = 0; i < nslots; i++) {
-        memset(&p->slots[i], 0, sizeof(p->slots[i]));
-        p->slots[i].generation = 1;
-    }
-    rebuild_derived_locked(p);
-    /* the magic goes last: a half-initialised segment never validates */
-    __atomic_store_n(&p->hdr->magic, POOL_MAGIC, __ATOMIC_RELEASE);
-    *ret = p;
-    return 0;
-fail:
-    close(fd);
-    shm_unlink(name);
-    free(p);
-    return r;
-}
-
-int pool_attach(const char *name, bool readonly, struct pool **ret)
-{
-    struct pool_header probe;
-    struct pool *p;
-    struct stat st;
-    void *base;
-    int fd, r;
-
-    fd = shm_open(name, (readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
-    if (fd == -1)
-        return -errno;
-    if (fstat(fd, &st) == -1 || (size_t)st.st_size < sizeof(probe)) {
-        close(fd);
-        return -EPROTO;
-    }
-    if (pread(fd, &probe, sizeof(probe), 0) != (ssize_t)sizeof(probe) ||
-        probe.magic != POOL_MAGIC || probe.layout_version != POOL_LAYOUT_VERSION ||
-        probe.size != (uint64_t)st.st_size || probe.nslots == 0 ||
-        probe.size != pool_segment_size(probe.nslots) ||
-        probe.nbuckets != nbuckets_for(probe.nslots)) {
-        close(fd);
-        return -EPROTO;
-    }
-    p = calloc(1, sizeof(*p));
-    if (!p) {
-        close(fd);
-        return -ENOMEM;
-    }
-    base = mmap(NULL, (size_t)st.st_size, readonly ? PROT_READ : PROT_READ | PROT_WRITE,
-                MAP_SHARED, fd, 0);
-    r = -errno;
-    close(fd);
-    if (base == MAP_FAILED) {
-        free(p);
-        return r;
-    }
-    snprintf(p->name, sizeof(p->name), "%s", name);
-    p->map_size = (size_t)st.st_size;
-    p->readonly = readonly;
-    map_views(p, base);
-    *ret = p;
-    return 0;
-}
-
-void pool_detach(struct pool *p)
-{
-    if (!p)
-        return;
-    if (p->hdr)
-        munmap(p->hdr, p->map_size);
-    free(p);
-}
-
-int pool_destroy(struct pool *p)
-{
-    int r = 0;
-
-    if (!p)
-        return 0;
-    if (shm_unlink(p->name) == -1)
-        r = -errno;
-    pool_detach(p);
-    return r;
-}
-
-int pool_lock(struct pool *p)
-{
-    struct timespec ts;
-    int r;
-
-    if (p->readonly)
-        return -EPERM;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += LOCK_TIMEOUT_S;
-    r = pthread_mutex_timedlock(&p->hdr->lock, &ts);
-    if (r == 0) {
-        p->hdr->lock_holder_pid = (int32_t)self_pid();
-        return 0;
-    }
-    if (r == EOWNERDEAD) {
-        pool_repair_locked(p);
-        r = pthread_mutex_consistent(&p->hdr->lock);
-        if (r != 0) {
-            pthread_mutex_unlock(&p->hdr->lock);
-            return -ENOTRECOVERABLE;
-        }
-        p->hdr->lock_holder_pid = (int32_t)self_pid();
-        return 1;
-    }
-    /* ETIMEDOUT is a bug report (a holder that does I/O under the lock), not a retry */
-    return -r;
-}
-
-void pool_unlock(struct pool *p)
-{
-    p->hdr->lock_holder_pid = 0;
-    pthread_mutex_unlock(&p->hdr->lock);
-}
 
 struct pool_handle pool_handle_of(struct pool *p, uint32_t index)
 {
@@ -511,7 +119,7 @@ int pool_reserve_locked(struct pool *p, const char *key, pid_t by_pid, struct po
     s->key_hash = pool_key_hash(key);
     s->reserved_by_pid = (int32_t)by_pid;
     s->owner_pid = (int32_t)by_pid;
-    s->created_ms = s->last_used_ms = now_ms();
+    s->created_ms = s->last_used_ms = util_now_ms();
     if (klen) {
         uint32_t b = s->key_hash & (p->hdr->nbuckets - 1);
         s->hash_next = p->buckets[b];
@@ -534,10 +142,10 @@ int pool_checkout_locked(struct pool *p, struct pool_handle h, bool approval, pi
         return -EBUSY;
     if (s->state == SLOT_IDLE)
         lru_remove(p, (int32_t)h.index);
-    set_state(p, s, SLOT_BUSY);
+    pool_set_state(p, s, SLOT_BUSY);
     s->owner_pid = (int32_t)owner;
     snprintf(s->owner_turn, sizeof(s->owner_turn), "%s", turn_id ? turn_id : "");
-    s->last_used_ms = now_ms();
+    s->last_used_ms = util_now_ms();
     s->idle_deadline_ms = 0;
     return 0;
 }
@@ -553,10 +161,10 @@ int pool_park_locked(struct pool *p, struct pool_handle h, enum slot_state state
         return -EINVAL;
     if (s->state != SLOT_BUSY && s->state != SLOT_STARTING)
         return -EBUSY;
-    set_state(p, s, state);
+    pool_set_state(p, s, state);
     s->owner_pid = 0;
     s->owner_turn[0] = '\0';
-    s->last_used_ms = now_ms();
+    s->last_used_ms = util_now_ms();
     if (state == SLOT_IDLE) {
         s->idle_deadline_ms = deadline_ms;
         lru_push_tail(p, (int32_t)h.index);
@@ -574,7 +182,7 @@ int pool_drain_locked(struct pool *p, struct pool_handle h, uint8_t reason)
         return -ESTALE;
     if (s->state == SLOT_IDLE)
         lru_remove(p, (int32_t)h.index);
-    set_state(p, s, SLOT_DRAINING);
+    pool_set_state(p, s, SLOT_DRAINING);
     s->last_teardown = reason;
     return 0;
 }
@@ -586,7 +194,7 @@ int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason)
 
     if (!s)
         return -ESTALE;
-    metrics_teardown(p, reason ? reason : s->last_teardown);
+    metrics_teardown(&p->hdr->metrics, reason ? reason : s->last_teardown);
     if (s->key[0]) {
         struct pool_teardown *t = &p->hdr->recent[p->hdr->recent_next % POOL_RECENT_MAX];
 
@@ -594,14 +202,14 @@ int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason)
         t->reason = reason ? reason : s->last_teardown;
         t->harness = s->harness;
         t->turns = s->turns;
-        t->at_ms = now_ms();
+        t->at_ms = util_now_ms();
         p->hdr->recent_next++;
     }
     if (s->state == SLOT_IDLE)
         lru_remove(p, i);
     hash_remove(p, i);
-    set_state(p, s, SLOT_FREE);
-    slot_reset(s);
+    pool_set_state(p, s, SLOT_FREE);
+    pool_slot_reset(s);
     s->hash_next = s->lru_prev = s->lru_next = -1;
     s->free_next = p->hdr->free_head;
     p->hdr->free_head = i;
@@ -632,19 +240,6 @@ int pool_lru_idle_locked(struct pool *p)
     return p->hdr->lru_head >= 0 ? p->hdr->lru_head : -ENOENT;
 }
 
-void pool_counter_add(struct pool *p, unsigned idx, uint64_t n)
-{
-    if (idx < POOL_COUNTERS_MAX)
-        __atomic_add_fetch(&p->hdr->counters[idx], n, __ATOMIC_RELAXED);
-}
-
-uint64_t pool_counter_get(const struct pool *p, unsigned idx)
-{
-    if (idx >= POOL_COUNTERS_MAX)
-        return 0;
-    return __atomic_load_n(&p->hdr->counters[idx], __ATOMIC_RELAXED);
-}
-
 const char *pool_state_name(uint32_t state)
 {
     static const char *const names[SLOT_STATE_COUNT] = {
@@ -653,54 +248,502 @@ const char *pool_state_name(uint32_t state)
     return state < SLOT_STATE_COUNT ? names[state] : "invalid";
 }
 
-int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start)
-{
-    for (int i = 0; i < POOL_WORKERS_MAX; i++) {
-        struct pool_inflight *e = &p->hdr->inflight[i];
-        int32_t expected = 0;
 
-        if (__atomic_compare_exchange_n(&e->pid, &expected, (int32_t)pid, false,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-            __atomic_store_n(&e->runs, 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&e->start, start, __ATOMIC_RELEASE);
-            return i;
-        }
+/* ---- snapshots --------------------------------------------------------------------------- */
+
+void pool_copy_session(const struct pool_slot *s, uint32_t index, struct pool_session *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->h.index = index;
+    ret->h.generation = s->generation;
+    ret->state = s->state;
+    ret->per_turn = s->flags & SLOT_F_PER_TURN;
+    ret->history_broken = s->flags & SLOT_F_HISTORY_BROKEN;
+    ret->cancel = s->flags & SLOT_F_CANCEL;
+    ret->turns = s->turns;
+    ret->harness = s->harness;
+    ret->policy_mode = s->policy_mode;
+    ret->idle_ms = s->idle_ms;
+    ret->caps = s->caps;
+    ret->last_teardown = s->last_teardown;
+    ret->keeper_pid = s->keeper_pid;
+    ret->keeper_start = s->keeper_start;
+    ret->sandbox_pid = s->sandbox_pid;
+    ret->owner_pid = s->owner_pid;
+    ret->prompt_id = s->prompt_id;
+    ret->acp_next_id = s->acp_next_id;
+    ret->created_ms = s->created_ms;
+    ret->last_used_ms = s->last_used_ms;
+    ret->idle_deadline_ms = s->idle_deadline_ms;
+    ret->approval_deadline_ms = s->approval_deadline_ms;
+    memcpy(ret->key, s->key, sizeof(ret->key));
+    memcpy(ret->owner_turn, s->owner_turn, sizeof(ret->owner_turn));
+    memcpy(ret->provider, s->provider, sizeof(ret->provider));
+    memcpy(ret->model, s->model, sizeof(ret->model));
+    memcpy(ret->env_dir, s->env_dir, sizeof(ret->env_dir));
+    memcpy(ret->acp_session, s->acp_session, sizeof(ret->acp_session));
+    memcpy(ret->config_fp, s->config_fp, sizeof(ret->config_fp));
+    memcpy(ret->history_fp, s->history_fp, sizeof(ret->history_fp));
+    memcpy(ret->cred_epoch, s->cred_epoch, sizeof(ret->cred_epoch));
+    ret->ngates = s->napprovals <= POOL_APPROVALS_MAX ? s->napprovals : 0;
+    memcpy(ret->gates, s->approvals, ret->ngates * sizeof(ret->gates[0]));
+}
+
+int pool_session_get_locked(struct pool *p, struct pool_handle h, struct pool_session *ret)
+{
+    struct pool_slot *s = pool_slot_locked(p, h);
+
+    if (!s)
+        return -ESTALE;
+    pool_copy_session(s, h.index, ret);
+    return 0;
+}
+
+/* Lock, find the slot of h, run fn on it, unlock: the self-locking half of a _locked step. */
+#define WITH_SLOT(p, h, s, body)                                                                \
+    do {                                                                                        \
+        struct pool_slot *s;                                                                    \
+        int lr_ = pool_lock(p);                                                                 \
+        if (lr_ < 0)                                                                            \
+            return lr_;                                                                         \
+        s = pool_slot_locked(p, h);                                                             \
+        if (!s) {                                                                               \
+            pool_unlock(p);                                                                     \
+            return -ESTALE;                                                                     \
+        }                                                                                       \
+        body;                                                                                   \
+        pool_unlock(p);                                                                         \
+    } while (0)
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+
+int pool_session_reserve(struct pool *p, const struct pool_reservation *rv,
+                         struct pool_handle *ret)
+{
+    struct pool_handle h;
+    int r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    r = pool_reserve_locked(p, rv->key, rv->by_pid, &h);
+    if (r == 0) {
+        struct pool_slot *s = pool_slot_locked(p, h);
+
+        s->harness = rv->harness;
+        s->flags = rv->per_turn ? SLOT_F_PER_TURN : 0;
+        s->idle_ms = rv->idle_ms;
+        snprintf(s->provider, sizeof(s->provider), "%s", rv->provider ? rv->provider : "");
+        snprintf(s->model, sizeof(s->model), "%s", rv->model ? rv->model : "");
+        snprintf(s->owner_turn, sizeof(s->owner_turn), "%s", rv->turn_id ? rv->turn_id : "");
+        *ret = h;
     }
-    return -ENOSPC;
+    pool_unlock(p);
+    return r;
 }
 
-void pool_inflight_add(struct pool *p, int idx, int delta)
+int pool_session_set_env_dir(struct pool *p, struct pool_handle h, const char *env_dir)
 {
-    if (idx < 0 || idx >= POOL_WORKERS_MAX)
+    WITH_SLOT(p, h, s, snprintf(s->env_dir, sizeof(s->env_dir), "%s", env_dir));
+    return 0;
+}
+
+int pool_session_set_keeper(struct pool *p, struct pool_handle h, pid_t keeper_pid,
+                            uint64_t keeper_start, pid_t sandbox_pid)
+{
+    WITH_SLOT(p, h, s, {
+        s->keeper_pid = (int32_t)keeper_pid;
+        s->keeper_start = keeper_start;
+        s->sandbox_pid = (int32_t)sandbox_pid;
+    });
+    return 0;
+}
+
+int pool_session_mark_started(struct pool *p, struct pool_handle h, const char *acp_session)
+{
+    WITH_SLOT(p, h, s, {
+        snprintf(s->acp_session, sizeof(s->acp_session), "%s", acp_session);
+        if (s->state == SLOT_STARTING)
+            pool_set_state(p, s, SLOT_BUSY);
+    });
+    return 0;
+}
+
+int pool_session_release_unstarted(struct pool *p, struct pool_handle h, uint8_t reason)
+{
+    WITH_SLOT(p, h, s, {
+        if (s->keeper_pid == 0)
+            pool_free_locked(p, h, reason);
+    });
+    return 0;
+}
+
+int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
+                           struct pool_session *ret)
+{
+    int r = 0;
+
+    WITH_SLOT(p, h, s, {
+        if (s->state != SLOT_BUSY || s->owner_pid != (int32_t)owner)
+            r = -ESTALE;
+        else
+            pool_copy_session(s, h.index, ret);
+    });
+    return r;
+}
+
+int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason)
+{
+    WITH_SLOT(p, h, s, { (void)s; pool_drain_locked(p, h, reason); });
+    return 0;
+}
+
+int pool_session_free(struct pool *p, struct pool_handle h, uint8_t reason)
+{
+    WITH_SLOT(p, h, s, { (void)s; pool_free_locked(p, h, reason); });
+    return 0;
+}
+
+int pool_session_mark_broken(struct pool *p, struct pool_handle h)
+{
+    WITH_SLOT(p, h, s, s->flags |= SLOT_F_HISTORY_BROKEN);
+    return 0;
+}
+
+int pool_session_orphaned(struct pool *p, struct pool_handle h, bool keep_warm,
+                          int64_t deadline_ms)
+{
+    WITH_SLOT(p, h, s, {
+        if (s->state == SLOT_BUSY || s->state == SLOT_STARTING) {
+            s->flags |= SLOT_F_HISTORY_BROKEN;
+            if (s->key[0] && keep_warm)
+                pool_park_locked(p, h, SLOT_IDLE, deadline_ms);
+        }
+    });
+    return 0;
+}
+
+static void lookup_locked(struct pool *p, int i, const struct pool_judge *judge, pid_t owner,
+                          const char *turn_id, struct pool_lookup *lk)
+{
+    struct pool_slot *s = &p->slots[i];
+    struct pool_handle h = pool_handle_of(p, (uint32_t)i);
+
+    pool_copy_session(s, (uint32_t)i, &lk->s);
+    switch (s->state) {
+    case SLOT_IDLE:
+        lk->reason = judge->idle(judge->ctx, &lk->s);
+        if (lk->reason == TEARDOWN_NONE &&
+            pool_checkout_locked(p, h, false, owner, turn_id) == 0) {
+            lk->outcome = POOL_LOOKUP_WARM;
+            return;
+        }
+        break;
+    case SLOT_AWAITING_APPROVAL:
+        lk->reason = judge->parked(judge->ctx, &lk->s);
+        if (lk->reason == TEARDOWN_NONE &&
+            pool_checkout_locked(p, h, true, owner, turn_id) == 0) {
+            lk->outcome = POOL_LOOKUP_RESUME;
+            return;
+        }
+        break;
+    case SLOT_DRAINING:
+        lk->outcome = POOL_LOOKUP_EVICT;
+        lk->reason = (enum teardown_reason)s->last_teardown;
         return;
-    if (delta >= 0)
-        __atomic_add_fetch(&p->hdr->inflight[idx].runs, (uint64_t)delta, __ATOMIC_RELAXED);
-    else
-        __atomic_sub_fetch(&p->hdr->inflight[idx].runs, (uint64_t)-delta, __ATOMIC_RELAXED);
+    default: /* starting or busy: a newer request for the session supersedes it */
+        lk->reason = TEARDOWN_SUPERSEDED;
+        break;
+    }
+    pool_drain_locked(p, h, (uint8_t)lk->reason);
+    lk->outcome = POOL_LOOKUP_EVICT;
 }
 
-uint64_t pool_inflight_total(const struct pool *p)
+int pool_session_lookup(struct pool *p, const char *key, const struct pool_judge *judge,
+                        pid_t owner, const char *turn_id, struct pool_lookup *ret)
 {
-    uint64_t n = 0;
+    int i, r;
 
-    for (int i = 0; i < POOL_WORKERS_MAX; i++)
-        if (__atomic_load_n(&p->hdr->inflight[i].pid, __ATOMIC_ACQUIRE))
-            n += __atomic_load_n(&p->hdr->inflight[i].runs, __ATOMIC_RELAXED);
+    memset(ret, 0, sizeof(*ret));
+    r = pool_lock(p);
+    if (r < 0)
+        return r;
+    i = pool_find_locked(p, key);
+    if (i >= 0)
+        lookup_locked(p, i, judge, owner, turn_id, ret);
+    pool_unlock(p);
+    return 0;
+}
+
+static void victim_of(struct pool *p, int32_t i, enum teardown_reason reason,
+                      struct pool_victim *v)
+{
+    const struct pool_slot *s = &p->slots[i];
+
+    v->any = true;
+    v->h = pool_handle_of(p, (uint32_t)i);
+    memcpy(v->key, s->key, sizeof(v->key));
+    v->keeper_pid = s->keeper_pid;
+    v->keeper_start = s->keeper_start;
+    v->reason = reason;
+}
+
+static void store_park_locked(struct pool_slot *s, const struct pool_park *pk)
+{
+    memcpy(s->config_fp, pk->config_fp, sizeof(s->config_fp));
+    memcpy(s->history_fp, pk->history_fp, sizeof(s->history_fp));
+    memcpy(s->cred_epoch, pk->cred_epoch, sizeof(s->cred_epoch));
+    snprintf(s->acp_session, sizeof(s->acp_session), "%s", pk->acp_session);
+    s->caps = pk->caps;
+    s->policy_mode = pk->policy_mode;
+    s->idle_ms = pk->idle_ms;
+    s->flags &= ~(uint32_t)(SLOT_F_HISTORY_BROKEN | SLOT_F_PER_TURN | SLOT_F_CANCEL);
+    s->acp_next_id = pk->acp_next_id;
+    s->prompt_id = pk->prompt_id;
+    s->napprovals = 0;
+    if (pk->awaiting) {
+        size_t n = pk->ngates <= POOL_APPROVALS_MAX ? pk->ngates : POOL_APPROVALS_MAX;
+        memcpy(s->approvals, pk->gates, n * sizeof(s->approvals[0]));
+        s->napprovals = (uint8_t)n;
+    }
+    s->turns++;
+}
+
+int pool_session_park(struct pool *p, struct pool_handle h, pid_t owner,
+                      const struct pool_park *pk, uint64_t parked_max,
+                      struct pool_victim *victim)
+{
+    int r = 0;
+
+    memset(victim, 0, sizeof(*victim));
+    WITH_SLOT(p, h, s, {
+        if (s->state != SLOT_BUSY || s->owner_pid != (int32_t)owner) {
+            r = -ESTALE;
+        } else if (pool_parked_count_locked(p) >= parked_max) {
+            int lru = pool_lru_idle_locked(p);
+            if (lru < 0) {
+                r = -ENOSPC; /* every seat is busy or awaiting approval */
+            } else {
+                victim_of(p, lru, TEARDOWN_CAPACITY_EVICTION, victim);
+                pool_drain_locked(p, victim->h, TEARDOWN_CAPACITY_EVICTION);
+            }
+        }
+        if (r == 0) {
+            store_park_locked(s, pk);
+            pool_park_locked(p, h, pk->awaiting ? SLOT_AWAITING_APPROVAL : SLOT_IDLE,
+                             pk->deadline_ms);
+        }
+    });
+    return r;
+}
+
+int pool_session_checkout_parked(struct pool *p, const char *key, pid_t owner,
+                                 struct pool_session *ret)
+{
+    int i, r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    i = pool_find_locked(p, key);
+    if (i < 0) {
+        r = -ENOENT;
+    } else if (p->slots[i].state != SLOT_AWAITING_APPROVAL) {
+        r = -EBUSY;
+    } else {
+        pool_copy_session(&p->slots[i], (uint32_t)i, ret);
+        for (size_t g = 0; g < ret->ngates; g++)
+            ret->gates[g].decision = -1;
+        r = pool_checkout_locked(p, ret->h, true, owner, "cancel");
+    }
+    pool_unlock(p);
+    return r;
+}
+
+int pool_session_park_cancelled(struct pool *p, struct pool_handle h, int64_t acp_next_id,
+                                int64_t deadline_ms)
+{
+    int r = 0;
+
+    WITH_SLOT(p, h, s, {
+        if (s->state != SLOT_BUSY) {
+            r = -ESTALE;
+        } else {
+            s->napprovals = 0;
+            s->acp_next_id = acp_next_id;
+            s->flags &= ~(uint32_t)SLOT_F_CANCEL;
+            pool_park_locked(p, h, SLOT_IDLE, deadline_ms);
+        }
+    });
+    return r;
+}
+
+int pool_session_request_cancel(struct pool *p, const char *key, const char *target_turn,
+                                bool *ret_parked)
+{
+    struct pool_slot *s;
+    int i, r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    i = pool_find_locked(p, key);
+    if (i < 0) {
+        pool_unlock(p);
+        return i;
+    }
+    s = &p->slots[i];
+    *ret_parked = s->state == SLOT_AWAITING_APPROVAL;
+    /* a targetTurnId that is not the running turn: that turn is over already */
+    if ((s->state == SLOT_BUSY || s->state == SLOT_STARTING) &&
+        !(target_turn && target_turn[0] && strcmp(s->owner_turn, target_turn) != 0))
+        __atomic_or_fetch(&s->flags, SLOT_F_CANCEL, __ATOMIC_RELEASE);
+    pool_unlock(p);
+    return 0;
+}
+
+bool pool_session_cancel_requested(const struct pool *p, struct pool_handle h)
+{
+    const struct pool_slot *s;
+    uint32_t flags;
+
+    if (!p || h.index >= p->hdr->nslots)
+        return false;
+    s = &p->slots[h.index];
+    flags = __atomic_load_n(&s->flags, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&s->generation, __ATOMIC_ACQUIRE) == h.generation &&
+           (flags & SLOT_F_CANCEL);
+}
+
+int pool_session_kill(struct pool *p, const char *key, enum teardown_reason reason,
+                      struct pool_victim *ret)
+{
+    int i, r = pool_lock(p);
+
+    memset(ret, 0, sizeof(*ret));
+    if (r < 0)
+        return r;
+    i = pool_find_locked(p, key);
+    if (i >= 0) {
+        victim_of(p, i, reason, ret);
+        if (p->slots[i].state != SLOT_DRAINING)
+            pool_drain_locked(p, ret->h, (uint8_t)reason);
+    }
+    pool_unlock(p);
+    return i >= 0 ? 1 : 0;
+}
+
+int pool_session_present(struct pool *p, const char *key)
+{
+    int i, r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    i = pool_find_locked(p, key);
+    pool_unlock(p);
+    return i >= 0;
+}
+
+/* ---- the master ---------------------------------------------------------------------------- */
+
+int pool_reclaim_keeper(struct pool *p, pid_t keeper_pid, char env_dir[POOL_DIR_MAX])
+{
+    int found = 0;
+
+    env_dir[0] = '\0';
+    if (pool_lock(p) < 0)
+        return 0;
+    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
+        struct pool_slot *s = &p->slots[i];
+        if (s->state == SLOT_FREE || s->keeper_pid != (int32_t)keeper_pid)
+            continue;
+        memcpy(env_dir, s->env_dir, POOL_DIR_MAX);
+        pool_free_locked(p, pool_handle_of(p, i), 0);
+        found = 1;
+        break;
+    }
+    pool_unlock(p);
+    return found;
+}
+
+uint32_t pool_reclaim_dead(struct pool *p, struct pool_reclaimed *scratch)
+{
+    uint32_t n = 0, kept = 0;
+
+    if (pool_lock(p) < 0)
+        return 0;
+    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
+        struct pool_slot *s = &p->slots[i];
+        struct pool_reclaimed *e;
+
+        if (s->state == SLOT_FREE)
+            continue;
+        e = &scratch[n++];
+        e->h = pool_handle_of(p, i);
+        e->keeper_pid = s->keeper_pid;
+        e->keeper_start = s->keeper_start;
+        e->owner_pid = s->owner_pid;
+        memcpy(e->env_dir, s->env_dir, sizeof(e->env_dir));
+    }
+    pool_unlock(p);
+    /* the liveness checks read /proc: never under the lock */
+    for (uint32_t i = 0; i < n; i++) {
+        struct pool_reclaimed *e = &scratch[i];
+        bool dead;
+
+        if (e->keeper_pid > 0)
+            dead = !util_proc_alive(e->keeper_pid, e->keeper_start);
+        else
+            dead = e->owner_pid > 0 && !util_proc_alive(e->owner_pid, 0);
+        if (dead)
+            scratch[kept++] = *e;
+    }
+    n = 0;
+    if (pool_lock(p) < 0)
+        return 0;
+    for (uint32_t i = 0; i < kept; i++) {
+        struct pool_slot *s = pool_slot_locked(p, scratch[i].h);
+
+        if (!s || s->keeper_pid != scratch[i].keeper_pid)
+            continue;
+        pool_free_locked(p, scratch[i].h, 0);
+        scratch[n++] = scratch[i];
+    }
+    pool_unlock(p);
     return n;
 }
 
-void pool_inflight_release(struct pool *p, pid_t pid)
+uint32_t pool_shutdown_begin(struct pool *p, struct pool_reclaimed *scratch)
 {
-    for (int i = 0; i < POOL_WORKERS_MAX; i++) {
-        struct pool_inflight *e = &p->hdr->inflight[i];
-        int32_t owner = __atomic_load_n(&e->pid, __ATOMIC_ACQUIRE);
+    uint32_t n = 0;
 
-        if (!owner || (pid && owner != pid))
+    if (pool_lock(p) < 0)
+        return 0;
+    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
+        struct pool_slot *s = &p->slots[i];
+        if (s->state == SLOT_FREE || s->keeper_pid <= 0)
             continue;
-        if (!pid && proc_alive(owner, __atomic_load_n(&e->start, __ATOMIC_ACQUIRE)))
-            continue;
-        __atomic_store_n(&e->runs, 0, __ATOMIC_RELAXED);
-        __atomic_compare_exchange_n(&e->pid, &owner, 0, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED);
+        memset(&scratch[n], 0, sizeof(scratch[n]));
+        scratch[n].h = pool_handle_of(p, i);
+        scratch[n].keeper_pid = s->keeper_pid;
+        scratch[n].keeper_start = s->keeper_start;
+        n++;
+        s->last_teardown = (uint8_t)(s->state == SLOT_IDLE ? TEARDOWN_SHUTDOWN_IDLE
+                                                           : TEARDOWN_SHUTDOWN_IN_FLIGHT);
     }
+    pool_unlock(p);
+    return n;
+}
+
+void pool_metrics_turn(struct pool *p, unsigned harness, const char *provider, unsigned outcome)
+{
+    struct pool_metrics *m;
+    unsigned idx;
+
+    if (!p)
+        return;
+    m = &p->hdr->metrics;
+    idx = metrics_provider_find(m, provider);
+    if (idx == METRIC_PROVIDERS && pool_lock(p) >= 0) {
+        idx = metrics_provider_register_locked(m, provider);
+        pool_unlock(p);
+    }
+    metrics_turn(m, harness, idx, (enum metric_outcome)outcome);
 }

@@ -118,7 +118,7 @@ int records_uuid5(const uint8_t ns[16], const char *name, size_t len, char out[3
         return -EIO;
     md[6] = (unsigned char)((md[6] & 0x0f) | 0x50);
     md[8] = (unsigned char)((md[8] & 0x3f) | 0x80);
-    hex_encode(md, 16, hex);
+    util_hex_encode(md, 16, hex);
     snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16, hex + 20);
     return 0;
 }
@@ -366,7 +366,7 @@ static void *delivery_thread(void *arg)
     pthread_mutex_lock(&reg_lock);
     for (;;) {
         struct item *it = ob->head;
-        int64_t now = now_ms();
+        int64_t now = util_now_ms();
         bool ok;
 
         if (!it)
@@ -524,7 +524,7 @@ static int record_body(struct records *r, json_object *ev, uint64_t index, const
         json_object_put(copy);
         return rc;
     }
-    agenta_iso_time(wall_ms(), stamp);
+    agenta_iso_time(util_wall_ms(), stamp);
     rec.timestamp = stamp;
     rec.attributes = copy;
     body = agenta_record_body(&rec);
@@ -571,7 +571,7 @@ static int persist_at(struct records *r, json_object *ev, uint64_t index, const 
     policy(r, it);
     if (held) {
         it->held = true;
-        it->hold_until = now_ms() + (int64_t)r->tool_ttl_ms;
+        it->hold_until = util_now_ms() + (int64_t)r->tool_ttl_ms;
     }
     return enqueue(r, it, ret_seq);
 }
@@ -623,7 +623,7 @@ static int update_open_tool(struct records *r, json_object *ev)
         it->body = body.data;
         it->body_len = body.len;
         body.data = NULL;
-        it->hold_until = now_ms() + (int64_t)r->tool_ttl_ms;
+        it->hold_until = util_now_ms() + (int64_t)r->tool_ttl_ms;
         pthread_cond_signal(&r->ob->wake);
         rc = 0;
         break;
@@ -916,8 +916,8 @@ int records_new(struct agenta_api *api, struct redact *rd, const struct records_
     r->rd = rd;
     r->session_key = strdup(p->session_key);
     r->session_id = strdup(p->session_id);
-    r->turn_id = xstrdup(p->turn_id);
-    r->span_id = xstrdup(p->span_id);
+    r->turn_id = util_xstrdup(p->turn_id);
+    r->span_id = util_xstrdup(p->span_id);
     r->tally = calloc(1, sizeof(*r->tally));
     if (!r->session_key || !r->session_id || (p->turn_id && !r->turn_id) ||
         (p->span_id && !r->span_id) || !r->tally)
@@ -958,7 +958,7 @@ int records_flush(struct records *r, int64_t deadline_ms)
     release_open_tool(r);
     pthread_mutex_lock(&reg_lock);
     while (r->tally->delivered + r->tally->dropped < r->tally->queued) {
-        if (now_ms() >= deadline_ms) {
+        if (util_now_ms() >= deadline_ms) {
             rc = -ETIMEDOUT;
             break;
         }
@@ -1016,7 +1016,7 @@ int records_drain_all(int64_t deadline_ms)
             busy = ob->head || ob->thread_running;
         if (!busy)
             break;
-        if (now_ms() >= deadline_ms) {
+        if (util_now_ms() >= deadline_ms) {
             rc = -ETIMEDOUT;
             break;
         }

@@ -103,7 +103,7 @@ int records_send(struct records *r, const char *path, json_object *body, unsigne
 
 /*
  * Send the open tool call and wait until every record this emitter queued has been
- * delivered or dropped, or until deadline_ms (monotonic, now_ms()) passes. 0: every record
+ * delivered or dropped, or until deadline_ms (monotonic, util_now_ms()) passes. 0: every record
  * landed (a failed records_send call is only logged); -EIO: at least one record was dropped
  * (in durable mode the session is now incomplete); -ETIMEDOUT: some are still queued (they
  * keep going in the background).

@@ -15,6 +15,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "util.h"
+#include "harness/harness.h"
 
 #define TRACE_QUEUE_MAX 64
 #define TRACE_TOOLS_MAX 128
@@ -100,7 +101,7 @@ static void attr_int(struct span *s, const char *key, int64_t value)
 static void span_start(struct span *s, const char *name, const char *parent)
 {
     memset(s, 0, sizeof(*s));
-    (void)random_hex(s->id, 8);
+    (void)util_random_hex(s->id, 8);
     snprintf(s->parent, sizeof(s->parent), "%s", parent ? parent : "");
     snprintf(s->name, sizeof(s->name), "%s", name);
     s->start_ns = wall_ns();
@@ -144,7 +145,7 @@ struct trace_run *trace_run_start(const struct run_request *req, const char *mod
         memcpy(parent, req->traceparent + 36, 16);
         parent[16] = '\0';
     } else {
-        (void)random_hex(ret_trace_id, 16);
+        (void)util_random_hex(ret_trace_id, 16);
     }
     if (!endpoint)
         return NULL;

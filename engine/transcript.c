@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
+#include "identity.h"
 #include "jsonx.h"
 
 static const char *tool_name_for(const struct run_request *req, const char *id)
@@ -83,7 +85,7 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
     size_t start = 0;
     int r;
 
-    buf_init(&latest, 16u * 1024 * 1024);
+    buf_init(&latest, REPLAY_LATEST_MAX);
     r = run_request_prompt_text(req, &latest);
     if (r < 0 && !closing) {
         buf_release(&latest);
@@ -94,7 +96,7 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
         buf_release(&latest);
         return r;
     }
-    buf_init(&hist, 64u * 1024 * 1024);
+    buf_init(&hist, REPLAY_TEXT_MAX);
     /* with a closing frame the tail (answers to approvals) is history too */
     for (size_t i = 0; i + (closing ? 0 : 1) < req->nmessages; i++) {
         const struct chat_message *m = &req->messages[i];
@@ -132,3 +134,156 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
     buf_release(&latest);
     return r == -E2BIG ? -E2BIG : r;
 }
+
+/* ---- prompts and the approvals a request answers -------------------------------------- */
+
+static json_object *text_block(const char *text)
+{
+    json_object *b = json_object_new_object();
+
+    json_object_object_add(b, "type", json_object_new_string("text"));
+    json_object_object_add(b, "text", json_object_new_string(text));
+    return b;
+}
+
+json_object *transcript_prompt(const struct run_request *req, bool replay, bool images)
+{
+    const struct chat_message *m = &req->messages[req->nmessages - 1];
+    json_object *blocks = json_object_new_array(), *media = json_object_new_array();
+    struct buf text;
+
+    buf_init(&text, PROMPT_TEXT_MAX);
+    if (replay)
+        transcript_turn_text(req, NULL, &text);
+    else
+        run_request_prompt_text(req, &text);
+    for (size_t i = 0; i < m->nblocks; i++) {
+        const struct content_block *b = &m->blocks[i];
+        json_object *img;
+
+        if (b->type != BLOCK_IMAGE)
+            continue;
+        if (!images || !b->data) {
+            buf_append_str(&text, "\n[image omitted: the harness does not take images]");
+            continue;
+        }
+        img = json_object_new_object();
+        json_object_object_add(img, "type", json_object_new_string("image"));
+        json_object_object_add(img, "data", json_object_new_string(b->data));
+        json_object_object_add(img, "mimeType",
+                               json_object_new_string(b->mime_type ? b->mime_type
+                                                                   : "image/png"));
+        json_object_array_add(media, img);
+    }
+    json_object_array_add(blocks, text_block(buf_str(&text)));
+    for (size_t i = 0; i < json_object_array_length(media); i++)
+        json_object_array_add(blocks, json_object_get(json_object_array_get_idx(media, i)));
+    json_object_put(media);
+    buf_release(&text);
+    return blocks;
+}
+
+json_object *transcript_approval_prompt(const struct run_request *req)
+{
+    static const char closing[] =
+        "The user has now answered the pending tool approvals above. Run the APPROVED calls "
+        "again with the same arguments (they have NOT run yet); do not run the DENIED ones; "
+        "then continue the task without restarting it.";
+    struct buf text;
+    json_object *blocks = json_object_new_array();
+
+    buf_init(&text, PROMPT_TEXT_MAX);
+    transcript_turn_text(req, closing, &text);
+    json_object_array_add(blocks, text_block(buf_str(&text)));
+    buf_release(&text);
+    return blocks;
+}
+
+/* {"approved": bool, "interactionToken"?} of a tool_result block, or NULL */
+static json_object *approval_output(const struct content_block *b)
+{
+    json_object *approved;
+
+    if (b->type != BLOCK_TOOL_RESULT || !b->output ||
+        !json_object_is_type(b->output, json_type_object))
+        return NULL;
+    approved = jsonx_get(b->output, "approved");
+    return approved && json_object_is_type(approved, json_type_boolean) ? b->output : NULL;
+}
+
+int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g)
+{
+    for (size_t i = req->nmessages; i-- > 0;) {
+        const struct chat_message *m = &req->messages[i];
+        for (size_t j = 0; j < m->nblocks; j++) {
+            const struct content_block *b = &m->blocks[j];
+            json_object *out = approval_output(b);
+            const char *token;
+
+            if (!out || !b->tool_call_id || strcmp(b->tool_call_id, g->tool_call_id) != 0)
+                continue;
+            token = jsonx_str(out, "interactionToken");
+            if (token && strcmp(token, g->token) != 0)
+                return -1; /* an answer to another (older) interaction */
+            return json_object_get_boolean(jsonx_get(out, "approved")) ? 1 : 0;
+        }
+    }
+    return -1;
+}
+
+bool transcript_answers_only(const struct run_request *req)
+{
+    const struct chat_message *m;
+    bool any = false;
+
+    if (req->nmessages == 0)
+        return false;
+    m = &req->messages[req->nmessages - 1];
+    for (size_t i = 0; i < m->nblocks; i++) {
+        if (approval_output(&m->blocks[i]))
+            any = true;
+        else if (m->blocks[i].type == BLOCK_TEXT && m->blocks[i].text && m->blocks[i].text[0])
+            return false;
+    }
+    return any;
+}
+
+enum permission transcript_stored_decision(const struct run_request *req, const char *tool,
+                                           json_object *args)
+{
+    struct buf want, have;
+    enum permission found = PERMISSION_UNSET;
+
+    if (!tool)
+        return PERMISSION_UNSET;
+    buf_init(&want, CANONICAL_ARGS_MAX);
+    buf_init(&have, CANONICAL_ARGS_MAX);
+    identity_canonical(args, &want);
+    for (size_t i = 0; i < req->nmessages && found == PERMISSION_UNSET; i++) {
+        const struct chat_message *m = &req->messages[i];
+        for (size_t j = 0; j < m->nblocks; j++) {
+            const struct content_block *b = &m->blocks[j];
+
+            if (b->type != BLOCK_TOOL_CALL || !b->tool_name || !b->tool_call_id ||
+                strcasecmp(b->tool_name, tool) != 0)
+                continue;
+            buf_reset(&have);
+            identity_canonical(b->input, &have);
+            if (strcmp(buf_str(&have), buf_str(&want)) != 0)
+                continue;
+            for (size_t k = i; k < req->nmessages; k++)
+                for (size_t l = 0; l < req->messages[k].nblocks; l++) {
+                    const struct content_block *rb = &req->messages[k].blocks[l];
+                    json_object *out = approval_output(rb);
+                    if (out && rb->tool_call_id && strcmp(rb->tool_call_id, b->tool_call_id) == 0)
+                        found = json_object_get_boolean(jsonx_get(out, "approved"))
+                                    ? PERMISSION_ALLOW
+                                    : PERMISSION_DENY;
+                }
+        }
+    }
+    buf_release(&want);
+    buf_release(&have);
+    return found;
+}
+

@@ -10,14 +10,19 @@
  *
  *   Continue the conversation. The user now says:
  *   <latest user text>
+ *
+ * It also reads the approvals a request answers (tool_result blocks whose output is
+ * {"approved": bool, "interactionToken"?}) and builds a turn's ACP prompt.
  */
 #ifndef AR_TRANSCRIPT_H
 #define AR_TRANSCRIPT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
 #include "contracts.h"
+#include "policy.h"
 
 #define TRANSCRIPT_HISTORY_MAX 100000
 #define TRANSCRIPT_RESULT_MAX 4000
@@ -33,5 +38,25 @@ int transcript_render_message(const struct chat_message *m, struct buf *out);
  * "[user DENIED x (call id); the call was not executed]".
  */
 int transcript_turn_text(const struct run_request *req, const char *closing, struct buf *out);
+
+/*
+ * The ACP prompt of a turn (a new JSON array of content blocks): the tail user message's
+ * text, or with replay the cold replay text, plus its inline images when the harness takes
+ * images (else each is named in the text).
+ */
+json_object *transcript_prompt(const struct run_request *req, bool replay, bool images);
+/* The prompt of a cold turn whose request answers approvals a lost session was waiting on. */
+json_object *transcript_approval_prompt(const struct run_request *req);
+
+/* The tail message only answers approvals (tool_result blocks, no new user text). */
+bool transcript_answers_only(const struct run_request *req);
+/* The request's decision on gate g: -1 none (or an answer to another interaction), 0, 1. */
+int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g);
+/*
+ * A decision stored in the transcript: a tool_call with the same tool (case-insensitive) and
+ * canonical arguments whose approval was answered; PERMISSION_UNSET when none was.
+ */
+enum permission transcript_stored_decision(const struct run_request *req, const char *tool,
+                                           json_object *args);
 
 #endif

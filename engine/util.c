@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret)
+int util_parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret)
 {
     unsigned long long v;
     char *end;
@@ -42,17 +42,17 @@ static int64_t clock_ms(clockid_t id)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t now_ms(void)
+int64_t util_now_ms(void)
 {
     return clock_ms(CLOCK_MONOTONIC);
 }
 
-int64_t wall_ms(void)
+int64_t util_wall_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);
 }
 
-int64_t now_ns(void)
+int64_t util_now_ns(void)
 {
     struct timespec ts;
 
@@ -60,7 +60,7 @@ int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-int random_bytes(void *buf, size_t len)
+int util_random_bytes(void *buf, size_t len)
 {
     uint8_t *p = buf;
 
@@ -77,7 +77,7 @@ int random_bytes(void *buf, size_t len)
     return 0;
 }
 
-void hex_encode(const uint8_t *in, size_t len, char *out)
+void util_hex_encode(const uint8_t *in, size_t len, char *out)
 {
     static const char digits[] = "0123456789abcdef";
 
@@ -88,37 +88,37 @@ void hex_encode(const uint8_t *in, size_t len, char *out)
     out[2 * len] = '\0';
 }
 
-int random_hex(char *out, size_t nbytes)
+int util_random_hex(char *out, size_t nbytes)
 {
     uint8_t raw[64];
     int r;
 
     if (nbytes > sizeof(raw))
         return -EINVAL;
-    r = random_bytes(raw, nbytes);
+    r = util_random_bytes(raw, nbytes);
     if (r < 0)
         return r;
-    hex_encode(raw, nbytes, out);
+    util_hex_encode(raw, nbytes, out);
     return 0;
 }
 
-int random_uuid(char out[37])
+int util_random_uuid(char out[37])
 {
     uint8_t u[16];
     char h[33];
     int r;
 
-    r = random_bytes(u, sizeof(u));
+    r = util_random_bytes(u, sizeof(u));
     if (r < 0)
         return r;
     u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
     u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-    hex_encode(u, sizeof(u), h);
+    util_hex_encode(u, sizeof(u), h);
     snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
     return 0;
 }
 
-bool ct_equal(const void *a, size_t alen, const void *b, size_t blen)
+bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
     const volatile uint8_t *pa = a, *pb = b;
     uint8_t diff = 0;
@@ -130,7 +130,7 @@ bool ct_equal(const void *a, size_t alen, const void *b, size_t blen)
     return diff == 0;
 }
 
-int mkdir_p(const char *path, mode_t mode)
+int util_mkdir_p(const char *path, mode_t mode)
 {
     char tmp[PATH_MAX];
     size_t len = strlen(path);
@@ -186,25 +186,25 @@ static int rm_rf_at(int parent, const char *name)
     return r;
 }
 
-int rm_rf(const char *path)
+int util_rm_rf(const char *path)
 {
     return rm_rf_at(AT_FDCWD, path);
 }
 
-int write_file(const char *path, const void *data, size_t len, mode_t mode)
+int util_write_file(const char *path, const void *data, size_t len, mode_t mode)
 {
     int fd, r;
 
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd == -1)
         return -errno;
-    r = write_all(fd, data, len);
+    r = util_write_all(fd, data, len);
     if (close(fd) == -1 && r == 0)
         r = -errno;
     return r;
 }
 
-int write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
+int util_write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
                        mode_t mode)
 {
     char part[256];
@@ -248,7 +248,7 @@ int write_file_beneath(const char *root, const char *rel, const void *data, size
         r = -errno;
         goto out;
     }
-    r = write_all(fd, data, len);
+    r = util_write_all(fd, data, len);
     if (close(fd) == -1 && r == 0)
         r = -errno;
 out:
@@ -256,7 +256,7 @@ out:
     return r;
 }
 
-int read_file(const char *path, size_t max, char **ret_data, size_t *ret_len)
+int util_read_file(const char *path, size_t max, char **ret_data, size_t *ret_len)
 {
     char *data = NULL;
     size_t len = 0, cap = 0;
@@ -312,12 +312,12 @@ out:
     return r;
 }
 
-char *xstrdup(const char *s)
+char *util_xstrdup(const char *s)
 {
     return s ? strdup(s) : NULL;
 }
 
-int write_all(int fd, const void *buf, size_t len)
+int util_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
 
@@ -355,7 +355,7 @@ static const char *proc_stat_fields(pid_t pid, char *buf, size_t size)
     return p && p[1] == ' ' ? p + 2 : NULL;
 }
 
-uint64_t proc_start_time(pid_t pid)
+uint64_t util_proc_start_time(pid_t pid)
 {
     char buf[1024];
     const char *p = proc_stat_fields(pid, buf, sizeof(buf));
@@ -369,7 +369,7 @@ uint64_t proc_start_time(pid_t pid)
     return p ? (uint64_t)strtoull(p, NULL, 10) : 0;
 }
 
-bool proc_alive(pid_t pid, uint64_t start_time)
+bool util_proc_alive(pid_t pid, uint64_t start_time)
 {
     char buf[1024];
     const char *p;
@@ -382,7 +382,7 @@ bool proc_alive(pid_t pid, uint64_t start_time)
     /* a zombie is dead for our purposes */
     if (!p || p[0] == 'Z' || p[0] == 'X')
         return false;
-    return start_time == 0 || proc_start_time(pid) == start_time;
+    return start_time == 0 || util_proc_start_time(pid) == start_time;
 }
 
 static pid_t cached_pid;
@@ -398,7 +398,7 @@ static void watch_fork(void)
     pthread_atfork(NULL, NULL, forget_pid);
 }
 
-pid_t self_pid(void)
+pid_t util_self_pid(void)
 {
     pthread_once(&pid_once, watch_fork);
     if (!cached_pid)
@@ -406,7 +406,7 @@ pid_t self_pid(void)
     return cached_pid;
 }
 
-int signalfd_for(const int *signals, size_t n)
+int util_signalfd_for(const int *signals, size_t n)
 {
     sigset_t set;
     int fd;

@@ -16,59 +16,59 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Parse a whole decimal string into [min, max]. -EINVAL on junk or empty, -ERANGE outside. */
-int parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret);
+int util_parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret);
 
 /* Milliseconds on CLOCK_MONOTONIC / CLOCK_REALTIME. Cannot fail. */
-int64_t now_ms(void);
-int64_t wall_ms(void);
+int64_t util_now_ms(void);
+int64_t util_wall_ms(void);
 /* Nanoseconds on CLOCK_MONOTONIC. Cannot fail. */
-int64_t now_ns(void);
+int64_t util_now_ns(void);
 
 /* Fill buf with len random bytes from getrandom(2). */
-int random_bytes(void *buf, size_t len);
+int util_random_bytes(void *buf, size_t len);
 /* Write 2*nbytes lower-case hex digits of random data plus a NUL into out (size >= 2n+1). */
-int random_hex(char *out, size_t nbytes);
+int util_random_hex(char *out, size_t nbytes);
 /* A random RFC 4122 version 4 UUID string; out must hold 37 bytes. */
-int random_uuid(char out[37]);
+int util_random_uuid(char out[37]);
 
 /* Constant-time equality of two byte strings (time depends only on the lengths). */
-bool ct_equal(const void *a, size_t alen, const void *b, size_t blen);
+bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
 
 /* Lower-case hex of len bytes into out (size >= 2*len+1). Cannot fail. */
-void hex_encode(const uint8_t *in, size_t len, char *out);
+void util_hex_encode(const uint8_t *in, size_t len, char *out);
 
 /* mkdir -p with the given mode for every created component. */
-int mkdir_p(const char *path, mode_t mode);
+int util_mkdir_p(const char *path, mode_t mode);
 /* Remove a directory tree without following symlinks; a missing path is success. */
-int rm_rf(const char *path);
+int util_rm_rf(const char *path);
 /* Create or replace path with exactly len bytes of data (O_NOFOLLOW, mode). */
-int write_file(const char *path, const void *data, size_t len, mode_t mode);
+int util_write_file(const char *path, const void *data, size_t len, mode_t mode);
 /*
  * Create or replace root/rel with data, creating missing parent folders (0755), never
  * following a symlink on the way (a hostile workspace cannot redirect the write).
  * rel must be a relative path without "." or ".." components.
  */
-int write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
+int util_write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
                        mode_t mode);
 /* Read a whole file (at most max bytes) into a NUL-terminated malloc'ed buffer. */
-int read_file(const char *path, size_t max, char **ret_data, size_t *ret_len);
+int util_read_file(const char *path, size_t max, char **ret_data, size_t *ret_len);
 
 /* strdup that returns NULL for NULL. */
-char *xstrdup(const char *s);
+char *util_xstrdup(const char *s);
 
 /* Write all of buf to fd, retrying on EINTR and short writes. */
-int write_all(int fd, const void *buf, size_t len);
+int util_write_all(int fd, const void *buf, size_t len);
 
 /* Process start time (clock ticks since boot, field 22 of /proc/<pid>/stat); 0 if gone. */
-uint64_t proc_start_time(pid_t pid);
+uint64_t util_proc_start_time(pid_t pid);
 
 /* True when pid is alive and, if start_time is non-zero, still the same process. */
-bool proc_alive(pid_t pid, uint64_t start_time);
+bool util_proc_alive(pid_t pid, uint64_t start_time);
 
 /* getpid(), cached per process (reset in a forked child): cheap enough for hot paths. */
-pid_t self_pid(void);
+pid_t util_self_pid(void);
 
 /* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
-int signalfd_for(const int *signals, size_t n);
+int util_signalfd_for(const int *signals, size_t n);
 
 #endif

@@ -11,7 +11,7 @@
 
 static bool token_equal(const char *expected, const char *given)
 {
-    return ct_equal(expected, strlen(expected), given, strlen(given));
+    return util_ct_equal(expected, strlen(expected), given, strlen(given));
 }
 
 bool auth_ok(const char *expected, const char *header_token, const char *authorization)

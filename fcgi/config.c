@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../engine/log.h"
+#include "../engine/pool.h"
 #include "../engine/run_limits.h"
 #include "../engine/util.h"
 
@@ -132,7 +133,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
                 return -ENOMEM;
             break;
         case K_U64:
-            if (parse_u64(v, s->min, s->max, (uint64_t *)field) < 0) {
+            if (util_parse_u64(v, s->min, s->max, (uint64_t *)field) < 0) {
                 snprintf(err, errlen, "%s: expected an integer in [%llu, %llu], got \"%.40s\"",
                          s->name, (unsigned long long)s->min, (unsigned long long)s->max, v);
                 return -EINVAL;
@@ -185,7 +186,10 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         if (ttl && ttl[0])
             cfg->engine.local_idle_ms = cfg->engine.session_ttl_ms;
     }
-    snprintf(cfg->shm_name, sizeof(cfg->shm_name), "/agent-runner.%s", cfg->instance);
+    if (pool_shm_name(cfg->instance, cfg->shm_name, sizeof(cfg->shm_name)) < 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_INSTANCE: too long");
+        return -EINVAL;
+    }
     run_limits_config_normalize(&cfg->engine.limits);
     cfg->engine.state_dir = cfg->state_dir;
     cfg->engine.harness_dir = cfg->harness_dir;

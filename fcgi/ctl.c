@@ -15,10 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/engine.h"
+#include "../engine/environment.h"
+#include "../engine/harness/harness.h"
+#include "../engine/metrics.h"
 #include "../engine/jsonx.h"
 #include "../engine/pool.h"
 #include "../engine/util.h"
+
+#define POOL_RECENT_VIEWS 64
 
 
 static void usage(FILE *f)
@@ -29,83 +33,76 @@ static void usage(FILE *f)
                "       agent-runner-ctl [--instance NAME] check\n");
 }
 
-/* A consistent copy of slot i without the lock: retry until two reads agree. */
-static bool read_slot(const struct pool *p, uint32_t i, struct pool_slot *out)
+/* The most recent teardown of key among the n remembered ones, or NULL. */
+static const struct pool_teardown_view *recent_for(const struct pool_teardown_view *recent,
+                                                   size_t n, const char *key)
 {
-    for (int attempt = 0; attempt < 8; attempt++) {
-        uint32_t gen = __atomic_load_n(&p->slots[i].generation, __ATOMIC_ACQUIRE);
-        memcpy(out, &p->slots[i], sizeof(*out));
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (gen == __atomic_load_n(&p->slots[i].generation, __ATOMIC_ACQUIRE) &&
-            out->generation == gen && out->state < SLOT_STATE_COUNT &&
-            memchr(out->key, '\0', sizeof(out->key)))
-            return true;
-    }
-    return false;
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(recent[k].key, key) == 0)
+            return &recent[k];
+    return NULL;
 }
 
-static const struct pool_teardown *recent_for(const struct pool *p, const char *key)
+static json_object *session_json(const struct pool_session *s, uint32_t i,
+                                 const struct pool_teardown_view *t, int64_t now)
 {
-    uint32_t next = p->hdr->recent_next;
-    uint32_t n = next < POOL_RECENT_MAX ? next : POOL_RECENT_MAX;
+    json_object *o = json_object_new_object();
+    int64_t left = 0;
 
-    for (uint32_t k = 1; k <= n; k++) {
-        const struct pool_teardown *t = &p->hdr->recent[(next - k) % POOL_RECENT_MAX];
-        if (strncmp(t->key, key, sizeof(t->key)) == 0)
-            return t;
-    }
-    return NULL;
+    if (s->state == SLOT_IDLE)
+        left = s->idle_deadline_ms - now;
+    else if (s->state == SLOT_AWAITING_APPROVAL)
+        left = s->approval_deadline_ms - now;
+    json_object_object_add(o, "key", json_object_new_string(s->key));
+    json_object_object_add(o, "state", json_object_new_string(pool_state_name(s->state)));
+    json_object_object_add(o, "harness", json_object_new_string(harness_kind_name(s->harness)));
+    json_object_object_add(o, "provider", json_object_new_string(s->provider));
+    json_object_object_add(o, "model", json_object_new_string(s->model));
+    json_object_object_add(o, "keeperPid", json_object_new_int(s->keeper_pid));
+    json_object_object_add(o, "sandboxPid", json_object_new_int(s->sandbox_pid));
+    json_object_object_add(o, "envDir", json_object_new_string(s->env_dir));
+    json_object_object_add(o, "approvals", json_object_new_int((int)s->ngates));
+    json_object_object_add(o, "ownerPid", json_object_new_int(s->owner_pid));
+    json_object_object_add(o, "idleLeftMs", json_object_new_int64(left > 0 ? left : 0));
+    json_object_object_add(o, "turns", json_object_new_int((int)s->turns));
+    json_object_object_add(o, "slot", json_object_new_int((int)i));
+    json_object_object_add(o, "generation", json_object_new_int64(s->h.generation));
+    json_object_object_add(o, "lastTeardown",
+                           t ? json_object_new_string(teardown_reason_name(
+                                   (enum teardown_reason)t->reason))
+                             : NULL);
+    return o;
 }
 
 static int cmd_sessions(const struct pool *p, bool json)
 {
     json_object *list = json_object_new_array(), *recent = json_object_new_array();
-    int64_t now = now_ms();
-    uint32_t next = p->hdr->recent_next;
-    uint32_t n = next < POOL_RECENT_MAX ? next : POOL_RECENT_MAX;
+    struct pool_teardown_view *views = calloc(POOL_RECENT_VIEWS, sizeof(*views));
+    struct pool_session *s = calloc(1, sizeof(*s));
+    struct pool_info info;
+    int64_t now = util_now_ms();
+    size_t n;
 
-    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
-        struct pool_slot s;
-        const struct pool_teardown *t;
-        json_object *o;
-        int64_t left = 0;
-
-        if (!read_slot(p, i, &s) || s.state == SLOT_FREE)
-            continue;
-        if (s.state == SLOT_IDLE)
-            left = s.idle_deadline_ms - now;
-        else if (s.state == SLOT_AWAITING_APPROVAL)
-            left = s.approval_deadline_ms - now;
-        o = json_object_new_object();
-        json_object_object_add(o, "key", json_object_new_string(s.key));
-        json_object_object_add(o, "state", json_object_new_string(pool_state_name(s.state)));
-        json_object_object_add(o, "harness",
-                               json_object_new_string(harness_kind_name(s.harness)));
-        json_object_object_add(o, "provider", json_object_new_string(s.provider));
-        json_object_object_add(o, "model", json_object_new_string(s.model));
-        json_object_object_add(o, "keeperPid", json_object_new_int(s.keeper_pid));
-        json_object_object_add(o, "sandboxPid", json_object_new_int(s.sandbox_pid));
-        json_object_object_add(o, "envDir", json_object_new_string(s.env_dir));
-        json_object_object_add(o, "approvals", json_object_new_int(s.napprovals));
-        json_object_object_add(o, "ownerPid", json_object_new_int(s.owner_pid));
-        json_object_object_add(o, "idleLeftMs", json_object_new_int64(left > 0 ? left : 0));
-        json_object_object_add(o, "turns", json_object_new_int((int)s.turns));
-        json_object_object_add(o, "slot", json_object_new_int((int)i));
-        json_object_object_add(o, "generation", json_object_new_int64(s.generation));
-        t = s.key[0] ? recent_for(p, s.key) : NULL;
-        json_object_object_add(o, "lastTeardown",
-                               t ? json_object_new_string(teardown_reason_name(
-                                       (enum teardown_reason)t->reason))
-                                 : NULL);
-        json_object_array_add(list, o);
+    if (!views || !s) {
+        free(views);
+        free(s);
+        fprintf(stderr, "out of memory\n");
+        return 1;
     }
-    for (uint32_t k = 1; k <= n; k++) {
-        const struct pool_teardown *t = &p->hdr->recent[(next - k) % POOL_RECENT_MAX];
+    pool_get_info(p, &info);
+    n = pool_recent_teardowns(p, views, POOL_RECENT_VIEWS);
+    for (uint32_t i = 0; i < info.nslots; i++) {
+        if (!pool_session_peek(p, i, s))
+            continue;
+        json_object_array_add(list, session_json(s, i, s->key[0] ? recent_for(views, n, s->key)
+                                                               : NULL,
+                                                 now));
+    }
+    for (size_t k = 0; k < n; k++) {
+        const struct pool_teardown_view *t = &views[k];
         json_object *o = json_object_new_object();
-        char key[POOL_KEY_MAX];
 
-        snprintf(key, sizeof(key), "%.*s", (int)sizeof(t->key) - 1, t->key);
-        json_object_object_add(o, "key", json_object_new_string(key));
+        json_object_object_add(o, "key", json_object_new_string(t->key));
         json_object_object_add(o, "reason", json_object_new_string(teardown_reason_name(
                                                 (enum teardown_reason)t->reason)));
         json_object_object_add(o, "harness",
@@ -114,6 +111,8 @@ static int cmd_sessions(const struct pool *p, bool json)
         json_object_object_add(o, "turns", json_object_new_int((int)t->turns));
         json_object_array_add(recent, o);
     }
+    free(views);
+    free(s);
     if (json) {
         json_object *doc = json_object_new_object();
         json_object_object_add(doc, "sessions", list);
@@ -156,32 +155,35 @@ static int cmd_stats(const struct pool *p, bool json)
     } totals[] = {
         {"admission_rejected", pool_counter_get(p, PC_ADMISSION_REJECTED)},
         {"worker_restarts", pool_counter_get(p, PC_WORKER_RESTARTS)},
-        {"keeper_spawns", metrics_keeper_spawns_total(p)},
+        {"keeper_spawns", metrics_keeper_spawns_total(pool_metrics_const(p))},
         {"warm_hits", pool_counter_get(p, PC_WARM_HITS)},
-        {"cold_starts", metrics_cold_starts_total(p)},
+        {"cold_starts", metrics_cold_starts_total(pool_metrics_const(p))},
         {"runs_in_flight", pool_inflight_total(p)},
     };
     json_object *doc = json_object_new_object(), *counters = json_object_new_object();
+    struct pool_info info;
 
     for (size_t i = 0; i < ARRAY_SIZE(totals); i++)
         json_object_object_add(counters, totals[i].name,
                                json_object_new_int64((int64_t)totals[i].value));
     for (unsigned o = 0; o < METRIC_OUTCOMES; o++)
         json_object_object_add(counters, outcomes[o],
-                               json_object_new_int64((int64_t)metrics_turns_total(p, o)));
-    json_object_object_add(doc, "instance", json_object_new_string(p->hdr->instance_id));
-    json_object_object_add(doc, "masterPid", json_object_new_int(p->hdr->master_pid));
-    json_object_object_add(doc, "slots", json_object_new_int((int)p->hdr->nslots));
-    json_object_object_add(doc, "used", json_object_new_int((int)p->hdr->nused));
-    json_object_object_add(doc, "parked", json_object_new_int((int)p->hdr->nparked));
-    json_object_object_add(doc, "repairs", json_object_new_int((int)p->hdr->repairs));
+                               json_object_new_int64(
+                                   (int64_t)metrics_turns_total(pool_metrics_const(p), o)));
+    pool_get_info(p, &info);
+    json_object_object_add(doc, "instance", json_object_new_string(info.instance_id));
+    json_object_object_add(doc, "masterPid", json_object_new_int(info.master_pid));
+    json_object_object_add(doc, "slots", json_object_new_int((int)info.nslots));
+    json_object_object_add(doc, "used", json_object_new_int((int)info.nused));
+    json_object_object_add(doc, "parked", json_object_new_int((int)info.nparked));
+    json_object_object_add(doc, "repairs", json_object_new_int((int)info.repairs));
     json_object_object_add(doc, "counters", counters);
     if (json) {
         printf("%s\n", jsonx_text(doc, NULL));
     } else {
         printf("instance %s, master %d, slots %u used %u parked %u, repairs %u\n",
-               p->hdr->instance_id, p->hdr->master_pid, p->hdr->nslots, p->hdr->nused,
-               p->hdr->nparked, p->hdr->repairs);
+               info.instance_id, info.master_pid, info.nslots, info.nused,
+               info.nparked, info.repairs);
         json_object_object_foreach(counters, k, v)
         {
             printf("  %-20s %lld\n", k, (long long)json_object_get_int64(v));
@@ -193,12 +195,8 @@ static int cmd_stats(const struct pool *p, bool json)
 
 static int cmd_kill(struct pool *p, const char *key)
 {
-    struct engine_config cfg;
-    int r;
+    int r = environment_kill(p, key, TEARDOWN_KILL);
 
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.pool = p;
-    r = engine_kill_session(&cfg, key, TEARDOWN_KILL);
     if (r < 0) {
         fprintf(stderr, "kill '%s': %s\n", key, ar_strerror(r));
         return 1;
@@ -262,7 +260,10 @@ int main(int argc, char **argv)
     cmd = argv[optind];
     if (!instance || !instance[0])
         instance = "default";
-    snprintf(name, sizeof(name), "/agent-runner.%s", instance);
+    if (pool_shm_name(instance, name, sizeof(name)) < 0) {
+        fprintf(stderr, "--instance: too long\n");
+        return 2;
+    }
     rw = strcmp(cmd, "kill") == 0 || strcmp(cmd, "check") == 0;
     r = pool_attach(name, !rw, &p);
     if (r < 0) {

@@ -51,10 +51,10 @@ void http_parse_params(struct http_req *h, const char *method, const char *docum
             strlen(request_id))
         snprintf(h->request_id, sizeof(h->request_id), "%s", request_id);
     else
-        (void)random_hex(h->request_id, 16);
+        (void)util_random_hex(h->request_id, 16);
     if (content_length && content_length[0]) {
         h->has_length = true;
-        if (parse_u64(content_length, 0, UINT64_MAX, &h->content_length) < 0)
+        if (util_parse_u64(content_length, 0, UINT64_MAX, &h->content_length) < 0)
             h->bad_length = true; /* refused by http_read_body */
     }
 }

@@ -49,14 +49,7 @@ struct master {
     bool draining;
     int64_t drain_deadline;
     /* scratch for the sweep, sized at start-up: no malloc near the lock */
-    struct sweep_entry {
-        struct pool_handle h;
-        int32_t keeper_pid;
-        uint64_t keeper_start;
-        int32_t owner_pid;
-        uint32_t state;
-        char env_dir[POOL_DIR_MAX];
-    } *scratch;
+    struct pool_reclaimed *scratch;
 };
 
 static void usage(void)
@@ -78,13 +71,13 @@ static int parse_args(struct master *m, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "w:t:h", opts, NULL)) != -1) {
         switch (c) {
         case 'w':
-            if (parse_u64(optarg, 1, 64, &m->cfg.workers) < 0) {
+            if (util_parse_u64(optarg, 1, 64, &m->cfg.workers) < 0) {
                 fprintf(stderr, "--workers: expected 1..64\n");
                 return -EINVAL;
             }
             break;
         case 't':
-            if (parse_u64(optarg, 1, 4096, &m->cfg.threads) < 0) {
+            if (util_parse_u64(optarg, 1, 4096, &m->cfg.threads) < 0) {
                 fprintf(stderr, "--threads: expected 1..4096\n");
                 return -EINVAL;
             }
@@ -127,7 +120,7 @@ static pid_t spawn_worker(struct master *m, unsigned index)
     }
     if (pid > 0) {
         m->workers[index].pid = pid;
-        m->workers[index].started = now_ms();
+        m->workers[index].started = util_now_ms();
 
     }
     return pid;
@@ -144,24 +137,11 @@ static int worker_index_of(struct master *m, pid_t pid)
 /* Free the slot of a keeper that exited and remove what it left behind. */
 static void keeper_gone(struct master *m, pid_t pid)
 {
-    char dir[POOL_DIR_MAX] = "";
-    int r;
+    char dir[POOL_DIR_MAX];
 
-    r = pool_lock(m->pool);
-    if (r < 0)
-        return;
-    for (uint32_t i = 0; i < m->pool->hdr->nslots; i++) {
-        struct pool_slot *s = &m->pool->slots[i];
-        if (s->state == SLOT_FREE || s->keeper_pid != pid)
-            continue;
-        memcpy(dir, s->env_dir, sizeof(dir));
-        pool_free_locked(m->pool, pool_handle_of(m->pool, i), 0);
-        break;
-    }
-    pool_unlock(m->pool);
-    if (dir[0]) {
+    if (pool_reclaim_keeper(m->pool, pid, dir) && dir[0]) {
         log_info("keeper %d exited without freeing its slot: reclaimed", (int)pid);
-        (void)rm_rf(dir);
+        (void)util_rm_rf(dir);
     }
 }
 
@@ -187,70 +167,23 @@ static void reap(struct master *m)
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
         pool_counter_add(m->pool, PC_WORKER_RESTARTS, 1);
         m->workers[w].restarts++;
-        if (now_ms() - m->workers[w].started < RESPAWN_BACKOFF_MS)
+        if (util_now_ms() - m->workers[w].started < RESPAWN_BACKOFF_MS)
             usleep(RESPAWN_BACKOFF_MS * 1000);
         if (spawn_worker(m, (unsigned)w) < 0)
             log_error("cannot respawn worker %d: %s", w, strerror(errno));
     }
 }
 
-/*
- * Find slots whose keeper died (reaped elsewhere: pids are re-checked with their start time)
- * and slots reserved by a worker that died before its keeper started. Pids are read under the
- * lock, checked without it, and the slots changed under the lock again by (index, generation).
- */
+/* Reclaim the slots of dead keepers and of workers that died before their keeper started. */
 static void sweep(struct master *m)
 {
-    uint32_t n = 0;
-
-    if (pool_lock(m->pool) < 0)
-        return;
-    for (uint32_t i = 0; i < m->pool->hdr->nslots; i++) {
-        struct pool_slot *s = &m->pool->slots[i];
-        struct sweep_entry *e;
-
-        if (s->state == SLOT_FREE)
-            continue;
-        e = &m->scratch[n++];
-        e->h = pool_handle_of(m->pool, i);
-        e->keeper_pid = s->keeper_pid;
-        e->keeper_start = s->keeper_start;
-        e->owner_pid = s->owner_pid;
-        e->state = s->state;
-        memcpy(e->env_dir, s->env_dir, sizeof(e->env_dir));
-    }
-    pool_unlock(m->pool);
+    uint32_t n = pool_reclaim_dead(m->pool, m->scratch);
 
     for (uint32_t i = 0; i < n; i++) {
-        struct sweep_entry *e = &m->scratch[i];
-        bool dead;
-
-        if (e->keeper_pid > 0)
-            dead = !proc_alive(e->keeper_pid, e->keeper_start);
-        else
-            dead = e->owner_pid > 0 && !proc_alive(e->owner_pid, 0);
-        if (!dead)
-            e->h.generation = 0; /* keep */
-    }
-    if (pool_lock(m->pool) < 0)
-        return;
-    for (uint32_t i = 0; i < n; i++) {
-        struct sweep_entry *e = &m->scratch[i];
-        struct pool_slot *s;
-
-        if (e->h.generation == 0)
-            continue;
-        s = pool_slot_locked(m->pool, e->h);
-        if (!s || s->keeper_pid != e->keeper_pid)
-            continue;
-        pool_free_locked(m->pool, e->h, 0);
-    }
-    pool_unlock(m->pool);
-    for (uint32_t i = 0; i < n; i++) {
-        if (m->scratch[i].h.generation == 0 || !m->scratch[i].env_dir[0])
+        if (!m->scratch[i].env_dir[0])
             continue;
         log_info("reclaimed the slot of a dead %s", m->scratch[i].keeper_pid ? "keeper" : "worker");
-        (void)rm_rf(m->scratch[i].env_dir);
+        (void)util_rm_rf(m->scratch[i].env_dir);
     }
 }
 
@@ -262,30 +195,20 @@ static void clean_orphan_envs(struct master *m)
     DIR *d;
 
     snprintf(envs, sizeof(envs), "%s/envs", m->cfg.state_dir);
-    (void)mkdir_p(envs, 0700);
+    (void)util_mkdir_p(envs, 0700);
     d = opendir(envs);
     if (!d)
         return;
     while ((de = readdir(d)) != NULL) {
-        bool live = false;
-
         if (de->d_name[0] == '.')
             continue;
         snprintf(path, sizeof(path), "%s/%s", envs, de->d_name);
-        for (uint32_t i = 0; m->pool && i < m->pool->hdr->nslots && !live; i++)
-            live = m->pool->slots[i].state != SLOT_FREE &&
-                   strcmp(m->pool->slots[i].env_dir, path) == 0;
-        if (!live)
-            (void)rm_rf(path);
+        if (!pool_dir_in_use(m->pool, path))
+            (void)util_rm_rf(path);
     }
     closedir(d);
 }
 
-/*
- * A master that restarts after a crash adopts the session table its predecessor left, when it
- * is of this layout, this instance, this kernel boot and this size: warm environments (their
- * keepers survived) stay warm. Anything else is rebuilt, never trusted.
- */
 /*
  * The credential-epoch key belongs to a session table: made with it, kept beside it in a
  * root-only file under the state folder (never in shm), read back by a master that adopts it.
@@ -298,7 +221,7 @@ static int epoch_key(struct master *m, bool create)
 
     snprintf(path, sizeof(path), "%s/epoch.key", m->cfg.state_dir);
     if (!create) {
-        r = read_file(path, 64, &data, &len);
+        r = util_read_file(path, 64, &data, &len);
         if (r == 0 && len == sizeof(m->cfg.engine.epoch_key))
             memcpy(m->cfg.engine.epoch_key, data, len);
         else if (r == 0)
@@ -306,57 +229,59 @@ static int epoch_key(struct master *m, bool create)
         free(data);
         return r;
     }
-    r = random_bytes(m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key));
+    r = util_random_bytes(m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key));
     if (r == 0)
-        r = write_file(path, m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key), 0600);
+        r = util_write_file(path, m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key), 0600);
     return r;
 }
 
-/* Stop the keepers a table we are about to rebuild still lists: nobody could reach them. */
-static void stop_orphans(struct pool *p)
-{
-    for (uint32_t i = 0; i < p->hdr->nslots; i++) {
-        const struct pool_slot *s = &p->slots[i];
-        if (s->state != SLOT_FREE && s->keeper_pid > 0 && proc_alive(s->keeper_pid, s->keeper_start))
-            kill(s->keeper_pid, SIGTERM);
-    }
-}
-
+/*
+ * A master that restarts after a crash adopts the session table its predecessor left, when it
+ * is of this layout, this instance, this kernel boot and this size: warm environments (their
+ * keepers survived) stay warm. Anything else is rebuilt, never trusted.
+ */
 static int adopt_or_create(struct master *m, uint64_t boot_id)
 {
+    struct pool_info info;
     struct pool *p = NULL;
     uint32_t reset;
     int r;
 
     r = pool_attach(m->cfg.shm_name, false, &p);
-    if (r == 0 && p->hdr->boot_id == boot_id && p->hdr->nslots == m->cfg.slots &&
-        strcmp(p->hdr->instance_id, m->cfg.instance) == 0 &&
-        !proc_alive(p->hdr->master_pid, 0) && epoch_key(m, false) == 0) {
+    if (r == 0)
+        pool_get_info(p, &info);
+    if (r == 0 && info.boot_id == boot_id && info.nslots == m->cfg.slots &&
+        strcmp(info.instance_id, m->cfg.instance) == 0 && !util_proc_alive(info.master_pid, 0) &&
+        epoch_key(m, false) == 0) {
         r = pool_lock(p);
         if (r >= 0) {
             char err[160];
             reset = pool_repair_locked(p);
             if (pool_check_locked(p, err, sizeof(err)) < 0)
                 r = -EUCLEAN;
-            p->hdr->master_pid = (int32_t)getpid();
+            pool_set_master(p, getpid());
             pool_unlock(p);
             if (r >= 0) {
+                pool_get_info(p, &info);
                 log_info("adopted the session table of a previous master (%u used, %u reset)",
-                         p->hdr->nused, reset);
+                         info.nused, reset);
                 m->pool = p;
                 return 0;
             }
         }
     }
-    if (p && p->hdr->master_pid != (int32_t)getpid() && proc_alive(p->hdr->master_pid, 0) &&
-        p->hdr->master_pid != 0) {
-        log_error("another master (pid %d) runs instance '%s'", p->hdr->master_pid,
-                  m->cfg.instance);
-        pool_detach(p);
-        return -EBUSY;
+    if (p) {
+        pool_get_info(p, &info);
+        if (info.master_pid != (int32_t)getpid() && info.master_pid != 0 &&
+            util_proc_alive(info.master_pid, 0)) {
+            log_error("another master (pid %d) runs instance '%s'", info.master_pid,
+                      m->cfg.instance);
+            pool_detach(p);
+            return -EBUSY;
+        }
+        /* the keepers a table we are about to rebuild lists: nobody could reach them */
+        pool_stop_keepers(p);
     }
-    if (p)
-        stop_orphans(p);
     pool_detach(p);
     r = epoch_key(m, true);
     if (r < 0) {
@@ -370,38 +295,25 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
 /* Destroy every environment: signal each keeper and wait for all of them. */
 static void destroy_all(struct master *m)
 {
-    uint32_t n = 0;
+    uint32_t n = pool_shutdown_begin(m->pool, m->scratch);
     int64_t deadline;
 
-    if (pool_lock(m->pool) < 0)
-        return;
-    for (uint32_t i = 0; i < m->pool->hdr->nslots; i++) {
-        struct pool_slot *s = &m->pool->slots[i];
-        if (s->state == SLOT_FREE || s->keeper_pid <= 0)
-            continue;
-        m->scratch[n].keeper_pid = s->keeper_pid;
-        m->scratch[n].keeper_start = s->keeper_start;
-        n++;
-        s->last_teardown = (uint8_t)(s->state == SLOT_IDLE ? TEARDOWN_SHUTDOWN_IDLE
-                                                           : TEARDOWN_SHUTDOWN_IN_FLIGHT);
-    }
-    pool_unlock(m->pool);
     for (uint32_t i = 0; i < n; i++)
-        if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+        if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
             kill(m->scratch[i].keeper_pid, SIGTERM);
-    deadline = now_ms() + 5000;
+    deadline = util_now_ms() + 5000;
     for (;;) {
         bool any = false;
         for (uint32_t i = 0; i < n; i++)
-            if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+            if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
                 any = true;
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
         if (!any)
             break;
-        if (now_ms() > deadline) {
+        if (util_now_ms() > deadline) {
             for (uint32_t i = 0; i < n; i++)
-                if (proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
+                if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
                     kill(m->scratch[i].keeper_pid, SIGKILL);
             break;
         }
@@ -417,7 +329,7 @@ static void start_drain(struct master *m)
     if (m->draining)
         return;
     m->draining = true;
-    m->drain_deadline = now_ms() + (int64_t)m->cfg.drain_ms;
+    m->drain_deadline = util_now_ms() + (int64_t)m->cfg.drain_ms;
     log_info("draining: no new requests, %llums for turns in progress",
              (unsigned long long)m->cfg.drain_ms);
     /* one shutdown wakes every blocked accept(2) in every worker */
@@ -440,17 +352,17 @@ static int setup_signals(struct master *m)
     static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP};
 
     signal(SIGPIPE, SIG_IGN);
-    m->sig_fd = signalfd_for(sigs, ARRAY_SIZE(sigs));
+    m->sig_fd = util_signalfd_for(sigs, ARRAY_SIZE(sigs));
     return m->sig_fd < 0 ? m->sig_fd : 0;
 }
 
 static void loop(struct master *m)
 {
-    int64_t next_sweep = now_ms() + SWEEP_MS;
+    int64_t next_sweep = util_now_ms() + SWEEP_MS;
 
     for (;;) {
         struct pollfd p = {.fd = m->sig_fd, .events = POLLIN};
-        int64_t now = now_ms();
+        int64_t now = util_now_ms();
         int timeout = (int)(next_sweep - now);
         struct signalfd_siginfo si;
 
@@ -478,10 +390,10 @@ static void loop(struct master *m)
                 start_drain(m);
         }
         reap(m);
-        if (now_ms() >= next_sweep) {
+        if (util_now_ms() >= next_sweep) {
             sweep(m);
             pool_inflight_release(m->pool, 0);
-            next_sweep = now_ms() + SWEEP_MS;
+            next_sweep = util_now_ms() + SWEEP_MS;
         }
     }
 }
@@ -491,7 +403,7 @@ static uint64_t kernel_boot_id(void)
     char *text = NULL;
     uint64_t h = 1469598103934665603ull;
 
-    if (read_file("/proc/sys/kernel/random/boot_id", 128, &text, NULL) == 0) {
+    if (util_read_file("/proc/sys/kernel/random/boot_id", 128, &text, NULL) == 0) {
         for (char *p = text; *p; p++)
             h = (h ^ (unsigned char)*p) * 1099511628211ull;
         free(text);
@@ -522,7 +434,7 @@ int main(int argc, char **argv)
         log_error("cannot become child subreaper: %s", strerror(errno));
         return 1;
     }
-    r = mkdir_p(m.cfg.state_dir, 0711);
+    r = util_mkdir_p(m.cfg.state_dir, 0711);
     if (r < 0) {
         log_error("cannot create state folder '%s': %s", m.cfg.state_dir, strerror(-r));
         return 1;
@@ -535,7 +447,7 @@ int main(int argc, char **argv)
         return 1;
     }
     m.cfg.engine.pool = m.pool;
-    m.scratch = calloc(m.cfg.slots, sizeof(*m.scratch));
+    m.scratch = pool_scratch_new(m.pool);
     m.nworkers = (unsigned)m.cfg.workers;
     m.workers = calloc(m.nworkers, sizeof(*m.workers));
     if (!m.scratch || !m.workers || setup_signals(&m) < 0) {

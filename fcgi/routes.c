@@ -10,7 +10,6 @@
 #include "../engine/events.h"
 #include "../engine/jsonx.h"
 #include "../engine/log.h"
-#include "../engine/metrics.h"
 #include "../engine/request.h"
 #include "../engine/util.h"
 #include "auth.h"
@@ -20,27 +19,6 @@ static bool authorized(const struct route_ctx *rc, struct http_req *h)
 {
     return auth_ok(rc->cfg->token, http_param(h, "HTTP_X_AGENTA_RUNNER_TOKEN"),
                    http_param(h, "HTTP_AUTHORIZATION"));
-}
-
-static uint64_t runs_in_flight(const struct route_ctx *rc)
-{
-    return pool_inflight_total(rc->pool);
-}
-
-static bool admit(const struct route_ctx *rc)
-{
-    pool_inflight_add(rc->pool, rc->inflight_slot, 1);
-    if (runs_in_flight(rc) > rc->cfg->max_concurrent_runs) {
-        pool_inflight_add(rc->pool, rc->inflight_slot, -1);
-        pool_counter_add(rc->pool, PC_ADMISSION_REJECTED, 1);
-        return false;
-    }
-    return true;
-}
-
-static void release_admission(const struct route_ctx *rc)
-{
-    pool_inflight_add(rc->pool, rc->inflight_slot, -1);
 }
 
 /* Read a capped body; answers the error itself and returns <0 when it cannot. */
@@ -87,11 +65,15 @@ static void handle_readyz(const struct route_ctx *rc, struct http_req *h)
     json_object *installed;
     const char *why = NULL;
 
-    if (!rc->pool || rc->pool->hdr->magic != POOL_MAGIC)
+    struct pool_info info = {.valid = false};
+
+    if (rc->pool)
+        pool_get_info(rc->pool, &info);
+    if (!info.valid)
         why = "session table not attached";
-    else if (getppid() != rc->pool->hdr->master_pid)
+    else if (getppid() != info.master_pid)
         why = "master is gone";
-    else if (runs_in_flight(rc) >= rc->cfg->max_concurrent_runs)
+    else if (engine_runs_in_flight(&rc->cfg->engine) >= rc->cfg->max_concurrent_runs)
         why = "at capacity";
     if (!why) {
         installed = engine_installed_harnesses(&rc->cfg->engine);
@@ -146,7 +128,7 @@ static void run_streaming(struct engine_turn *turn, struct http_req *h)
     run_result_init(&res);
     engine_run(turn, &es, &res);
     result = run_result_to_json(&res);
-    buf_init(&line, 512u * 1024 * 1024);
+    buf_init(&line, RESULT_LINE_MAX);
     if (events_record_line("result", result, &line) == 0 &&
         http_stream_write(h, line.data, line.len) == 0)
         (void)http_stream_flush(h);
@@ -186,7 +168,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     char err[512];
     int r;
 
-    if (!admit(rc)) {
+    if (!engine_admit(&rc->cfg->engine, rc->inflight_slot, rc->cfg->max_concurrent_runs)) {
         char msg[96];
         snprintf(msg, sizeof(msg), "Runner at capacity (%llu concurrent runs)",
                  (unsigned long long)rc->cfg->max_concurrent_runs);
@@ -220,7 +202,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     run_request_release(&req);
 out:
     buf_release(&body);
-    release_admission(rc);
+    engine_admit_release(&rc->cfg->engine, rc->inflight_slot);
 }
 
 /*
@@ -244,7 +226,10 @@ static int read_session_ref(const struct route_ctx *rc, struct http_req *h,
     buf_release(&body);
     if (r < 0)
         return r;
-    snprintf(key, POOL_KEY_MAX, "%s:%s", ref->project_id, ref->session_id);
+    if (identity_session_key(ref->project_id, ref->session_id, key, POOL_KEY_MAX) < 0) {
+        http_error(h, 400, "sessionId: too long");
+        return -ENAMETOOLONG;
+    }
     log_ctx_set(h->request_id, key, ref->target_turn_id, NULL);
     return 0;
 }
@@ -300,8 +285,8 @@ static void handle_metrics(const struct route_ctx *rc, struct http_req *h)
 {
     struct buf out;
 
-    buf_init(&out, 4u * 1024 * 1024);
-    if (metrics_render(rc->pool, &out) < 0) {
+    buf_init(&out, METRICS_TEXT_MAX);
+    if (!rc->pool || pool_metrics_render(rc->pool, &out) < 0) {
         http_error(h, 500, "metrics unavailable");
     } else {
         FCGX_FPrintF(h->fr->out,

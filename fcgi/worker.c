@@ -13,6 +13,7 @@
 #include <fcgiapp.h>
 
 #include "../engine/log.h"
+#include "../engine/pool.h"
 #include "../engine/util.h"
 #include "routes.h"
 
@@ -60,8 +61,13 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
     prctl(PR_SET_NAME, "ar-worker");
     /* a worker must never outlive its master */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != pool->hdr->master_pid)
-        return 1;
+    {
+        struct pool_info info;
+
+        pool_get_info(pool, &info);
+        if (getppid() != info.master_pid)
+            return 1;
+    }
     log_setup("worker", (enum log_level)log_max_level);
 
     signal(SIGPIPE, SIG_IGN);
@@ -73,7 +79,7 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
 
     if (FCGX_Init() != 0)
         return 1;
-    inflight = pool_inflight_claim(pool, getpid(), proc_start_time(getpid()));
+    inflight = pool_inflight_claim(pool, getpid(), util_proc_start_time(getpid()));
     if (inflight < 0) {
         log_error("worker %u: no free in-flight entry", index);
         return 1;

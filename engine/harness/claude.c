@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../provider/provider.h"
 #include "harness.h"
 
 #define CLAUDE_JS "node_modules/@zed-industries/claude-agent-acp/dist/index.js"

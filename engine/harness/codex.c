@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "../buf.h"
-#include "../provider/provider.h"
 #include "harness.h"
 
 #define CODEX_BIN "node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"

@@ -1,30 +1,82 @@
 #include "harness.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../provider/provider.h"
+#include "../util.h"
+
 
 #define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin"
 
+/* The one registry of harnesses, by kind. */
+static const struct harness_ops *const registry[HARNESS_COUNT] = {
+    [HARNESS_PI] = &harness_pi,           [HARNESS_CLAUDE] = &harness_claude,
+    [HARNESS_CODEX] = &harness_codex,     [HARNESS_OPENCODE] = &harness_opencode,
+    [HARNESS_SCRIPTED] = &harness_scripted,
+};
+
+/* Names a request may use (the wire protocol's and ours), each listed by /health. */
+static const struct {
+    const char *name;
+    enum harness_kind kind;
+} wire_names[] = {
+    {"pi_core", HARNESS_PI},     {"pi_agenta", HARNESS_PI},         {"pi", HARNESS_PI},
+    {"claude", HARNESS_CLAUDE},  {"codex", HARNESS_CODEX},          {"opencode", HARNESS_OPENCODE},
+    {"scripted", HARNESS_SCRIPTED},
+};
+
 const struct harness_ops *harness_get(enum harness_kind kind)
 {
-    switch (kind) {
-    case HARNESS_PI:
-        return &harness_pi;
-    case HARNESS_CLAUDE:
-        return &harness_claude;
-    case HARNESS_CODEX:
-        return &harness_codex;
-    case HARNESS_OPENCODE:
-        return &harness_opencode;
-    case HARNESS_SCRIPTED:
-        return &harness_scripted;
-    default:
-        return NULL;
+    return (unsigned)kind < HARNESS_COUNT ? registry[kind] : NULL;
+}
+
+const char *harness_kind_name(enum harness_kind kind)
+{
+    const struct harness_ops *h = harness_get(kind);
+
+    return h ? h->name : "unknown";
+}
+
+int harness_lookup(const char *name, bool allow_scripted, enum harness_kind *ret)
+{
+    for (size_t i = 0; name && i < ARRAY_SIZE(wire_names); i++) {
+        if (strcmp(wire_names[i].name, name) != 0)
+            continue;
+        if (wire_names[i].kind == HARNESS_SCRIPTED && !allow_scripted)
+            return -ENOENT;
+        *ret = wire_names[i].kind;
+        return 0;
     }
+    return -ENOENT;
+}
+
+size_t harness_wire_count(void)
+{
+    return ARRAY_SIZE(wire_names);
+}
+
+const char *harness_wire_name(size_t i, enum harness_kind *ret_kind)
+{
+    if (i >= ARRAY_SIZE(wire_names))
+        return NULL;
+    *ret_kind = wire_names[i].kind;
+    return wire_names[i].name;
+}
+
+json_object *harness_installed_names(const struct harness_paths *paths)
+{
+    json_object *list = json_object_new_array();
+
+    for (size_t i = 0; list && i < ARRAY_SIZE(wire_names); i++) {
+        const struct harness_ops *h = harness_get(wire_names[i].kind);
+
+        if (h && h->installed(paths))
+            json_object_array_add(list, json_object_new_string(wire_names[i].name));
+    }
+    return list;
 }
 
 void sandbox_plan_init(struct sandbox_plan *plan)

@@ -44,7 +44,20 @@ struct harness_ops {
     bool (*is_noise)(const char *text);
 };
 
+/* The registry: the harness of a kind (NULL for an unknown kind). */
 const struct harness_ops *harness_get(enum harness_kind kind);
+/* The harness's name ("pi", "claude", ...; "unknown"). */
+const char *harness_kind_name(enum harness_kind kind);
+/*
+ * The kind a request's harness name selects ("pi_core", "pi_agenta", "pi", "claude", ...);
+ * "scripted" only when allow_scripted. -ENOENT for anything else.
+ */
+int harness_lookup(const char *name, bool allow_scripted, enum harness_kind *ret);
+/* The accepted names in order (i < harness_wire_count()). */
+size_t harness_wire_count(void);
+const char *harness_wire_name(size_t i, enum harness_kind *ret_kind);
+/* The accepted names whose harness is installed under paths (/health), a new array. */
+json_object *harness_installed_names(const struct harness_paths *paths);
 
 void sandbox_plan_init(struct sandbox_plan *plan);
 void sandbox_plan_release(struct sandbox_plan *plan);

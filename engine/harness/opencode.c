@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "../jsonx.h"
-#include "../provider/provider.h"
 #include "../util.h"
 #include "harness.h"
 
@@ -57,7 +56,7 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
     harness_setenv(plan, "OPENCODE_DISABLE_AUTOUPDATE", "1");
     harness_setenv(plan, "OPENCODE_DISABLE_DEFAULT_PLUGINS", "1");
     harness_setenv(plan, "OPENCODE_DISABLE_LSP_DOWNLOAD", "1");
-    if (random_hex(password, 16) < 0) {
+    if (util_random_hex(password, 16) < 0) {
         snprintf(err, errlen, "cannot make a server password");
         return -EIO;
     }

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "../jsonx.h"
-#include "../provider/provider.h"
 #include "harness.h"
 
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../provider/provider.h"
 #include "harness.h"
 
 static bool scripted_installed(const struct harness_paths *paths)

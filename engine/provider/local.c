@@ -11,32 +11,23 @@
 #include "provider.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../jsonx.h"
+#include "../keeper_proto.h"
 #include "../util.h"
 
 #define ARGV_MAX 512
-
-static const struct provider_caps local_caps = {
-    .name = "local",
-    .reusable_leases = true,
-    .network_off = true,
-    .network_allowlist = false,
-    .filesystem_modes = false,
-};
-
-const struct provider_caps *provider_capabilities(const char *name)
-{
-    if (name && strcmp(name, "local") == 0)
-        return &local_caps;
-    return NULL;
-}
+#define MAX_FILES 64
 
 struct vec {
     char **v;
@@ -132,7 +123,7 @@ static int memfd_with(const char *name, const char *content, size_t len)
 
     if (fd == -1)
         return -errno;
-    r = write_all(fd, content, len);
+    r = util_write_all(fd, content, len);
     if (r == 0 && lseek(fd, 0, SEEK_SET) == -1)
         r = -errno;
     if (r < 0) {
@@ -159,6 +150,46 @@ static int add_parent_dirs(struct vec *a, const char *path, struct vec *made)
             return 0;
     vec_add(made, dir);
     vec_add3(a, "--dir", dir, NULL);
+    return 0;
+}
+
+/* The sandbox's files, each from a memfd: fds[*nfds..] receive them. */
+static int add_files(struct vec *a, struct vec *made, json_object *arr, int *fds, size_t maxfds,
+                     size_t *nfds, char *err, size_t errlen)
+{
+    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
+        json_object *f = json_object_array_get_idx(arr, i);
+        const char *path = jsonx_str(f, "path");
+        json_object *content = jsonx_get(f, "content"), *mode = jsonx_get(f, "mode");
+        char fdstr[16], modestr[16];
+        int fd;
+
+        if (!path || !content || !allowed_file_path(path)) {
+            snprintf(err, errlen, "sandbox: files[%zu] has a path outside %s", i, SANDBOX_HOME);
+            return -EINVAL;
+        }
+        if (*nfds >= maxfds) {
+            snprintf(err, errlen, "sandbox: too many files");
+            return -E2BIG;
+        }
+        fd = memfd_with("sandbox-file", json_object_get_string(content),
+                        (size_t)json_object_get_string_len(content));
+        if (fd < 0) {
+            snprintf(err, errlen, "sandbox: memfd: %s", strerror(-fd));
+            return fd;
+        }
+        fds[(*nfds)++] = fd;
+        snprintf(fdstr, sizeof(fdstr), "%d", fd);
+        if (strncmp(path, "/etc/", 5) == 0) {
+            vec_add3(a, "--ro-bind-data", fdstr, path);
+            continue;
+        }
+        add_parent_dirs(a, path, made);
+        snprintf(modestr, sizeof(modestr), "%04o",
+                 mode ? (unsigned)json_object_get_int(mode) & 07777u : 0600u);
+        vec_add3(a, "--perms", modestr, NULL);
+        vec_add3(a, "--file", fdstr, path);
+    }
     return 0;
 }
 
@@ -211,43 +242,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
     }
     vec_add3(&a, "--bind", workspace, SANDBOX_WORKSPACE);
 
-    arr = jsonx_get(sb, "files");
-    for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
-        json_object *f = json_object_array_get_idx(arr, i);
-        const char *path = jsonx_str(f, "path");
-        json_object *content = jsonx_get(f, "content"), *mode = jsonx_get(f, "mode");
-        char fdstr[16], modestr[16];
-        int fd;
-
-        if (!path || !content || !allowed_file_path(path)) {
-            snprintf(err, errlen, "sandbox: files[%zu] has a path outside %s", i, SANDBOX_HOME);
-            r = -EINVAL;
-            goto fail;
-        }
-        if (nfds >= maxfds) {
-            snprintf(err, errlen, "sandbox: too many files");
-            r = -E2BIG;
-            goto fail;
-        }
-        fd = memfd_with("sandbox-file", json_object_get_string(content),
-                        (size_t)json_object_get_string_len(content));
-        if (fd < 0) {
-            r = fd;
-            snprintf(err, errlen, "sandbox: memfd: %s", strerror(-r));
-            goto fail;
-        }
-        fds[nfds++] = fd;
-        snprintf(fdstr, sizeof(fdstr), "%d", fd);
-        if (strncmp(path, "/etc/", 5) == 0) {
-            vec_add3(&a, "--ro-bind-data", fdstr, path);
-            continue;
-        }
-        add_parent_dirs(&a, path, &made);
-        snprintf(modestr, sizeof(modestr), "%04o",
-                 mode ? (unsigned)json_object_get_int(mode) & 07777u : 0600u);
-        vec_add3(&a, "--perms", modestr, NULL);
-        vec_add3(&a, "--file", fdstr, path);
-    }
+    r = add_files(&a, &made, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
+    if (r < 0)
+        goto fail;
     vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
     vec_add(&a, "--");
     arr = jsonx_get(sb, "argv");
@@ -293,3 +290,117 @@ fail:
     provider_argv_free(made.v);
     return r;
 }
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    if (fl != -1)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/*
+ * In the forked child, before bwrap: its own process group (stop() kills the group), no core
+ * files. The confinement the local sandbox still lacks lands here, in this order: drop to the
+ * environment's own host uid, join its cgroup, enter its network namespace (egress through the
+ * keeper's proxy), load the seccomp filter.
+ */
+static void child_confine(void)
+{
+    struct rlimit core = {0, 0};
+    sigset_t none;
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    setpgid(0, 0);
+    setrlimit(RLIMIT_CORE, &core);
+}
+
+static void close_pair(int p[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (p[i] >= 0)
+            close(p[i]);
+}
+
+static int local_start(const struct keeper_spec *spec, struct provider_process *ret, char *err,
+                       size_t errlen)
+{
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    char **argv = NULL, **envp = NULL;
+    int fds[MAX_FILES];
+    size_t nfds = 0;
+    pid_t pid;
+    int r;
+
+    if (!spec->sandbox || !spec->bwrap) {
+        snprintf(err, errlen, "spec without sandbox");
+        return -EINVAL;
+    }
+    r = local_sandbox_command(spec->bwrap, spec->sandbox, &argv, &envp, fds, MAX_FILES, &nfds,
+                              err, errlen);
+    if (r < 0)
+        return r;
+    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
+        pipe2(errp, O_CLOEXEC) == -1) {
+        r = -errno;
+        snprintf(err, errlen, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    pid = fork();
+    if (pid == -1) {
+        r = -errno;
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0) {
+        child_confine();
+        if (dup2(in[0], STDIN_FILENO) == -1 || dup2(out[1], STDOUT_FILENO) == -1 ||
+            dup2(errp[1], STDERR_FILENO) == -1)
+            _exit(126);
+        execve(spec->bwrap, argv, envp);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    ret->pid = pid;
+    ret->in_fd = in[1];
+    ret->out_fd = out[0];
+    ret->err_fd = errp[0];
+    in[1] = out[0] = errp[0] = -1;
+    set_nonblock(ret->in_fd);
+    set_nonblock(ret->out_fd);
+    set_nonblock(ret->err_fd);
+    r = 0;
+out:
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    close_pair(in);
+    close_pair(out);
+    close_pair(errp);
+    provider_argv_free(argv);
+    provider_argv_free(envp);
+    return r;
+}
+
+static void local_stop(struct provider_process *proc)
+{
+    if (proc->pid <= 0)
+        return;
+    kill(-proc->pid, SIGKILL);
+    kill(proc->pid, SIGKILL);
+    while (waitpid(proc->pid, NULL, 0) == -1 && errno == EINTR)
+        ;
+    proc->pid = 0;
+}
+
+const struct provider_ops provider_local = {
+    .name = "local",
+    .caps = {.remote = false,
+             .reusable_leases = true,
+             .network_off = true,
+             .network_allowlist = false,
+             .filesystem_modes = false},
+    .start = local_start,
+    .stop = local_stop,
+};

@@ -1,42 +1,130 @@
 /*
- * provider — sandbox providers. A provider turns a sandbox description (JSON, built by the
- * harness and environment modules, carried to the keeper in its spec) into a running,
- * isolated process tree. Only `local` (bubblewrap) exists; remote providers would add a file
- * here and a row to provider_capabilities().
+ * provider — sandbox providers behind one seam, struct provider_ops, mirroring harness_ops,
+ * and the one registry of them (DESIGN.md §6b). A provider turns a sandbox description into a
+ * running, isolated process tree with the harness's stdio on pipes.
  *
- * Sandbox description (all paths absolute):
- *   {"workspace": host dir bound read-write at /workspace (the only host-writable place),
+ * Two shapes fit the seam:
+ *   - local (bubblewrap, provider/local.c): the keeper is the lease. start() runs in the keeper
+ *     and returns the sandbox's process and pipes; stop() kills its whole process group.
+ *     acquire/resume/release are NULL.
+ *   - remote (Daytona, not built yet): acquire() creates a sandbox and returns a lease,
+ *     resume() reattaches a kept one, release() stops / keeps / destroys it. Each acquisition
+ *     has an outcome: created, resumed, or replacement with a reason (the kept sandbox was
+ *     gone, expired, or did not match) — reference/paperclip.md §1.5. start() then runs the
+ *     harness in the leased sandbox.
+ * The capability snapshot (§1.6) is a frozen struct read by the lifecycle policy and the
+ * request checks: a capability the provider lacks is refused before anything starts.
+ *
+ * Sandbox description (JSON, built by provider_sandbox_description from the harness's plan,
+ * carried to the keeper in its spec; all paths absolute):
+ *   {"workspace": host dir bound read-write at SANDBOX_WORKSPACE (the only host-writable place),
  *    "roBinds": [host paths bound read-only at the same path],
  *    "network": "on" | "off",
- *    "files": [{"path": in-sandbox path under /home/agent or /etc/passwd|group,
+ *    "files": [{"path": in-sandbox path under SANDBOX_HOME or /etc/passwd|group,
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
- *    "argv": ["cmd", ...], "cwd": "/workspace"}
+ *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE}
  */
 #ifndef AR_PROVIDER_H
 #define AR_PROVIDER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <json-c/json.h>
 
-#define SANDBOX_WORKSPACE "/workspace"
-#define SANDBOX_HOME "/home/agent"
+#include "../harness/harness.h"
 
+struct keeper_spec;
+
+/* The capability snapshot of a provider: frozen, a missing capability is false. */
 struct provider_caps {
-    const char *name;
+    bool remote;           /* the sandbox runs elsewhere (leases over the network) */
     bool reusable_leases;  /* environments may stay warm between turns */
     bool network_off;      /* can remove the network entirely */
     bool network_allowlist;
     bool filesystem_modes;
 };
 
-/* Capability snapshot of a provider by name, NULL when unknown. */
-const struct provider_caps *provider_capabilities(const char *name);
+enum provider_lease_outcome {
+    PROVIDER_LEASE_CREATED = 0,
+    PROVIDER_LEASE_RESUMED,
+    PROVIDER_LEASE_REPLACEMENT,
+};
+
+enum provider_replacement_reason {
+    PROVIDER_REPLACED_NONE = 0,
+    PROVIDER_REPLACED_NOT_FOUND,
+    PROVIDER_REPLACED_EXPIRED,
+    PROVIDER_REPLACED_IDENTITY_MISMATCH,
+    PROVIDER_REPLACED_RESUME_FAILED,
+};
+
+/* What the runner does with a leased sandbox after a turn. */
+enum provider_disposition {
+    PROVIDER_KEEP_RUNNING = 0,
+    PROVIDER_STOP_AND_RETAIN,
+    PROVIDER_DESTROY,
+};
+
+#define PROVIDER_LEASE_ID_MAX 128
+
+struct provider_lease {
+    char id[PROVIDER_LEASE_ID_MAX];
+    char previous_id[PROVIDER_LEASE_ID_MAX]; /* replacement: the lease that was lost */
+    enum provider_lease_outcome outcome;
+    enum provider_replacement_reason reason; /* replacement only */
+};
+
+/* A started sandbox: the harness's process (group leader) and its stdio pipes (non-blocking). */
+struct provider_process {
+    pid_t pid;
+    int in_fd;
+    int out_fd;
+    int err_fd;
+};
+
+struct provider_ops {
+    const char *name;
+    struct provider_caps caps;
+    /*
+     * Remote providers (NULL for local). acquire: a new sandbox for the environment's spec;
+     * resume: reattach lease_id (outcome resumed, or replacement with a reason and a new id);
+     * release: apply the disposition. -errno / AR_E_* with err naming the problem.
+     */
+    int (*acquire)(const struct keeper_spec *spec, struct provider_lease *ret, char *err,
+                   size_t errlen);
+    int (*resume)(const struct keeper_spec *spec, const char *lease_id,
+                  struct provider_lease *ret, char *err, size_t errlen);
+    int (*release)(const struct provider_lease *lease, enum provider_disposition disposition,
+                   char *err, size_t errlen);
+    /* Start the harness of spec->sandbox; ret's pipes belong to the caller until stop(). */
+    int (*start)(const struct keeper_spec *spec, struct provider_process *ret, char *err,
+                 size_t errlen);
+    /* Kill everything start() made and reap the process; closes nothing of ret's fds. */
+    void (*stop)(struct provider_process *proc);
+};
+
+/* The provider registered under name, or NULL (not enabled on this runner). */
+const struct provider_ops *provider_get(const char *name);
+/* name is a provider of the wire protocol (enabled here or not). */
+bool provider_known(const char *name);
+/* The registry in order (i < provider_count()). */
+size_t provider_count(void);
+const struct provider_ops *provider_at(size_t i);
+
+const char *provider_lease_outcome_name(enum provider_lease_outcome o);
+const char *provider_replacement_reason_name(enum provider_replacement_reason r);
+
+/* The sandbox description of a harness plan (a new reference), NULL on ENOMEM. */
+json_object *provider_sandbox_description(const struct sandbox_plan *plan,
+                                          const char *workspace, bool network_off);
+
+extern const struct provider_ops provider_local;
 
 /*
- * local: build the bubblewrap command for a sandbox description.
+ * local, exposed for its tests: the bubblewrap command for a sandbox description.
  * Files are materialised from memfds created here; their fds (close-on-exec cleared) are
  * returned in fds[0..*ret_nfds) and must stay open until bwrap has started, then be closed.
  * argv receives a NULL-terminated malloc'ed vector of malloc'ed strings (free with

@@ -99,7 +99,7 @@ static unsigned parse_arg(const char *name, const char *v, uint64_t min, uint64_
 {
     uint64_t n;
 
-    if (parse_u64(v, min, max, &n) < 0) {
+    if (util_parse_u64(v, min, max, &n) < 0) {
         fprintf(stderr, "bench_pool: %s must be in [%llu, %llu]\n", name,
                 (unsigned long long)min, (unsigned long long)max);
         exit(2);
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
         lock(p);
         r = pool_reserve_locked(p, keys[i], getpid(), &handles[i]);
         if (r == 0)
-            r = pool_park_locked(p, handles[i], SLOT_IDLE, now_ms() + 60000);
+            r = pool_park_locked(p, handles[i], SLOT_IDLE, util_now_ms() + 60000);
         pool_unlock(p);
         if (r < 0)
             fail("fill", r);
@@ -314,7 +314,7 @@ int main(int argc, char **argv)
     }
     printf("{\"slots\":%u,\"filled\":%u,\"segment_bytes\":%zu,\"slot_bytes\":%zu,\"iters\":%u,"
            "\"clock_read_ns\":%lld,",
-           nslots, fill, pool_segment_size(nslots), sizeof(struct pool_slot), iters,
+           nslots, fill, pool_segment_size(nslots), pool_slot_size(), iters,
            (long long)clock_ns);
     print_result(&floor_, true);
     print_result(&lookup, true);

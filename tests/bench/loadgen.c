@@ -108,7 +108,7 @@ struct thread {
 static pthread_barrier_t barrier;
 static int64_t t_measure_start, t_measure_end;
 
-static int64_t now_ns(void)
+static int64_t util_now_ns(void)
 {
     struct timespec ts;
 
@@ -131,7 +131,7 @@ static void *xrealloc(void *p, size_t n)
     return q;
 }
 
-static char *xstrdup(const char *s)
+static char *util_xstrdup(const char *s)
 {
     char *d = strdup(s);
 
@@ -259,7 +259,7 @@ static void push_msg(struct session *s, const char *text)
         s->cap_msgs = s->cap_msgs ? s->cap_msgs * 2 : 8;
         s->msgs = xrealloc(s->msgs, s->cap_msgs * sizeof(*s->msgs));
     }
-    s->msgs[s->nmsgs++] = xstrdup(text);
+    s->msgs[s->nmsgs++] = util_xstrdup(text);
 }
 
 static void clear_msgs(struct session *s)
@@ -334,14 +334,14 @@ static void on_line(struct session *s, const char *line)
 
     if (strncmp(line, "{\"kind\":\"event\"", 15) == 0) {
         if (!s->t_ready && strstr(line, "\"phase\":\"environment_ready\""))
-            s->t_ready = now_ns();
+            s->t_ready = util_now_ns();
         else if (!s->t_delta && strstr(line, "\"type\":\"message_delta\""))
-            s->t_delta = now_ns();
+            s->t_delta = util_now_ns();
         return;
     }
     if (strncmp(line, "{\"kind\":\"result\"", 16) != 0)
         return;
-    s->t_result = now_ns();
+    s->t_result = util_now_ns();
     s->got_result = true;
     res = strstr(line, "\"result\":{");
     ok = res ? strstr(res, "\"ok\":true") : NULL;
@@ -429,7 +429,7 @@ static void start_turn(struct session *s)
     }
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDSIZE, (long)b->len);
     curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, b->p);
-    s->t0 = now_ns();
+    s->t0 = util_now_ns();
     if (curl_multi_add_handle(th->multi, s->easy) != CURLM_OK)
         die("curl_multi_add_handle failed");
     th->active++;
@@ -541,7 +541,7 @@ static void *thread_main(void *arg)
     if (th->id == 0) {
         fprintf(stderr, "loadgen: measuring\n"); /* run.py takes its CPU snapshots here */
         fflush(stderr);
-        t_measure_start = now_ns();
+        t_measure_start = util_now_ns();
     }
     pthread_barrier_wait(&barrier);
     for (size_t i = 0; i < th->ns; i++) {
@@ -552,7 +552,7 @@ static void *thread_main(void *arg)
     run_loop(th);
     pthread_barrier_wait(&barrier);
     if (th->id == 0) {
-        t_measure_end = now_ns();
+        t_measure_end = util_now_ns();
         fprintf(stderr, "loadgen: measured\n");
         fflush(stderr);
     }

@@ -244,11 +244,46 @@ def fcgi_seeds():
         write(t, name + ".bin", data)
 
 
+def keeper_proto_seeds():
+    # byte 0 even: '\n'-separated socket / start-pipe lines; odd: a keeper spec
+    lines = {
+        "worker-control": "#park 60000\n#await 600000\n#destroy\n",
+        "keeper-control": "#hello 123 456\n#busy\n#exit 137\n",
+        "start-pipe": "ready 42 43\nerror cannot listen on /x: Address in use\n",
+        "acp-tool": j({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                       "params": {"sessionId": "s"}}) + "\n@tool "
+                    + j({"jsonrpc": "2.0", "id": "t1", "method": "tool/call"}) + "\n",
+        "malformed": "#park\n#park 0\n#park 86400001\n#hello 1\n#exit 1001\n#destroyer\n"
+                     "@tool [1]\n#claim\n\n#unknown x\n",
+        "claim": "#claim " + j({"envDir": "/e", "socket": "/e/keeper.sock", "idleMs": 1000,
+                                "sandbox": {}}) + "\n",
+    }
+    for name, text in lines.items():
+        write("keeper_proto", name, b"\x00" + text.encode())
+    spec = {"envDir": "/state/envs/e1", "socket": "/state/envs/e1/keeper.sock",
+            "idleMs": 60000, "perTurn": False, "attachTimeoutMs": 30000, "provider": "local",
+            "bwrap": "/usr/bin/bwrap", "shm": "/agent-runner.default", "slot": 3,
+            "generation": 17,
+            "sandbox": {"workspace": "/state/envs/e1/workspace", "network": "on",
+                        "roBinds": [], "files": [], "env": {"PATH": "/usr/bin"},
+                        "argv": ["pi-acp"], "cwd": "/workspace"}}
+    specs = {
+        "spec": j(spec),
+        "spec-spare": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {}}),
+        "spec-bad-slot": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
+                            "shm": "/x", "slot": -1, "generation": 1}),
+        "spec-not-object": "[1,2,3]",
+    }
+    for name, text in specs.items():
+        write("keeper_proto", name, b"\x01" + text.encode())
+
+
 def main():
     request_seeds()
     acp_seeds()
     ndjson_seeds()
     fcgi_seeds()
+    keeper_proto_seeds()
     for t in sorted(os.listdir(CORPUS)):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
     return 0

@@ -44,7 +44,7 @@ int test_read_shared(const char *name, char **ret_data, size_t *ret_len)
 
     if (n < 0 || (size_t)n >= sizeof(path))
         return -ENAMETOOLONG;
-    return read_file(path, FIXTURE_MAX, ret_data, ret_len);
+    return util_read_file(path, FIXTURE_MAX, ret_data, ret_len);
 }
 
 json_object *test_json(const char *text)
@@ -133,6 +133,10 @@ static CU_SuiteInfo suites[] = {
     {"records", NULL, NULL, NULL, NULL, records_tests},
     {"reconstruct", NULL, NULL, NULL, NULL, reconstruct_tests},
     {"heartbeat", NULL, NULL, NULL, NULL, heartbeat_tests},
+    {"keeper_proto", NULL, NULL, NULL, NULL, keeper_proto_tests},
+    {"provider", NULL, NULL, NULL, NULL, provider_tests},
+    {"session", NULL, NULL, NULL, NULL, session_tests},
+    {"turn_loop", NULL, NULL, NULL, NULL, turn_loop_tests},
     CU_SUITE_INFO_NULL,
 };
 

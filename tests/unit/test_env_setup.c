@@ -38,7 +38,7 @@ static char *slurp(const char *dir, const char *rel)
     char path[512], *data = NULL;
 
     snprintf(path, sizeof(path), "%s/%s", dir, rel);
-    if (read_file(path, 1 << 20, &data, NULL) < 0)
+    if (util_read_file(path, 1 << 20, &data, NULL) < 0)
         return NULL;
     return data;
 }
@@ -57,7 +57,7 @@ static void test_env_setup_creates_private_folders(void)
     CU_ASSERT(S_ISDIR(st.st_mode));
     CU_ASSERT(strncmp(p.socket, p.dir, strlen(p.dir)) == 0);
     CU_ASSERT_EQUAL(strlen(p.id), 16);
-    rm_rf(state);
+    util_rm_rf(state);
 }
 
 static void test_env_setup_agents_md_name_follows_the_harness(void)
@@ -81,7 +81,7 @@ static void test_env_setup_agents_md_name_follows_the_harness(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(text), "hi");
     free(text);
     run_request_release(&req);
-    rm_rf(state);
+    util_rm_rf(state);
 }
 
 static void test_env_setup_skills_and_harness_files(void)
@@ -115,7 +115,7 @@ static void test_env_setup_skills_and_harness_files(void)
         CU_ASSERT(st.st_mode & S_IXUSR);
     }
     run_request_release(&req);
-    rm_rf(state);
+    util_rm_rf(state);
 }
 
 /* A symlink left in a warm workspace must not redirect a later write out of it. */
@@ -143,7 +143,7 @@ static void test_env_setup_refuses_writes_through_symlinks(void)
         CU_ASSERT_EQUAL(access(path, F_OK), -1);
     }
     run_request_release(&req);
-    rm_rf(state);
+    util_rm_rf(state);
 }
 
 CU_TestInfo env_setup_tests[] = {

@@ -120,7 +120,7 @@ static char *patched(const char *base, const char *patch)
         merge_patch(doc, p);
         json_object_put(p);
     }
-    text = xstrdup(jsonx_text(doc, NULL));
+    text = util_xstrdup(jsonx_text(doc, NULL));
     json_object_put(doc);
     return text;
 }
@@ -194,7 +194,7 @@ static char *canonical_of(const char *json)
         return NULL;
     buf_init(&b, 1u << 20);
     if (identity_canonical(o, &b) == 0)
-        out = xstrdup(buf_str(&b));
+        out = util_xstrdup(buf_str(&b));
     buf_release(&b);
     json_object_put(o);
     return out;
@@ -316,7 +316,7 @@ static void test_identity_config_fp_key_order_and_nulls(void)
     doc = test_json(BASE);
     CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
     rev = reversed(doc);
-    text = xstrdup(jsonx_text(rev, NULL));
+    text = util_xstrdup(jsonx_text(rev, NULL));
     CU_ASSERT_EQUAL(config_fp(text, NULL, other), 0);
     CU_ASSERT_TRUE(same(base, other));
     free(text);
@@ -331,10 +331,10 @@ static void test_identity_config_fp_key_order_and_nulls(void)
         json_object_object_del(absent, optional[i]);
         json_object_object_add(nulls, optional[i], NULL);
     }
-    text = xstrdup(jsonx_text(absent, NULL));
+    text = util_xstrdup(jsonx_text(absent, NULL));
     CU_ASSERT_EQUAL(config_fp(text, NULL, base), 0);
     free(text);
-    text = xstrdup(jsonx_text(nulls, NULL));
+    text = util_xstrdup(jsonx_text(nulls, NULL));
     CU_ASSERT_EQUAL(config_fp(text, NULL, other), 0);
     free(text);
     CU_ASSERT_TRUE(same(base, other));
@@ -354,7 +354,7 @@ static void test_identity_config_fp_key_order_and_nulls(void)
     json_object_object_add(json_object_array_get_idx(jsonx_get(nulls, "skills"), 0), "files", NULL);
     json_object_object_add(json_object_array_get_idx(jsonx_path(nulls, "permissions.rules"), 0),
                            "comment", NULL);
-    text = xstrdup(jsonx_text(nulls, NULL));
+    text = util_xstrdup(jsonx_text(nulls, NULL));
     CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(text), "\"region\":null"));
     CU_ASSERT_EQUAL(config_fp(text, NULL, other), 0);
     CU_ASSERT_TRUE(same(base, other));
@@ -612,7 +612,7 @@ static void test_identity_credential_epoch_hides_value(void)
         size_t n = strlen(secrets[i]);
 
         CU_ASSERT_EQUAL(epoch(BASE, p, KEY_ONE, e), 0);
-        hex_encode(e, sizeof(e), hex);
+        util_hex_encode(e, sizeof(e), hex);
         CU_ASSERT_EQUAL(strlen(hex), 2 * IDENTITY_DIGEST_LEN);
         CU_ASSERT_PTR_NULL(memmem(e, sizeof(e), secrets[i], n));
         CU_ASSERT_PTR_NULL(memmem(e, sizeof(e), secrets[i], 8)); /* not even a prefix */

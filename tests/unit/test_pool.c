@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "../../engine/contracts.h"
-#include "../../engine/pool.h"
+#include "../../engine/pool_shm.h" /* the slot layout: this suite checks it directly */
 #include "suites.h"
 
 static unsigned pool_seq;

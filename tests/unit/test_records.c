@@ -116,7 +116,7 @@ static int fixture_start(struct fixture *fx, void (*tune)(struct agenta_config *
 static void fixture_stop(struct fixture *fx)
 {
     script_open(&fx->script);
-    CU_ASSERT_EQUAL(records_drain_all(now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_drain_all(util_now_ms() + WAIT_MS), 0);
     agenta_api_free(fx->api);
     redact_free(fx->rd);
     fake_http_stop(fx->http);
@@ -224,7 +224,7 @@ static void test_records_coalesce_a_turn_like_agenta(void)
     emit(r, "{\"type\":\"message_delta\",\"id\":\"orphan\",\"delta\":\"x\"}");
     emit(r, "{\"type\":\"usage\",\"input\":1,\"output\":2,\"total\":3,\"cost\":0}");
     emit(r, "{\"type\":\"done\",\"stopReason\":\"end_turn\"}");
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     records_free(r);
     CU_ASSERT_EQUAL_FATAL(fake_http_count_path(fx.http, INGEST), 11);
 
@@ -307,7 +307,7 @@ static void test_records_tool_call_goes_out_after_idle(void)
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(b, "attributes.input.a")), 2);
     json_object_put(a);
     json_object_put(b);
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     records_free(r);
     fixture_stop(&fx);
 }
@@ -328,9 +328,9 @@ static void test_records_never_block_the_turn(void)
     records_counts(r, &queued, &delivered, &dropped);
     CU_ASSERT_EQUAL(queued, 50);
     CU_ASSERT_EQUAL(delivered, 0);
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + 50), -ETIMEDOUT);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + 50), -ETIMEDOUT);
     script_open(&fx.script);
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     records_counts(r, &queued, &delivered, &dropped);
     CU_ASSERT_EQUAL(delivered, 50);
     CU_ASSERT_EQUAL(dropped, 0);
@@ -350,7 +350,7 @@ static void test_records_retry_then_drop_and_mark_incomplete(void)
     r = emitter(&fx, "p1:s-retry", "t1");
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     emit(r, "{\"type\":\"done\"}");
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     CU_ASSERT_EQUAL(fake_http_count_path(fx.http, INGEST), 3);
     records_free(r);
     CU_ASSERT_FALSE(records_session_incomplete("p1:s-retry"));
@@ -360,7 +360,7 @@ static void test_records_retry_then_drop_and_mark_incomplete(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     emit(r, "{\"type\":\"done\"}");
     emit(r, "{\"type\":\"done\"}");
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), -EIO);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), -EIO);
     records_counts(r, &queued, &delivered, &dropped);
     CU_ASSERT_EQUAL(queued, 2);
     CU_ASSERT_EQUAL(dropped, 2);
@@ -386,7 +386,7 @@ static void test_records_legacy_mode_drops_without_marking(void)
     r = emitter(&fx, "p1:s-legacy", "t1");
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     emit(r, "{\"type\":\"done\"}");
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), -EIO);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), -EIO);
     CU_ASSERT_EQUAL(fake_http_count_path(fx.http, INGEST), 3); /* three tries, linear */
     records_free(r);
     CU_ASSERT_FALSE(records_session_incomplete("p1:s-legacy"));
@@ -414,9 +414,9 @@ static void test_records_keep_session_order_across_turns(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     emit(b, "{\"type\":\"data\",\"name\":\"b0\",\"data\":{}}");
     script_open(&fx.script);
-    CU_ASSERT_EQUAL(records_flush(b, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(b, util_now_ms() + WAIT_MS), 0);
     records_free(b);
-    CU_ASSERT_EQUAL(records_drain_all(now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_drain_all(util_now_ms() + WAIT_MS), 0);
     CU_ASSERT_EQUAL_FATAL(fake_http_count(fx.http), 4);
     for (size_t i = 0; i < 4; i++) {
         static const char *const want[] = {"a0", "a1", NULL, "b0"};
@@ -449,7 +449,7 @@ static void test_records_a_failed_call_is_no_hole_in_the_log(void)
     body = agenta_transition_body("s-call", "tok", "approved", "c1");
     CU_ASSERT_EQUAL(records_send(r, AGENTA_PATH_INTERACTIONS_TRANSITION, body, 1), 0);
     json_object_put(body);
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     records_counts(r, &queued, &delivered, &dropped);
     CU_ASSERT_EQUAL(queued, 2);
     CU_ASSERT_EQUAL(delivered, 1);
@@ -549,7 +549,7 @@ static void test_records_refuse_bad_parameters(void)
     CU_ASSERT_EQUAL(records_persist(r, ev, "user"), -EINVAL);
     records_event(r, ev); /* ignored: nothing to call it */
     CU_ASSERT_EQUAL(records_send(r, "no-slash", ev, 1), -EINVAL);
-    CU_ASSERT_EQUAL(records_flush(r, now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     CU_ASSERT_EQUAL(fake_http_count(fx.http), 0);
     records_free(r);
     records_free(NULL);

@@ -783,7 +783,7 @@ static void test_request_golden_fixtures_parse(void)
         size_t len;
 
         base = base ? base + 1 : path;
-        CU_ASSERT_EQUAL_FATAL(read_file(path, 16u << 20, &data, &len), 0);
+        CU_ASSERT_EQUAL_FATAL(util_read_file(path, 16u << 20, &data, &len), 0);
         r = request_parse(data, len, &lim, &req, err, sizeof(err));
         CU_ASSERT_EQUAL(r, 0);
         if (r != 0) {

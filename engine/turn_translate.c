@@ -1,0 +1,387 @@
+/*
+ * turn_translate — the pure part of a turn: ACP session/update notifications, permission
+ * requests and the prompt's result translated into AgentEvents and the run result. Nothing
+ * here does I/O; run_turn.c feeds it what the harness says.
+ */
+#include "turn_translate.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonx.h"
+#include "util.h"
+
+void turn_state_init(struct turn_state *st, struct run_limits *limits)
+{
+    memset(st, 0, sizeof(*st));
+    st->limits = limits;
+}
+
+void turn_state_release(struct turn_state *st)
+{
+    for (size_t i = 0; i < st->ntools; i++) {
+        free(st->tools[i].id);
+        free(st->tools[i].name);
+        free(st->tools[i].input);
+    }
+    free(st->tools);
+    memset(st, 0, sizeof(*st));
+}
+
+void turn_close_block(struct turn_state *st, struct event_stream *es)
+{
+    if (st->open == 0)
+        return;
+    event_emit(es, event_block(st->open == 1 ? "message_end" : "thought_end", st->open_id));
+    st->open = 0;
+}
+
+static void open_block(struct turn_state *st, struct event_stream *es, int kind)
+{
+    if (st->open == kind)
+        return;
+    turn_close_block(st, es);
+    st->open = kind;
+    if (kind == 1)
+        snprintf(st->open_id, sizeof(st->open_id), "msg-%u", ++st->msg_seq);
+    else
+        snprintf(st->open_id, sizeof(st->open_id), "reason-%u", ++st->thought_seq);
+    event_emit(es, event_block(kind == 1 ? "message_start" : "thought_start", st->open_id));
+}
+
+static int text_chunk(struct turn_state *st, json_object *update, struct event_stream *es,
+                      struct run_result *res, int kind)
+{
+    json_object *content = jsonx_get(update, "content");
+    const char *type = jsonx_str(content, "type"), *text = jsonx_str(content, "text");
+
+    if (!type || strcmp(type, "text") != 0 || !text || !text[0])
+        return 0;
+    if (kind == 1 && st->is_noise && st->is_noise(text))
+        return 0;
+    open_block(st, es, kind);
+    if (kind == 1 && buf_append_str(&res->output, text) < 0)
+        return -E2BIG;
+    return event_emit(es, event_text(kind == 1 ? "message_delta" : "thought_delta", st->open_id,
+                                     text));
+}
+
+struct turn_tool *turn_find_tool(struct turn_state *st, const char *id)
+{
+    for (size_t i = 0; i < st->ntools; i++)
+        if (strcmp(st->tools[i].id, id) == 0)
+            return &st->tools[i];
+    return NULL;
+}
+
+struct turn_tool *turn_add_tool(struct turn_state *st, const char *id)
+{
+    struct turn_tool *t;
+
+    if (st->ntools == st->cap_tools) {
+        size_t cap = st->cap_tools ? st->cap_tools * 2 : 8;
+        struct turn_tool *n = realloc(st->tools, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        st->tools = n;
+        st->cap_tools = cap;
+    }
+    t = &st->tools[st->ntools];
+    memset(t, 0, sizeof(*t));
+    t->id = strdup(id);
+    if (!t->id)
+        return NULL;
+    st->ntools++;
+    return t;
+}
+
+/* Claude names its tools in _meta.claudeCode.toolName; everyone else in title. */
+static const char *tool_name_of(json_object *update)
+{
+    const char *n = jsonx_str(jsonx_path(update, "_meta.claudeCode"), "toolName");
+
+    return n ? n : jsonx_str(update, "title");
+}
+
+/* The text a tool produced: text content blocks, diffs named by path, else rawOutput. */
+static void tool_output(json_object *update, struct buf *out)
+{
+    json_object *content = jsonx_get(update, "content"), *raw;
+
+    for (size_t i = 0; content && json_object_is_type(content, json_type_array) &&
+                       i < json_object_array_length(content);
+         i++) {
+        json_object *c = json_object_array_get_idx(content, i);
+        const char *type = jsonx_str(c, "type");
+
+        if (type && strcmp(type, "content") == 0) {
+            const char *text = jsonx_str(jsonx_get(c, "content"), "text");
+            if (text) {
+                if (out->len)
+                    buf_append_char(out, '\n');
+                buf_append_str(out, text);
+            }
+        } else if (type && strcmp(type, "diff") == 0) {
+            const char *path = jsonx_str(c, "path");
+            if (out->len)
+                buf_append_char(out, '\n');
+            buf_printf(out, "edited %s", path ? path : "a file");
+        }
+    }
+    if (out->len)
+        return;
+    raw = jsonx_get(update, "rawOutput");
+    if (raw) {
+        if (json_object_is_type(raw, json_type_string))
+            buf_append_str(out, json_object_get_string(raw));
+        else
+            buf_append_str(out, jsonx_text(raw, NULL));
+    }
+}
+
+static int tool_update(struct turn_state *st, json_object *update, struct event_stream *es,
+                       bool announce)
+{
+    const char *id = jsonx_str(update, "toolCallId"), *status = jsonx_str(update, "status");
+    json_object *raw = jsonx_get(update, "rawInput");
+    const char *name = tool_name_of(update);
+    struct turn_tool *t;
+
+    if (!id)
+        return 0;
+    turn_close_block(st, es);
+    t = turn_find_tool(st, id);
+    if (!t) {
+        t = turn_add_tool(st, id);
+        if (!t)
+            return -ENOMEM;
+        announce = true;
+        if (st->limits)
+            run_limits_tool_start(st->limits, id, util_now_ms());
+    }
+    if (name && (!t->name || strcmp(t->name, name) != 0)) {
+        free(t->name);
+        t->name = strdup(name);
+    }
+    if (raw) {
+        const char *text = jsonx_text(raw, NULL);
+        if (!t->input || strcmp(t->input, text) != 0) {
+            free(t->input);
+            t->input = strdup(text);
+            announce = true;
+        }
+    }
+    if (announce && !t->done)
+        event_emit(es, event_tool_call(id, t->name, raw));
+    if (status && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0) &&
+        !t->done) {
+        struct buf out;
+
+        buf_init(&out, TOOL_OUTPUT_MAX);
+        tool_output(update, &out);
+        t->done = true;
+        if (st->limits)
+            run_limits_tool_end(st->limits, id);
+        event_emit(es, event_tool_result(id, buf_str(&out), strcmp(status, "failed") == 0,
+                                         t->denied));
+        buf_release(&out);
+    }
+    return 0;
+}
+
+static int usage_update(json_object *update, struct event_stream *es, struct run_result *res)
+{
+    struct run_usage u = {0};
+    json_object *used = jsonx_get(update, "used"), *cost = jsonx_get(update, "cost");
+
+    if (used && (json_object_is_type(used, json_type_int) ||
+                 json_object_is_type(used, json_type_double)))
+        u.total = json_object_get_int64(used);
+    if (cost) {
+        json_object *amount = jsonx_get(cost, "amount");
+        if (amount)
+            u.cost = json_object_get_double(amount);
+    }
+    if (u.cost != 0.0)
+        res->usage.cost = u.cost;
+    return event_emit(es, event_usage(&u));
+}
+
+int turn_translate_update(struct turn_state *st, json_object *update, struct event_stream *es,
+                          struct run_result *res)
+{
+    const char *kind = jsonx_str(update, "sessionUpdate");
+
+    if (!kind)
+        return 0;
+    if (strcmp(kind, "agent_message_chunk") == 0)
+        return text_chunk(st, update, es, res, 1);
+    if (strcmp(kind, "agent_thought_chunk") == 0)
+        return text_chunk(st, update, es, res, 2);
+    if (strcmp(kind, "tool_call") == 0)
+        return tool_update(st, update, es, true);
+    if (strcmp(kind, "tool_call_update") == 0)
+        return tool_update(st, update, es, false);
+    if (strcmp(kind, "usage_update") == 0)
+        return usage_update(update, es, res);
+    /* plan, commands, modes, config options, session info, user chunks: not events */
+    return 0;
+}
+
+static bool cap_bool(json_object *o, const char *path)
+{
+    json_object *v = jsonx_path(o, path);
+
+    return v && json_object_is_type(v, json_type_boolean) && json_object_get_boolean(v);
+}
+
+void turn_caps_from_agent(json_object *agent_caps, enum harness_kind kind,
+                          struct harness_caps *caps)
+{
+    memset(caps, 0, sizeof(*caps));
+    caps->known = true;
+    caps->text_messages = true;
+    caps->tool_calls = true;
+    caps->streaming_deltas = true;
+    caps->usage = true;
+    caps->images = cap_bool(agent_caps, "promptCapabilities.image");
+    caps->file_attachments = cap_bool(agent_caps, "promptCapabilities.embeddedContext");
+    caps->mcp_tools = cap_bool(agent_caps, "mcpCapabilities.http");
+    caps->session_lifecycle = cap_bool(agent_caps, "loadSession");
+    caps->reasoning = kind == HARNESS_CLAUDE || kind == HARNESS_CODEX ||
+                      kind == HARNESS_SCRIPTED;
+    caps->plan_mode = kind == HARNESS_CLAUDE || kind == HARNESS_CODEX;
+    caps->permissions = kind != HARNESS_PI;
+}
+
+void turn_mark_denied(struct turn_state *st, const char *tool_call_id)
+{
+    struct turn_tool *t = turn_find_tool(st, tool_call_id);
+
+    if (!t)
+        t = turn_add_tool(st, tool_call_id);
+    if (t)
+        t->denied = true;
+}
+
+/*
+ * The gate of a session/request_permission as the permission plan sees it. The tool's name is
+ * the one its announcement carried (claude names the tool there, and only a title here).
+ */
+void turn_gate_of(struct turn_state *st, json_object *params, struct permission_gate *g)
+{
+    json_object *tc = jsonx_get(params, "toolCall");
+    const char *kind = jsonx_str(tc, "kind"), *id = jsonx_str(tc, "toolCallId");
+    struct turn_tool *known = id ? turn_find_tool(st, id) : NULL;
+
+    memset(g, 0, sizeof(*g));
+    g->tool_name = known && known->name ? known->name : tool_name_of(tc);
+    g->args = jsonx_get(tc, "rawInput");
+    g->spec = PERMISSION_UNSET;
+    g->server = PERMISSION_UNSET;
+    if (!kind)
+        g->read_only_hint = -1;
+    else
+        g->read_only_hint = strcmp(kind, "read") == 0 || strcmp(kind, "search") == 0 ||
+                            strcmp(kind, "think") == 0;
+}
+
+json_object *turn_interaction_request(const struct approval_gate *g, json_object *params)
+{
+    json_object *ev = event_new("interaction_request"), *payload = json_object_new_object();
+    json_object *tc = params ? jsonx_get(params, "toolCall") : NULL, *copy = NULL;
+
+    json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
+    json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
+    if (tc && json_object_is_type(tc, json_type_object) &&
+        json_object_deep_copy(tc, &copy, NULL) == 0) {
+        json_object_object_add(copy, "resolvedName", json_object_new_string(g->tool_name));
+        json_object_object_add(payload, "toolCall", copy);
+    } else {
+        json_object *min = json_object_new_object();
+        json_object_object_add(min, "toolCallId", json_object_new_string(g->tool_call_id));
+        json_object_object_add(min, "resolvedName", json_object_new_string(g->tool_name));
+        json_object_object_add(payload, "toolCall", min);
+    }
+    if (params && jsonx_get(params, "options"))
+        json_object_object_add(payload, "options", json_object_get(jsonx_get(params, "options")));
+    json_object_object_add(payload, "interactionToken", json_object_new_string(g->token));
+    json_object_object_add(ev, "payload", payload);
+    return ev;
+}
+
+json_object *turn_interaction_response(const struct approval_gate *g)
+{
+    json_object *ev = event_new("interaction_response"), *payload = json_object_new_object();
+
+    json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
+    json_object_object_add(payload, "approved", json_object_new_boolean(g->decision == 1));
+    json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "payload", payload);
+    return ev;
+}
+
+/* A cancelled turn settles the tool calls that never finished. */
+void turn_settle_open_tools(struct turn_state *st, struct event_stream *es)
+{
+    for (size_t i = 0; i < st->ntools; i++) {
+        struct turn_tool *t = &st->tools[i];
+        if (t->done)
+            continue;
+        t->done = true;
+        event_emit(es, event_tool_result(t->id, "INTERRUPTED_BY_USER: the turn was cancelled "
+                                                "before this call finished",
+                                         true, false));
+    }
+}
+
+void turn_finish_usage(struct run_result *res, json_object *prompt_result)
+{
+    json_object *u = jsonx_get(prompt_result, "usage");
+
+    if (u) {
+        res->usage.input = json_object_get_int64(jsonx_get(u, "inputTokens"));
+        res->usage.output = json_object_get_int64(jsonx_get(u, "outputTokens"));
+        res->usage.total = json_object_get_int64(jsonx_get(u, "totalTokens"));
+        if (!res->usage.total)
+            res->usage.total = res->usage.input + res->usage.output;
+    }
+    res->usage.present = true;
+}
+
+void turn_record_tool_ids(const struct turn_state *st, struct run_result *res)
+{
+    if (!res->tool_call_ids)
+        res->tool_call_ids = json_object_new_array();
+    for (size_t i = 0; i < st->ntools; i++)
+        json_object_array_add(res->tool_call_ids, json_object_new_string(st->tools[i].id));
+}
+
+uint32_t turn_caps_to_bits(const struct harness_caps *c)
+{
+    const bool v[] = {c->text_messages, c->images,      c->file_attachments, c->mcp_tools,
+                      c->tool_calls,    c->reasoning,   c->plan_mode,        c->permissions,
+                      c->usage,         c->streaming_deltas, c->session_lifecycle};
+    uint32_t bits = 1u << 31; /* known */
+
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        if (v[i])
+            bits |= 1u << i;
+    return bits;
+}
+
+void turn_caps_from_bits(uint32_t bits, struct harness_caps *c)
+{
+    bool *v[] = {&c->text_messages, &c->images,      &c->file_attachments, &c->mcp_tools,
+                 &c->tool_calls,    &c->reasoning,   &c->plan_mode,        &c->permissions,
+                 &c->usage,         &c->streaming_deltas, &c->session_lifecycle};
+
+    memset(c, 0, sizeof(*c));
+    c->known = (bits >> 31) & 1u;
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        *v[i] = (bits >> i) & 1u;
+}
