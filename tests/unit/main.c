@@ -127,6 +127,8 @@ static CU_SuiteInfo suites[] = {
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
+    {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
+    {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
     CU_SUITE_INFO_NULL,
 };
 
