@@ -129,6 +129,7 @@ static CU_SuiteInfo suites[] = {
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
+    {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
     CU_SUITE_INFO_NULL,
 };
 
