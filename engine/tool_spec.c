@@ -937,3 +937,95 @@ void tool_spec_denial(const struct tool_spec *t, char *out, size_t outlen)
     else
         snprintf(out, outlen, "Tool '%s' is denied by the permission policy.", t->name);
 }
+
+int tool_result_set(struct tool_result *r, bool is_error, const char *text)
+{
+    char *copy_text = strdup(text ? text : "");
+
+    if (!copy_text)
+        return -ENOMEM;
+    free(r->text);
+    r->text = copy_text;
+    r->is_error = is_error;
+    return 0;
+}
+
+void tool_result_release(struct tool_result *r)
+{
+    if (!r)
+        return;
+    free(r->text);
+    memset(r, 0, sizeof(*r));
+}
+
+/* The missing required fields of value under schema, as dotted paths appended to out. */
+static int missing_required(json_object *schema, json_object *value, struct buf *path,
+                            struct buf *out, int depth)
+{
+    json_object *required = jsonx_get(schema, "required"), *props;
+    bool is_obj = value && json_object_is_type(value, json_type_object);
+    int r = 0;
+
+    if (!schema || !json_object_is_type(schema, json_type_object) || depth > 32)
+        return 0;
+    for (size_t i = 0; required && json_object_is_type(required, json_type_array) &&
+                       i < json_object_array_length(required);
+         i++) {
+        json_object *f = json_object_array_get_idx(required, i);
+        const char *name = f && json_object_is_type(f, json_type_string)
+                               ? json_object_get_string(f)
+                               : NULL;
+
+        if (!name || (is_obj && jsonx_get(value, name)))
+            continue;
+        if (out->len)
+            r = buf_append_str(out, ", ");
+        if (r == 0 && path->len)
+            r = buf_printf(out, "%s.", buf_str(path));
+        if (r == 0)
+            r = buf_append_str(out, name);
+        if (r < 0)
+            return r;
+    }
+    props = jsonx_get(schema, "properties");
+    if (!is_obj || !props || !json_object_is_type(props, json_type_object))
+        return 0;
+    json_object_object_foreach(props, field, child)
+    {
+        json_object *v = jsonx_get(value, field);
+        size_t mark = path->len;
+
+        if (!v)
+            continue;
+        r = path->len ? buf_printf(path, ".%s", field) : buf_append_str(path, field);
+        if (r == 0)
+            r = missing_required(child, v, path, out, depth + 1);
+        path->len = mark;
+        if (path->data)
+            path->data[mark] = '\0';
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int tool_spec_check_required(const struct tool_spec *t, json_object *args, struct buf *out)
+{
+    struct buf path, missing;
+    int r;
+
+    buf_init(&path, 4096);
+    buf_init(&missing, 16384);
+    r = missing_required(t->input_schema, args, &path, &missing, 0);
+    if (r == 0 && missing.len) {
+        r = buf_printf(out,
+                       "Tool '%s' missing required argument(s): %s. Retry the tool call with "
+                       "those argument fields populated.",
+                       t->name, buf_str(&missing));
+        if (r == 0)
+            r = 1;
+    }
+    buf_release(&path);
+    buf_release(&missing);
+    return r;
+}

@@ -128,6 +128,25 @@ void tool_spec_denial(const struct tool_spec *t, char *out, size_t outlen);
 const char *tool_exec_name(enum tool_exec e);
 
 /*
+ * Agenta's required-argument check (spec-schema.ts): every name in inputSchema.required that
+ * is absent or null in args, recursing into the properties that are present. 0 when nothing is
+ * missing; else 1 and the model-facing message ("Tool 'x' missing required argument(s): a,
+ * b.c. Retry the tool call with those argument fields populated.") in out.
+ */
+int tool_spec_check_required(const struct tool_spec *t, json_object *args, struct buf *out);
+
+/* What a runner-executed tool call produced: the text the model reads, and whether it failed. */
+struct tool_result {
+    char *text;       /* malloc'ed, NUL-terminated, never NULL once set */
+    bool is_error;
+    long http_status; /* the last HTTP status seen (0 when none), for logs and spans */
+};
+
+/* Set r to a copy of text; -ENOMEM leaves r untouched. */
+int tool_result_set(struct tool_result *r, bool is_error, const char *text);
+void tool_result_release(struct tool_result *r);
+
+/*
  * A dotted argument/body path ("data.inputs"): 1-32 non-empty segments of at most 128 bytes,
  * none of them __proto__, constructor or prototype.
  */

@@ -130,6 +130,7 @@ static CU_SuiteInfo suites[] = {
     {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
+    {"tool_callback", NULL, NULL, NULL, NULL, tool_callback_tests},
     CU_SUITE_INFO_NULL,
 };
 
