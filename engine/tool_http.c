@@ -12,6 +12,8 @@
 #define HEADER_NAME_MAX 128
 
 struct xfer {
+    CURL *h;
+    bool head_done;
     const struct tool_http_request *rq;
     struct tool_http_response *res;
     int data_error;   /* -errno from on_data or the cap */
@@ -47,6 +49,20 @@ bool tool_http_header_name_ok(const char *n)
     return true;
 }
 
+static void media_type(const char *ct, char *out, size_t outlen)
+{
+    size_t i = 0;
+
+    out[0] = '\0';
+    if (!ct)
+        return;
+    while (*ct == ' ')
+        ct++;
+    for (; ct[i] && ct[i] != ';' && ct[i] != ' ' && i + 1 < outlen; i++)
+        out[i] = (char)tolower((unsigned char)ct[i]);
+    out[i] = '\0';
+}
+
 static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
 {
     struct xfer *x = ctx;
@@ -65,8 +81,16 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
         x->data_error = -ENOMEM;
         return 0;
     }
+    if (!x->head_done) {
+        char *ct = NULL;
+
+        x->head_done = true;
+        curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &x->res->status);
+        curl_easy_getinfo(x->h, CURLINFO_CONTENT_TYPE, &ct);
+        media_type(ct, x->res->content_type, sizeof(x->res->content_type));
+    }
     if (x->rq->on_data && take > 0) {
-        r = x->rq->on_data(x->rq->on_data_ctx, ptr, take);
+        r = x->rq->on_data(x->rq->on_data_ctx, x->res, ptr, take);
         if (r < 0) {
             x->data_error = r;
             return 0;
@@ -157,20 +181,6 @@ static int on_prereq(void *ctx, char *conn_primary_ip, char *conn_local_ip, int 
     return CURL_PREREQFUNC_OK;
 }
 
-static void media_type(const char *ct, char *out, size_t outlen)
-{
-    size_t i = 0;
-
-    out[0] = '\0';
-    if (!ct)
-        return;
-    while (*ct == ' ')
-        ct++;
-    for (; ct[i] && ct[i] != ';' && ct[i] != ' ' && i + 1 < outlen; i++)
-        out[i] = (char)tolower((unsigned char)ct[i]);
-    out[i] = '\0';
-}
-
 static int method_setup(CURL *h, const struct tool_http_request *rq)
 {
     bool with_body;
@@ -247,6 +257,7 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
     } else {
         curl_easy_reset(h);
     }
+    x.h = h;
     r = method_setup(h, rq);
     if (r < 0) {
         snprintf(err, errlen, "unsupported method or a body on GET");
@@ -300,6 +311,8 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
     curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(h, CURLOPT_PREREQDATA, &x);
+    if (rq->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, rq->ca_file);
     rc = curl_easy_perform(h);
     if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && (res.truncated || res.stopped))) {
         r = map_error(rc, &x, err, errlen);

@@ -39,12 +39,16 @@
 #define TOOL_HTTP_HEADERS_MAX 64
 #define TOOL_HTTP_CONNECT_MS_MAX 10000u
 
+struct tool_http_response;
+
 /*
  * Called with each piece of the body as it arrives (after it was appended to the response
- * buffer). Return 0 to go on, 1 to stop the transfer now (the response then counts as
- * complete: `stopped` is set), or -errno to fail it.
+ * buffer); res already holds the status and the content type. Return 0 to go on, 1 to stop
+ * the transfer now (the response then counts as complete: `stopped` is set), or -errno to
+ * fail it.
  */
-typedef int (*tool_http_data_fn)(void *ctx, const char *data, size_t len);
+typedef int (*tool_http_data_fn)(void *ctx, const struct tool_http_response *res,
+                                 const char *data, size_t len);
 
 struct tool_http_request {
     const char *method;   /* GET, POST, PUT, DELETE */
@@ -59,6 +63,7 @@ struct tool_http_request {
     const char *pin_resolve; /* "host:port:address" for CURLOPT_RESOLVE, or NULL */
     const char *pin_addr;    /* the address the connection must reach, or NULL */
     const char *capture_header; /* a response header to keep (case-insensitive), or NULL */
+    const char *ca_file;        /* CA bundle to verify https against instead of the system's */
     const atomic_int *cancel;   /* non-zero = stop, or NULL */
     tool_http_data_fn on_data;  /* or NULL */
     void *on_data_ctx;

@@ -131,6 +131,7 @@ static CU_SuiteInfo suites[] = {
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
     {"tool_callback", NULL, NULL, NULL, NULL, tool_callback_tests},
+    {"mcp_client", NULL, NULL, NULL, NULL, mcp_client_tests},
     CU_SUITE_INFO_NULL,
 };
 

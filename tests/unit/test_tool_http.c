@@ -225,11 +225,13 @@ static void test_tool_http_header_injection(void)
     CU_ASSERT(!tool_http_header_name_ok(""));
 }
 
-static int stop_after_first(void *ctx, const char *data, size_t len)
+static int stop_after_first(void *ctx, const struct tool_http_response *res, const char *data,
+                            size_t len)
 {
     size_t *seen = ctx;
 
     (void)data;
+    CU_ASSERT_EQUAL(res->status, 200);
     *seen += len;
     return 1;
 }
