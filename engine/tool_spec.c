@@ -938,26 +938,6 @@ void tool_spec_denial(const struct tool_spec *t, char *out, size_t outlen)
         snprintf(out, outlen, "Tool '%s' is denied by the permission policy.", t->name);
 }
 
-int tool_result_set(struct tool_result *r, bool is_error, const char *text)
-{
-    char *copy_text = strdup(text ? text : "");
-
-    if (!copy_text)
-        return -ENOMEM;
-    free(r->text);
-    r->text = copy_text;
-    r->is_error = is_error;
-    return 0;
-}
-
-void tool_result_release(struct tool_result *r)
-{
-    if (!r)
-        return;
-    free(r->text);
-    memset(r, 0, sizeof(*r));
-}
-
 /* The missing required fields of value under schema, as dotted paths appended to out. */
 static int missing_required(json_object *schema, json_object *value, struct buf *path,
                             struct buf *out, int depth)

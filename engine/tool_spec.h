@@ -38,6 +38,7 @@
 
 #include "buf.h"
 #include "policy.h"
+#include "tool_result.h"
 
 #define TOOL_SPEC_RESERVED_NAME "agenta-tools"
 #define TOOL_SET_MAX 512                 /* tools in one run, custom + MCP */
@@ -135,16 +136,6 @@ const char *tool_exec_name(enum tool_exec e);
  */
 int tool_spec_check_required(const struct tool_spec *t, json_object *args, struct buf *out);
 
-/* What a runner-executed tool call produced: the text the model reads, and whether it failed. */
-struct tool_result {
-    char *text;       /* malloc'ed, NUL-terminated, never NULL once set */
-    bool is_error;
-    long http_status; /* the last HTTP status seen (0 when none), for logs and spans */
-};
-
-/* Set r to a copy of text; -ENOMEM leaves r untouched. */
-int tool_result_set(struct tool_result *r, bool is_error, const char *text);
-void tool_result_release(struct tool_result *r);
 
 /*
  * A dotted argument/body path ("data.inputs"): 1-32 non-empty segments of at most 128 bytes,

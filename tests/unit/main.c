@@ -132,6 +132,8 @@ static CU_SuiteInfo suites[] = {
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
     {"tool_callback", NULL, NULL, NULL, NULL, tool_callback_tests},
     {"mcp_client", NULL, NULL, NULL, NULL, mcp_client_tests},
+    {"tool_channel", NULL, NULL, NULL, NULL, tool_channel_tests},
+    {"mcp_bridge", NULL, NULL, NULL, NULL, mcp_bridge_tests},
     CU_SUITE_INFO_NULL,
 };
 
