@@ -6,7 +6,9 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../engine/ssrf_guard.h"
 #include "suites.h"
@@ -246,6 +248,32 @@ static void test_ssrf_guard_real_resolver_localhost(void)
     CU_ASSERT_EQUAL(ssrf_guard_check(&p, "s", "https://2130706433/", &t, err, sizeof(err)),
                     -EACCES);
     CU_ASSERT_EQUAL(ssrf_guard_check(&p, "s", "https://0x7f.1/", &t, err, sizeof(err)), -EACCES);
+
+    /*
+     * A real name that the system resolves inside (this machine's own name maps to a
+     * loopback or private address in /etc/hosts on Debian and in containers): refused by
+     * address, not by name. Checked against what getaddrinfo itself says.
+     */
+    {
+        char host[256], url[300];
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+        bool inside = false;
+
+        CU_ASSERT_EQUAL_FATAL(gethostname(host, sizeof(host)), 0);
+        host[sizeof(host) - 1] = '\0';
+        if (getaddrinfo(host, NULL, &hints, &res) == 0) {
+            for (struct addrinfo *ai = res; ai; ai = ai->ai_next)
+                inside = inside || ssrf_guard_addr_blocked(ai->ai_addr);
+            freeaddrinfo(res);
+            snprintf(url, sizeof(url), "https://%s/mcp", host);
+            if (inside) {
+                CU_ASSERT_EQUAL(ssrf_guard_check(&p, "s", url, &t, err, sizeof(err)), -EACCES);
+                CU_ASSERT_PTR_NOT_NULL(strstr(err, "resolves to"));
+            } else {
+                CU_ASSERT_EQUAL(ssrf_guard_check(&p, "s", url, &t, err, sizeof(err)), 0);
+            }
+        }
+    }
 }
 
 CU_TestInfo ssrf_guard_tests[] = {
