@@ -206,6 +206,15 @@ struct mcp_stub {
     bool bad_header;     /* a request lacked the credential or the protocol header */
 };
 
+/*
+ * JSON parsing inside the stub's thread: plain json-c, not jsonx (whose per-thread tokener
+ * cache would outlive the thread and show up as a leak under ASan).
+ */
+static json_object *stub_json(const char *text)
+{
+    return json_tokener_parse(text);
+}
+
 static void reply_json(struct http_stub_reply *out, const char *headers, json_object *o)
 {
     const char *t = jsonx_text(o, NULL);
@@ -220,7 +229,7 @@ static void mcp_handler(void *ctx, const struct http_stub_request *rq,
                         struct http_stub_reply *out)
 {
     struct mcp_stub *st = ctx;
-    json_object *msg = test_json(rq->body), *reply = json_object_new_object(), *result;
+    json_object *msg = stub_json(rq->body), *reply = json_object_new_object(), *result;
     const char *method = jsonx_str(msg, "method");
     char v[256], hdr[128];
 
@@ -255,7 +264,7 @@ static void mcp_handler(void *ctx, const struct http_stub_request *rq,
         out->status = 202;
     } else if (method && strcmp(method, "tools/list") == 0) {
         const char *cursor = jsonx_str(jsonx_get(msg, "params"), "cursor");
-        json_object *tools = test_json(cursor ? "[{\"name\":\"c\"}]"
+        json_object *tools = stub_json(cursor ? "[{\"name\":\"c\"}]"
                                               : "[{\"name\":\"a\"},{\"name\":\"b\"}]");
 
         json_object_object_add(result, "tools", tools);
@@ -313,7 +322,7 @@ static void mcp_handler(void *ctx, const struct http_stub_request *rq,
             out->body = strdup(body);
             out->body_len = (size_t)n;
         } else {
-            json_object_object_add(reply, "result", test_json(text));
+            json_object_object_add(reply, "result", stub_json(text));
             reply_json(out, NULL, reply);
         }
     } else if (!method && jsonx_get(msg, "result")) {
