@@ -41,10 +41,11 @@ FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
 UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
-              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ)
+              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
+              $(BUILD)/tools/agent_runner_mcp.o
 
 PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
-            $(BIN)/acp-scripted
+            $(BIN)/acp-scripted $(BIN)/agent-runner-mcp
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
 .PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
@@ -76,6 +77,12 @@ $(BIN)/agent-runner-keeper: $(BUILD)/engine/keeper_main.o $(BUILD)/libengine.a
 $(BIN)/agent-runner-ctl: $(BUILD)/fcgi/ctl.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The stdio MCP server that runs inside the sandbox: libc + json-c only (no curl, no OpenSSL),
+# so the archive may lend it only objects that need nothing else (the link proves it).
+$(BIN)/agent-runner-mcp: $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/libengine.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs json-c)
 
 $(BIN)/acp-scripted: $(BUILD)/tests/fixtures/acp_scripted.o
 	@mkdir -p $(@D)

@@ -137,6 +137,13 @@ static CU_SuiteInfo suites[] = {
     {"provider", NULL, NULL, NULL, NULL, provider_tests},
     {"session", NULL, NULL, NULL, NULL, session_tests},
     {"turn_loop", NULL, NULL, NULL, NULL, turn_loop_tests},
+    {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
+    {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
+    {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
+    {"tool_callback", NULL, NULL, NULL, NULL, tool_callback_tests},
+    {"mcp_client", NULL, NULL, NULL, NULL, mcp_client_tests},
+    {"tool_channel", NULL, NULL, NULL, NULL, tool_channel_tests},
+    {"mcp_bridge", NULL, NULL, NULL, NULL, mcp_bridge_tests},
     CU_SUITE_INFO_NULL,
 };
 

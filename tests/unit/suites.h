@@ -29,6 +29,13 @@ extern CU_TestInfo keeper_proto_tests[];
 extern CU_TestInfo provider_tests[];
 extern CU_TestInfo session_tests[];
 extern CU_TestInfo turn_loop_tests[];
+extern CU_TestInfo tool_http_tests[];
+extern CU_TestInfo ssrf_guard_tests[];
+extern CU_TestInfo tool_spec_tests[];
+extern CU_TestInfo tool_callback_tests[];
+extern CU_TestInfo mcp_client_tests[];
+extern CU_TestInfo tool_channel_tests[];
+extern CU_TestInfo mcp_bridge_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")
