@@ -128,6 +128,7 @@ static CU_SuiteInfo suites[] = {
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"fstree", NULL, NULL, NULL, NULL, fstree_tests},
+    {"sandbox_config", NULL, NULL, NULL, NULL, sandbox_config_tests},
     CU_SUITE_INFO_NULL,
 };
 
