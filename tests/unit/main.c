@@ -129,6 +129,7 @@ static CU_SuiteInfo suites[] = {
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"fstree", NULL, NULL, NULL, NULL, fstree_tests},
     {"sandbox_config", NULL, NULL, NULL, NULL, sandbox_config_tests},
+    {"sandbox_uid", NULL, NULL, NULL, NULL, sandbox_uid_tests},
     CU_SUITE_INFO_NULL,
 };
 
