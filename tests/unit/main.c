@@ -130,6 +130,7 @@ static CU_SuiteInfo suites[] = {
     {"fstree", NULL, NULL, NULL, NULL, fstree_tests},
     {"sandbox_config", NULL, NULL, NULL, NULL, sandbox_config_tests},
     {"sandbox_uid", NULL, NULL, NULL, NULL, sandbox_uid_tests},
+    {"sandbox_seccomp", NULL, NULL, NULL, NULL, sandbox_seccomp_tests},
     CU_SUITE_INFO_NULL,
 };
 
