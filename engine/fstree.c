@@ -26,8 +26,8 @@ struct frame {
     char *name; /* entry name in the parent frame (the caller's name for frame 0) */
     dev_t dev;
     ino_t ino;
-    DIR *dir;  /* NULL while closed */
-    long pos;  /* telldir() before the last descent (chown) */
+    DIR *dir; /* NULL while closed */
+    long pos; /* telldir() before the last descent (chown) */
 };
 
 struct walk;
@@ -47,7 +47,7 @@ struct walk {
     gid_t gid;
     struct frame *v;
     size_t n, cap;
-    size_t lo;    /* shallowest frame whose stream is open */
+    size_t lo; /* shallowest frame whose stream is open */
     size_t nopen;
     ino_t *skip;
     dev_t *skip_dev;

@@ -11,7 +11,8 @@
  *    "files": [{"path": in-sandbox path under /home/agent or /etc/passwd|group,
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
- *    "argv": ["cmd", ...], "cwd": "/workspace"}
+ *    "argv": ["cmd", ...], "cwd": "/workspace",
+ *    "limits": {"tmpBytes": int, "homeBytes": int}   (optional; sandbox_config defaults)}
  */
 #ifndef AR_PROVIDER_H
 #define AR_PROVIDER_H

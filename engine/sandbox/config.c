@@ -32,9 +32,9 @@ int sandbox_config_parse_size(const char *s, uint64_t min, uint64_t max, uint64_
         const char *suffix;
         uint64_t unit;
     } units[] = {
-        {"", 1},       {"B", 1},       {"K", KiB},      {"KB", KiB},     {"KiB", KiB},
-        {"M", MiB},    {"MB", MiB},    {"MiB", MiB},    {"G", GiB},      {"GB", GiB},
-        {"GiB", GiB},  {"T", TiB},     {"TB", TiB},     {"TiB", TiB},
+        {"", 1},      {"B", 1},    {"K", KiB},   {"KB", KiB},  {"KiB", KiB},
+        {"M", MiB},   {"MB", MiB}, {"MiB", MiB}, {"G", GiB},   {"GB", GiB},
+        {"GiB", GiB}, {"T", TiB},  {"TB", TiB},  {"TiB", TiB},
     };
     char digits[24];
     size_t n = 0;
@@ -125,8 +125,10 @@ static int size_var(const char *name, uint64_t min, uint64_t *field, char *err, 
     else if (r == -ERANGE)
         snprintf(err, errlen, "%s: \"%.40s\" is larger than 64T", name, v);
     else if (r < 0)
-        snprintf(err, errlen, "%s: \"%.40s\" is not a size (bytes, or a whole number with K, M, G "
-                 "or T)", name, v);
+        snprintf(err, errlen,
+                 "%s: \"%.40s\" is not a size (bytes, or a whole number with K, M, G "
+                 "or T)",
+                 name, v);
     return r < 0 ? -EINVAL : 0;
 }
 
@@ -143,7 +145,8 @@ int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen)
         if (parse_u64(v, 1, 0x7fffffffu, &u) < 0) {
             snprintf(err, errlen,
                      "AGENT_RUNNER_SANDBOX_UID_BASE: expected an integer in [1, 2147483647], "
-                     "got \"%.40s\"", v);
+                     "got \"%.40s\"",
+                     v);
             return -EINVAL;
         }
         c.uid_base = (uint32_t)u;
@@ -152,17 +155,21 @@ int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen)
     if (v && parse_u64(v, 0, 4194304, &c.pids_max) < 0) {
         snprintf(err, errlen,
                  "AGENT_RUNNER_SANDBOX_PIDS_MAX: expected an integer in [0, 4194304] (0: no "
-                 "limit), got \"%.40s\"", v);
+                 "limit), got \"%.40s\"",
+                 v);
         return -EINVAL;
     }
     if (c.pids_max > 0 && c.pids_max < 8) {
-        snprintf(err, errlen, "AGENT_RUNNER_SANDBOX_PIDS_MAX: %llu is too few for a harness "
-                 "(at least 8, or 0 for no limit)", (unsigned long long)c.pids_max);
+        snprintf(err, errlen,
+                 "AGENT_RUNNER_SANDBOX_PIDS_MAX: %llu is too few for a harness "
+                 "(at least 8, or 0 for no limit)",
+                 (unsigned long long)c.pids_max);
         return -EINVAL;
     }
     r = size_var("AGENT_RUNNER_SANDBOX_MEMORY_MAX", 0, &c.memory_max, err, errlen);
     if (r == 0 && c.memory_max > 0 && c.memory_max < 16 * MiB) {
-        snprintf(err, errlen, "AGENT_RUNNER_SANDBOX_MEMORY_MAX: at least 16M (or 0 for no "
+        snprintf(err, errlen,
+                 "AGENT_RUNNER_SANDBOX_MEMORY_MAX: at least 16M (or 0 for no "
                  "limit)");
         r = -EINVAL;
     }
@@ -180,8 +187,10 @@ int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen)
         return r;
     v = var("AGENT_RUNNER_SANDBOX_CPUS");
     if (v && sandbox_config_parse_cpus(v, &c.cpu_millis) < 0) {
-        snprintf(err, errlen, "AGENT_RUNNER_SANDBOX_CPUS: expected a number of CPUs such as 1, "
-                 "0.5 or 2 (at most 3 decimals, at most 1024; 0: no limit), got \"%.40s\"", v);
+        snprintf(err, errlen,
+                 "AGENT_RUNNER_SANDBOX_CPUS: expected a number of CPUs such as 1, "
+                 "0.5 or 2 (at most 3 decimals, at most 1024; 0: no limit), got \"%.40s\"",
+                 v);
         return -EINVAL;
     }
     if (c.cpu_millis > 0 && c.cpu_millis < 10) {
@@ -195,8 +204,10 @@ int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen)
         } else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0) {
             c.require_limits = false;
         } else {
-            snprintf(err, errlen, "AGENT_RUNNER_REQUIRE_LIMITS: expected true or false, got "
-                     "\"%.40s\"", v);
+            snprintf(err, errlen,
+                     "AGENT_RUNNER_REQUIRE_LIMITS: expected true or false, got "
+                     "\"%.40s\"",
+                     v);
             return -EINVAL;
         }
     }

@@ -32,12 +32,12 @@
 
 struct sandbox_config {
     uint32_t uid_base;
-    uint64_t pids_max;    /* 0: no limit */
-    uint64_t memory_max;  /* bytes; 0: no limit */
-    uint32_t cpu_millis;  /* thousandths of a CPU; 0: no limit */
-    uint64_t disk_max;    /* bytes; 0: no disk cap (the workspace is a plain folder) */
-    uint64_t tmp_max;     /* bytes, >= 1 MiB */
-    uint64_t home_max;    /* bytes, >= 1 MiB */
+    uint64_t pids_max;   /* 0: no limit */
+    uint64_t memory_max; /* bytes; 0: no limit */
+    uint32_t cpu_millis; /* thousandths of a CPU; 0: no limit */
+    uint64_t disk_max;   /* bytes; 0: no disk cap (the workspace is a plain folder) */
+    uint64_t tmp_max;    /* bytes, >= 1 MiB */
+    uint64_t home_max;   /* bytes, >= 1 MiB */
     bool require_limits;
 };
 

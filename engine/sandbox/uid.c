@@ -18,8 +18,8 @@
 #include "../util.h"
 
 #define FILE_MAX (16u * 1024 * 1024)
-#define ID_FLOOR 1000u          /* everything below is system territory */
-#define ID_CEIL 0x7fffffffu     /* 2^31 - 1 and above are refused */
+#define ID_FLOOR 1000u      /* everything below is system territory */
+#define ID_CEIL 0x7fffffffu /* 2^31 - 1 and above are refused */
 #define NSS_ENTRIES_MAX 10000000u
 
 struct span {
@@ -84,8 +84,7 @@ static bool num(const char *s, uint64_t *ret)
 }
 
 /* passwd (id field 2) or group (id field 2): any entry inside the range. */
-static int check_db(const char *path, const char *what, struct span range, char *err,
-                    size_t errlen)
+static int check_db(const char *path, const char *what, struct span range, char *err, size_t errlen)
 {
     char *text = NULL, *cursor, *line;
     int r = read_text(path, &text);
@@ -131,8 +130,10 @@ static int check_sub(const char *path, struct span range, char *err, size_t errl
             !num(f[2], &count) || count == 0)
             continue;
         if (overlaps(range, (struct span){start, start + count - 1})) {
-            snprintf(err, errlen, RANGE_FMT " overlap the subordinate range %llu..%llu of "
-                     "'%.64s' in %s", RANGE_ARGS(range), (unsigned long long)start,
+            snprintf(err, errlen,
+                     RANGE_FMT " overlap the subordinate range %llu..%llu of "
+                               "'%.64s' in %s",
+                     RANGE_ARGS(range), (unsigned long long)start,
                      (unsigned long long)(start + count - 1), f[0], path);
             free(text);
             return -EINVAL;
@@ -183,9 +184,9 @@ static int check_login_defs(const char *path, struct span range, char *err, size
         if (d.v[i] > d.v[i + 1])
             continue;
         if (overlaps(range, (struct span){d.v[i], d.v[i + 1]})) {
-            snprintf(err, errlen, RANGE_FMT " overlap %s..%s (%llu..%llu) of %s",
-                     RANGE_ARGS(range), def_names[i], def_names[i + 1],
-                     (unsigned long long)d.v[i], (unsigned long long)d.v[i + 1], path);
+            snprintf(err, errlen, RANGE_FMT " overlap %s..%s (%llu..%llu) of %s", RANGE_ARGS(range),
+                     def_names[i], def_names[i + 1], (unsigned long long)d.v[i],
+                     (unsigned long long)d.v[i + 1], path);
             return -EINVAL;
         }
     }
@@ -195,8 +196,8 @@ static int check_login_defs(const char *path, struct span range, char *err, size
 static int check_overflow_ids(struct span range, char *err, size_t errlen)
 {
     static const char *const files[] = {"/proc/sys/kernel/overflowuid",
-                                        "/proc/sys/kernel/overflowgid",
-                                        "/proc/sys/fs/overflowuid", "/proc/sys/fs/overflowgid"};
+                                        "/proc/sys/kernel/overflowgid", "/proc/sys/fs/overflowuid",
+                                        "/proc/sys/fs/overflowgid"};
 
     for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
         char *text = NULL;
@@ -245,8 +246,8 @@ static int check_nss(struct span range, char *err, size_t errlen)
     return r;
 }
 
-int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base,
-                            uint32_t count, char *err, size_t errlen)
+int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base, uint32_t count,
+                            char *err, size_t errlen)
 {
     struct span range = {base, (uint64_t)base + count - 1};
     int r;
@@ -266,8 +267,8 @@ int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base
     }
     r = check_overflow_ids(range, err, errlen);
     if (r == 0)
-        r = check_login_defs(files->login_defs ? files->login_defs : "/etc/login.defs", range,
-                             err, errlen);
+        r = check_login_defs(files->login_defs ? files->login_defs : "/etc/login.defs", range, err,
+                             errlen);
     if (r == 0)
         r = check_sub(files->subuid ? files->subuid : "/etc/subuid", range, err, errlen);
     if (r == 0)
@@ -281,8 +282,8 @@ int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base
     return r;
 }
 
-int sandbox_uid_range_init(uint32_t base, uint32_t count, struct sandbox_uid_range *ret,
-                           char *err, size_t errlen)
+int sandbox_uid_range_init(uint32_t base, uint32_t count, struct sandbox_uid_range *ret, char *err,
+                           size_t errlen)
 {
     struct sandbox_uid_range rg = {
         .base = base,
@@ -359,8 +360,8 @@ int sandbox_uid_enter(const struct sandbox_uid_ids *ids, uint64_t nproc)
     /* verify the drop held */
     if (getresuid(&ru, &eu, &su) == -1 || getresgid(&rg, &eg, &sg) == -1)
         return -errno;
-    if (ru != ids->uid || eu != ids->uid || su != ids->uid || rg != ids->gid ||
-        eg != ids->gid || sg != ids->gid)
+    if (ru != ids->uid || eu != ids->uid || su != ids->uid || rg != ids->gid || eg != ids->gid ||
+        sg != ids->gid)
         return -EPERM;
     if (getgroups(0, NULL) != 0)
         return -EPERM;

@@ -58,15 +58,15 @@ struct sandbox_uid_files {
  * SUB_UID_MIN..SUB_UID_MAX and the GID ones), every /etc/subuid and /etc/subgid range, and
  * every passwd and group entry. -EINVAL when refused, other -errno when a file cannot be read.
  */
-int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base,
-                            uint32_t count, char *err, size_t errlen);
+int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base, uint32_t count,
+                            char *err, size_t errlen);
 
 /*
  * Set up the range for this runner: as root, check [base, base + count) with the real files
  * and NSS; otherwise the shared mode (no check needed).
  */
-int sandbox_uid_range_init(uint32_t base, uint32_t count, struct sandbox_uid_range *ret,
-                           char *err, size_t errlen);
+int sandbox_uid_range_init(uint32_t base, uint32_t count, struct sandbox_uid_range *ret, char *err,
+                           size_t errlen);
 
 /* The identity of the environment in slot. -ERANGE when slot >= count. */
 int sandbox_uid_for_slot(const struct sandbox_uid_range *range, uint32_t slot,

@@ -131,6 +131,8 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_config", NULL, NULL, NULL, NULL, sandbox_config_tests},
     {"sandbox_uid", NULL, NULL, NULL, NULL, sandbox_uid_tests},
     {"sandbox_seccomp", NULL, NULL, NULL, NULL, sandbox_seccomp_tests},
+    {"sandbox_etc", NULL, NULL, NULL, NULL, sandbox_etc_tests},
+    {"local", NULL, NULL, NULL, NULL, local_tests},
     CU_SUITE_INFO_NULL,
 };
 

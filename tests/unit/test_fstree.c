@@ -252,9 +252,9 @@ static void test_fstree_refuses_to_cross_mount_points(void)
     CU_ASSERT_EQUAL(put(path, "on the other file system"), 0);
 
     CU_ASSERT_EQUAL(fstree_remove(root), -EBUSY);
-    CU_ASSERT(exists(path));           /* the mount's content is untouched */
+    CU_ASSERT(exists(path)); /* the mount's content is untouched */
     snprintf(path, sizeof(path), "%s/a/sibling", root);
-    CU_ASSERT_FALSE(exists(path));     /* the rest is removed */
+    CU_ASSERT_FALSE(exists(path));               /* the rest is removed */
     CU_ASSERT_EQUAL(fstree_remove(mnt), -EBUSY); /* the mount point itself: refused */
     snprintf(path, sizeof(path), "%s/inside", mnt);
     CU_ASSERT(exists(path));

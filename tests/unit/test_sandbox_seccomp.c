@@ -83,13 +83,26 @@ static uint32_t run_bpf(const struct sock_filter *p, size_t n, const struct secc
             break;
         case BPF_ALU:
             switch (BPF_OP(f->code)) {
-            case BPF_AND: a &= src; break;
-            case BPF_OR: a |= src; break;
-            case BPF_ADD: a += src; break;
-            case BPF_SUB: a -= src; break;
-            case BPF_RSH: a >>= src; break;
-            case BPF_LSH: a <<= src; break;
-            default: return RET_BAD;
+            case BPF_AND:
+                a &= src;
+                break;
+            case BPF_OR:
+                a |= src;
+                break;
+            case BPF_ADD:
+                a += src;
+                break;
+            case BPF_SUB:
+                a -= src;
+                break;
+            case BPF_RSH:
+                a >>= src;
+                break;
+            case BPF_LSH:
+                a <<= src;
+                break;
+            default:
+                return RET_BAD;
             }
             break;
         case BPF_JMP:
@@ -98,11 +111,20 @@ static uint32_t run_bpf(const struct sock_filter *p, size_t n, const struct secc
                 break;
             }
             switch (BPF_OP(f->code)) {
-            case BPF_JEQ: cond = a == src; break;
-            case BPF_JGT: cond = a > src; break;
-            case BPF_JGE: cond = a >= src; break;
-            case BPF_JSET: cond = (a & src) != 0; break;
-            default: return RET_BAD;
+            case BPF_JEQ:
+                cond = a == src;
+                break;
+            case BPF_JGT:
+                cond = a > src;
+                break;
+            case BPF_JGE:
+                cond = a >= src;
+                break;
+            case BPF_JSET:
+                cond = (a & src) != 0;
+                break;
+            default:
+                return RET_BAD;
             }
             pc += cond ? f->jt : f->jf;
             break;
@@ -193,9 +215,11 @@ static void test_sandbox_seccomp_decisions(void)
     CU_ASSERT_EQUAL(decide(me, 467 /* open_tree_attr */, 0, 0), RET_ERRNO(ENOSYS));
 
     /* clone: threads and forks pass, any namespace flag does not */
-    CU_ASSERT_EQUAL(decide(me, SYS_clone, CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
-                                              CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS |
-                                              CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID, 0),
+    CU_ASSERT_EQUAL(decide(me, SYS_clone,
+                           CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+                               CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID |
+                               CLONE_CHILD_CLEARTID,
+                           0),
                     RET_ALLOW);
     CU_ASSERT_EQUAL(decide(me, SYS_clone, SIGCHLD, 0), RET_ALLOW);
     CU_ASSERT_EQUAL(decide(me, SYS_clone, CLONE_NEWUSER | SIGCHLD, 0), RET_ERRNO(EPERM));
@@ -281,23 +305,22 @@ static void test_sandbox_seccomp_in_the_kernel(void)
         if (c > 0)
             waitpid(c, &child_status, 0);
         tty = open("/dev/null", O_RDWR);
-        snprintf(line, sizeof(line),
-                 "bpf=%d keyctl=%d add_key=%d userfaultfd=%d perf=%d mount=%d unshare=%d "
-                 "clone3=%d io_uring=%d packet=%d inet=%d personality=%d personality0=%d "
-                 "tiocsti=%d ptrace=%d kexec=%d fork=%d thread=%d getpid=%d",
-                 try(syscall(SYS_bpf, 0, NULL, 0)), try(syscall(SYS_keyctl, 0, 0, 0, 0, 0)),
-                 try(syscall(SYS_add_key, "user", "x", "y", 1, 0)),
-                 try(syscall(SYS_userfaultfd, 0)),
-                 try(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0)),
-                 try(mount("none", "/tmp", "tmpfs", 0, NULL)), try(unshare(CLONE_NEWUSER)),
-                 try(syscall(SYS_clone3, NULL, 0)), try(syscall(SYS_io_uring_setup, 1, NULL)),
-                 try(socket(AF_PACKET, SOCK_RAW, 0)), s >= 0 ? 0 : errno,
-                 try(personality(0xffffffff)), try(personality(PER_LINUX)),
-                 try(ioctl(tty, TIOCSTI, "x")), try(ptrace(PTRACE_TRACEME, 0, NULL, NULL)),
-                 try(syscall(SYS_kexec_load, 0, 0, NULL, 0)),
-                 WIFEXITED(child_status) ? WEXITSTATUS(child_status) : -1,
-                 pthread_create(&t, NULL, thread_fn, NULL) == 0 && pthread_join(t, NULL) == 0,
-                 getpid() > 0);
+        snprintf(
+            line, sizeof(line),
+            "bpf=%d keyctl=%d add_key=%d userfaultfd=%d perf=%d mount=%d unshare=%d "
+            "clone3=%d io_uring=%d packet=%d inet=%d personality=%d personality0=%d "
+            "tiocsti=%d ptrace=%d kexec=%d fork=%d thread=%d getpid=%d",
+            try(syscall(SYS_bpf, 0, NULL, 0)), try(syscall(SYS_keyctl, 0, 0, 0, 0, 0)),
+            try(syscall(SYS_add_key, "user", "x", "y", 1, 0)), try(syscall(SYS_userfaultfd, 0)),
+            try(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0)),
+            try(mount("none", "/tmp", "tmpfs", 0, NULL)), try(unshare(CLONE_NEWUSER)),
+            try(syscall(SYS_clone3, NULL, 0)), try(syscall(SYS_io_uring_setup, 1, NULL)),
+            try(socket(AF_PACKET, SOCK_RAW, 0)), s >= 0 ? 0 : errno, try(personality(0xffffffff)),
+            try(personality(PER_LINUX)), try(ioctl(tty, TIOCSTI, "x")),
+            try(ptrace(PTRACE_TRACEME, 0, NULL, NULL)), try(syscall(SYS_kexec_load, 0, 0, NULL, 0)),
+            WIFEXITED(child_status) ? WEXITSTATUS(child_status) : -1,
+            pthread_create(&t, NULL, thread_fn, NULL) == 0 && pthread_join(t, NULL) == 0,
+            getpid() > 0);
         if (write(pipefd[1], line, strlen(line)) < 0)
             _exit(2);
         _exit(0);

@@ -169,9 +169,10 @@ static void test_sandbox_uid_enter_drops_everything(void)
         status_field("NoNewPrivs:", nnp, sizeof(nnp));
         status_field("CapEff:", capeff, sizeof(capeff));
         getrlimit(RLIMIT_NPROC, &lim);
-        snprintf(line, sizeof(line), "r=%d uid=%u euid=%u gid=%u groups=%d shadow=%d nnp=%s "
-                 "capeff=%s nproc=%llu setuid0=%d", r, getuid(), geteuid(), getgid(),
-                 getgroups(0, NULL), shadow_errno, nnp, capeff,
+        snprintf(line, sizeof(line),
+                 "r=%d uid=%u euid=%u gid=%u groups=%d shadow=%d nnp=%s "
+                 "capeff=%s nproc=%llu setuid0=%d",
+                 r, getuid(), geteuid(), getgid(), getgroups(0, NULL), shadow_errno, nnp, capeff,
                  (unsigned long long)lim.rlim_cur, setuid(0));
         if (write(pipefd[1], line, strlen(line)) < 0)
             _exit(2);
@@ -227,10 +228,36 @@ static void test_sandbox_uid_bwrap_runs_as_the_sandbox_uid(void)
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
         char *argv[] = {
-            "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "1000",
-            "--gid", "1000", "--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin",
-            "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--proc",
-            "/proc", "--dev", "/dev", "--bind", ws, "/workspace", "--", "/bin/sh", "-c",
+            "bwrap",
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--uid",
+            "1000",
+            "--gid",
+            "1000",
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--bind",
+            ws,
+            "/workspace",
+            "--",
+            "/bin/sh",
+            "-c",
             "echo hello > /workspace/made-inside; echo \"id=$(id -u) map=$(cat "
             "/proc/self/uid_map | tr -s ' ')\"; unshare -U true 2>/dev/null; echo userns=$?; "
             "cat /workspace/AGENTS.md",
@@ -263,8 +290,7 @@ static void test_sandbox_uid_bwrap_runs_as_the_sandbox_uid(void)
 }
 
 CU_TestInfo sandbox_uid_tests[] = {
-    {"test_sandbox_uid_range_check_refuses_clashes",
-     test_sandbox_uid_range_check_refuses_clashes},
+    {"test_sandbox_uid_range_check_refuses_clashes", test_sandbox_uid_range_check_refuses_clashes},
     {"test_sandbox_uid_range_on_this_host", test_sandbox_uid_range_on_this_host},
     {"test_sandbox_uid_enter_drops_everything", test_sandbox_uid_enter_drops_everything},
     {"test_sandbox_uid_bwrap_runs_as_the_sandbox_uid",
