@@ -132,6 +132,7 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_uid", NULL, NULL, NULL, NULL, sandbox_uid_tests},
     {"sandbox_seccomp", NULL, NULL, NULL, NULL, sandbox_seccomp_tests},
     {"sandbox_etc", NULL, NULL, NULL, NULL, sandbox_etc_tests},
+    {"sandbox_cgroup", NULL, NULL, NULL, NULL, sandbox_cgroup_tests},
     {"local", NULL, NULL, NULL, NULL, local_tests},
     CU_SUITE_INFO_NULL,
 };

@@ -30,6 +30,7 @@ extern CU_TestInfo sandbox_config_tests[];
 extern CU_TestInfo sandbox_uid_tests[];
 extern CU_TestInfo sandbox_seccomp_tests[];
 extern CU_TestInfo sandbox_etc_tests[];
+extern CU_TestInfo sandbox_cgroup_tests[];
 extern CU_TestInfo local_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
