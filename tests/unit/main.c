@@ -133,6 +133,7 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_seccomp", NULL, NULL, NULL, NULL, sandbox_seccomp_tests},
     {"sandbox_etc", NULL, NULL, NULL, NULL, sandbox_etc_tests},
     {"sandbox_cgroup", NULL, NULL, NULL, NULL, sandbox_cgroup_tests},
+    {"sandbox_disk", NULL, NULL, NULL, NULL, sandbox_disk_tests},
     {"local", NULL, NULL, NULL, NULL, local_tests},
     CU_SUITE_INFO_NULL,
 };

@@ -31,6 +31,7 @@ extern CU_TestInfo sandbox_uid_tests[];
 extern CU_TestInfo sandbox_seccomp_tests[];
 extern CU_TestInfo sandbox_etc_tests[];
 extern CU_TestInfo sandbox_cgroup_tests[];
+extern CU_TestInfo sandbox_disk_tests[];
 extern CU_TestInfo local_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
