@@ -721,16 +721,30 @@ int sandbox_cgroup_stats(const struct sandbox_cgroup *cg, struct sandbox_cgroup_
     return 0;
 }
 
+/* The counter `key` of dir/file, 0 when absent. */
+static uint64_t counter(const char *dir, const char *file, const char *key)
+{
+    char *text = NULL;
+    uint64_t v = 0;
+
+    if (read_at(dir, file, &text) == 0) {
+        (void)sandbox_cgroup_parse_key(text, key, &v);
+        free(text);
+    }
+    return v;
+}
+
 enum sandbox_cgroup_trip sandbox_cgroup_tripped(const struct sandbox_cgroup *cg)
 {
-    struct sandbox_cgroup_stats st;
-
-    if (sandbox_cgroup_stats(cg, &st) < 0)
-        return SANDBOX_TRIP_NONE;
-    if (st.oom_kills > 0)
-        return SANDBOX_TRIP_MEMORY;
-    if (st.pids_max > 0)
-        return SANDBOX_TRIP_PIDS;
+    /* two reads per turn at most: only the counters that name a trip */
+    for (size_t i = 0; i < cg->n; i++)
+        if ((cg->h[i].ctrl & SANDBOX_CG_MEMORY) &&
+            counter(cg->h[i].dir, cg->h[i].v2 ? "memory.events" : "memory.oom_control",
+                    "oom_kill") > 0)
+            return SANDBOX_TRIP_MEMORY;
+    for (size_t i = 0; i < cg->n; i++)
+        if ((cg->h[i].ctrl & SANDBOX_CG_PIDS) && counter(cg->h[i].dir, "pids.events", "max") > 0)
+            return SANDBOX_TRIP_PIDS;
     return SANDBOX_TRIP_NONE;
 }
 

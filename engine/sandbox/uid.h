@@ -78,6 +78,10 @@ int sandbox_uid_for_slot(const struct sandbox_uid_range *range, uint32_t slot,
  * setresuid, PR_SET_NO_NEW_PRIVS, then verify: real/effective/saved ids are the new ones, no
  * groups, no capabilities left, and setuid(0) fails. Join the sandbox's cgroup *before* this
  * (it needs root). Any failure is -errno (-EPERM for a drop that did not hold): _exit.
+ *
+ * nproc: with a per-environment uid, RLIMIT_NPROC counts exactly one sandbox. Pass
+ * 2 x pids_max when the pids cgroup is enforced (a backstop that never trips first, so the
+ * cgroup's pids.events names the limit), pids_max when it is not, 0 for none.
  */
 int sandbox_uid_enter(const struct sandbox_uid_ids *ids, uint64_t nproc);
 
