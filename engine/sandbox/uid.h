@@ -63,7 +63,8 @@ int sandbox_uid_check_range(const struct sandbox_uid_files *files, uint32_t base
 
 /*
  * Set up the range for this runner: as root, check [base, base + count) with the real files
- * and NSS; otherwise the shared mode (no check needed).
+ * and NSS; otherwise the shared mode (no check needed). Uses getpwent()/getgrent(): call it
+ * at start-up, before any thread exists (the master, before it forks workers).
  */
 int sandbox_uid_range_init(uint32_t base, uint32_t count, struct sandbox_uid_range *ret, char *err,
                            size_t errlen);
