@@ -434,10 +434,11 @@ static unsigned v2_available(const char *dir)
     return got;
 }
 
-/* The cgroup of environment id in every hierarchy of host (nothing created). */
-static void cg_for_id(const struct sandbox_cgroup_host *host, const char *id,
-                      struct sandbox_cgroup *cg)
+int sandbox_cgroup_for_id(const struct sandbox_cgroup_host *host, const char *id,
+                          struct sandbox_cgroup *cg)
 {
+    if (!plain_name(id))
+        return -EINVAL;
     memset(cg, 0, sizeof(*cg));
     for (size_t i = 0; i < host->n; i++) {
         char dir[SANDBOX_CG_PATH_MAX];
@@ -449,6 +450,7 @@ static void cg_for_id(const struct sandbox_cgroup_host *host, const char *id,
         snprintf(cg->h[cg->n].procs, sizeof(cg->h[cg->n].procs), "%s/cgroup.procs", dir);
         cg->n++;
     }
+    return 0;
 }
 
 static int apply_limits(const struct sandbox_cgroup *cg, const struct sandbox_cgroup_limits *lim,
@@ -510,7 +512,7 @@ int sandbox_cgroup_probe(const char *instance, struct sandbox_cgroup_host *ret, 
     host.can = have | SANDBOX_CG_SWAP | SANDBOX_CG_KILL;
     r = sandbox_cgroup_create(&host, id, NULL, &cg, err, errlen);
     if (r == -EEXIST) { /* a probe of an earlier process with our pid */
-        cg_for_id(&host, id, &cg);
+        (void)sandbox_cgroup_for_id(&host, id, &cg);
         (void)sandbox_cgroup_kill(&cg, 1000);
         (void)sandbox_cgroup_remove(&cg);
         r = sandbox_cgroup_create(&host, id, NULL, &cg, err, errlen);
@@ -951,7 +953,7 @@ int sandbox_cgroup_sweep(const struct sandbox_cgroup_host *host,
     for (size_t k = 0; k < names.n; k++) {
         struct sandbox_cgroup cg;
 
-        cg_for_id(host, names.v[k], &cg);
+        (void)sandbox_cgroup_for_id(host, names.v[k], &cg);
         if (sandbox_cgroup_kill(&cg, timeout_ms) < 0 && !first)
             first = -ETIMEDOUT;
         if (sandbox_cgroup_remove(&cg) == 0)

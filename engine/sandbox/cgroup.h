@@ -113,6 +113,14 @@ int sandbox_cgroup_create(const struct sandbox_cgroup_host *host, const char *id
                           char *err, size_t errlen);
 
 /*
+ * The cgroup of environment `id` as sandbox_cgroup_create made it, without creating anything:
+ * for a process that did not create it (the master reclaiming a dead keeper's environment)
+ * to kill and remove it. -EINVAL when id is not a plain name.
+ */
+int sandbox_cgroup_for_id(const struct sandbox_cgroup_host *host, const char *id,
+                          struct sandbox_cgroup *ret);
+
+/*
  * In the forked child, before dropping privileges: move the calling process into every
  * directory of cg. Async-signal-safe (open/write/close on precomputed paths). -errno.
  */

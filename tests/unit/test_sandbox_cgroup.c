@@ -331,9 +331,20 @@ static void test_sandbox_cgroup_sweep_removes_leftovers_but_keeps_live_ones(void
         CU_ASSERT_FALSE(exists(a.h[i].dir));
     for (size_t i = 0; i < b.n; i++)
         CU_ASSERT(exists(b.h[i].dir));
-    CU_ASSERT_EQUAL(sandbox_cgroup_sweep(&host, NULL, NULL, 5000), 1);
+    /* the master reclaiming one dead keeper's environment by its id */
+    {
+        struct sandbox_cgroup again;
+        CU_ASSERT_EQUAL(sandbox_cgroup_for_id(&host, "../x", &again), -EINVAL);
+        CU_ASSERT_EQUAL(sandbox_cgroup_for_id(&host, "env-b", &again), 0);
+        CU_ASSERT_EQUAL(again.n, b.n);
+        for (size_t i = 0; i < b.n; i++)
+            CU_ASSERT_STRING_EQUAL(again.h[i].dir, b.h[i].dir);
+        CU_ASSERT_EQUAL(sandbox_cgroup_kill(&again, 5000), 0);
+        CU_ASSERT_EQUAL(sandbox_cgroup_remove(&again), 0);
+    }
     for (size_t i = 0; i < b.n; i++)
         CU_ASSERT_FALSE(exists(b.h[i].dir));
+    CU_ASSERT_EQUAL(sandbox_cgroup_sweep(&host, NULL, NULL, 5000), 0);
     CU_ASSERT_EQUAL(sandbox_cgroup_host_remove(&host), 0);
     for (size_t i = 0; i < host.n; i++)
         CU_ASSERT_FALSE(exists(host.h[i].dir));
