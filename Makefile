@@ -17,7 +17,7 @@
 CC      ?= gcc
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
-PKGS    := fcgi libcurl json-c openssl
+PKGS    := fcgi libcurl json-c openssl libseccomp
 
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wvla -Wpointer-arith -Wundef -fno-common $(if $(WERROR),-Werror)
@@ -29,7 +29,8 @@ LDLIBS       := $(PKG_LIBS) -pthread -lrt
 
 BIN := $(BUILD)/bin
 
-ENGINE_SRC := $(filter-out engine/keeper_main.c,$(wildcard engine/*.c engine/harness/*.c engine/provider/*.c))
+ENGINE_SRC := $(filter-out engine/keeper_main.c,$(wildcard engine/*.c engine/harness/*.c engine/provider/*.c \
+                                                         engine/sandbox/*.c))
 FRONT_SRC  := $(filter-out fcgi/master.c fcgi/ctl.c,$(wildcard fcgi/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 # tests/fuzz/fuzz_<target>.c, each with its seed corpus in tests/fuzz/corpus/<target>/

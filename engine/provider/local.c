@@ -1,12 +1,15 @@
 /*
  * local — bubblewrap sandboxes on the runner host.
  *
- * Layout inside the sandbox: a fresh root tmpfs with /usr and /etc bound read-only (plus the
- * merged-/usr symlinks), private /proc, /dev and /tmp, HOME=/home/agent on a tmpfs (config
- * files are copied in from memfds, so credentials never touch the host disk), the
- * workspace bound read-write at /workspace, and the harness install folder read-only at its
- * host path. New user (uid 1000), pid, ipc, uts, cgroup namespaces; net namespace unless the
- * network is on; all capabilities dropped; --die-with-parent ties it to the keeper.
+ * Layout inside the sandbox (the minimal host view): a fresh root tmpfs, read-only once set
+ * up, with /usr bound read-only plus the loader paths (the merged-/usr symlinks), a
+ * synthesized /etc (sandbox_etc: never the host's), private /proc with /proc/sys read-only,
+ * private /dev, size-capped tmpfs /tmp and HOME=/home/agent (config files are copied in from
+ * memfds, so credentials never touch the host disk), the workspace bound read-write at
+ * /workspace (the only host-writable place), and the harness install folder read-only at its
+ * host path. New user (uid 1000; nested user namespaces disabled), pid, ipc, uts, cgroup
+ * namespaces; net namespace unless the network is on; all capabilities dropped; the
+ * sandbox_seccomp filter; --die-with-parent ties it to the keeper.
  */
 #include "provider.h"
 
@@ -24,6 +27,9 @@
 
 #include "../jsonx.h"
 #include "../keeper_proto.h"
+#include "../sandbox/config.h"
+#include "../sandbox/etc.h"
+#include "../sandbox/seccomp.h"
 #include "../util.h"
 
 #define ARGV_MAX 512
@@ -104,7 +110,121 @@ static void add_system_dirs(struct vec *a)
             vec_add3(a, "--ro-bind", tops[i], tops[i]);
         }
     }
-    vec_add3(a, "--ro-bind", "/etc", "/etc");
+}
+
+static int memfd_with(const char *name, const char *content, size_t len);
+
+static bool plan_has_file(json_object *files, const char *path)
+{
+    for (size_t i = 0; files && i < json_object_array_length(files); i++) {
+        const char *p = jsonx_str(json_object_array_get_idx(files, i), "path");
+        if (p && strcmp(p, path) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * The synthesized /etc: data entries become memfds (--ro-bind-data), host files read-only
+ * binds, links symlinks. Paths the plan's files provide (passwd, group) are left to them.
+ */
+static int add_etc(struct vec *a, json_object *files, int *fds, size_t maxfds, size_t *nfds,
+                   char *err, size_t errlen)
+{
+    struct sandbox_etc_opts opts = {.host_root = "/", .hostname = "sandbox"};
+    struct sandbox_etc etc;
+    int r;
+
+    r = sandbox_etc_build(&opts, &etc);
+    if (r < 0) {
+        snprintf(err, errlen, "sandbox: cannot build /etc: %s", strerror(-r));
+        return r;
+    }
+    vec_add3(a, "--dir", "/etc", NULL);
+    for (size_t i = 0; i < etc.n; i++) {
+        const struct sandbox_etc_entry *e = &etc.v[i];
+        char fdstr[16];
+        int fd;
+
+        if (plan_has_file(files, e->path))
+            continue;
+        switch (e->kind) {
+        case SANDBOX_ETC_BIND:
+            vec_add3(a, "--ro-bind", e->src, e->path);
+            break;
+        case SANDBOX_ETC_SYMLINK:
+            vec_add3(a, "--symlink", e->target, e->path);
+            break;
+        case SANDBOX_ETC_DATA:
+            if (*nfds >= maxfds) {
+                snprintf(err, errlen, "sandbox: too many files");
+                r = -E2BIG;
+                goto out;
+            }
+            fd = memfd_with("sandbox-etc", e->data, e->len);
+            if (fd < 0) {
+                r = fd;
+                snprintf(err, errlen, "sandbox: memfd: %s", strerror(-r));
+                goto out;
+            }
+            fds[(*nfds)++] = fd;
+            snprintf(fdstr, sizeof(fdstr), "%d", fd);
+            vec_add3(a, "--ro-bind-data", fdstr, e->path);
+            break;
+        }
+    }
+    r = 0;
+out:
+    sandbox_etc_release(&etc);
+    return r;
+}
+
+/* --size BYTES --tmpfs DEST */
+static void add_sized_tmpfs(struct vec *a, uint64_t bytes, const char *dest)
+{
+    char size[32];
+
+    snprintf(size, sizeof(size), "%llu", (unsigned long long)bytes);
+    vec_add3(a, "--size", size, NULL);
+    vec_add3(a, "--tmpfs", dest, NULL);
+}
+
+/* The seccomp filter as a memfd bwrap inherits (close-on-exec cleared). */
+static int add_seccomp(struct vec *a, int *fds, size_t maxfds, size_t *nfds, char *err,
+                       size_t errlen)
+{
+    char fdstr[16];
+    int fd, r;
+
+    if (*nfds >= maxfds) {
+        snprintf(err, errlen, "sandbox: too many files");
+        return -E2BIG;
+    }
+    r = sandbox_seccomp_memfd(&fd, err, errlen);
+    if (r < 0)
+        return r;
+    if (fcntl(fd, F_SETFD, 0) == -1) {
+        r = -errno;
+        close(fd);
+        snprintf(err, errlen, "sandbox: seccomp fd: %s", strerror(-r));
+        return r;
+    }
+    fds[(*nfds)++] = fd;
+    snprintf(fdstr, sizeof(fdstr), "%d", fd);
+    vec_add3(a, "--seccomp", fdstr, NULL);
+    return 0;
+}
+
+/* limits.<name> of the description, or def when absent. */
+static uint64_t limit_bytes(json_object *sb, const char *name, uint64_t def)
+{
+    json_object *lim = jsonx_get(sb, "limits"), *v = lim ? jsonx_get(lim, name) : NULL;
+    int64_t n;
+
+    if (!v || !json_object_is_type(v, json_type_int))
+        return def;
+    n = json_object_get_int64(v);
+    return n > 0 ? (uint64_t)n : def;
 }
 
 static bool allowed_file_path(const char *p)
@@ -197,6 +317,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
                           int *fds, size_t maxfds, size_t *ret_nfds, char *err, size_t errlen)
 {
     struct vec a = {0}, e = {0}, made = {0};
+    struct sandbox_config defaults;
     json_object *arr, *env;
     const char *workspace, *network, *cwd;
     size_t nfds = 0;
@@ -214,10 +335,13 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
         r = -EINVAL;
         goto fail;
     }
+    sandbox_config_default(&defaults);
     vec_add(&a, bwrap);
     vec_add(&a, "--unshare-all");
     if (network && strcmp(network, "on") == 0)
         vec_add(&a, "--share-net");
+    vec_add(&a, "--unshare-user");
+    vec_add(&a, "--disable-userns");
     vec_add3(&a, "--uid", "1000", NULL);
     vec_add3(&a, "--gid", "1000", NULL);
     vec_add3(&a, "--hostname", "sandbox", NULL);
@@ -225,10 +349,15 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
     vec_add(&a, "--new-session");
     vec_add3(&a, "--cap-drop", "ALL", NULL);
     add_system_dirs(&a);
+    r = add_etc(&a, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
+    if (r < 0)
+        goto fail;
     vec_add3(&a, "--proc", "/proc", NULL);
+    /* bwrap leaves /proc/sys writable (its cover check looks at the folder's mode only) */
+    vec_add3(&a, "--ro-bind", "/proc/sys", "/proc/sys");
     vec_add3(&a, "--dev", "/dev", NULL);
-    vec_add3(&a, "--tmpfs", "/tmp", NULL);
-    vec_add3(&a, "--tmpfs", SANDBOX_HOME, NULL);
+    add_sized_tmpfs(&a, limit_bytes(sb, "tmpBytes", defaults.tmp_max), "/tmp");
+    add_sized_tmpfs(&a, limit_bytes(sb, "homeBytes", defaults.home_max), SANDBOX_HOME);
     arr = jsonx_get(sb, "roBinds");
     for (size_t i = 0; arr && i < json_object_array_length(arr); i++) {
         const char *p = json_object_get_string(json_object_array_get_idx(arr, i));
@@ -245,6 +374,11 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
     r = add_files(&a, &made, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
     if (r < 0)
         goto fail;
+    r = add_seccomp(&a, fds, maxfds, &nfds, err, errlen);
+    if (r < 0)
+        goto fail;
+    /* last: the root tmpfs (and the /etc in it) becomes read-only */
+    vec_add3(&a, "--remount-ro", "/", NULL);
     vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
     vec_add(&a, "--");
     arr = jsonx_get(sb, "argv");

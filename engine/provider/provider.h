@@ -23,7 +23,8 @@
  *    "files": [{"path": in-sandbox path under SANDBOX_HOME or /etc/passwd|group,
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
- *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE}
+ *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE,
+ *    "limits": {"tmpBytes": int, "homeBytes": int}   (optional; sandbox_config defaults)}
  */
 #ifndef AR_PROVIDER_H
 #define AR_PROVIDER_H

@@ -231,6 +231,17 @@ http {{
             out = subprocess.run(["nginx", "-t", "-p", tmp, "-c", os.path.join(tmp, conf)],
                                  capture_output=True, text=True)
             assert out.returncode == 0 and "test is successful" in out.stderr, (conf, out.stderr)
+        # slowloris: room for thousands of connections, slow headers shed, a cap per address
+        assert re.search(r"^worker_processes auto;", standalone, re.M)
+        conns = int(re.search(r"worker_connections (\d+);", standalone).group(1))
+        assert conns >= 8192, conns
+        locations = open(os.path.join(ROOT, "nginx", "agent-runner-locations.conf")).read()
+        for directive in ("client_header_timeout", "client_body_timeout", "send_timeout",
+                          "limit_conn agent_runner_addr"):
+            assert re.search(r"^" + directive + r" ", locations, re.M), directive
+        assert "limit_conn_zone $binary_remote_addr zone=agent_runner_addr" in standalone
+        assert "limit_conn_zone $binary_remote_addr zone=agent_runner_addr" in open(
+            os.path.join(ROOT, "nginx", "agent-runner-upstream.conf")).read()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -250,6 +261,9 @@ def test_systemd_units_verify(ctx):
         text = open(unit).read()
         assert "TimeoutStopSec=25s" in text and "Restart=on-failure" in text
         assert re.search(r"RestrictNamespaces=.*user.*mnt.*pid.*net", text)
+        # cgroup v2: the unit's cgroup is delegated, and /sys/fs/cgroup stays writable
+        assert re.search(r"^Delegate=.*pids.*memory.*cpu", text, re.M)
+        assert not re.search(r"^ProtectControlGroups=yes", text, re.M)
         tmpfiles = os.path.join(tmp, "etc", "tmpfiles.d", "agent-runner.conf")
         assert open(tmpfiles).read().startswith("# /run/agent-runner")
     finally:

@@ -144,6 +144,14 @@ static CU_SuiteInfo suites[] = {
     {"mcp_client", NULL, NULL, NULL, NULL, mcp_client_tests},
     {"tool_channel", NULL, NULL, NULL, NULL, tool_channel_tests},
     {"mcp_bridge", NULL, NULL, NULL, NULL, mcp_bridge_tests},
+    {"fstree", NULL, NULL, NULL, NULL, fstree_tests},
+    {"sandbox_config", NULL, NULL, NULL, NULL, sandbox_config_tests},
+    {"sandbox_uid", NULL, NULL, NULL, NULL, sandbox_uid_tests},
+    {"sandbox_seccomp", NULL, NULL, NULL, NULL, sandbox_seccomp_tests},
+    {"sandbox_etc", NULL, NULL, NULL, NULL, sandbox_etc_tests},
+    {"sandbox_cgroup", NULL, NULL, NULL, NULL, sandbox_cgroup_tests},
+    {"sandbox_disk", NULL, NULL, NULL, NULL, sandbox_disk_tests},
+    {"local", NULL, NULL, NULL, NULL, local_tests},
     CU_SUITE_INFO_NULL,
 };
 

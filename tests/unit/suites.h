@@ -36,6 +36,14 @@ extern CU_TestInfo tool_callback_tests[];
 extern CU_TestInfo mcp_client_tests[];
 extern CU_TestInfo tool_channel_tests[];
 extern CU_TestInfo mcp_bridge_tests[];
+extern CU_TestInfo fstree_tests[];
+extern CU_TestInfo sandbox_config_tests[];
+extern CU_TestInfo sandbox_uid_tests[];
+extern CU_TestInfo sandbox_seccomp_tests[];
+extern CU_TestInfo sandbox_etc_tests[];
+extern CU_TestInfo sandbox_cgroup_tests[];
+extern CU_TestInfo sandbox_disk_tests[];
+extern CU_TestInfo local_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")

@@ -1,0 +1,188 @@
+/*
+ * local: the bubblewrap command of the local provider — the minimal host view (no host /etc,
+ * /proc/sys read-only, no nested user namespaces, size-capped tmpfs, seccomp, read-only
+ * root) — checked in the argv and by running it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../engine/fstree.h"
+#include "../../engine/provider/provider.h"
+#include "../../engine/util.h"
+#include "suites.h"
+
+static char ws[64];
+
+static json_object *description(const char *script)
+{
+    json_object *sb = json_object_new_object(), *argv = json_object_new_array();
+    json_object *env = json_object_new_object(), *lim = json_object_new_object();
+
+    snprintf(ws, sizeof(ws), "/tmp/ar-unit-local-XXXXXX");
+    if (!mkdtemp(ws))
+        return NULL;
+    json_object_object_add(sb, "workspace", json_object_new_string(ws));
+    json_object_object_add(sb, "network", json_object_new_string("off"));
+    json_object_object_add(sb, "roBinds", json_object_new_array());
+    json_object_object_add(sb, "files", json_object_new_array());
+    json_object_array_add(argv, json_object_new_string("/bin/sh"));
+    json_object_array_add(argv, json_object_new_string("-c"));
+    json_object_array_add(argv, json_object_new_string(script));
+    json_object_object_add(sb, "argv", argv);
+    json_object_object_add(env, "PATH", json_object_new_string("/usr/bin:/bin"));
+    json_object_object_add(sb, "env", env);
+    json_object_object_add(sb, "cwd", json_object_new_string("/workspace"));
+    json_object_object_add(lim, "tmpBytes", json_object_new_int64(3 << 20));
+    json_object_object_add(lim, "homeBytes", json_object_new_int64(5 << 20));
+    json_object_object_add(sb, "limits", lim);
+    return sb;
+}
+
+static int find(char **argv, const char *a, const char *b, const char *c)
+{
+    for (int i = 0; argv[i]; i++)
+        if (strcmp(argv[i], a) == 0 && (!b || (argv[i + 1] && strcmp(argv[i + 1], b) == 0)) &&
+            (!c || (argv[i + 1] && argv[i + 2] && strcmp(argv[i + 2], c) == 0)))
+            return i;
+    return -1;
+}
+
+static void test_local_command_has_the_minimal_host_view(void)
+{
+    json_object *sb = description("true");
+    char **argv = NULL, **envp = NULL, err[256] = "";
+    int fds[64], i_proc, i_sys, i_ro, i_chdir, i_sec;
+    size_t nfds = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+    CU_ASSERT_EQUAL_FATAL(
+        local_sandbox_command("/usr/bin/bwrap", sb, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
+        0);
+    CU_ASSERT_EQUAL(find(argv, "--ro-bind", "/etc", "/etc"), -1);
+    CU_ASSERT_EQUAL(find(argv, "--bind", "/", NULL), -1);
+    CU_ASSERT(find(argv, "--unshare-user", NULL, NULL) > 0);
+    CU_ASSERT(find(argv, "--disable-userns", NULL, NULL) > 0);
+    CU_ASSERT(find(argv, "--cap-drop", "ALL", NULL) > 0);
+    CU_ASSERT(find(argv, "--size", "3145728", "--tmpfs") > 0);
+    CU_ASSERT(find(argv, "--size", "5242880", "--tmpfs") > 0);
+    CU_ASSERT(find(argv, "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs") > 0 ||
+              access("/etc/ssl/certs", F_OK) != 0);
+    CU_ASSERT(find(argv, "--ro-bind-data", NULL, NULL) > 0);
+    i_proc = find(argv, "--proc", "/proc", NULL);
+    i_sys = find(argv, "--ro-bind", "/proc/sys", "/proc/sys");
+    i_sec = find(argv, "--seccomp", NULL, NULL);
+    i_ro = find(argv, "--remount-ro", "/", NULL);
+    i_chdir = find(argv, "--chdir", NULL, NULL);
+    CU_ASSERT(i_proc > 0 && i_sys > i_proc);
+    CU_ASSERT(i_sec > 0);
+    CU_ASSERT(i_ro > i_sys && i_ro > i_sec && i_chdir > i_ro);
+    /* every mount and file operation comes before the root turns read-only */
+    for (int i = i_ro + 2; argv[i] && strcmp(argv[i], "--") != 0; i++)
+        CU_ASSERT(strcmp(argv[i], "--chdir") == 0 ||
+                  (i > 0 && strcmp(argv[i - 1], "--chdir") == 0));
+    /* the seccomp fd is handed over (close-on-exec cleared) and is one of the returned fds */
+    {
+        uint64_t v = 0;
+        int fd, seen = 0;
+
+        CU_ASSERT_EQUAL(util_parse_u64(argv[i_sec + 1], 0, 1u << 20, &v), 0);
+        fd = (int)v;
+        for (size_t k = 0; k < nfds; k++)
+            seen += fds[k] == fd;
+        CU_ASSERT_EQUAL(seen, 1);
+        CU_ASSERT_EQUAL(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+    }
+    for (size_t k = 0; k < nfds; k++)
+        close(fds[k]);
+    provider_argv_free(argv);
+    provider_argv_free(envp);
+    json_object_put(sb);
+    fstree_remove(ws);
+}
+
+/* Run it: what an attacker inside tries, and what a harness needs, from the same shell. */
+static void test_local_sandbox_holds_when_run(void)
+{
+    static const char script[] =
+        "r() { \"$@\" >/dev/null 2>&1 && echo yes || echo no; };"
+        "echo shadow=$(r head -c1 /etc/shadow);"
+        "echo envfile=$(r ls /etc/agent-runner);"
+        "echo sysctl=$(r sh -c 'cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname');"
+        "echo userns=$(r unshare -U true);"
+        "echo rootfs=$(r touch /evil);"
+        "echo etcw=$(r touch /etc/evil);"
+        "echo usr=$(r touch /usr/evil);"
+        "echo tmpcap=$(r dd if=/dev/zero of=/tmp/fill bs=1M count=8);"
+        "echo ws=$(r touch /workspace/ok);"
+        "echo seccomp=$(grep -c '^Seccomp:.2' /proc/self/status);"
+        "echo user=$(id -un);"
+        "echo awk=$(awk 'BEGIN{print 7}');"
+        "echo certs=$(r test -s /etc/ssl/certs/ca-certificates.crt);";
+    json_object *sb = description(script);
+    char **argv = NULL, **envp = NULL, err[256] = "", out[1024] = "";
+    int fds[64], pipefd[2], status;
+    size_t nfds = 0, len = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (access("/usr/bin/bwrap", X_OK) != 0) {
+        printf("\n    skipped: /usr/bin/bwrap is not installed\n");
+        json_object_put(sb);
+        return;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+    CU_ASSERT_EQUAL_FATAL(
+        local_sandbox_command("/usr/bin/bwrap", sb, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
+        0);
+    CU_ASSERT_EQUAL_FATAL(pipe(pipefd), 0);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        dup2(pipefd[1], STDOUT_FILENO);
+        close(pipefd[0]);
+        close(pipefd[1]);
+        execve(argv[0], argv, envp);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    while (len < sizeof(out) - 1 && (n = read(pipefd[0], out + len, sizeof(out) - 1 - len)) > 0)
+        len += (size_t)n;
+    out[len] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, &status, 0);
+    for (size_t k = 0; k < nfds; k++)
+        close(fds[k]);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "shadow=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "envfile=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "sysctl=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "userns=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "rootfs=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "etcw=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "usr=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "tmpcap=no\n")); /* 8 MiB into a 3 MiB /tmp */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "ws=yes\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "seccomp=1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "user=agent\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "awk=7\n"));
+    if (access("/etc/ssl/certs/ca-certificates.crt", R_OK) == 0)
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "certs=yes\n"));
+    if (!strstr(out, "userns=no\n") || !strstr(out, "ws=yes\n"))
+        printf("\n    sandbox said:\n%s\n", out);
+    provider_argv_free(argv);
+    provider_argv_free(envp);
+    json_object_put(sb);
+    fstree_remove(ws);
+}
+
+CU_TestInfo local_tests[] = {
+    {"test_local_command_has_the_minimal_host_view", test_local_command_has_the_minimal_host_view},
+    {"test_local_sandbox_holds_when_run", test_local_sandbox_holds_when_run},
+    CU_TEST_INFO_NULL,
+};
