@@ -127,6 +127,7 @@ static CU_SuiteInfo suites[] = {
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
+    {"egress_policy", NULL, NULL, NULL, NULL, egress_policy_tests},
     CU_SUITE_INFO_NULL,
 };
 
