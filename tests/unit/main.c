@@ -128,6 +128,7 @@ static CU_SuiteInfo suites[] = {
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"egress_policy", NULL, NULL, NULL, NULL, egress_policy_tests},
+    {"egress_proxy", NULL, NULL, NULL, NULL, egress_proxy_tests},
     CU_SUITE_INFO_NULL,
 };
 
