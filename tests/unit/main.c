@@ -129,6 +129,7 @@ static CU_SuiteInfo suites[] = {
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
     {"egress_policy", NULL, NULL, NULL, NULL, egress_policy_tests},
     {"egress_proxy", NULL, NULL, NULL, NULL, egress_proxy_tests},
+    {"sandbox_net", NULL, NULL, NULL, NULL, sandbox_net_tests},
     CU_SUITE_INFO_NULL,
 };
 
