@@ -130,6 +130,8 @@ static CU_SuiteInfo suites[] = {
     {"egress_policy", NULL, NULL, NULL, NULL, egress_policy_tests},
     {"egress_proxy", NULL, NULL, NULL, NULL, egress_proxy_tests},
     {"sandbox_net", NULL, NULL, NULL, NULL, sandbox_net_tests},
+    {"dnsmsg", NULL, NULL, NULL, NULL, dnsmsg_tests},
+    {"egress_dns", NULL, NULL, NULL, NULL, egress_dns_tests},
     CU_SUITE_INFO_NULL,
 };
 
