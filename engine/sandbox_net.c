@@ -455,6 +455,21 @@ int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net 
     return 0;
 }
 
+int sandbox_net_anchor(char *err, size_t errlen)
+{
+    struct sandbox_net_config cfg = {0};
+    struct sandbox_net n;
+    int r, fd;
+
+    r = sandbox_net_create(&cfg, &n, err, errlen);
+    if (r < 0)
+        return r;
+    fd = n.ns_fd;
+    n.ns_fd = -1; /* the rules live as long as the namespace; the sockets are not needed */
+    sandbox_net_release(&n);
+    return fd;
+}
+
 int sandbox_net_enter(const struct sandbox_net *n)
 {
     if (n->ns_fd < 0)

@@ -259,6 +259,34 @@ static void test_sandbox_net_hand_over(void)
     close(sp[1]);
 }
 
+/* The anchor keeps its rules without sockets; sandboxes made meanwhile are unaffected. */
+static int probe_anchor_rules(void *arg)
+{
+    (void)arg;
+    return try_delete_rules(); /* 'D': the table was there (and root in it may delete it) */
+}
+
+static void test_sandbox_net_anchor(void)
+{
+    struct sandbox_net anchor = {.ns_fd = -1}, n;
+    struct sandbox_net_config cfg = {0};
+    char err[256];
+    int fd;
+    pid_t pid;
+
+    if (!netns_test_possible("sandbox_net anchor"))
+        return;
+    sandbox_net_init(&anchor);
+    anchor.ns_fd = sandbox_net_anchor(err, sizeof(err));
+    CU_ASSERT_FATAL(anchor.ns_fd >= 0);
+    CU_ASSERT_EQUAL_FATAL(sandbox_net_create(&cfg, &n, err, sizeof(err)), 0);
+    pid = probe_spawn(&anchor, false, probe_anchor_rules, NULL, &fd);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_EQUAL(wait_probe(pid, fd), 'D');
+    sandbox_net_release(&n);
+    sandbox_net_release(&anchor);
+}
+
 static void test_sandbox_net_bad_config(void)
 {
     uint16_t ports[SANDBOX_NET_LOOPBACK_PORTS_MAX + 1] = {0};
@@ -281,6 +309,7 @@ CU_TestInfo sandbox_net_tests[] = {
     {"udp", test_sandbox_net_udp},
     {"no_way_in", test_sandbox_net_no_way_in},
     {"hand_over", test_sandbox_net_hand_over},
+    {"anchor", test_sandbox_net_anchor},
     {"bad_config", test_sandbox_net_bad_config},
     CU_TEST_INFO_NULL,
 };
