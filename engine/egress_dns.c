@@ -84,8 +84,9 @@ struct egress_dns {
     size_t nsocks;
     struct core *core;
     int nthreads;
-    struct pending *pending;    /* EGRESS_DNS_PENDING_MAX */
-    struct cache_entry *cache;  /* EGRESS_DNS_CACHE_MAX */
+    /* allocated with the first query (a sandbox that never asks costs nothing) */
+    struct pending *pending;   /* EGRESS_DNS_PENDING_MAX */
+    struct cache_entry *cache; /* EGRESS_DNS_CACHE_MAX */
     struct egress_dns_stats stats;
 };
 
@@ -232,12 +233,8 @@ int egress_dns_new(struct egress_policy *policy, const int *sockets, size_t nsoc
     d->report = report;
     d->ctx = ctx;
     d->epfd = d->nlfd = -1;
-    d->pending = calloc(EGRESS_DNS_PENDING_MAX, sizeof(*d->pending));
-    d->cache = calloc(EGRESS_DNS_CACHE_MAX, sizeof(*d->cache));
     d->core = calloc(1, sizeof(*d->core));
-    if (!d->pending || !d->cache || !d->core) {
-        free(d->core);
-        d->core = NULL;
+    if (!d->core) {
         r = -ENOMEM;
         goto fail;
     }
@@ -600,6 +597,14 @@ static void read_queries(struct egress_dns *d, size_t si, int64_t now)
         d->stats.queries++;
         if (r < 0) {
             send_answer(d, w.sock, &w.from, w.fromlen, &w.q, rcode, NULL, 0);
+            continue;
+        }
+        if (!d->pending)
+            d->pending = calloc(EGRESS_DNS_PENDING_MAX, sizeof(*d->pending));
+        if (!d->cache)
+            d->cache = calloc(EGRESS_DNS_CACHE_MAX, sizeof(*d->cache));
+        if (!d->pending || !d->cache) {
+            refuse(d, &w, DNS_RCODE_SERVFAIL);
             continue;
         }
         query(d, &w, now);
