@@ -61,6 +61,7 @@ struct conn {
     int64_t deadline;
     struct egress_addr dst;
     uint16_t port;
+    enum egress_reason why; /* why the policy allowed it */
     struct conn *next, *prev;
 };
 
@@ -331,7 +332,7 @@ static void connect_done(struct egress_proxy *p, struct conn *c)
         err = errno;
     if (err != 0) {
         p->stats.connect_failed++;
-        report(p, EGRESS_PROXY_CONNECT_FAILED, &c->dst, c->port, EGRESS_ALLOW_NAMED, -err);
+        report(p, EGRESS_PROXY_CONNECT_FAILED, &c->dst, c->port, c->why, -err);
         conn_close(p, c, true);
         return;
     }
@@ -403,7 +404,7 @@ static bool host_local(struct egress_proxy *p, const struct egress_addr *a)
 }
 
 static void start_relay(struct egress_proxy *p, int in, const struct egress_addr *dst,
-                        uint16_t port, int64_t now)
+                        uint16_t port, enum egress_reason why, int64_t now)
 {
     struct sockaddr_storage ss;
     socklen_t len = egress_addr_to_sockaddr(dst, port, &ss);
@@ -434,7 +435,7 @@ static void start_relay(struct egress_proxy *p, int in, const struct egress_addr
     if (connect(out, (struct sockaddr *)&ss, len) == -1 && errno != EINPROGRESS) {
         r = -errno;
         p->stats.connect_failed++;
-        report(p, EGRESS_PROXY_CONNECT_FAILED, dst, port, EGRESS_ALLOW_NAMED, r);
+        report(p, EGRESS_PROXY_CONNECT_FAILED, dst, port, why, r);
         close(out);
         close_reset(in);
         conn_free(c);
@@ -442,6 +443,7 @@ static void start_relay(struct egress_proxy *p, int in, const struct egress_addr
     }
     c->dst = *dst;
     c->port = port;
+    c->why = why;
     c->deadline = now + p->cfg.connect_timeout_ms;
     for (int i = 0; i < 2; i++) {
         c->ends[i].kind = TAG_END;
@@ -467,7 +469,7 @@ fail:
     if (c)
         conn_free(c);
     p->stats.overload++;
-    report(p, EGRESS_PROXY_OVERLOAD, dst, port, EGRESS_ALLOW_NAMED, r);
+    report(p, EGRESS_PROXY_OVERLOAD, dst, port, why, r);
 }
 
 static void accept_burst(struct egress_proxy *p, struct listener *l, int64_t now)
@@ -514,7 +516,7 @@ static void accept_burst(struct egress_proxy *p, struct listener *l, int64_t now
             report(p, EGRESS_PROXY_OVERLOAD, &dst, port, why, -ENOBUFS);
             continue;
         }
-        start_relay(p, fd, &dst, port, now);
+        start_relay(p, fd, &dst, port, why, now);
     }
 }
 
@@ -551,8 +553,7 @@ void egress_proxy_handle(struct egress_proxy *p, int64_t now)
         next = c->next;
         if (c->connecting && c->deadline <= now) {
             p->stats.connect_failed++;
-            report(p, EGRESS_PROXY_CONNECT_FAILED, &c->dst, c->port, EGRESS_ALLOW_NAMED,
-                   -ETIMEDOUT);
+            report(p, EGRESS_PROXY_CONNECT_FAILED, &c->dst, c->port, c->why, -ETIMEDOUT);
             conn_close(p, c, true);
         }
     }

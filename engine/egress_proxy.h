@@ -53,7 +53,7 @@ struct egress_proxy_report {
     struct egress_addr dst; /* valid when has_dst */
     uint16_t port;
     bool has_dst;
-    enum egress_reason reason; /* DENIED */
+    enum egress_reason reason; /* DENIED: why; CONNECT_FAILED, OVERLOAD: why it was allowed */
     int error;                 /* -errno for CONNECT_FAILED and OVERLOAD */
 };
 

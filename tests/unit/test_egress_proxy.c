@@ -6,6 +6,8 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -418,11 +420,82 @@ static void test_egress_proxy_cap(void)
     echo_server_stop(&srv);
 }
 
+/* The first address of the host that is not loopback (its own eth0, say), or false. */
+static bool host_address(char *out, size_t len)
+{
+    struct ifaddrs *ifs, *i;
+    bool found = false;
+
+    if (getifaddrs(&ifs) == -1)
+        return false;
+    for (i = ifs; i && !found; i = i->ifa_next) {
+        struct egress_addr a;
+
+        if (!i->ifa_addr || (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP) ||
+            i->ifa_addr->sa_family != AF_INET)
+            continue;
+        if (egress_addr_from_sockaddr(i->ifa_addr, sizeof(struct sockaddr_in), &a, NULL) < 0)
+            continue;
+        egress_addr_format(&a, out);
+        (void)len;
+        found = true;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/*
+ * The runner host's own address (what a cloud VM's sandbox would use to reach the runner's
+ * ports from "outside"): never, not even with private egress, unless listed exactly.
+ */
+static void test_egress_proxy_host_address(void)
+{
+    struct echo_server srv, unused;
+    struct egress_policy pol;
+    struct sandbox_net net;
+    struct egress_proxy *p = NULL;
+    struct reports rs = {0};
+    char addr[EGRESS_ADDR_TEXT_MAX], entry[EGRESS_ADDR_TEXT_MAX + 4];
+    struct target t;
+    int fds[2];
+
+    if (!netns_test_possible("egress_proxy host_address"))
+        return;
+    if (!host_address(addr, sizeof(addr))) {
+        fprintf(stderr, "\n    egress_proxy host_address: skipped (no non-loopback address)\n");
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(echo_server_start(&srv, addr), 0);
+    CU_ASSERT_EQUAL_FATAL(echo_server_start(&unused, "127.0.0.1"), 0);
+    t.addr = addr;
+    t.port = srv.port;
+    egress_policy_init(&pol, EGRESS_MODE_ON, true);
+    CU_ASSERT_FATAL(setup(&net, &pol, &unused));
+    fds[0] = net.proxy4_fd;
+    fds[1] = net.proxy6_fd;
+    CU_ASSERT_EQUAL_FATAL(egress_proxy_new(&pol, fds, 2, NULL, collect, &rs, &p), 0);
+    CU_ASSERT_EQUAL(drive(p, &net, probe_target, &t), PROBE_RESET);
+    CU_ASSERT_EQUAL(srv.accepted, 0);
+    CU_ASSERT_EQUAL_FATAL(rs.n, 1);
+    CU_ASSERT_EQUAL(rs.r[0].reason, EGRESS_DENY_HOST);
+    /* listed exactly, it is reachable */
+    pol.mode = EGRESS_MODE_ALLOWLIST;
+    snprintf(entry, sizeof(entry), "%s/32", addr);
+    CU_ASSERT_EQUAL(egress_policy_add_cidr(&pol, entry, NULL, 0), 0);
+    CU_ASSERT_EQUAL(drive(p, &net, probe_target, &t), PROBE_ECHOED);
+    CU_ASSERT_EQUAL(srv.accepted, 1);
+    egress_proxy_free(p);
+    sandbox_net_release(&net);
+    echo_server_stop(&srv);
+    echo_server_stop(&unused);
+}
+
 CU_TestInfo egress_proxy_tests[] = {
     {"mode_on", test_egress_proxy_mode_on},
     {"allowlist", test_egress_proxy_allowlist},
     {"connect_failed", test_egress_proxy_connect_failed},
     {"bulk", test_egress_proxy_bulk},
     {"cap", test_egress_proxy_cap},
+    {"host_address", test_egress_proxy_host_address},
     CU_TEST_INFO_NULL,
 };
