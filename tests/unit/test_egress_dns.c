@@ -8,11 +8,14 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../engine/dnsmsg.h"
 #include "../../engine/egress_dns.h"
 #include "../../engine/util.h"
+#include "netns_helpers.h"
 #include "suites.h"
 
 struct rig {
@@ -210,10 +213,87 @@ static void test_egress_dns_endpoints_and_files(void)
     buf_release(&b);
 }
 
+/* A query sent inside a sandbox namespace to any server: 'A' answered with 127.0.0.1 for the
+ * named host, then 'R' refused for an unnamed one, as one result byte each. */
+static int probe_dns_inside(void *arg)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
+    struct timeval tv = {.tv_sec = 10};
+    struct egress_addr addrs[4];
+    uint8_t q[512], a[DNSMSG_UDP_MAX];
+    enum dns_rcode rcode;
+    uint16_t id;
+    const char *name = arg;
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), n;
+    ssize_t k;
+
+    inet_pton(AF_INET, "192.0.2.53", &sa.sin_addr); /* not ours: redirected to the keeper */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    n = dnsmsg_build_query(77, name, DNS_TYPE_A, q, sizeof(q));
+    if (n < 0 || sendto(fd, q, (size_t)n, 0, (struct sockaddr *)&sa, sizeof(sa)) != n)
+        return 'F';
+    k = recv(fd, a, sizeof(a), 0);
+    if (k <= 0)
+        return 'T';
+    n = dnsmsg_parse_answer(a, (size_t)k, &id, &rcode, addrs, 4);
+    if (n == 1 && rcode == DNS_RCODE_NOERROR && addrs[0].b[0] == 127)
+        return 'A';
+    return rcode == DNS_RCODE_REFUSED ? 'R' : 'O';
+}
+
+static int drive_dns(struct egress_dns *d, const struct sandbox_net *net, const char *name)
+{
+    unsigned char b = 0;
+    int fd = -1, status;
+    pid_t pid = probe_spawn(net, true, probe_dns_inside, (void *)name, &fd);
+
+    if (pid < 0)
+        return -1;
+    for (int i = 0; i < 300; i++) {
+        struct pollfd pf[2] = {{.fd = egress_dns_fd(d), .events = POLLIN},
+                               {.fd = fd, .events = POLLIN}};
+
+        poll(pf, 2, 100);
+        egress_dns_handle(d, now_ms());
+        if (pf[1].revents) {
+            if (read(fd, &b, 1) != 1)
+                b = 0;
+            break;
+        }
+    }
+    close(fd);
+    waitpid(pid, &status, 0);
+    return b;
+}
+
+static void test_egress_dns_through_the_namespace(void)
+{
+    struct egress_policy p;
+    struct sandbox_net net;
+    struct sandbox_net_config cfg = {0};
+    struct egress_dns *d = NULL;
+    char err[256];
+    int socks[2];
+
+    if (!netns_test_possible("egress_dns through_the_namespace"))
+        return;
+    egress_policy_init(&p, EGRESS_MODE_OFF, false);
+    CU_ASSERT_EQUAL(egress_policy_add_url(&p, "http://localhost:18080", NULL, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(sandbox_net_create(&cfg, &net, err, sizeof(err)), 0);
+    socks[0] = net.dns4_fd;
+    socks[1] = net.dns6_fd;
+    CU_ASSERT_EQUAL_FATAL(egress_dns_new(&p, socks, 2, NULL, NULL, &d), 0);
+    CU_ASSERT_EQUAL(drive_dns(d, &net, "localhost"), 'A');
+    CU_ASSERT_EQUAL(drive_dns(d, &net, "exfiltrate.example.com"), 'R');
+    egress_dns_free(d);
+    sandbox_net_release(&net);
+}
+
 CU_TestInfo egress_dns_tests[] = {
     {"mode_off", test_egress_dns_mode_off},
     {"mode_on_filters", test_egress_dns_mode_on_filters},
     {"malformed", test_egress_dns_malformed},
     {"endpoints_and_files", test_egress_dns_endpoints_and_files},
+    {"through_the_namespace", test_egress_dns_through_the_namespace},
     CU_TEST_INFO_NULL,
 };
