@@ -18,11 +18,16 @@
 #define ATTR_HDR ALIGN4(sizeof(struct nlattr))
 #define MSG_HDR ALIGN4(sizeof(struct nlmsghdr))
 
+#define SEQ_BLOCK 4096u /* sequence numbers per request: more than NL_MSG_MAX can hold */
+
 void nl_msg_init(struct nl_msg *m)
 {
+    static uint32_t next; /* shared by every thread: taken atomically */
+
     m->len = 0;
     m->err = 0;
-    m->seq = 0;
+    m->first = __atomic_fetch_add(&next, SEQ_BLOCK, __ATOMIC_RELAXED);
+    m->seq = m->first;
     m->nacks = 0;
 }
 
@@ -182,8 +187,8 @@ static int collect(int fd, struct nl_msg *m, void *reply, size_t replymax, char 
         left = (size_t)n;
         for (struct nlmsghdr *h = (struct nlmsghdr *)(void *)buf; NLMSG_OK(h, left);
              h = NLMSG_NEXT(h, left)) {
-            if (h->nlmsg_seq == 0 || h->nlmsg_seq > m->seq)
-                continue; /* not ours */
+            if (h->nlmsg_seq - m->first - 1 >= m->seq - m->first)
+                continue; /* not ours (wrap-around safe: outside (first, seq]) */
             if (h->nlmsg_type == NLMSG_ERROR) {
                 const struct nlmsgerr *e = NLMSG_DATA(h);
 
@@ -193,7 +198,7 @@ static int collect(int fd, struct nl_msg *m, void *reply, size_t replymax, char 
                 if (e->error != 0 && first == 0) {
                     first = e->error;
                     if (err && errlen)
-                        snprintf(err, errlen, "netlink message %u: %s", h->nlmsg_seq,
+                        snprintf(err, errlen, "netlink message %u: %s", h->nlmsg_seq - m->first,
                                  strerror(-e->error));
                     if (!got_reply)
                         return first; /* a failed lookup sends no answer */

@@ -5,9 +5,10 @@
  * namespace in well under a millisecond, egress_proxy to ask which addresses are local.
  *
  * Building never fails midway: an overflow of NL_MSG_MAX is remembered in m->err and reported
- * by nl_transact (-E2BIG); nothing is sent then. Every message gets its own sequence number;
- * those sent with NLM_F_ACK are waited for, and the first error the kernel reports is
- * returned as -errno.
+ * by nl_transact (-E2BIG); nothing is sent then. Every message gets its own sequence number,
+ * unique in the process (a late reply to an earlier request on the same socket is never taken
+ * for this one's); those sent with NLM_F_ACK are waited for, and the first error the kernel
+ * reports is returned as -errno.
  */
 #ifndef AR_NL_H
 #define AR_NL_H
@@ -21,6 +22,7 @@
 struct nl_msg {
     size_t len;
     int err;
+    uint32_t first; /* sequence numbers of this request are (first, seq] */
     uint32_t seq;   /* the last sequence number used */
     unsigned nacks; /* messages sent with NLM_F_ACK */
     uint8_t buf[NL_MSG_MAX] __attribute__((aligned(8)));
