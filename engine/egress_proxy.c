@@ -47,7 +47,8 @@ struct end {
 };
 
 struct dir {
-    char *data;
+    char *data; /* cfg.buf_bytes, allocated when the first bytes come (idle connections cost
+                 * no buffer) */
     size_t start, len;
     bool eof;  /* the source end said EOF */
     bool shut; /* passed on to the other end */
@@ -272,6 +273,11 @@ static int pump_read(struct egress_proxy *p, struct conn *c, int d)
 {
     struct dir *dir = &c->dirs[d];
 
+    if (!dir->data && !dir->eof) {
+        dir->data = malloc(p->cfg.buf_bytes);
+        if (!dir->data)
+            return -ENOMEM;
+    }
     while (!dir->eof && dir->len < p->cfg.buf_bytes) {
         ssize_t n;
 
@@ -411,11 +417,7 @@ static void start_relay(struct egress_proxy *p, int in, const struct egress_addr
     struct conn *c = calloc(1, sizeof(*c));
     int out = -1, one = 1, r;
 
-    if (c) {
-        c->dirs[0].data = malloc(p->cfg.buf_bytes);
-        c->dirs[1].data = malloc(p->cfg.buf_bytes);
-    }
-    if (!c || !c->dirs[0].data || !c->dirs[1].data) {
+    if (!c) {
         r = -ENOMEM;
         goto fail;
     }

@@ -29,7 +29,7 @@
 #include "egress_policy.h"
 
 #define EGRESS_PROXY_CONNS_DEFAULT 256
-#define EGRESS_PROXY_BUF_DEFAULT (64u * 1024)
+#define EGRESS_PROXY_BUF_DEFAULT (32u * 1024)
 #define EGRESS_PROXY_CONNECT_MS_DEFAULT 15000
 #define EGRESS_PROXY_LISTEN_MAX 4
 
@@ -37,7 +37,9 @@ struct egress_proxy;
 
 struct egress_proxy_config {
     size_t max_conns;       /* 0: EGRESS_PROXY_CONNS_DEFAULT; more are reset and reported */
-    size_t buf_bytes;       /* per direction and connection; 0: EGRESS_PROXY_BUF_DEFAULT */
+    size_t buf_bytes;       /* per direction and busy connection (allocated when bytes come:
+                             * at most 2 x max_conns x buf_bytes, 16 MiB by default);
+                             * 0: EGRESS_PROXY_BUF_DEFAULT */
     int connect_timeout_ms; /* 0: EGRESS_PROXY_CONNECT_MS_DEFAULT */
     uint32_t mark;          /* SO_MARK for outbound sockets (host firewalling); 0: none */
 };
