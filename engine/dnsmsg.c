@@ -36,8 +36,8 @@ static void put32(uint8_t *p, uint32_t v)
 
 static bool name_byte_ok(uint8_t c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 int dnsmsg_parse_query(const uint8_t *pkt, size_t len, struct dnsmsg_query *ret_query,
@@ -152,8 +152,7 @@ size_t dnsmsg_build_answer(const struct dnsmsg_query *q, enum dns_rcode rcode,
     return at;
 }
 
-int dnsmsg_build_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out,
-                       size_t outmax)
+int dnsmsg_build_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out, size_t outmax)
 {
     size_t at = DNSMSG_HEADER, nlen = strlen(name);
     const char *p = name;
@@ -209,8 +208,8 @@ static bool skip_name(const uint8_t *pkt, size_t len, size_t *at)
     return false;
 }
 
-int dnsmsg_parse_answer(const uint8_t *pkt, size_t len, uint16_t *ret_id,
-                        enum dns_rcode *ret_rcode, struct egress_addr *addrs, size_t max)
+int dnsmsg_parse_answer(const uint8_t *pkt, size_t len, uint16_t *ret_id, enum dns_rcode *ret_rcode,
+                        struct egress_addr *addrs, size_t max)
 {
     size_t at = DNSMSG_HEADER, n = 0;
     unsigned qd, an;
@@ -236,8 +235,8 @@ int dnsmsg_parse_answer(const uint8_t *pkt, size_t len, uint16_t *ret_id,
         at += 10;
         if (at + rdlen > len)
             return -EINVAL;
-        if (n < max && ((type == DNS_TYPE_A && rdlen == 4) ||
-                        (type == DNS_TYPE_AAAA && rdlen == 16))) {
+        if (n < max &&
+            ((type == DNS_TYPE_A && rdlen == 4) || (type == DNS_TYPE_AAAA && rdlen == 16))) {
             memset(&addrs[n], 0, sizeof(addrs[n]));
             addrs[n].family = type == DNS_TYPE_A ? AF_INET : AF_INET6;
             memcpy(addrs[n].b, pkt + at, rdlen);

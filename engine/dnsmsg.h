@@ -39,8 +39,8 @@ enum dns_rcode {
 
 struct dnsmsg_query {
     uint16_t id;
-    bool rd;                /* recursion desired: echoed */
-    bool has_question;      /* false: only the header could be read (answer FORMERR/NOTIMP) */
+    bool rd;           /* recursion desired: echoed */
+    bool has_question; /* false: only the header could be read (answer FORMERR/NOTIMP) */
     uint16_t qtype, qclass;
     /* the name in presentation form: labels joined by '.', no trailing dot, "" for the root;
      * bytes other than letters, digits, '-' and '_' make name_ok false */
@@ -73,14 +73,13 @@ size_t dnsmsg_build_answer(const struct dnsmsg_query *q, enum dns_rcode rcode,
  * For tests and tools: build a query for name (presentation form) and qtype. Returns the
  * length, or -EINVAL when the name is not encodable.
  */
-int dnsmsg_build_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out,
-                       size_t outmax);
+int dnsmsg_build_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out, size_t outmax);
 /*
  * For tests and tools: read the answer records of a response of ours (or anyone's, without
  * compression beyond pointers to the question). Returns the number of A/AAAA addresses
  * written to addrs (at most max), or -EINVAL; ret_rcode and ret_id are set.
  */
-int dnsmsg_parse_answer(const uint8_t *pkt, size_t len, uint16_t *ret_id,
-                        enum dns_rcode *ret_rcode, struct egress_addr *addrs, size_t max);
+int dnsmsg_parse_answer(const uint8_t *pkt, size_t len, uint16_t *ret_id, enum dns_rcode *ret_rcode,
+                        struct egress_addr *addrs, size_t max);
 
 #endif

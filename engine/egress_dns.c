@@ -338,8 +338,7 @@ static void send_answer(struct egress_dns *d, int sock, const struct sockaddr_st
         d->stats.answered++;
     else
         d->stats.empty++;
-    (void)sendto(sock, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to,
-                 tolen);
+    (void)sendto(sock, out, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to, tolen);
 }
 
 static void refuse(struct egress_dns *d, const struct waiter *w, enum dns_rcode rcode)
@@ -370,8 +369,7 @@ static void answer_filtered(struct egress_dns *d, const struct waiter *w, enum d
     size_t n = 0;
 
     for (size_t i = 0; i < naddrs && n < DNSMSG_ANSWERS_MAX; i++)
-        if (named || egress_policy_addr_possible(d->policy, &addrs[i],
-                                                 host_local(d, &addrs[i])))
+        if (named || egress_policy_addr_possible(d->policy, &addrs[i], host_local(d, &addrs[i])))
             keep[n++] = addrs[i];
     send_answer(d, w->sock, &w->from, w->fromlen, &w->q, rcode, keep, n);
 }

@@ -37,7 +37,7 @@
 #define EGRESS_DNS_PENDING_MAX 64 /* names being resolved at once */
 #define EGRESS_DNS_WAITERS_MAX 8  /* queries waiting for the same name */
 #define EGRESS_DNS_CACHE_MAX 256
-#define EGRESS_DNS_TTL 30         /* seconds: cache lifetime and answer TTL */
+#define EGRESS_DNS_TTL 30 /* seconds: cache lifetime and answer TTL */
 #define EGRESS_DNS_NEGATIVE_TTL 5
 
 struct egress_dns;
@@ -56,7 +56,7 @@ struct egress_dns_stats {
     uint64_t answered; /* NOERROR with at least one address */
     uint64_t empty;    /* NOERROR without addresses (filtered, other types) */
     uint64_t refused;
-    uint64_t failed; /* SERVFAIL, NXDOMAIN, FORMERR, NOTIMP */
+    uint64_t failed;  /* SERVFAIL, NXDOMAIN, FORMERR, NOTIMP */
     uint64_t lookups; /* getaddrinfo calls */
     uint64_t cache_hits;
 };

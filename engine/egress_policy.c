@@ -41,7 +41,7 @@ static const struct range v4_ranges[] = {
     {{10, 0, 0, 0}, 8, EGRESS_CLASS_PRIVATE, 0},
     {{172, 16, 0, 0}, 12, EGRESS_CLASS_PRIVATE, 0},
     {{192, 168, 0, 0}, 16, EGRESS_CLASS_PRIVATE, 0},
-    {{100, 64, 0, 0}, 10, EGRESS_CLASS_PRIVATE, 0}, /* carrier-grade NAT */
+    {{100, 64, 0, 0}, 10, EGRESS_CLASS_PRIVATE, 0},  /* carrier-grade NAT */
     {{198, 18, 0, 0}, 15, EGRESS_CLASS_RESERVED, 0}, /* benchmarking */
     {{192, 0, 0, 0}, 24, EGRESS_CLASS_RESERVED, 0},  /* IETF protocol assignments */
     {{192, 0, 2, 0}, 24, EGRESS_CLASS_RESERVED, 0},  /* documentation */
@@ -55,7 +55,7 @@ static const struct range v6_ranges[] = {
     {{0}, 128, EGRESS_CLASS_UNSPECIFIED, 0},
     {{[15] = 1}, 128, EGRESS_CLASS_LOOPBACK, 0},
     {{0x00, 0x64, 0xff, 0x9b}, 96, EMBED4, 12}, /* NAT64 well-known prefix */
-    {{0x20, 0x02}, 16, EMBED4, 2},             /* 6to4 */
+    {{0x20, 0x02}, 16, EMBED4, 2},              /* 6to4 */
     {{0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, EGRESS_CLASS_PRIVATE, 0}, /* local NAT64 */
     {{0}, 96, EGRESS_CLASS_RESERVED, 0},                                 /* IPv4-compatible */
     {{0x01, 0x00}, 64, EGRESS_CLASS_RESERVED, 0},                        /* discard */
@@ -156,14 +156,10 @@ const char *egress_reason_name(enum egress_reason reason)
 const char *egress_class_name(enum egress_class cls)
 {
     static const char *const names[] = {
-        [EGRESS_CLASS_PUBLIC] = "public",
-        [EGRESS_CLASS_PRIVATE] = "private",
-        [EGRESS_CLASS_RESERVED] = "reserved",
-        [EGRESS_CLASS_LOOPBACK] = "loopback",
-        [EGRESS_CLASS_LINK_LOCAL] = "link-local",
-        [EGRESS_CLASS_METADATA] = "metadata",
-        [EGRESS_CLASS_HOST] = "runner-host",
-        [EGRESS_CLASS_UNSPECIFIED] = "unspecified",
+        [EGRESS_CLASS_PUBLIC] = "public",         [EGRESS_CLASS_PRIVATE] = "private",
+        [EGRESS_CLASS_RESERVED] = "reserved",     [EGRESS_CLASS_LOOPBACK] = "loopback",
+        [EGRESS_CLASS_LINK_LOCAL] = "link-local", [EGRESS_CLASS_METADATA] = "metadata",
+        [EGRESS_CLASS_HOST] = "runner-host",      [EGRESS_CLASS_UNSPECIFIED] = "unspecified",
         [EGRESS_CLASS_MULTICAST] = "multicast",
     };
 
@@ -445,7 +441,7 @@ int egress_cidr_parse(const char *s, struct egress_cidr *ret_cidr, char *err, si
             char shown[EGRESS_ADDR_TEXT_MAX];
 
             for (size_t j = prefix; j < bits; j++)
-                net.net.b[j / 8] &= (uint8_t)~(0x80u >> (j % 8));
+                net.net.b[j / 8] &= (uint8_t) ~(0x80u >> (j % 8));
             egress_addr_format(&net.net, shown);
             seterr(err, errlen, "\"%s\": host bits set (the range is %s/%u)", s, shown,
                    (unsigned)prefix);
@@ -503,8 +499,8 @@ int egress_policy_add_named_addr(struct egress_policy *p, size_t i, const struct
     return 0;
 }
 
-int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16_t port,
-                               char *err, size_t errlen)
+int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16_t port, char *err,
+                               size_t errlen)
 {
     char name[EGRESS_HOST_MAX + 1], lit[EGRESS_ADDR_TEXT_MAX];
     struct egress_endpoint *e;
@@ -739,8 +735,8 @@ static enum egress_reason decide(const struct egress_policy *p, const struct egr
     return EGRESS_DENY_OFF;
 }
 
-bool egress_policy_check(const struct egress_policy *p, const struct egress_addr *a,
-                         uint16_t port, bool host_local, enum egress_reason *ret_reason)
+bool egress_policy_check(const struct egress_policy *p, const struct egress_addr *a, uint16_t port,
+                         bool host_local, enum egress_reason *ret_reason)
 {
     struct egress_addr n = *a;
     enum egress_reason r;
@@ -944,7 +940,8 @@ int egress_policy_from_json(json_object *o, struct egress_policy *ret_policy, ch
         uint16_t port;
 
         r = -EINVAL;
-        if (!json_object_object_get_ex(e, "host", &h) || !json_object_is_type(h, json_type_string) ||
+        if (!json_object_object_get_ex(e, "host", &h) ||
+            !json_object_is_type(h, json_type_string) ||
             !json_object_object_get_ex(e, "port", &v) || port_of(v, &port) < 0) {
             seterr(err, errlen, "egress.endpoints[%zu]: expected {\"host\":s,\"port\":1-65535}", i);
             goto out;

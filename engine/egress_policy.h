@@ -54,7 +54,7 @@
 #define EGRESS_ENDPOINTS_MAX 32
 #define EGRESS_NAMED_ADDRS_MAX 128
 #define EGRESS_RUNNER_PORTS_MAX 16
-#define EGRESS_HOST_MAX 253    /* a DNS name without the trailing dot */
+#define EGRESS_HOST_MAX 253     /* a DNS name without the trailing dot */
 #define EGRESS_CIDR_TEXT_MAX 64 /* longer allowlist entries are malformed */
 /* "[ffff:...:255.255.255.255]:65535" plus NUL */
 #define EGRESS_ADDR_TEXT_MAX 56
@@ -86,21 +86,21 @@ enum egress_class {
 
 /* Why a destination was allowed or denied; egress_reason_name() gives a stable log word. */
 enum egress_reason {
-    EGRESS_ALLOW_NAMED = 0,    /* a named endpoint */
-    EGRESS_ALLOW_PUBLIC,       /* on: public internet */
-    EGRESS_ALLOW_PRIVATE,      /* on + private_egress: a private range */
-    EGRESS_ALLOW_LISTED,       /* allowlist: an entry covers it */
-    EGRESS_DENY_OFF,           /* off: not a named endpoint */
-    EGRESS_DENY_NOT_LISTED,    /* allowlist: no entry covers it */
-    EGRESS_DENY_PRIVATE,       /* a private range, not permitted */
-    EGRESS_DENY_RESERVED,      /* a reserved range, not listed explicitly */
-    EGRESS_DENY_LOOPBACK,      /* host loopback, not listed explicitly */
-    EGRESS_DENY_LINK_LOCAL,    /* link-local, not listed explicitly */
-    EGRESS_DENY_METADATA,      /* a cloud metadata address, not listed exactly */
-    EGRESS_DENY_HOST,          /* an address of the runner host, not listed exactly */
-    EGRESS_DENY_UNSPECIFIED,   /* 0.0.0.0/8 or :: */
-    EGRESS_DENY_MULTICAST,     /* multicast or broadcast */
-    EGRESS_DENY_RUNNER_PORT,   /* one of the runner's own ports on a local address */
+    EGRESS_ALLOW_NAMED = 0,  /* a named endpoint */
+    EGRESS_ALLOW_PUBLIC,     /* on: public internet */
+    EGRESS_ALLOW_PRIVATE,    /* on + private_egress: a private range */
+    EGRESS_ALLOW_LISTED,     /* allowlist: an entry covers it */
+    EGRESS_DENY_OFF,         /* off: not a named endpoint */
+    EGRESS_DENY_NOT_LISTED,  /* allowlist: no entry covers it */
+    EGRESS_DENY_PRIVATE,     /* a private range, not permitted */
+    EGRESS_DENY_RESERVED,    /* a reserved range, not listed explicitly */
+    EGRESS_DENY_LOOPBACK,    /* host loopback, not listed explicitly */
+    EGRESS_DENY_LINK_LOCAL,  /* link-local, not listed explicitly */
+    EGRESS_DENY_METADATA,    /* a cloud metadata address, not listed exactly */
+    EGRESS_DENY_HOST,        /* an address of the runner host, not listed exactly */
+    EGRESS_DENY_UNSPECIFIED, /* 0.0.0.0/8 or :: */
+    EGRESS_DENY_MULTICAST,   /* multicast or broadcast */
+    EGRESS_DENY_RUNNER_PORT, /* one of the runner's own ports on a local address */
 };
 
 struct egress_endpoint {
@@ -174,8 +174,8 @@ int egress_policy_add_cidr(struct egress_policy *p, const char *entry, char *err
  * Name an endpoint: host is a DNS name (letters, digits, '-', '_', dots; case-insensitive), a
  * literal address, or "[v6]". A duplicate is accepted once.
  */
-int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16_t port,
-                               char *err, size_t errlen);
+int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16_t port, char *err,
+                               size_t errlen);
 /*
  * Name the endpoint of a URL ("https://api.example.com/v1", "http://127.0.0.1:18080/v1"):
  * scheme http/https/ws/wss (default port 80/443), userinfo ignored.
@@ -189,9 +189,10 @@ int egress_policy_add_runner_port(struct egress_policy *p, uint16_t port);
  * The decision. host_local: the runner host's routing table delivers the address locally
  * (the proxy asks the kernel; a pure caller passes false). *ret_reason says why (may be NULL).
  */
-bool egress_policy_check(const struct egress_policy *p, const struct egress_addr *a,
-                         uint16_t port, bool host_local, enum egress_reason *ret_reason);
-/* Whether some port of a might be allowed (to filter DNS answers): named or check() with any port. */
+bool egress_policy_check(const struct egress_policy *p, const struct egress_addr *a, uint16_t port,
+                         bool host_local, enum egress_reason *ret_reason);
+/* Whether some port of a might be allowed (to filter DNS answers): named or check() with any port.
+ */
 bool egress_policy_addr_possible(const struct egress_policy *p, const struct egress_addr *a,
                                  bool host_local);
 /* The endpoint index whose name is host (case-insensitive, a trailing dot ignored), or -ENOENT. */

@@ -47,8 +47,7 @@ static void *reserve(struct nl_msg *m, size_t len)
     return p;
 }
 
-size_t nl_msg_begin(struct nl_msg *m, uint16_t type, uint16_t flags, const void *hdr,
-                    size_t hdrlen)
+size_t nl_msg_begin(struct nl_msg *m, uint16_t type, uint16_t flags, const void *hdr, size_t hdrlen)
 {
     size_t off = m->len;
     struct nlmsghdr *h = reserve(m, MSG_HDR);
@@ -168,8 +167,7 @@ static int send_all(int fd, const struct nl_msg *m)
  * Read replies until every acknowledgement arrived. For a lookup (want_reply), the first
  * non-error message of the sequence is copied to reply. Returns the first error.
  */
-static int collect(int fd, struct nl_msg *m, void *reply, size_t replymax, char *err,
-                   size_t errlen)
+static int collect(int fd, struct nl_msg *m, void *reply, size_t replymax, char *err, size_t errlen)
 {
     uint8_t buf[NL_RECV_MAX] __attribute__((aligned(8)));
     unsigned acked = 0;

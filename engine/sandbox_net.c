@@ -68,8 +68,8 @@ void sandbox_net_release(struct sandbox_net *n)
 
 /* ---- the nf_tables batch ------------------------------------------------------------------ */
 
-static void nfgen(struct nl_msg *m, uint16_t type, uint16_t flags, uint8_t family,
-                  uint16_t res_id, size_t *ret_off)
+static void nfgen(struct nl_msg *m, uint16_t type, uint16_t flags, uint8_t family, uint16_t res_id,
+                  size_t *ret_off)
 {
     struct nfgenmsg g = {
         .nfgen_family = family,
@@ -202,8 +202,8 @@ static size_t rule_begin(struct nl_msg *m, const char *chain, size_t *ret_exprs)
 {
     size_t off;
 
-    nfgen(m, NFT_TYPE(NFT_MSG_NEWRULE), NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, NFPROTO_INET,
-          0, &off);
+    nfgen(m, NFT_TYPE(NFT_MSG_NEWRULE), NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, NFPROTO_INET, 0,
+          &off);
     nl_attr_str(m, NFTA_RULE_TABLE, SANDBOX_NET_TABLE);
     nl_attr_str(m, NFTA_RULE_CHAIN, chain);
     *ret_exprs = nl_nest_begin(m, NFTA_RULE_EXPRESSIONS);
@@ -309,8 +309,7 @@ static int install_rules(const struct sandbox_net_config *cfg, uint16_t proxy, u
     r = nl_transact(fd, &m, why, sizeof(why));
     close(fd);
     if (r < 0)
-        seterr(err, errlen, "sandbox network: nf_tables rules: %s",
-               why[0] ? why : strerror(-r));
+        seterr(err, errlen, "sandbox network: nf_tables rules: %s", why[0] ? why : strerror(-r));
     return r;
 }
 
@@ -415,8 +414,8 @@ out:
     return r;
 }
 
-int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net,
-                       char *err, size_t errlen)
+int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net, char *err,
+                       size_t errlen)
 {
     struct sandbox_net n;
     int home, r;
@@ -535,8 +534,8 @@ int sandbox_net_recv(int sock, struct sandbox_net *ret_net)
     } u;
     struct wire w;
     struct iovec iov = {.iov_base = &w, .iov_len = sizeof(w)};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     struct sandbox_net n;
     int got[FD_COUNT], *slots[FD_COUNT];
     size_t ngot = 0, want = 0, used = 0;

@@ -73,8 +73,8 @@ void sandbox_net_release(struct sandbox_net *n);
  * sandbox; the sandbox's child process then calls sandbox_net_enter() before exec'ing bwrap.
  * -ENOTRECOVERABLE: the thread could not get back to its own namespace (exit the process).
  */
-int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net,
-                       char *err, size_t errlen);
+int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net, char *err,
+                       size_t errlen);
 
 /*
  * Set up the calling thread's current network namespace, which must be fresh (just unshared):

@@ -79,8 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (e->literal)
                 FUZZ_CHECK(egress_addr_parse(e->host, &a) == 0);
             else
-                FUZZ_CHECK(egress_host_normalize(e->host, norm) == 0 &&
-                           strcmp(norm, e->host) == 0);
+                FUZZ_CHECK(egress_host_normalize(e->host, norm) == 0 && strcmp(norm, e->host) == 0);
         }
     }
     return 0;

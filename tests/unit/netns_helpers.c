@@ -132,8 +132,8 @@ pid_t probe_spawn(const struct sandbox_net *net, bool drop_privileges, probe_fn 
         alarm(20);
         if (sandbox_net_enter(net) < 0)
             _exit(3);
-        if (drop_privileges && (setgroups(0, NULL) == -1 || setgid(65534) == -1 ||
-                                setuid(65534) == -1))
+        if (drop_privileges &&
+            (setgroups(0, NULL) == -1 || setgid(65534) == -1 || setuid(65534) == -1))
             _exit(4);
         b = (unsigned char)fn(arg);
         (void)!write(p[1], &b, 1);

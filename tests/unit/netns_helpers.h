@@ -28,9 +28,9 @@ void echo_server_stop(struct echo_server *s);
 
 /* Probe results (one byte each). */
 enum probe_result {
-    PROBE_ECHOED = 'E',   /* connected, sent "ping", read "ping" back */
-    PROBE_REFUSED = 'R',  /* connect() failed */
-    PROBE_RESET = 'X',    /* connected, then reset / closed without an answer */
+    PROBE_ECHOED = 'E',  /* connected, sent "ping", read "ping" back */
+    PROBE_REFUSED = 'R', /* connect() failed */
+    PROBE_RESET = 'X',   /* connected, then reset / closed without an answer */
     PROBE_OTHER = '?',
 };
 

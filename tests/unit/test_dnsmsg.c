@@ -18,8 +18,8 @@ static void test_dnsmsg_round_trip(void)
 {
     uint8_t pkt[512], out[DNSMSG_UDP_MAX];
     struct dnsmsg_query q;
-    struct egress_addr addrs[3] = {addr("93.184.216.34"), addr("2606:2800::1"),
-                                   addr("10.0.0.1")}, back[4];
+    struct egress_addr addrs[3] = {addr("93.184.216.34"), addr("2606:2800::1"), addr("10.0.0.1")},
+                       back[4];
     enum dns_rcode rcode;
     uint16_t id = 0;
     int n = dnsmsg_build_query(0x1234, "Api.Example.com", DNS_TYPE_A, pkt, sizeof(pkt));

@@ -8,8 +8,7 @@
 #include "../../engine/egress_policy.h"
 #include "suites.h"
 
-static struct egress_addr A(const char *s)
-{
+static struct egress_addr A(const char *s) {
     struct egress_addr a = {0};
 
     if (egress_addr_parse(s, &a) < 0)
@@ -17,7 +16,8 @@ static struct egress_addr A(const char *s)
     return a;
 }
 
-static void test_egress_policy_classes(void)
+static void
+test_egress_policy_classes(void)
 {
     static const struct {
         const char *addr;
@@ -52,15 +52,15 @@ static void test_egress_policy_classes(void)
         {"2606:4700::1111", EGRESS_CLASS_PUBLIC},
         {"::", EGRESS_CLASS_UNSPECIFIED},
         {"::1", EGRESS_CLASS_LOOPBACK},
-        {"::ffff:127.0.0.1", EGRESS_CLASS_LOOPBACK},        /* mapped: judged as IPv4 */
+        {"::ffff:127.0.0.1", EGRESS_CLASS_LOOPBACK}, /* mapped: judged as IPv4 */
         {"::ffff:169.254.169.254", EGRESS_CLASS_METADATA},
         {"::ffff:8.8.8.8", EGRESS_CLASS_PUBLIC},
-        {"::127.0.0.1", EGRESS_CLASS_RESERVED},             /* IPv4-compatible, deprecated */
-        {"64:ff9b::a9fe:a9fe", EGRESS_CLASS_METADATA},      /* NAT64 of 169.254.169.254 */
+        {"::127.0.0.1", EGRESS_CLASS_RESERVED},        /* IPv4-compatible, deprecated */
+        {"64:ff9b::a9fe:a9fe", EGRESS_CLASS_METADATA}, /* NAT64 of 169.254.169.254 */
         {"64:ff9b::7f00:1", EGRESS_CLASS_LOOPBACK},
         {"64:ff9b::808:808", EGRESS_CLASS_PUBLIC},
         {"64:ff9b:1::1", EGRESS_CLASS_PRIVATE},
-        {"2002:a00:1::1", EGRESS_CLASS_PRIVATE},            /* 6to4 of 10.0.0.1 */
+        {"2002:a00:1::1", EGRESS_CLASS_PRIVATE}, /* 6to4 of 10.0.0.1 */
         {"2002:808:808::1", EGRESS_CLASS_PUBLIC},
         {"fd00:ec2::254", EGRESS_CLASS_METADATA},
         {"fd12:3456::1", EGRESS_CLASS_PRIVATE},
@@ -70,10 +70,10 @@ static void test_egress_policy_classes(void)
         {"fec0::1", EGRESS_CLASS_PRIVATE},
         {"ff02::1", EGRESS_CLASS_MULTICAST},
         {"2001:db8::1", EGRESS_CLASS_RESERVED},
-        {"2001::1", EGRESS_CLASS_RESERVED},                 /* Teredo */
+        {"2001::1", EGRESS_CLASS_RESERVED}, /* Teredo */
         {"3fff::1", EGRESS_CLASS_RESERVED},
         {"100::1", EGRESS_CLASS_RESERVED},
-        {"4000::1", EGRESS_CLASS_RESERVED},                 /* outside global unicast */
+        {"4000::1", EGRESS_CLASS_RESERVED}, /* outside global unicast */
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -81,8 +81,8 @@ static void test_egress_policy_classes(void)
         enum egress_class got = egress_addr_class(&a, false);
 
         if (got != cases[i].cls)
-            fprintf(stderr, "class of %s: got %s want %s\n", cases[i].addr,
-                    egress_class_name(got), egress_class_name(cases[i].cls));
+            fprintf(stderr, "class of %s: got %s want %s\n", cases[i].addr, egress_class_name(got),
+                    egress_class_name(cases[i].cls));
         CU_ASSERT_EQUAL(got, cases[i].cls);
     }
     /* a host address: public, private and reserved ones become "runner-host"; others keep */
@@ -322,9 +322,8 @@ static void test_egress_policy_mode_allowlist(void)
 {
     struct egress_policy p;
     static const char *const entries[] = {
-        "203.0.113.0/24", "8.8.8.0/24",      "127.0.0.2",  "10.1.0.0/16",
-        "169.254.0.0/16", "2001:4860::/32", "0.0.0.0/1", "fd00:ec2::254",
-        "8.8.4.4/32",     "64:ff9b::7f00:3/128",
+        "203.0.113.0/24", "8.8.8.0/24", "127.0.0.2",     "10.1.0.0/16", "169.254.0.0/16",
+        "2001:4860::/32", "0.0.0.0/1",  "fd00:ec2::254", "8.8.4.4/32",  "64:ff9b::7f00:3/128",
     };
     static const struct decision_case cases[] = {
         {"8.8.8.8", 443, false, EGRESS_ALLOW_LISTED},
@@ -340,13 +339,13 @@ static void test_egress_policy_mode_allowlist(void)
         {"64:ff9b::7f00:4", 80, false, EGRESS_DENY_NOT_LISTED},
         {"127.0.0.2", 8443, false, EGRESS_DENY_RUNNER_PORT},
         {"10.1.2.3", 80, false, EGRESS_ALLOW_LISTED},
-        {"10.2.0.1", 80, false, EGRESS_DENY_PRIVATE},     /* only 0.0.0.0/1 covers it */
-        {"169.254.1.1", 80, false, EGRESS_ALLOW_LISTED},  /* link-local, listed inside */
+        {"10.2.0.1", 80, false, EGRESS_DENY_PRIVATE},    /* only 0.0.0.0/1 covers it */
+        {"169.254.1.1", 80, false, EGRESS_ALLOW_LISTED}, /* link-local, listed inside */
         {"169.254.169.254", 80, false, EGRESS_ALLOW_NAMED},
         {"169.254.169.254", 443, false, EGRESS_DENY_METADATA}, /* needs the exact address */
         {"fd00:ec2::254", 80, false, EGRESS_ALLOW_LISTED},
-        {"8.8.4.4", 80, true, EGRESS_ALLOW_LISTED},      /* a host address listed exactly */
-        {"8.8.8.9", 80, true, EGRESS_DENY_HOST},         /* a host address in a listed range */
+        {"8.8.4.4", 80, true, EGRESS_ALLOW_LISTED}, /* a host address listed exactly */
+        {"8.8.8.9", 80, true, EGRESS_DENY_HOST},    /* a host address in a listed range */
         {"100.100.100.200", 80, false, EGRESS_DENY_METADATA},
         {"0.0.0.1", 80, false, EGRESS_DENY_UNSPECIFIED},
         {"192.168.0.1", 80, false, EGRESS_DENY_NOT_LISTED},
@@ -516,12 +515,11 @@ static void test_egress_policy_json(void)
     CU_ASSERT_EQUAL(egress_policy_add_url(&p, "https://api.example.com", NULL, 0), 0);
     CU_ASSERT_EQUAL(egress_policy_add_runner_port(&p, 8443), 0);
     o = egress_policy_to_json(&p);
-    CU_ASSERT_STRING_EQUAL(
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
-        "{\"mode\":\"allowlist\",\"privateEgress\":true,"
-        "\"allowlist\":[\"10.0.0.0\\/8\",\"2001:db8::\\/32\"],"
-        "\"endpoints\":[{\"host\":\"127.0.0.1\",\"port\":18080},"
-        "{\"host\":\"api.example.com\",\"port\":443}],\"runnerPorts\":[8443]}");
+    CU_ASSERT_STRING_EQUAL(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                           "{\"mode\":\"allowlist\",\"privateEgress\":true,"
+                           "\"allowlist\":[\"10.0.0.0\\/8\",\"2001:db8::\\/32\"],"
+                           "\"endpoints\":[{\"host\":\"127.0.0.1\",\"port\":18080},"
+                           "{\"host\":\"api.example.com\",\"port\":443}],\"runnerPorts\":[8443]}");
     CU_ASSERT_EQUAL(egress_policy_from_json(o, &q, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(q.mode, EGRESS_MODE_ALLOWLIST);
     CU_ASSERT_TRUE(q.private_egress);
@@ -565,8 +563,7 @@ static void test_egress_policy_sockaddr(void)
     socklen_t len;
 
     inet_pton(AF_INET6, "::ffff:10.1.2.3", &in6.sin6_addr);
-    CU_ASSERT_EQUAL(egress_addr_from_sockaddr((struct sockaddr *)&in6, sizeof(in6), &a, &port),
-                    0);
+    CU_ASSERT_EQUAL(egress_addr_from_sockaddr((struct sockaddr *)&in6, sizeof(in6), &a, &port), 0);
     CU_ASSERT_EQUAL(a.family, AF_INET);
     CU_ASSERT_EQUAL(port, 443);
     egress_addr_port_format(&a, port, text);
@@ -579,8 +576,7 @@ static void test_egress_policy_sockaddr(void)
     a = A("2001:db8::1");
     egress_addr_port_format(&a, 80, text);
     CU_ASSERT_STRING_EQUAL(text, "[2001:db8::1]:80");
-    CU_ASSERT_EQUAL(egress_addr_from_sockaddr((struct sockaddr *)&in6, 4, &a, NULL),
-                    -EAFNOSUPPORT);
+    CU_ASSERT_EQUAL(egress_addr_from_sockaddr((struct sockaddr *)&in6, 4, &a, NULL), -EAFNOSUPPORT);
     CU_ASSERT_EQUAL(egress_addr_parse("1.2.3", &a), -EINVAL);
 }
 

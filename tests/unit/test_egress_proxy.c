@@ -259,7 +259,8 @@ static int probe_bulk(void *arg)
     const struct bulk *b = arg;
     char buf[65536];
     size_t sent = 0, got = 0;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(b->port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(b->port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
@@ -343,7 +344,8 @@ static void test_egress_proxy_bulk(void)
     echo_server_stop(&srv);
     sink.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     {
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(srv.port),
+        struct sockaddr_in sa = {.sin_family = AF_INET,
+                                 .sin_port = htons(srv.port),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         int one = 1;
         setsockopt(sink.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -376,7 +378,8 @@ struct hold {
 static int probe_cap(void *arg)
 {
     const struct hold *h = arg;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h->port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(h->port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int a = socket(AF_INET, SOCK_STREAM, 0), b = socket(AF_INET, SOCK_STREAM, 0);
     char c;

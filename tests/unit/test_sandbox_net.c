@@ -42,8 +42,8 @@ static int wait_probe(pid_t pid, int fd)
 static int try_delete_rules(void)
 {
     struct nl_msg m;
-    struct nfgenmsg g = {.nfgen_family = AF_UNSPEC, .version = NFNETLINK_V0,
-                         .res_id = htons(NFNL_SUBSYS_NFTABLES)};
+    struct nfgenmsg g = {
+        .nfgen_family = AF_UNSPEC, .version = NFNETLINK_V0, .res_id = htons(NFNL_SUBSYS_NFTABLES)};
     size_t off;
     int fd = nl_open(NETLINK_NETFILTER), r;
 
@@ -54,8 +54,8 @@ static int try_delete_rules(void)
     nl_msg_end(&m, off);
     g.nfgen_family = NFPROTO_INET;
     g.res_id = 0;
-    off = nl_msg_begin(&m, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, NLM_F_ACK, &g,
-                       sizeof(g));
+    off =
+        nl_msg_begin(&m, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, NLM_F_ACK, &g, sizeof(g));
     nl_attr_str(&m, NFTA_TABLE_NAME, SANDBOX_NET_TABLE);
     nl_msg_end(&m, off);
     g.nfgen_family = AF_UNSPEC;
@@ -296,9 +296,7 @@ static void test_sandbox_net_bad_config(void)
     char err[256] = "";
 
     sandbox_net_init(&n);
-    CU_ASSERT_EQUAL(sandbox_net_create(&cfg, &n, err, sizeof(err)) == -E2BIG ||
-                        geteuid() != 0,
-                    1);
+    CU_ASSERT_EQUAL(sandbox_net_create(&cfg, &n, err, sizeof(err)) == -E2BIG || geteuid() != 0, 1);
     CU_ASSERT_EQUAL(n.ns_fd, -1);
     CU_ASSERT_EQUAL(sandbox_net_enter(&n), -EBADF);
     sandbox_net_release(&n); /* all -1: a no-op */
