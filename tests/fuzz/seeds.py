@@ -276,6 +276,52 @@ def keeper_proto_seeds():
     }
     for name, text in specs.items():
         write("keeper_proto", name, b"\x01" + text.encode())
+def dns_query(qid, name, qtype, flags=0x0100, qd=1, extra=b"", ar=0):
+    q = (qid.to_bytes(2, "big") + flags.to_bytes(2, "big") + qd.to_bytes(2, "big") + b"\0" * 4
+         + ar.to_bytes(2, "big"))
+    for label in name.split(".") if name else []:
+        q += bytes([len(label)]) + label.encode()
+    return q + b"\0" + qtype.to_bytes(2, "big") + b"\0\1" + extra
+
+
+def dnsmsg_seeds():
+    t = "dnsmsg"
+    opt = b"\0\0\x29\x04\xd0\0\0\0\0\0\0"  # an EDNS0 OPT record
+    seeds = {
+        "a": dns_query(0x1234, "api.example.com", 1),
+        "aaaa": dns_query(0x4321, "Api.Example.COM", 28),
+        "mx": dns_query(7, "example.com", 15),
+        "https": dns_query(8, "example.com", 65),
+        "root": dns_query(9, "", 1),
+        "edns": dns_query(10, "localhost", 1, extra=opt, ar=1),
+        "odd-label": dns_query(11, "a b.example", 1),
+        "long": dns_query(12, ".".join(["a" * 63] * 3 + ["b" * 61]), 1),
+        "too-long": dns_query(13, ".".join(["a" * 63] * 4), 1),
+        "two-questions": dns_query(14, "x.example", 1, qd=2),
+        "response": dns_query(15, "x.example", 1, flags=0x8180),
+        "opcode": dns_query(16, "x.example", 1, flags=0x2800),
+        "pointer": dns_query(17, "", 1)[:12] + b"\xc0\x0c\0\1\0\1",
+        "truncated": dns_query(18, "x.example", 1)[:20],
+        "header": b"\x12\x34\x01\x00",
+        "class-chaos": dns_query(19, "version.bind", 16)[:-2] + b"\0\3",
+    }
+    for name, data in seeds.items():
+        write(t, name + ".bin", data)
+
+
+def egress_cidr_seeds():
+    t = "egress_cidr"
+    cidrs = ["10.0.0.0/8", "127.0.0.2", "0.0.0.0/0", "::/0", "2001:db8::/32", "fe80::1%eth0",
+             "10.0.0.1/8", "010.0.0.0/8", "10.0.0.0/33", "::ffff:10.0.0.0/104", "64:ff9b::/96",
+             "169.254.169.254/32", "1.2.3.4/", "1.2.3.4/+1", "", "example.com/8"]
+    urls = ["https://api.example.com/v1", "http://127.0.0.1:18080/v1", "http://[::1]:9000/",
+            "http://user:pw@localhost:8080", "ftp://x", "http://h:0/", "http://h:65536/",
+            "http://[::1", "http://0x7f.1/", "HTTPS://DUP.example", "ws://[fe80::1]/",
+            "http://" + "a" * 300]
+    for i, c in enumerate(cidrs):
+        write(t, "cidr-%02d" % i, b"\0" + c.encode())
+    for i, u in enumerate(urls):
+        write(t, "url-%02d" % i, b"\1" + u.encode())
 
 
 def main():
@@ -284,6 +330,8 @@ def main():
     ndjson_seeds()
     fcgi_seeds()
     keeper_proto_seeds()
+    dnsmsg_seeds()
+    egress_cidr_seeds()
     for t in sorted(os.listdir(CORPUS)):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
     return 0

@@ -152,6 +152,11 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_cgroup", NULL, NULL, NULL, NULL, sandbox_cgroup_tests},
     {"sandbox_disk", NULL, NULL, NULL, NULL, sandbox_disk_tests},
     {"local", NULL, NULL, NULL, NULL, local_tests},
+    {"egress_policy", NULL, NULL, NULL, NULL, egress_policy_tests},
+    {"egress_proxy", NULL, NULL, NULL, NULL, egress_proxy_tests},
+    {"sandbox_net", NULL, NULL, NULL, NULL, sandbox_net_tests},
+    {"dnsmsg", NULL, NULL, NULL, NULL, dnsmsg_tests},
+    {"egress_dns", NULL, NULL, NULL, NULL, egress_dns_tests},
     CU_SUITE_INFO_NULL,
 };
 

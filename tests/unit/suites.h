@@ -44,6 +44,11 @@ extern CU_TestInfo sandbox_etc_tests[];
 extern CU_TestInfo sandbox_cgroup_tests[];
 extern CU_TestInfo sandbox_disk_tests[];
 extern CU_TestInfo local_tests[];
+extern CU_TestInfo egress_policy_tests[];
+extern CU_TestInfo egress_proxy_tests[];
+extern CU_TestInfo sandbox_net_tests[];
+extern CU_TestInfo dnsmsg_tests[];
+extern CU_TestInfo egress_dns_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")
