@@ -77,9 +77,10 @@ class PiSandbox:
             "models": [{"id": "fake-model", "name": "fake-model", "cost": COST}]}}}
         base_settings = {"defaultProvider": "fake", "defaultModel": "fake-model",
                          "quietStartup": True, "enableInstallTelemetry": False,
-                         # fail fast: one quick pi-level retry, no SDK-level retries
-                         "retry": {"enabled": True, "maxRetries": 1, "baseDelayMs": 50,
-                                   "provider": {"maxRetries": 0}}}
+                         # pi's own retry runs after pi-acp has already ended the ACP turn
+                         # (PROTOCOL.md, "Model errors"): off, as the runner must set it; the
+                         # SDK's in-call retries are off here only to fail fast
+                         "retry": {"enabled": False, "provider": {"maxRetries": 0}}}
         base_settings.update(settings or {})
         self._write(os.path.join(self.agent_dir, "models.json"), models)
         self._write(os.path.join(self.agent_dir, "settings.json"), base_settings)
