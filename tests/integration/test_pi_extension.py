@@ -28,7 +28,8 @@ def tag():
 class Run:
     """One pi sandbox + fake channel for one test; `with Run(...) as r:` stops both."""
 
-    def __init__(self, ctx, handler=None, gate=True, tools=None, channel=True, model_base=None):
+    def __init__(self, ctx, handler=None, gate=True, tools=None, channel=True, model_base=None,
+                 **box):
         if not installed():
             raise stack.SkipTest("harnesses not installed (make harnesses)")
         self.ctx = ctx
@@ -39,7 +40,7 @@ class Run:
         if channel:
             self.channel = FakeChannel(os.path.join(chdir, "channel.sock"), handler)
         self.box = PiSandbox(self.tmp, model_base or ctx.model.base, channel_dir=chdir,
-                             gate=gate, tools=tools)
+                             gate=gate, tools=tools, **box)
         self.acp = None
         self.sid = None
 
@@ -251,6 +252,28 @@ def test_invalid_answer_fails_closed(ctx):
         assert not os.path.exists(r.workspace(f"bogus-{t}"))
         tools = tool_messages(model_requests(ctx, f"[[script:{name}]]")[1])
         assert "without a valid outcome" in content_text(tools[0]), tools
+
+
+def test_launcher_loads_our_extension_and_no_workspace_extension(ctx):
+    """pi-launch (PI_ACP_PI_COMMAND) + the `pi --version` stub, no agent-folder copy: our
+    extension gates, and an extension planted in the workspace never loads."""
+    t = tag()
+    name = "launch-" + t
+    bash_script(ctx, name, f"touch /workspace/launched-{t}")
+    run = Run(ctx, permission_handler(lambda p: {"outcome": "deny", "message": DENY_MESSAGE}),
+              extension=False, launcher=True, version_stub=True)
+    planted = os.path.join(run.box.workspace, ".pi", "extensions")
+    os.makedirs(planted)
+    with open(os.path.join(planted, "planted.js"), "w") as f:
+        f.write('import fs from "node:fs";\n'
+                'fs.writeFileSync("/workspace/planted-loaded", "1");\n'
+                'export default function (pi) {}\n')
+    with run as r:
+        assert r.channel.received("hello")[0]["client"] == "pi-extension"
+        r.prompt(f"run it [[script:{name}]]")
+        assert not os.path.exists(r.workspace(f"launched-{t}")), "the denied command ran"
+        assert len(r.channel.received("tool/permission")) == 1
+        assert not os.path.exists(r.workspace("planted-loaded")), "a workspace extension loaded"
 
 
 # --- runner tools --------------------------------------------------------------------------
