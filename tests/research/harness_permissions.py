@@ -219,6 +219,26 @@ def opencode_cases():
          "tool": {"name": "write", "arguments": {"filePath": "/workspace/EFFECT",
                                                  "content": "x"}}},
         {"name": "\"*\": deny", "permission": {"*": "deny"}},
+        # every tool opencode 1.18.33 offers the model, each under "*": ask
+        {"name": "\"*\": ask, read in workspace", "permission": {"*": "ask"},
+         "tool": {"name": "read", "arguments": {"filePath": "/workspace/EFFECT"}}},
+        {"name": "\"*\": ask, glob", "permission": {"*": "ask"},
+         "tool": {"name": "glob", "arguments": {"pattern": "*"}}},
+        {"name": "\"*\": ask, grep", "permission": {"*": "ask"},
+         "tool": {"name": "grep", "arguments": {"pattern": "x"}}},
+        {"name": "\"*\": ask, edit", "permission": {"*": "ask"},
+         "tool": {"name": "edit", "arguments": {"filePath": "/workspace/EFFECT",
+                                                "oldString": "a", "newString": "b"}}},
+        {"name": "\"*\": ask, todowrite", "permission": {"*": "ask"},
+         "tool": {"name": "todowrite", "arguments": {"todos": [
+             {"content": "x", "status": "pending", "priority": "low", "id": "1"}]}}},
+        {"name": "\"*\": ask, webfetch", "permission": {"*": "ask"},
+         "tool": {"name": "webfetch", "arguments": {"url": "https://example.invalid/"}}},
+        {"name": "\"*\": ask, task", "permission": {"*": "ask"},
+         "tool": {"name": "task", "arguments": {"description": "d", "prompt": "p",
+                                                "subagent_type": "general"}}},
+        {"name": "\"*\": ask, skill", "permission": {"*": "ask"},
+         "tool": {"name": "skill", "arguments": {"name": "nothing"}}},
     ]
 
 
