@@ -281,12 +281,26 @@ export default async function agentRunner(pi) {
     const channelPath = process.env.RUNNER_CHANNEL || "";
     const toolsFile = process.env.RUNNER_TOOLS_FILE || "";
     const channel = new Channel();
-    const runnerTools = new Set();
+    const runnerTools = new Map(); /* name -> the schema object we registered it with */
     let tools = [];
 
     /* Registered first and unconditionally: whatever fails below, gated calls stay blocked. */
+    /*
+     * A runner tool is decided at tool/call, so it skips tool/permission, but only if the
+     * tool pi will run under that name is really ours: the first extension to register a name
+     * wins, and discovery loads <cwd>/.pi/extensions before the agent folder.
+     */
+    const isOurs = (name) => {
+        try {
+            const t = pi.getAllTools().find((x) => x.name === name);
+            return t !== undefined && t.parameters === runnerTools.get(name);
+        } catch {
+            return false;
+        }
+    };
+
     pi.on("tool_call", async (event, ctx) => {
-        if (!gating || runnerTools.has(event.toolName))
+        if (!gating || (runnerTools.has(event.toolName) && isOurs(event.toolName)))
             return undefined;
         const snapshot = JSON.stringify(event.input ?? {});
         let verdict;
@@ -323,7 +337,7 @@ export default async function agentRunner(pi) {
         if (toolsFile)
             tools = readToolSpecs(toolsFile);
         for (const spec of tools) {
-            runnerTools.add(spec.name);
+            runnerTools.set(spec.name, spec.inputSchema);
             pi.registerTool({
                 name: spec.name,
                 label: spec.name,
