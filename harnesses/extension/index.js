@@ -1,11 +1,12 @@
 /*
  * agent-runner's pi extension: the sandbox end of the keeper channel.
  *
- * pi (@mariozechner/pi-coding-agent 0.73.1) loads this file from its agent folder
- * ($PI_CODING_AGENT_DIR/extensions/agent-runner.js, a symlink to this read-only file or a
- * copy of it) when it starts and again after every session replacement. It uses node
- * built-ins only. The full protocol, with the reasons behind each rule, is in PROTOCOL.md
- * next to this file; in short:
+ * pi (@mariozechner/pi-coding-agent 0.73.1) loads it when it starts and again after every
+ * session replacement: from its agent folder ($PI_CODING_AGENT_DIR/extensions/agent-runner,
+ * a symlink to this read-only folder) or as `--extension` through bin/pi-launch. The folder's
+ * package.json ("type": "module") makes pi's loader import it natively. Node built-ins only.
+ * The full protocol, with the reasons behind each rule, is in PROTOCOL.md next to this file;
+ * in short:
  *
  * Channel: the unix stream socket named by $RUNNER_CHANNEL (the keeper binds it at
  * /run/agent-runner/channel.sock), newline-delimited JSON-RPC 2.0, one object per line.

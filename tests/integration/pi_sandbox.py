@@ -54,7 +54,7 @@ class PiSandbox:
     def __init__(self, tmp, model_base, channel_dir=None, gate=False, tools=None,
                  extension=True, settings=None, key="sk-extension-test", pi_command=None,
                  launcher=False, version_stub=False, extra_env=None):
-        """extension: symlink the extension into pi's agent folder (pi discovers it there);
+        """extension: symlink the extension folder into pi's agent folder (pi discovers it);
         launcher: start pi through harnesses/extension/bin/pi-launch (PI_ACP_PI_COMMAND),
         which loads only our extension; version_stub: that folder's `pi` first on PATH, so
         pi-acp's `pi --version` probe returns at once."""
@@ -86,7 +86,10 @@ class PiSandbox:
         self._write(os.path.join(self.agent_dir, "settings.json"), base_settings)
         if extension:
             os.makedirs(os.path.join(self.agent_dir, "extensions"), exist_ok=True)
-            os.symlink(EXTENSION, os.path.join(self.agent_dir, "extensions", "agent-runner.js"))
+            # the folder, not index.js: its package.json ("type": "module") makes pi's loader
+            # import it natively instead of transpiling it on every start
+            os.symlink(os.path.dirname(EXTENSION),
+                       os.path.join(self.agent_dir, "extensions", "agent-runner"))
         self.tools = tools
         if tools is not None:
             self._write(os.path.join(self.runner_dir, "tools.json"), tools)

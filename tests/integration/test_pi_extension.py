@@ -9,6 +9,7 @@ starts its own sandbox and checks that nothing of it survives.
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -18,7 +19,7 @@ import uuid
 import stack
 from acp_client import AcpError
 from fake_channel import ChannelError, FakeChannel
-from pi_sandbox import COST, PiSandbox, installed
+from pi_sandbox import COST, EXTENSION, NODE, PI_CLI, PiSandbox, installed
 
 DENY_MESSAGE = "Denied by the permission plan: bash is not allowed here"
 
@@ -123,6 +124,29 @@ def test_extension_says_hello_when_pi_starts(ctx):
         hello = r.channel.received("hello")
         assert hello == [{"client": "pi-extension", "version": "1", "gating": True,
                           "tools": []}], hello
+
+
+def test_extension_is_imported_natively_not_transpiled(ctx):
+    """harnesses/extension/package.json ("type": "module") lets pi's loader (jiti) import the
+    file natively; without it jiti transpiles it with babel on every pi start (~0.35 s)."""
+    if not installed():
+        raise stack.SkipTest("harnesses not installed (make harnesses)")
+    for how in ("agent folder", "--extension"):
+        tmp = tempfile.mkdtemp(prefix="ar-piext.")
+        box = PiSandbox(tmp, ctx.model.base, extension=(how == "agent folder"))
+        argv = box.argv()
+        argv = argv[:argv.index("--") + 1] + [NODE, PI_CLI, "--mode", "rpc", "--no-themes"]
+        if how == "--extension":
+            argv += ["--no-extensions", "--extension", EXTENSION]
+        env = dict(box.env(), JITI_DEBUG="1")
+        out = subprocess.run(argv, env=env, input=b'{"type":"get_state","id":"1"}\n',
+                             capture_output=True, timeout=120)
+        err = out.stderr.decode(errors="replace")
+        assert b'"command":"get_state","success":true' in out.stdout, (how, out.stdout, err)
+        loads = [ln for ln in err.splitlines() if "extension" in ln and "[jiti]" in ln]
+        assert any("[native] [import]" in ln for ln in loads), (how, loads)
+        assert not any("[transpile]" in ln for ln in loads), (how, loads)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_denied_bash_never_runs_and_the_model_sees_the_denial(ctx):
