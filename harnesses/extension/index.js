@@ -285,7 +285,6 @@ export default async function agentRunner(pi) {
     const runnerTools = new Map(); /* name -> the schema object we registered it with */
     let tools = [];
 
-    /* Registered first and unconditionally: whatever fails below, gated calls stay blocked. */
     /*
      * A runner tool is decided at tool/call, so it skips tool/permission, but only if the
      * tool pi will run under that name is really ours: the first extension to register a name
@@ -300,6 +299,7 @@ export default async function agentRunner(pi) {
         }
     };
 
+    /* Registered first and unconditionally: whatever fails below, gated calls stay blocked. */
     pi.on("tool_call", async (event, ctx) => {
         if (!gating || (runnerTools.has(event.toolName) && isOurs(event.toolName)))
             return undefined;
