@@ -329,6 +329,8 @@ int daytona_sandbox_parse(json_object *dto, struct daytona_sandbox *ret, char *e
     sb.network_block_all = json_object_get_boolean(jsonx_get(dto, "networkBlockAll"));
     copy_str(sb.network_allow_list, sizeof(sb.network_allow_list),
              jsonx_str(dto, "networkAllowList"));
+    copy_str(sb.domain_allow_list, sizeof(sb.domain_allow_list),
+             jsonx_str(dto, "domainAllowList"));
     tb = jsonx_str(dto, "toolboxProxyUrl");
     if (tb) {
         if (!http_url_ok(tb)) {
@@ -626,6 +628,84 @@ out:
     json_object_put(body);
     free(l);
     return r;
+}
+
+/* ---- network convergence ------------------------------------------------------------- */
+
+/* Does the comma list a hold the same entries as b (order, spaces and case ignored)? */
+static bool same_list(const char *a, const char *b)
+{
+    const char *lists[2] = {a ? a : "", b ? b : ""};
+
+    for (int k = 0; k < 2; k++) {
+        const char *p = lists[k], *other = lists[1 - k];
+
+        while (*p) {
+            const char *e;
+            size_t n;
+            bool found = false;
+
+            while (*p == ' ' || *p == ',')
+                p++;
+            e = p + strcspn(p, ",");
+            n = (size_t)(e - p);
+            while (n > 0 && p[n - 1] == ' ')
+                n--;
+            if (n > 0) {
+                const char *q = other;
+
+                while (*q && !found) {
+                    const char *qe;
+                    size_t m;
+
+                    while (*q == ' ' || *q == ',')
+                        q++;
+                    qe = q + strcspn(q, ",");
+                    m = (size_t)(qe - q);
+                    while (m > 0 && q[m - 1] == ' ')
+                        m--;
+                    found = m == n && strncasecmp(p, q, n) == 0;
+                    q = qe;
+                }
+                if (!found)
+                    return false;
+            }
+            p = e;
+        }
+    }
+    return true;
+}
+
+bool daytona_network_matches(const struct daytona_sandbox *sb, json_object *body)
+{
+    bool block = json_object_get_boolean(jsonx_get(body, "networkBlockAll"));
+
+    if (block != sb->network_block_all)
+        return false;
+    if (block)
+        return true;
+    return same_list(jsonx_str(body, "networkAllowList"), sb->network_allow_list) &&
+           same_list(jsonx_str(body, "domainAllowList"), sb->domain_allow_list);
+}
+
+int daytona_network_settings(json_object *body, json_object **ret)
+{
+    json_object *o = json_object_new_object();
+    const char *allow = jsonx_str(body, "networkAllowList");
+    const char *dom = jsonx_str(body, "domainAllowList");
+
+    if (!o)
+        return -ENOMEM;
+    /* block-all clears the CIDR list by itself; the domain list is cleared explicitly */
+    if (json_object_get_boolean(jsonx_get(body, "networkBlockAll"))) {
+        json_object_object_add(o, "networkBlockAll", json_object_new_boolean(1));
+    } else {
+        json_object_object_add(o, "networkBlockAll", json_object_new_boolean(0));
+        json_object_object_add(o, "networkAllowList", json_object_new_string(allow ? allow : ""));
+    }
+    json_object_object_add(o, "domainAllowList", json_object_new_string(dom ? dom : ""));
+    *ret = o;
+    return 0;
 }
 
 /* ---- HTTP core ------------------------------------------------------------------------ */
@@ -1260,6 +1340,25 @@ int daytona_sandbox_archive(struct daytona_client *c, const char *id)
 int daytona_sandbox_recover(struct daytona_client *c, const char *id)
 {
     return lifecycle_post(c, id, "recover", NULL);
+}
+
+int daytona_sandbox_set_network(struct daytona_client *c, const char *id, json_object *settings,
+                                struct daytona_sandbox *ret)
+{
+    json_object *doc = NULL;
+    char url[DAYTONA_URL_MAX + 160];
+    int r;
+
+    if (!token_ok(id))
+        return -EINVAL;
+    r = api_url(c, url, sizeof(url), "/sandbox/%s/network-settings", id);
+    if (r < 0)
+        return r;
+    r = call_json(c, "POST", url, settings, false, 0, API_ANSWER_MAX, ret ? &doc : NULL, NULL);
+    if (r >= 0 && ret)
+        r = sandbox_from(c, doc, ret);
+    json_object_put(doc);
+    return r;
 }
 
 int daytona_sandbox_mark_activity(struct daytona_client *c, const char *id)

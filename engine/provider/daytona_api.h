@@ -134,6 +134,7 @@ struct daytona_sandbox {
     int auto_delete_min;
     bool network_block_all;
     char network_allow_list[256];
+    char domain_allow_list[2600];
     char toolbox[DAYTONA_URL_MAX]; /* toolboxProxyUrl + "/" + id: the toolbox base URL */
     json_object *labels;           /* owned; an object of strings (never NULL once parsed) */
 };
@@ -182,6 +183,16 @@ struct daytona_create_params {
 int daytona_create_body(const struct daytona_config *cfg, const struct daytona_create_params *p,
                         json_object **ret, char *err, size_t errlen);
 
+/*
+ * Network convergence on resume (a retained sandbox must get the network rule of the run that
+ * resumes it, never keep a wider one). body is a create body from daytona_create_body():
+ * daytona_network_matches() compares its network fields with the sandbox's (order and spaces
+ * of the lists ignored); daytona_network_settings() makes the POST .../network-settings body
+ * that turns any sandbox into that rule.
+ */
+bool daytona_network_matches(const struct daytona_sandbox *sb, json_object *body);
+int daytona_network_settings(json_object *body, json_object **ret);
+
 /* ---- the client ----------------------------------------------------------------------- */
 
 struct daytona_client;
@@ -226,6 +237,9 @@ int daytona_sandbox_delete(struct daytona_client *c, const char *id);
 enum daytona_interval { DAYTONA_AUTOSTOP, DAYTONA_AUTOARCHIVE, DAYTONA_AUTODELETE };
 int daytona_sandbox_set_interval(struct daytona_client *c, const char *id,
                                  enum daytona_interval which, int minutes);
+/* POST .../network-settings with a daytona_network_settings() body; ret (may be NULL). */
+int daytona_sandbox_set_network(struct daytona_client *c, const char *id, json_object *settings,
+                                struct daytona_sandbox *ret);
 /* POST /last-activity: resets the auto-stop clock. */
 int daytona_sandbox_mark_activity(struct daytona_client *c, const char *id);
 
