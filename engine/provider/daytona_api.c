@@ -938,6 +938,8 @@ static int perform(struct daytona_client *c, const struct request *rq, long *ret
     long status = 0;
     int r = 0;
 
+    c->status = 0;
+    c->message[0] = '\0';
     h = curl_slist_append(h, "X-Daytona-SDK-Version: " DAYTONA_SDK_VERSION);
     h = curl_slist_append(h, "X-Daytona-Source: agent-runner");
     h = curl_slist_append(h, "Expect:");
