@@ -41,10 +41,11 @@ FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
 UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
-              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ)
+              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
+              $(BUILD)/tests/fixtures/daytona_driver.o
 
 PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
-            $(BIN)/acp-scripted
+            $(BIN)/acp-scripted $(BIN)/daytona-driver
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
 .PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
@@ -78,6 +79,11 @@ $(BIN)/agent-runner-ctl: $(BUILD)/fcgi/ctl.o $(BUILD)/libengine.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/acp-scripted: $(BUILD)/tests/fixtures/acp_scripted.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# drives the Daytona provider modules against the fake Daytona (tests/integration)
+$(BIN)/daytona-driver: $(BUILD)/tests/fixtures/daytona_driver.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
