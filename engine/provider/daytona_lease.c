@@ -348,7 +348,9 @@ int daytona_lease_pool_digest(const char *secret, const char *instance, const ch
     if (!secret || !secret[0] || !instance || !pool_key)
         return -EINVAL;
     buf_init(&msg, 8192);
-    r = buf_printf(&msg, "agent-runner pool v1\n%s\n%s", instance, pool_key);
+    /* length-prefixed, so no two (instance, pool key) pairs give the same message */
+    r = buf_printf(&msg, "agent-runner pool v1\n%zu:%s%zu:%s", strlen(instance), instance,
+                   strlen(pool_key), pool_key);
     if (r >= 0 && !HMAC(EVP_sha256(), secret, (int)strlen(secret),
                         (const unsigned char *)msg.data, msg.len, mac, &mlen))
         r = -EIO;

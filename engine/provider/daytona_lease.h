@@ -184,9 +184,9 @@ enum daytona_disposition daytona_lease_disposition(bool reusable, int teardown_r
 const char *daytona_disposition_name(enum daytona_disposition d);
 
 /*
- * The pool label value: 32 hex digits of HMAC-SHA256(secret, instance "\n" pool key). Keyed,
- * so the label reveals nothing about the session; stable across restarts for the same secret
- * (the provider API key is a good one: it never leaves the runner).
+ * The pool label value: 32 hex digits of HMAC-SHA256(secret, length-prefixed instance and
+ * pool key). Keyed, so the label reveals nothing about the session; stable across restarts
+ * for the same secret (the provider API key is a good one: it never leaves the runner).
  */
 int daytona_lease_pool_digest(const char *secret, const char *instance, const char *pool_key,
                               char ret[33]);

@@ -127,6 +127,13 @@ static CU_SuiteInfo suites[] = {
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},
+    {"ws_client", NULL, NULL, NULL, NULL, ws_client_tests},
+    {"daytona_demux", NULL, NULL, NULL, NULL, daytona_demux_tests},
+    {"daytona_api", NULL, NULL, NULL, NULL, daytona_api_tests},
+    {"daytona_lease", NULL, NULL, NULL, NULL, daytona_lease_tests},
+    {"daytona_sandbox", NULL, NULL, NULL, NULL, daytona_sandbox_tests},
+    {"daytona_bridge", NULL, NULL, NULL, NULL, daytona_bridge_tests},
+    {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     CU_SUITE_INFO_NULL,
 };
 

@@ -25,6 +25,13 @@ extern CU_TestInfo identity_tests[];
 extern CU_TestInfo policy_tests[];
 extern CU_TestInfo env_setup_tests[];
 extern CU_TestInfo transcript_tests[];
+extern CU_TestInfo ws_client_tests[];
+extern CU_TestInfo daytona_demux_tests[];
+extern CU_TestInfo daytona_api_tests[];
+extern CU_TestInfo daytona_lease_tests[];
+extern CU_TestInfo daytona_sandbox_tests[];
+extern CU_TestInfo daytona_bridge_tests[];
+extern CU_TestInfo daytona_exec_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")
