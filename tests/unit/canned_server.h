@@ -23,6 +23,7 @@ struct canned_reply {
 };
 
 struct canned_server {
+    void *tls; /* SSL_CTX when serving TLS (canned_start_tls) */
     int listen_fd;
     int port;
     pthread_t thread;
@@ -35,6 +36,15 @@ struct canned_server {
 
 /* Listen on 127.0.0.1 (any port) and serve replies[0..n) in a thread. */
 int canned_start(struct canned_server *s, const struct canned_reply *replies, size_t n);
+/* The same over TLS with the PEM certificate and key files given. */
+int canned_start_tls(struct canned_server *s, const struct canned_reply *replies, size_t n,
+                     const char *cert_file, const char *key_file);
+/*
+ * A self-signed certificate for subjectAltName san (e.g. "IP:127.0.0.1") written as
+ * dir/<name>.crt and dir/<name>.key (openssl CLI). The paths go into cert and key (>= 512).
+ */
+int canned_make_cert(const char *dir, const char *name, const char *san, char *cert, char *key);
+
 /* Wait for the thread (it ends after the last reply or 5 s without a client). The recorded
  * requests stay readable until canned_release(). */
 void canned_stop(struct canned_server *s);

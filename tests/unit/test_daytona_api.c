@@ -12,6 +12,7 @@
 
 #include "../../engine/jsonx.h"
 #include "../../engine/provider/daytona_api.h"
+#include "../../engine/util.h"
 #include "canned_server.h"
 #include "suites.h"
 
@@ -471,7 +472,48 @@ static void test_daytona_api_bulk_upload(void)
     free(partial);
 }
 
+/* https: the CA file is honoured, and without it a self-signed server is refused. */
+static void test_daytona_api_https(void)
+{
+    char dir[] = "/tmp/ar-unit-https-XXXXXX", cert[512], key[512], url[128], err[256];
+    char *ok = reply("200 OK", "", DTO);
+    struct canned_reply replies[] = {{ok, 0}};
+    struct canned_server s;
+    struct daytona_config cfg;
+    struct daytona_client *c = NULL;
+    struct daytona_sandbox sb = {0};
+
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    CU_ASSERT_FATAL(canned_make_cert(dir, "api", "IP:127.0.0.1", cert, key) == 0);
+    for (int round = 0; round < 2; round++) {
+        CU_ASSERT_FATAL(canned_start_tls(&s, replies, 1, cert, key) == 0);
+        snprintf(url, sizeof(url), "https://127.0.0.1:%d/api", s.port);
+        set_vars(url, KEY);
+        if (round == 0)
+            add_var("AGENT_RUNNER_DAYTONA_CA_FILE", cert);
+        CU_ASSERT_FATAL(daytona_config_load(lookup, &cfg, err, sizeof(err)) == 0);
+        cfg.request_timeout_ms = 5000;
+        CU_ASSERT_FATAL(daytona_client_new(&cfg, &c) == 0);
+        if (round == 0) {
+            CU_ASSERT_EQUAL(daytona_sandbox_get(c, "sb-1", &sb), 0);
+            CU_ASSERT_EQUAL(sb.state, DAYTONA_STATE_STOPPED);
+            daytona_sandbox_release(&sb);
+        } else {
+            CU_ASSERT_EQUAL(daytona_sandbox_get(c, "sb-1", &sb), -EPROTO);
+            CU_ASSERT(strstr(daytona_client_message(c), KEY) == NULL);
+        }
+        daytona_client_free(c);
+        canned_stop(&s); /* after a refused handshake the server gives up after 5 s */
+        if (round == 0)
+            CU_ASSERT(strstr(buf_str(&s.requests), "GET /api/sandbox/sb-1 HTTP/1.1") != NULL);
+        canned_release(&s);
+    }
+    free(ok);
+    (void)rm_rf(dir);
+}
+
 CU_TestInfo daytona_api_tests[] = {
+    {"test_daytona_api_https", test_daytona_api_https},
     {"test_daytona_api_config", test_daytona_api_config},
     {"test_daytona_api_create_body", test_daytona_api_create_body},
     {"test_daytona_api_network_mapping", test_daytona_api_network_mapping},

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../engine/provider/ws_client.h"
+#include "../../engine/util.h"
 #include "canned_server.h"
 #include "suites.h"
 
@@ -369,7 +370,56 @@ static void test_ws_client_connect_rejects_bad_input(void)
     CU_ASSERT_PTR_NULL(ws);
 }
 
+/* wss: the peer is verified against the CA given (or the system's), host or IP included. */
+static void test_ws_client_tls(void)
+{
+    static const char reply[] = UPGRADE "\x82\x06" "secure" "\x88\x02\x03\xe8";
+    char dir[] = "/tmp/ar-unit-tls-XXXXXX", cert[512], key[512], other[512], okey[512];
+    struct canned_reply r = {reply, sizeof(reply) - 1};
+    struct ws_options o = {0};
+    char url[128], err[256];
+
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    CU_ASSERT_FATAL(canned_make_cert(dir, "ip", "IP:127.0.0.1", cert, key) == 0);
+    CU_ASSERT_FATAL(canned_make_cert(dir, "other", "DNS:example.com", other, okey) == 0);
+    o.connect_timeout_ms = 5000;
+    o.url = url;
+    for (int round = 0; round < 3; round++) {
+        struct canned_server s;
+        struct ws_conn *ws = NULL;
+        struct ws_event ev;
+        int rr;
+
+        /* 0: trusted and matching; 1: not trusted (system store); 2: trusted, wrong name */
+        CU_ASSERT_FATAL(canned_start_tls(&s, &r, 1, round == 2 ? other : cert,
+                                         round == 2 ? okey : key) == 0);
+        snprintf(url, sizeof(url), "wss://127.0.0.1:%d/logs", s.port);
+        o.ca_file = round == 0 ? cert : round == 2 ? other : NULL;
+        err[0] = '\0';
+        rr = ws_connect(&o, &ws, err, sizeof(err));
+        if (round == 0) {
+            CU_ASSERT_EQUAL(rr, 0);
+            if (ws) {
+                CU_ASSERT_EQUAL(ws_read(ws, 3000, &ev), 1);
+                CU_ASSERT(ev.type == WS_EV_DATA && ev.len == 6 &&
+                          memcmp(ev.data, "secure", 6) == 0);
+                CU_ASSERT_EQUAL(ws_read(ws, 3000, &ev), 1);
+                CU_ASSERT_EQUAL(ev.type, WS_EV_CLOSE);
+            }
+        } else {
+            CU_ASSERT_EQUAL(rr, -EPROTO);
+            CU_ASSERT(strstr(err, "not trusted") != NULL);
+            CU_ASSERT_PTR_NULL(ws);
+        }
+        ws_free(ws);
+        canned_stop(&s);
+        canned_release(&s);
+    }
+    (void)rm_rf(dir);
+}
+
 CU_TestInfo ws_client_tests[] = {
+    {"test_ws_client_tls", test_ws_client_tls},
     {"test_ws_client_parser_fragments_and_control", test_ws_client_parser_fragments_and_control},
     {"test_ws_client_parser_extended_lengths", test_ws_client_parser_extended_lengths},
     {"test_ws_client_parser_rejects_protocol_errors",
