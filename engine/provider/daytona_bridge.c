@@ -30,6 +30,7 @@
 #define ACTIVITY_EVERY_MS 60000
 #define RECONNECT_TRIES 10
 #define TAIL_MAX (64u * 1024 * 1024)
+#define CHMOD_COMMAND_MAX (256u * 1024)
 
 /* ---- manifest ------------------------------------------------------------------------- */
 
@@ -162,6 +163,75 @@ static bool abs_path_ok(const char *p)
     return true;
 }
 
+/*
+ * The bulk upload writes 0644: set the other modes with one `chmod` command per mode, all in
+ * one execute round trip (one permissions call per file when the command would be too long).
+ */
+static int fix_modes(struct daytona_client *c, const char *tb, const struct daytona_upload *files,
+                     const size_t *idx, size_t ns, char *err, size_t errlen)
+{
+    struct buf cmd, out;
+    bool any = false;
+    int code = 0, r = 0;
+
+    buf_init(&cmd, CHMOD_COMMAND_MAX);
+    buf_init(&out, 4096);
+    for (size_t k = 0; k < ns && r >= 0; k++) {
+        unsigned mode = files[idx[k]].mode;
+        bool first = true;
+
+        if (mode == 0644)
+            continue;
+        /* one chmod per distinct mode, listing every file with it */
+        for (size_t j = 0; j < k; j++) {
+            if (files[idx[j]].mode == mode)
+                first = false;
+        }
+        if (!first)
+            continue;
+        r = buf_printf(&cmd, "%schmod %o --", any ? " && " : "", mode);
+        for (size_t j = k; r >= 0 && j < ns; j++) {
+            if (files[idx[j]].mode != mode)
+                continue;
+            r = buf_append_char(&cmd, ' ');
+            if (r >= 0)
+                r = daytona_shell_quote(files[idx[j]].path, &cmd);
+        }
+        any = true;
+    }
+    if (!any)
+        goto out;
+    if (r == -E2BIG) {
+        for (size_t k = 0; k < ns; k++) {
+            char mode[8];
+
+            if (files[idx[k]].mode == 0644)
+                continue;
+            snprintf(mode, sizeof(mode), "%o", files[idx[k]].mode);
+            r = daytona_files_chmod(c, tb, files[idx[k]].path, mode);
+            if (r < 0) {
+                snprintf(err, errlen, "chmod \"%.200s\": %s", files[idx[k]].path,
+                         daytona_client_message(c));
+                goto out;
+            }
+        }
+        r = 0;
+        goto out;
+    }
+    if (r < 0)
+        goto out;
+    r = daytona_execute(c, tb, buf_str(&cmd), 60, out.max, &code, &out);
+    if (r >= 0 && code != 0)
+        r = -EIO;
+    if (r < 0)
+        snprintf(err, errlen, "chmod after upload: %s",
+                 r == -EIO ? buf_str(&out) : daytona_client_message(c));
+out:
+    buf_release(&cmd);
+    buf_release(&out);
+    return r;
+}
+
 int daytona_sync(struct daytona_client *c, const char *tb, struct daytona_manifest *m,
                  const struct daytona_upload *files, size_t n, struct daytona_sync_stats *ret,
                  char *err, size_t errlen)
@@ -208,20 +278,11 @@ int daytona_sync(struct daytona_client *c, const char *tb, struct daytona_manife
                                                     : daytona_strerror(r));
             goto out;
         }
+        r = fix_modes(c, tb, files, idx, ns, err, errlen);
+        if (r < 0)
+            goto out;
         for (size_t k = 0; k < ns; k++) {
-            const struct daytona_upload *f = &files[idx[k]];
-            char mode[8];
-
-            if (f->mode != 0644) {
-                snprintf(mode, sizeof(mode), "%o", f->mode);
-                r = daytona_files_chmod(c, tb, f->path, mode);
-                if (r < 0) {
-                    snprintf(err, errlen, "chmod \"%.200s\": %s", f->path,
-                             daytona_client_message(c));
-                    goto out;
-                }
-            }
-            r = daytona_manifest_put(m, f->path, dig[idx[k]]);
+            r = daytona_manifest_put(m, files[idx[k]].path, dig[idx[k]]);
             if (r < 0)
                 goto out;
         }

@@ -130,9 +130,13 @@ def test_daytona_pi_turns_warm_then_stopped_and_resumed(ctx):
         with open(d.calls_log) as f:
             log = f.read()
         assert MODEL_KEY not in log and API_KEY not in log
+        assert 0 < t1["acpRoundTripMedianMs"] < 10000, t1
         LATENCIES.update({
             "create (lease acquired), ms": res["create"]["ms"],
-            "resume after stop, ms": res["resume"]["ms"],
+            "stop until stopped, ms": res["stopMs"],
+            "resume from stopped, ms": res["resume"]["ms"],
+            "ACP round trip on the warm harness (median of 10), ms":
+                round(t1["acpRoundTripMedianMs"], 1),
             "pi-acp initialize (node start) cold, ms": t1["initializeMs"],
             "first prompt round trip, ms": t1["prompt"]["ms"],
             "warm prompt round trip, ms": t1["warmPrompt"]["ms"],
