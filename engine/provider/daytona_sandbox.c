@@ -99,13 +99,19 @@ static int resume(struct daytona_client *c, const struct daytona_acquire_params 
     struct daytona_observation o = {0};
     struct daytona_sandbox sb = {0};
     int64_t waiting_since = 0;
+    bool fresh = false; /* sb already holds the answer of a start/recover: no GET needed */
     int r;
 
     for (;;) {
         struct daytona_resume_decision d;
 
-        daytona_sandbox_release(&sb);
-        r = daytona_sandbox_get(c, lookup, &sb);
+        if (!fresh) {
+            daytona_sandbox_release(&sb);
+            r = daytona_sandbox_get(c, lookup, &sb);
+        } else {
+            r = 0;
+        }
+        fresh = false;
         o.lookup = r < 0 ? r : 0;
         if (r == 0) {
             snprintf(previous, DAYTONA_ID_MAX, "%s", sb.id);
@@ -139,18 +145,34 @@ static int resume(struct daytona_client *c, const struct daytona_acquire_params 
             r = 1;
             goto out;
         case DAYTONA_RESUME_START:
-        case DAYTONA_RESUME_RECOVER:
+        case DAYTONA_RESUME_RECOVER: {
+            struct daytona_sandbox now = {0};
+            char id[DAYTONA_ID_MAX];
+
             o.attempts++;
-            r = d.action == DAYTONA_RESUME_START ? daytona_sandbox_start(c, sb.id, NULL)
-                                                 : daytona_sandbox_recover(c, sb.id);
+            snprintf(id, sizeof(id), "%s", sb.id);
+            /* a start holds its answer until the sandbox runs: use that answer directly */
+            r = d.action == DAYTONA_RESUME_START ? daytona_sandbox_start(c, id, &now)
+                                                 : daytona_sandbox_recover(c, id);
             if (r == DAYTONA_E_CAPACITY) {
+                daytona_sandbox_release(&now);
                 fail_text(c, r, "start", err, errlen);
                 goto out;
             }
-            if (r == 0 || r == -EBUSY)
-                (void)daytona_sandbox_wait(c, sb.id, DAYTONA_BIT(DAYTONA_STATE_STARTED), start_ms,
-                                           NULL);
-            continue; /* look again: the next observation decides */
+            if ((r == 0 && now.state != DAYTONA_STATE_STARTED) || r == -EBUSY) {
+                daytona_sandbox_release(&now);
+                r = daytona_sandbox_wait(c, id, DAYTONA_BIT(DAYTONA_STATE_STARTED), start_ms,
+                                         &now);
+            }
+            if (r == 0) {
+                daytona_sandbox_release(&sb);
+                sb = now;
+                fresh = true;
+            } else {
+                daytona_sandbox_release(&now);
+            }
+            continue; /* the next observation decides */
+        }
         case DAYTONA_RESUME_WAIT:
             sleep_ms(cfg->poll_step_ms);
             continue;
