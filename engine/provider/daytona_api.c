@@ -814,19 +814,20 @@ static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
     struct daytona_client *c = ctx;
     size_t len = size * n;
-    const char *colon;
+    const char *colon, *end = data + len;
     char val[32];
-    size_t vlen;
+    size_t vlen = 0;
     uint64_t secs;
 
-    if (len > 11 && strncasecmp(data, "retry-after", 11) == 0 &&
-        (colon = memchr(data, ':', len)) != NULL) {
+    if (len <= 11 || strncasecmp(data, "retry-after", 11) != 0)
+        return len;
+    colon = memchr(data, ':', len); /* the header line is not NUL-terminated */
+    if (colon) {
         colon++;
-        while (colon < data + len && (*colon == ' ' || *colon == '\t'))
+        while (colon < end && (*colon == ' ' || *colon == '\t'))
             colon++;
-        vlen = strcspn(colon, "\r\n");
-        if (vlen > (size_t)(data + len - colon))
-            vlen = (size_t)(data + len - colon);
+        while (colon + vlen < end && colon[vlen] != '\r' && colon[vlen] != '\n')
+            vlen++;
         if (vlen > 0 && vlen < sizeof(val)) {
             memcpy(val, colon, vlen);
             val[vlen] = '\0';
@@ -1725,8 +1726,10 @@ int daytona_files_upload(struct daytona_client *c, const char *tb, const struct 
     rq.resp = &resp;
     r = perform(c, &rq, &status);
     if (r == -EINVAL && resp.len &&
-        jsonx_parse(resp.data, resp.len, 16, &doc, err, sizeof(err)) == 0 &&
-        (errors = jsonx_get(doc, "errors")) && json_object_is_type(errors, json_type_array) &&
+        jsonx_parse(resp.data, resp.len, 16, &doc, err, sizeof(err)) < 0)
+        doc = NULL;
+    errors = jsonx_get(doc, "errors");
+    if (r == -EINVAL && errors && json_object_is_type(errors, json_type_array) &&
         json_object_array_length(errors) > 0) {
         json_object *e0 = json_object_array_get_idx(errors, 0);
         char msg[DAYTONA_MESSAGE_MAX];

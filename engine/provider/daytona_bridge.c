@@ -155,7 +155,7 @@ static bool abs_path_ok(const char *p)
             return false;
     }
     /* no "." or ".." components: the upload lands exactly where it says */
-    for (const char *s = p; (s = strchr(s, '/')); s++) {
+    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
         if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
             (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
             return false;
