@@ -24,6 +24,7 @@ BIN = os.path.join(ROOT, os.environ.get("BUILD", "build"), "bin")
 DRIVER = os.path.join(BIN, "daytona-driver")
 HARNESSES = os.path.join(ROOT, "harnesses", "node_modules")
 PI_ACP = os.path.join(HARNESSES, "pi-acp", "dist", "index.js")
+CODEX_ACP = os.path.join(HARNESSES, "@zed-industries", "codex-acp-linux-x64", "bin", "codex-acp")
 KEEPALIVE_SHIM = os.path.join(HERE, "fake_daytona_keepalive")
 API_KEY = "fake-daytona-key-0123456789"
 MODEL_KEY = "sk-model-secret-5f0e1d2c3b4a"
@@ -93,24 +94,46 @@ def routes(d, route):
     return [c for c in d.calls() if c.get("route") == route]
 
 
+def e2e(ctx, d, harness, js):
+    res, _, _ = driver(d, "e2e", "--harness", harness, "--harness-js", js,
+                       "--harness-bin", os.path.join(HARNESSES, ".bin"),
+                       "--model-url", f"http://127.0.0.1:{ctx.model.port}/v1",
+                       "--instance", "it-e2e", "--pool", "proj-1:sess-1")
+    reply = "Hello from the fake model."
+    t1, t2 = res["turn1"], res["turn2"]
+    assert res["create"]["outcome"] == "created", res
+    # codex prefixes a note about the unknown model slug; the reply follows it
+    assert t1["prompt"]["text"].endswith(reply), res
+    assert t1["prompt"]["stopReason"] == "end_turn", res
+    assert t1["warmPrompt"]["text"].endswith(reply), res
+    assert res["resume"]["outcome"] == "resumed", res
+    assert res["resume"]["id"] == res["create"]["id"], "resume must reuse the sandbox"
+    assert t2["prompt"]["text"].endswith(reply), res
+    # workspace once: the first start uploads, the resumed one finds nothing changed
+    assert t1["bridge"]["uploaded"] > 0 and t2["bridge"]["uploaded"] == 0, res
+    return res
+
+
+def test_daytona_codex_turns_warm_by_default_then_stopped_and_resumed(ctx):
+    if not os.path.exists(CODEX_ACP):
+        raise stack.SkipTest("codex-acp is not installed (make harnesses)")
+    with fake() as d:
+        res = e2e(ctx, d, "codex", CODEX_ACP)
+        # codex is a measured harness: warm without asking, the idle window as auto-stop
+        assert res["autoStopMinutes"] == 5, res
+        assert res["turn1"]["bridge"]["uploaded"] == 3, res  # config.toml, env, launcher
+        assert len(routes(d, "POST /api/sandbox")) == 1
+        assert len(routes(d, "POST /toolbox/{id}/files/bulk-upload")) == 1
+    no_local_leftovers()
+
+
 def test_daytona_pi_turns_warm_then_stopped_and_resumed(ctx):
     if not os.path.exists(PI_ACP):
         raise stack.SkipTest("pi-acp is not installed (make harnesses)")
     with fake() as d:
-        res, _, _ = driver(d, "e2e", "--harness-js", PI_ACP,
-                           "--harness-bin", os.path.join(HARNESSES, ".bin"),
-                           "--model-url", f"http://127.0.0.1:{ctx.model.port}/v1",
-                           "--instance", "it-e2e", "--pool", "proj-1:sess-1")
-        reply = "Hello from the fake model."
+        res = e2e(ctx, d, "pi", PI_ACP)
         t1, t2 = res["turn1"], res["turn2"]
-        assert res["create"]["outcome"] == "created", res
-        assert t1["prompt"]["text"] == reply and t1["prompt"]["stopReason"] == "end_turn", res
-        assert t1["warmPrompt"]["text"] == reply, res
-        assert res["resume"]["outcome"] == "resumed", res
-        assert res["resume"]["id"] == res["create"]["id"], "resume must reuse the sandbox"
-        assert t2["prompt"]["text"] == reply, res
-        # workspace once: the first start uploads, the resumed one finds nothing changed
-        assert t1["bridge"]["uploaded"] == 4 and t2["bridge"]["uploaded"] == 0, res
+        assert t1["bridge"]["uploaded"] == 4, res  # models.json, settings.json, env, launcher
         # the 300 s remote idle window is the sandbox's auto-stop
         assert res["autoStopMinutes"] == 5 and res["create"]["autoStop"] == 5, res
         creates = routes(d, "POST /api/sandbox")
