@@ -1416,6 +1416,32 @@ static int tb_url(const char *tb, struct buf *out, const char *fmt, ...)
     return r;
 }
 
+int daytona_user_home(struct daytona_client *c, const char *tb, char *ret, size_t len)
+{
+    json_object *doc = NULL;
+    const char *dir;
+    struct buf url;
+    int r;
+
+    buf_init(&url, 4096);
+    r = tb_url(tb, &url, "/user-home-dir");
+    if (r >= 0)
+        r = call_json(c, "GET", buf_str(&url), NULL, false, 0, API_ANSWER_MAX, &doc, NULL);
+    if (r < 0)
+        goto out;
+    dir = jsonx_str(doc, "dir");
+    if (!dir || dir[0] != '/' || has_ctl(dir) || strlen(dir) >= len || strstr(dir, "/..")) {
+        set_message(c, "user-home-dir: no usable dir");
+        r = DAYTONA_E_SERVER;
+        goto out;
+    }
+    memcpy(ret, dir, strlen(dir) + 1);
+out:
+    json_object_put(doc);
+    buf_release(&url);
+    return r;
+}
+
 int daytona_execute(struct daytona_client *c, const char *tb, const char *command,
                     int timeout_s, size_t max_output, int *ret_exit_code, struct buf *ret_output)
 {

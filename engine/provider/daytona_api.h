@@ -255,6 +255,9 @@ int daytona_sandbox_wait(struct daytona_client *c, const char *id, uint32_t want
 
 /* ---- toolbox (tb = struct daytona_sandbox.toolbox) ------------------------------------ */
 
+/* GET /user-home-dir: the sandbox user's home (absolute) into ret. */
+int daytona_user_home(struct daytona_client *c, const char *tb, char *ret, size_t len);
+
 /* POST /process/execute: one-shot shell command, output combined (capped at max_output). */
 int daytona_execute(struct daytona_client *c, const char *tb, const char *command,
                     int timeout_s, size_t max_output, int *ret_exit_code, struct buf *ret_output);

@@ -27,7 +27,6 @@
 #define UPLOAD_FILES_MAX 4096
 #define ENV_FILE_MAX (4u * 1024 * 1024)
 #define LAUNCHER_MAX (1u * 1024 * 1024)
-#define ACTIVITY_EVERY_MS 60000
 #define RECONNECT_TRIES 10
 #define TAIL_MAX (64u * 1024 * 1024)
 #define CHMOD_COMMAND_MAX (256u * 1024)
@@ -428,6 +427,7 @@ struct daytona_bridge {
     atomic_llong last_traffic; /* monotonic ms */
     atomic_ullong lines_in, bytes_out;
     atomic_uint reconnects, activity_marks;
+    long activity_ms;
     struct daytona_sync_stats sync;
     long start_ms;
     struct daytona_demux demux;
@@ -598,7 +598,7 @@ static void *writer_main(void *arg)
     while (!atomic_load(&b->stopping)) {
         struct pollfd p[2] = {{.fd = b->stop_fd, .events = POLLIN},
                               {.fd = eof ? -1 : b->in_rd, .events = POLLIN}};
-        int64_t now = now_ms(), left = last_mark + ACTIVITY_EVERY_MS - now;
+        int64_t now = now_ms(), left = last_mark + b->activity_ms - now;
         char *line;
         size_t len;
         int r;
@@ -610,7 +610,7 @@ static void *writer_main(void *arg)
                     atomic_fetch_add(&b->activity_marks, 1);
             }
             last_mark = now;
-            left = ACTIVITY_EVERY_MS;
+            left = b->activity_ms;
         }
         r = poll(p, 2, (int)left);
         if (r < 0 && errno != EINTR)
@@ -676,7 +676,8 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
                         ? json_object_array_length(h->files)
                         : 0;
     size_t nup = 0;
-    char rnd[17], folder_digest[65];
+    const char *dir = h->state_dir && h->state_dir[0] ? h->state_dir : DAYTONA_BRIDGE_DIR;
+    char rnd[17], folder_digest[65], env_path[4200], launch_path[4200], folder_key[4200];
     int64_t t0;
     int r;
 
@@ -696,8 +697,15 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
     r = daytona_bridge_env_file(h->env, &envf, err, errlen);
     if (r < 0)
         goto fail;
-    r = daytona_bridge_launcher(DAYTONA_BRIDGE_DIR "/harness.env", h->argv, h->cwd, &launch, err,
-                                errlen);
+    if (!abs_path_ok(dir) || strlen(dir) > 4000) {
+        snprintf(err, errlen, "harness state folder: not an absolute path");
+        r = -EINVAL;
+        goto fail;
+    }
+    snprintf(env_path, sizeof(env_path), "%s/harness.env", dir);
+    snprintf(launch_path, sizeof(launch_path), "%s/launch.sh", dir);
+    snprintf(folder_key, sizeof(folder_key), "%s/", dir);
+    r = daytona_bridge_launcher(env_path, h->argv, h->cwd, &launch, err, errlen);
     if (r < 0)
         goto fail;
     up = calloc(nfiles + 2, sizeof(*up));
@@ -721,12 +729,11 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
             mode && json_object_is_type(mode, json_type_int) ? (unsigned)json_object_get_int(mode)
                                                               : 0644};
     }
-    up[nup++] = (struct daytona_upload){DAYTONA_BRIDGE_DIR "/harness.env", envf.data, envf.len,
-                                        0600};
-    up[nup++] = (struct daytona_upload){DAYTONA_BRIDGE_DIR "/launch.sh", launch.data, launch.len,
-                                        0700};
+    up[nup++] = (struct daytona_upload){env_path, envf.data, envf.len, 0600};
+    up[nup++] = (struct daytona_upload){launch_path, launch.data, launch.len, 0700};
 
     b->cfg = *cfg;
+    b->activity_ms = h->activity_ms > 0 ? h->activity_ms : DAYTONA_BRIDGE_ACTIVITY_MS;
     b->in_rd = b->out_wr = b->err_wr = b->stop_fd = b->exit_fd = -1;
     atomic_init(&b->exit_status, -EAGAIN);
     atomic_init(&b->last_traffic, 0);
@@ -739,17 +746,16 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
     if (r < 0)
         goto fail;
     /* our folder first, 0700, so the env file is never readable on the way */
-    r = daytona_manifest_digest(DAYTONA_BRIDGE_DIR "/", 0700, "", 0, folder_digest);
+    r = daytona_manifest_digest(folder_key, 0700, "", 0, folder_digest);
     if (r < 0)
         goto fail;
-    if (!daytona_manifest_has(m, DAYTONA_BRIDGE_DIR "/", folder_digest)) {
-        r = daytona_files_folder(c, b->tb, DAYTONA_BRIDGE_DIR, "700");
+    if (!daytona_manifest_has(m, folder_key, folder_digest)) {
+        r = daytona_files_folder(c, b->tb, dir, "700");
         if (r < 0) {
-            snprintf(err, errlen, "create \"%s\": %s", DAYTONA_BRIDGE_DIR,
-                     daytona_client_message(c));
+            snprintf(err, errlen, "create \"%.200s\": %s", dir, daytona_client_message(c));
             goto fail;
         }
-        r = daytona_manifest_put(m, DAYTONA_BRIDGE_DIR "/", folder_digest);
+        r = daytona_manifest_put(m, folder_key, folder_digest);
         if (r < 0)
             goto fail;
     }
@@ -769,7 +775,7 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
     }
     r = buf_append_str(&cmd, "env -i /bin/sh ");
     if (r >= 0)
-        r = daytona_shell_quote(DAYTONA_BRIDGE_DIR "/launch.sh", &cmd);
+        r = daytona_shell_quote(launch_path, &cmd);
     if (r < 0)
         goto fail_session;
     r = daytona_session_exec(c, b->tb, b->sid, buf_str(&cmd), true, b->cid);

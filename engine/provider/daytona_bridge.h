@@ -41,7 +41,8 @@
 
 #include "daytona_api.h"
 
-#define DAYTONA_BRIDGE_DIR "/home/daytona/.agent-runner"
+#define DAYTONA_BRIDGE_DIR "/home/daytona/.agent-runner" /* default state_dir */
+#define DAYTONA_BRIDGE_ACTIVITY_MS 60000
 #define DAYTONA_BRIDGE_LINE_MAX (16u * 1024 * 1024)
 #define DAYTONA_BRIDGE_LOST 255 /* exit status when the harness could not be followed */
 
@@ -100,6 +101,11 @@ struct daytona_harness {
     json_object *env;
     json_object *argv;
     const char *cwd;
+    const char *state_dir; /* our folder in the sandbox (env file, launcher); NULL =
+                              DAYTONA_BRIDGE_DIR. Snapshots differ in their user's home:
+                              daytona_user_home() tells */
+    long activity_ms;      /* how often activity is marked while busy; 0 = 60 s. Keep it
+                              under half the sandbox's auto-stop interval */
 };
 
 /* The env file text: NAME='value' lines (single quotes escaped). Names are validated. */
