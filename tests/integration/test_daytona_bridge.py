@@ -187,6 +187,25 @@ def test_daytona_429_on_create_is_retried_then_surfaced_as_capacity(ctx):
     no_local_leftovers()
 
 
+def test_daytona_failed_or_uncertain_creates_leave_nothing_behind(ctx):
+    with fake() as d:
+        # the answer is lost after the record was stored: found by name and adopted
+        for mode in ("5xx", "drop"):
+            d.inject(kind="create_fail", mode=mode)
+            res, _, _ = driver(d, "acquire", "--per-turn", "--release", "destroy")
+            assert res["lease"]["outcome"] == "created", res
+            d.wait_state(res["lease"]["id"], ["gone"])
+        statuses = [c["status"] for c in routes(d, "POST /api/sandbox")]
+        assert statuses == [500, "dropped"], statuses  # one create each: adopted, not redone
+        # the sandbox ends in error: the create fails with the reason and the record is deleted
+        d.inject(kind="create_state", state="error", errorReason="no capacity on runner")
+        res, _, _ = driver(d, "acquire", "--per-turn", check=False)
+        assert not res["ok"] and "no capacity on runner" in res["error"], res
+        assert not res.get("capacity"), res
+        assert all(s["state"] in ("destroying", "destroyed") for s in d.state()["sandboxes"])
+    no_local_leftovers()
+
+
 def test_daytona_resume_decisions_replacement_reasons(ctx):
     with fake() as d:
         common = ["--warm", "--pool", "p:resume"]
