@@ -14,8 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "../acp.h"
 #include "../jsonx.h"
 #include "../log.h"
@@ -23,127 +21,11 @@
 #include "daytona_demux.h"
 #include "ws_client.h"
 
-#define MANIFEST_MAX 8192
 #define UPLOAD_FILES_MAX 4096
 #define ENV_FILE_MAX (4u * 1024 * 1024)
 #define LAUNCHER_MAX (1u * 1024 * 1024)
 #define RECONNECT_TRIES 10
 #define TAIL_MAX (64u * 1024 * 1024)
-#define CHMOD_COMMAND_MAX (256u * 1024)
-
-/* ---- manifest ------------------------------------------------------------------------- */
-
-struct manifest_entry {
-    char *path;
-    char digest[65];
-};
-
-struct daytona_manifest {
-    struct manifest_entry *e;
-    size_t n, cap;
-};
-
-int daytona_manifest_new(struct daytona_manifest **ret)
-{
-    struct daytona_manifest *m = calloc(1, sizeof(*m));
-
-    if (!m)
-        return -ENOMEM;
-    *ret = m;
-    return 0;
-}
-
-void daytona_manifest_clear(struct daytona_manifest *m)
-{
-    for (size_t i = 0; i < m->n; i++)
-        free(m->e[i].path);
-    m->n = 0;
-}
-
-void daytona_manifest_free(struct daytona_manifest *m)
-{
-    if (!m)
-        return;
-    daytona_manifest_clear(m);
-    free(m->e);
-    free(m);
-}
-
-size_t daytona_manifest_count(const struct daytona_manifest *m)
-{
-    return m->n;
-}
-
-int daytona_manifest_digest(const char *path, unsigned mode, const void *data, size_t len,
-                            char ret[65])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-    char head[32];
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    int ok;
-
-    if (!ctx)
-        return -ENOMEM;
-    snprintf(head, sizeof(head), "%c%o%c", 0, mode, 0);
-    ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-         EVP_DigestUpdate(ctx, path, strlen(path)) == 1 &&
-         EVP_DigestUpdate(ctx, head, 2 + strlen(head + 1)) == 1 &&
-         EVP_DigestUpdate(ctx, data, len) == 1 && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 &&
-         mdlen == 32;
-    EVP_MD_CTX_free(ctx);
-    if (!ok)
-        return -EIO;
-    hex_encode(md, 32, ret);
-    return 0;
-}
-
-static struct manifest_entry *manifest_find(const struct daytona_manifest *m, const char *path)
-{
-    for (size_t i = 0; i < m->n; i++) {
-        if (strcmp(m->e[i].path, path) == 0)
-            return &m->e[i];
-    }
-    return NULL;
-}
-
-bool daytona_manifest_has(const struct daytona_manifest *m, const char *path,
-                          const char *digest)
-{
-    const struct manifest_entry *e = manifest_find(m, path);
-
-    return e && strcmp(e->digest, digest) == 0;
-}
-
-int daytona_manifest_put(struct daytona_manifest *m, const char *path, const char *digest)
-{
-    struct manifest_entry *e = manifest_find(m, path);
-
-    if (strlen(digest) != 64)
-        return -EINVAL;
-    if (!e) {
-        if (m->n == MANIFEST_MAX)
-            return -E2BIG;
-        if (m->n == m->cap) {
-            size_t cap = m->cap ? m->cap * 2 : 32;
-            struct manifest_entry *grown = realloc(m->e, cap * sizeof(*grown));
-
-            if (!grown)
-                return -ENOMEM;
-            m->e = grown;
-            m->cap = cap;
-        }
-        e = &m->e[m->n];
-        e->path = strdup(path);
-        if (!e->path)
-            return -ENOMEM;
-        m->n++;
-    }
-    memcpy(e->digest, digest, 65);
-    return 0;
-}
-
-/* ---- sync ----------------------------------------------------------------------------- */
 
 static bool abs_path_ok(const char *p)
 {
@@ -160,142 +42,6 @@ static bool abs_path_ok(const char *p)
             return false;
     }
     return true;
-}
-
-/*
- * The bulk upload writes 0644: set the other modes with one `chmod` command per mode, all in
- * one execute round trip (one permissions call per file when the command would be too long).
- */
-static int fix_modes(struct daytona_client *c, const char *tb, const struct daytona_upload *files,
-                     const size_t *idx, size_t ns, char *err, size_t errlen)
-{
-    struct buf cmd, out;
-    bool any = false;
-    int code = 0, r = 0;
-
-    buf_init(&cmd, CHMOD_COMMAND_MAX);
-    buf_init(&out, 4096);
-    for (size_t k = 0; k < ns && r >= 0; k++) {
-        unsigned mode = files[idx[k]].mode;
-        bool first = true;
-
-        if (mode == 0644)
-            continue;
-        /* one chmod per distinct mode, listing every file with it */
-        for (size_t j = 0; j < k; j++) {
-            if (files[idx[j]].mode == mode)
-                first = false;
-        }
-        if (!first)
-            continue;
-        r = buf_printf(&cmd, "%schmod %o --", any ? " && " : "", mode);
-        for (size_t j = k; r >= 0 && j < ns; j++) {
-            if (files[idx[j]].mode != mode)
-                continue;
-            r = buf_append_char(&cmd, ' ');
-            if (r >= 0)
-                r = daytona_shell_quote(files[idx[j]].path, &cmd);
-        }
-        any = true;
-    }
-    if (!any)
-        goto out;
-    if (r == -E2BIG) {
-        for (size_t k = 0; k < ns; k++) {
-            char mode[8];
-
-            if (files[idx[k]].mode == 0644)
-                continue;
-            snprintf(mode, sizeof(mode), "%o", files[idx[k]].mode);
-            r = daytona_files_chmod(c, tb, files[idx[k]].path, mode);
-            if (r < 0) {
-                snprintf(err, errlen, "chmod \"%.200s\": %s", files[idx[k]].path,
-                         daytona_client_message(c));
-                goto out;
-            }
-        }
-        r = 0;
-        goto out;
-    }
-    if (r < 0)
-        goto out;
-    r = daytona_execute(c, tb, buf_str(&cmd), 60, out.max, &code, &out);
-    if (r >= 0 && code != 0)
-        r = -EIO;
-    if (r < 0)
-        snprintf(err, errlen, "chmod after upload: %s",
-                 r == -EIO ? buf_str(&out) : daytona_client_message(c));
-out:
-    buf_release(&cmd);
-    buf_release(&out);
-    return r;
-}
-
-int daytona_sync(struct daytona_client *c, const char *tb, struct daytona_manifest *m,
-                 const struct daytona_upload *files, size_t n, struct daytona_sync_stats *ret,
-                 char *err, size_t errlen)
-{
-    int64_t t0 = now_ms();
-    struct daytona_sync_stats st = {.files = (unsigned)n};
-    struct daytona_file *send = NULL;
-    char (*dig)[65] = NULL;
-    size_t *idx = NULL, ns = 0;
-    int r = 0;
-
-    if (n > UPLOAD_FILES_MAX) {
-        snprintf(err, errlen, "too many files to upload (%zu, at most %d)", n, UPLOAD_FILES_MAX);
-        return -E2BIG;
-    }
-    send = calloc(n ? n : 1, sizeof(*send));
-    dig = calloc(n ? n : 1, sizeof(*dig));
-    idx = calloc(n ? n : 1, sizeof(*idx));
-    if (!send || !dig || !idx) {
-        r = -ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!abs_path_ok(files[i].path) || files[i].mode > 07777) {
-            snprintf(err, errlen, "upload: bad path or mode for file #%zu", i);
-            r = -EINVAL;
-            goto out;
-        }
-        r = daytona_manifest_digest(files[i].path, files[i].mode, files[i].data, files[i].len,
-                                    dig[i]);
-        if (r < 0)
-            goto out;
-        if (daytona_manifest_has(m, files[i].path, dig[i]))
-            continue;
-        send[ns] = (struct daytona_file){files[i].path, files[i].data, files[i].len};
-        idx[ns++] = i;
-        st.bytes += files[i].len;
-    }
-    if (ns > 0) {
-        r = daytona_files_upload(c, tb, send, ns);
-        if (r < 0) {
-            snprintf(err, errlen, "upload: %s", daytona_client_message(c)[0]
-                                                    ? daytona_client_message(c)
-                                                    : daytona_strerror(r));
-            goto out;
-        }
-        r = fix_modes(c, tb, files, idx, ns, err, errlen);
-        if (r < 0)
-            goto out;
-        for (size_t k = 0; k < ns; k++) {
-            r = daytona_manifest_put(m, files[idx[k]].path, dig[idx[k]]);
-            if (r < 0)
-                goto out;
-        }
-    }
-    st.uploaded = (unsigned)ns;
-    st.ms = (long)(now_ms() - t0);
-    if (ret)
-        *ret = st;
-    r = 0;
-out:
-    free(send);
-    free(dig);
-    free(idx);
-    return r;
 }
 
 /* ---- launch scripts ------------------------------------------------------------------- */
@@ -356,9 +102,8 @@ int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t
 int daytona_bridge_launcher(const char *env_path, json_object *argv, const char *cwd,
                             struct buf *out, char *err, size_t errlen)
 {
-    size_t n = argv && json_object_is_type(argv, json_type_array)
-                   ? json_object_array_length(argv)
-                   : 0;
+    size_t n =
+        argv && json_object_is_type(argv, json_type_array) ? json_object_array_length(argv) : 0;
     int r;
 
     if (n == 0) {
@@ -428,7 +173,7 @@ struct daytona_bridge {
     atomic_ullong lines_in, bytes_out;
     atomic_uint reconnects, activity_marks;
     long activity_ms;
-    struct daytona_sync_stats sync;
+    struct daytona_manifest_stats sync;
     long start_ms;
     struct daytona_demux demux;
 };
@@ -495,7 +240,7 @@ static int confirm_exit(struct daytona_bridge *b, struct daytona_client *c, int 
 
     for (size_t i = 0; i < ARRAY_SIZE(waits); i++) {
         sleep_ms(waits[i]);
-        r = daytona_command_status(c, b->tb, b->sid, b->cid, ret_code);
+        r = daytona_toolbox_command_status(c, b->tb, b->sid, b->cid, ret_code);
         if (r != 0)
             break;
     }
@@ -520,7 +265,7 @@ static void *reader_main(void *arg)
 
         if (atomic_load(&b->stopping))
             goto done;
-        r = daytona_command_follow(c, b->tb, b->sid, b->cid, true, &ws, err, sizeof(err));
+        r = daytona_toolbox_follow(c, b->tb, b->sid, b->cid, true, &ws, err, sizeof(err));
         if (r == 0) {
             pthread_mutex_lock(&b->lock);
             b->ws = ws;
@@ -556,10 +301,10 @@ static void *reader_main(void *arg)
                 struct buf raw;
 
                 buf_init(&raw, TAIL_MAX);
-                if (daytona_command_logs(c, b->tb, b->sid, b->cid, &raw, NULL, NULL) == 0) {
+                if (daytona_toolbox_logs(c, b->tb, b->sid, b->cid, &raw, NULL, NULL) == 0) {
                     daytona_demux_reconnect(&b->demux);
-                    (void)daytona_demux_feed(&b->demux, (const uint8_t *)raw.data, raw.len,
-                                             deliver, b);
+                    (void)daytona_demux_feed(&b->demux, (const uint8_t *)raw.data, raw.len, deliver,
+                                             b);
                 }
                 buf_release(&raw);
             }
@@ -627,7 +372,7 @@ static void *writer_main(void *arg)
             continue;
         }
         while ((r = acp_lines_next(&lines, &line, &len)) == 1) {
-            r = daytona_command_input(c, b->tb, b->sid, b->cid, line, len, false);
+            r = daytona_toolbox_input(c, b->tb, b->sid, b->cid, line, len, false);
             free(line);
             if (r < 0) {
                 /* 410: the harness ended (the reader reports it); anything else loses the
@@ -662,76 +407,200 @@ static int make_pipe(int fds[2])
     return pipe2(fds, O_CLOEXEC) == -1 ? -errno : 0;
 }
 
-int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_sandbox *sb,
-                         const struct daytona_harness *h, struct daytona_manifest *m,
-                         struct daytona_bridge **ret, struct daytona_bridge_fds *ret_fds,
-                         char *err, size_t errlen)
+/* What a start uploads: the harness files, the env file and the launcher. */
+struct launch_files {
+    char dir[4100];
+    char env_path[4200];
+    char launch_path[4200];
+    struct buf envf, launch;
+    struct daytona_manifest_file *up;
+    size_t nup;
+};
+
+static void launch_files_release(struct launch_files *lf)
 {
-    struct daytona_bridge *b = NULL;
-    struct daytona_client *c = NULL;
-    struct daytona_upload *up = NULL;
-    struct buf envf, launch, cmd;
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    if (lf->envf.data)
+        explicit_bzero(lf->envf.data, lf->envf.cap); /* it holds the harness's credentials */
+    buf_release(&lf->envf);
+    buf_release(&lf->launch);
+    free(lf->up);
+}
+
+static int launch_files_plan(const struct daytona_harness *h, struct launch_files *lf, char *err,
+                             size_t errlen)
+{
     size_t nfiles = h->files && json_object_is_type(h->files, json_type_array)
                         ? json_object_array_length(h->files)
                         : 0;
-    size_t nup = 0;
     const char *dir = h->state_dir && h->state_dir[0] ? h->state_dir : DAYTONA_BRIDGE_DIR;
-    char rnd[17], folder_digest[65], env_path[4200], launch_path[4200], folder_key[4200];
+    int r;
+
+    buf_init(&lf->envf, ENV_FILE_MAX);
+    buf_init(&lf->launch, LAUNCHER_MAX);
+    if (nfiles > UPLOAD_FILES_MAX - 2) {
+        snprintf(err, errlen, "harness files: too many");
+        return -E2BIG;
+    }
+    if (!abs_path_ok(dir) || strlen(dir) > 4000) {
+        snprintf(err, errlen, "harness state folder: not an absolute path");
+        return -EINVAL;
+    }
+    snprintf(lf->dir, sizeof(lf->dir), "%s", dir);
+    snprintf(lf->env_path, sizeof(lf->env_path), "%s/harness.env", dir);
+    snprintf(lf->launch_path, sizeof(lf->launch_path), "%s/launch.sh", dir);
+    r = daytona_bridge_env_file(h->env, &lf->envf, err, errlen);
+    if (r >= 0)
+        r = daytona_bridge_launcher(lf->env_path, h->argv, h->cwd, &lf->launch, err, errlen);
+    if (r < 0)
+        return r;
+    lf->up = calloc(nfiles + 2, sizeof(*lf->up));
+    if (!lf->up)
+        return -ENOMEM;
+    for (size_t i = 0; i < nfiles; i++) {
+        json_object *f = json_object_array_get_idx(h->files, i);
+        json_object *mode = jsonx_get(f, "mode"), *content = jsonx_get(f, "content");
+
+        if (!jsonx_str(f, "path") || !content || !json_object_is_type(content, json_type_string)) {
+            snprintf(err, errlen, "harness files[%zu]: needs path and content", i);
+            return -EINVAL;
+        }
+        lf->up[lf->nup++] = (struct daytona_manifest_file){
+            jsonx_str(f, "path"), json_object_get_string(content),
+            (size_t)json_object_get_string_len(content),
+            mode && json_object_is_type(mode, json_type_int) ? (unsigned)json_object_get_int(mode)
+                                                             : 0644};
+    }
+    lf->up[lf->nup++] =
+        (struct daytona_manifest_file){lf->env_path, lf->envf.data, lf->envf.len, 0600};
+    lf->up[lf->nup++] =
+        (struct daytona_manifest_file){lf->launch_path, lf->launch.data, lf->launch.len, 0700};
+    return 0;
+}
+
+/* Our folder first (0700, so the env file is never readable on the way), then the files. */
+static int upload(struct daytona_client *c, struct daytona_bridge *b, struct daytona_manifest *m,
+                  const struct launch_files *lf, char *err, size_t errlen)
+{
+    char key[4200], digest[65];
+    int r;
+
+    snprintf(key, sizeof(key), "%s/", lf->dir);
+    r = daytona_manifest_digest(key, 0700, "", 0, digest);
+    if (r < 0)
+        return r;
+    if (!daytona_manifest_has(m, key, digest)) {
+        r = daytona_toolbox_folder(c, b->tb, lf->dir, "700");
+        if (r < 0) {
+            snprintf(err, errlen, "create \"%.200s\": %s", lf->dir, daytona_client_message(c));
+            return r;
+        }
+        r = daytona_manifest_put(m, key, digest);
+        if (r < 0)
+            return r;
+    }
+    return daytona_manifest_sync(c, b->tb, m, lf->up, lf->nup, &b->sync, err, errlen);
+}
+
+/* A new session with the harness started in it (env -i: only the env file's variables). */
+static int start_session(struct daytona_client *c, struct daytona_bridge *b,
+                         const char *launch_path, char *err, size_t errlen)
+{
+    struct buf cmd;
+    char rnd[17];
+    int r;
+
+    r = random_hex(rnd, 8);
+    if (r < 0)
+        return r;
+    snprintf(b->sid, sizeof(b->sid), "ar-h-%s", rnd);
+    r = daytona_toolbox_session_create(c, b->tb, b->sid);
+    if (r < 0) {
+        snprintf(err, errlen, "session: %s", daytona_client_message(c));
+        b->sid[0] = '\0';
+        return r;
+    }
+    buf_init(&cmd, 8192);
+    r = buf_append_str(&cmd, "env -i /bin/sh ");
+    if (r >= 0)
+        r = daytona_shell_quote(launch_path, &cmd);
+    if (r >= 0) {
+        r = daytona_toolbox_exec(c, b->tb, b->sid, buf_str(&cmd), true, b->cid);
+        if (r < 0)
+            snprintf(err, errlen, "start the harness: %s", daytona_client_message(c));
+    }
+    buf_release(&cmd);
+    return r;
+}
+
+/* The pipes and event fds, then the two threads; the keeper's ends go to ret_fds. */
+static int start_threads(struct daytona_bridge *b, struct daytona_bridge_fds *ret_fds)
+{
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    int r = 0;
+
+    if (make_pipe(in) < 0 || make_pipe(out) < 0 || make_pipe(errp) < 0) {
+        r = -errno;
+        goto out;
+    }
+    b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    b->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (b->stop_fd < 0 || b->exit_fd < 0) {
+        r = -errno;
+        goto out;
+    }
+    b->in_rd = in[0];
+    b->out_wr = out[1];
+    b->err_wr = errp[1];
+    in[0] = out[1] = errp[1] = -1;
+    r = -pthread_create(&b->reader, NULL, reader_main, b);
+    if (r < 0)
+        goto out;
+    b->reader_started = true;
+    r = -pthread_create(&b->writer, NULL, writer_main, b);
+    if (r < 0)
+        goto out;
+    b->writer_started = true;
+    ret_fds->stdin_fd = in[1];
+    ret_fds->stdout_fd = out[0];
+    ret_fds->stderr_fd = errp[0];
+    ret_fds->exit_fd = b->exit_fd;
+    in[1] = out[0] = errp[0] = -1;
+out:
+    for (int i = 0; i < 2; i++) {
+        if (in[i] >= 0)
+            close(in[i]);
+        if (out[i] >= 0)
+            close(out[i]);
+        if (errp[i] >= 0)
+            close(errp[i]);
+    }
+    return r;
+}
+
+int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_sandbox *sb,
+                         const struct daytona_harness *h, struct daytona_manifest *m,
+                         struct daytona_bridge **ret, struct daytona_bridge_fds *ret_fds, char *err,
+                         size_t errlen)
+{
+    struct daytona_bridge *b = NULL;
+    struct daytona_client *c = NULL;
+    struct launch_files lf;
     int64_t t0;
     int r;
 
-    buf_init(&envf, ENV_FILE_MAX);
-    buf_init(&launch, LAUNCHER_MAX);
-    buf_init(&cmd, 4096);
+    memset(&lf, 0, sizeof(lf));
     if (!sb->toolbox[0]) {
         snprintf(err, errlen, "sandbox \"%s\" has no toolbox URL", sb->id);
-        r = -EINVAL;
-        goto fail;
+        return -EINVAL;
     }
-    if (nfiles > UPLOAD_FILES_MAX - 2) {
-        snprintf(err, errlen, "harness files: too many");
-        r = -E2BIG;
-        goto fail;
-    }
-    r = daytona_bridge_env_file(h->env, &envf, err, errlen);
+    r = launch_files_plan(h, &lf, err, errlen);
     if (r < 0)
-        goto fail;
-    if (!abs_path_ok(dir) || strlen(dir) > 4000) {
-        snprintf(err, errlen, "harness state folder: not an absolute path");
-        r = -EINVAL;
-        goto fail;
-    }
-    snprintf(env_path, sizeof(env_path), "%s/harness.env", dir);
-    snprintf(launch_path, sizeof(launch_path), "%s/launch.sh", dir);
-    snprintf(folder_key, sizeof(folder_key), "%s/", dir);
-    r = daytona_bridge_launcher(env_path, h->argv, h->cwd, &launch, err, errlen);
-    if (r < 0)
-        goto fail;
-    up = calloc(nfiles + 2, sizeof(*up));
+        goto out;
     b = calloc(1, sizeof(*b));
-    if (!up || !b) {
+    if (!b) {
         r = -ENOMEM;
-        goto fail;
+        goto out;
     }
-    for (size_t i = 0; i < nfiles; i++) {
-        json_object *f = json_object_array_get_idx(h->files, i);
-        json_object *mode = jsonx_get(f, "mode");
-        const char *content = jsonx_str(f, "content");
-
-        if (!jsonx_str(f, "path") || !content) {
-            snprintf(err, errlen, "harness files[%zu]: needs path and content", i);
-            r = -EINVAL;
-            goto fail;
-        }
-        up[nup++] = (struct daytona_upload){
-            jsonx_str(f, "path"), content, (size_t)json_object_get_string_len(jsonx_get(f, "content")),
-            mode && json_object_is_type(mode, json_type_int) ? (unsigned)json_object_get_int(mode)
-                                                              : 0644};
-    }
-    up[nup++] = (struct daytona_upload){env_path, envf.data, envf.len, 0600};
-    up[nup++] = (struct daytona_upload){launch_path, launch.data, launch.len, 0700};
-
     b->cfg = *cfg;
     b->activity_ms = h->activity_ms > 0 ? h->activity_ms : DAYTONA_BRIDGE_ACTIVITY_MS;
     b->in_rd = b->out_wr = b->err_wr = b->stop_fd = b->exit_fd = -1;
@@ -741,104 +610,28 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
     daytona_demux_init(&b->demux);
     snprintf(b->tb, sizeof(b->tb), "%s", sb->toolbox);
     snprintf(b->sandbox_id, sizeof(b->sandbox_id), "%s", sb->id);
-
     r = daytona_client_new(cfg, &c);
-    if (r < 0)
-        goto fail;
-    /* our folder first, 0700, so the env file is never readable on the way */
-    r = daytona_manifest_digest(folder_key, 0700, "", 0, folder_digest);
-    if (r < 0)
-        goto fail;
-    if (!daytona_manifest_has(m, folder_key, folder_digest)) {
-        r = daytona_files_folder(c, b->tb, dir, "700");
-        if (r < 0) {
-            snprintf(err, errlen, "create \"%.200s\": %s", dir, daytona_client_message(c));
-            goto fail;
-        }
-        r = daytona_manifest_put(m, folder_key, folder_digest);
-        if (r < 0)
-            goto fail;
-    }
-    r = daytona_sync(c, b->tb, m, up, nup, &b->sync, err, errlen);
-    if (r < 0)
-        goto fail;
-
-    t0 = now_ms();
-    r = random_hex(rnd, 8);
-    if (r < 0)
-        goto fail;
-    snprintf(b->sid, sizeof(b->sid), "ar-h-%s", rnd);
-    r = daytona_session_create(c, b->tb, b->sid);
-    if (r < 0) {
-        snprintf(err, errlen, "session: %s", daytona_client_message(c));
-        goto fail;
-    }
-    r = buf_append_str(&cmd, "env -i /bin/sh ");
     if (r >= 0)
-        r = daytona_shell_quote(launch_path, &cmd);
+        r = upload(c, b, m, &lf, err, errlen);
     if (r < 0)
-        goto fail_session;
-    r = daytona_session_exec(c, b->tb, b->sid, buf_str(&cmd), true, b->cid);
-    if (r < 0) {
-        snprintf(err, errlen, "start the harness: %s", daytona_client_message(c));
-        goto fail_session;
-    }
-    if (make_pipe(in) < 0 || make_pipe(out) < 0 || make_pipe(errp) < 0) {
-        r = -errno;
-        goto fail_session;
-    }
-    b->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    b->exit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (b->stop_fd < 0 || b->exit_fd < 0) {
-        r = -errno;
-        goto fail_session;
-    }
-    b->in_rd = in[0];
-    b->out_wr = out[1];
-    b->err_wr = errp[1];
-    in[0] = out[1] = errp[1] = -1;
-    r = -pthread_create(&b->reader, NULL, reader_main, b);
+        goto out;
+    t0 = now_ms();
+    r = start_session(c, b, lf.launch_path, err, errlen);
+    if (r >= 0)
+        r = start_threads(b, ret_fds);
     if (r < 0)
-        goto fail_session;
-    b->reader_started = true;
-    r = -pthread_create(&b->writer, NULL, writer_main, b);
-    if (r < 0)
-        goto fail_session;
-    b->writer_started = true;
+        goto out;
     b->start_ms = (long)(now_ms() - t0);
-    ret_fds->stdin_fd = in[1];
-    ret_fds->stdout_fd = out[0];
-    ret_fds->stderr_fd = errp[0];
-    ret_fds->exit_fd = b->exit_fd;
     *ret = b;
     b = NULL;
-    r = 0;
-    goto out;
-fail_session:
-    if (b && b->sid[0])
-        (void)daytona_session_delete(c, b->tb, b->sid);
-fail:
-    if (b) {
-        b->sid[0] = '\0'; /* already deleted */
-        daytona_bridge_free(b);
-        b = NULL;
-    }
-    for (int i = 0; i < 2; i++) {
-        if (in[i] >= 0)
-            close(in[i]);
-        if (out[i] >= 0)
-            close(out[i]);
-        if (errp[i] >= 0)
-            close(errp[i]);
-    }
 out:
+    if (b) {
+        /* the threads (if any) stop, the session and its harness go */
+        daytona_bridge_stop(b, true);
+        daytona_bridge_free(b);
+    }
     daytona_client_free(c);
-    free(up);
-    if (envf.data)
-        explicit_bzero(envf.data, envf.cap);
-    buf_release(&envf);
-    buf_release(&launch);
-    buf_release(&cmd);
+    launch_files_release(&lf);
     return r;
 }
 
@@ -886,7 +679,7 @@ void daytona_bridge_stop(struct daytona_bridge *b, bool kill_harness)
         struct daytona_client *c = NULL;
 
         if (daytona_client_new(&b->cfg, &c) == 0) {
-            (void)daytona_session_delete(c, b->tb, b->sid);
+            (void)daytona_toolbox_session_delete(c, b->tb, b->sid);
             daytona_client_free(c);
         }
     }

@@ -40,52 +40,13 @@
 #include <json-c/json.h>
 
 #include "daytona_api.h"
+#include "daytona_manifest.h"
+#include "daytona_toolbox.h"
 
 #define DAYTONA_BRIDGE_DIR "/home/daytona/.agent-runner" /* default state_dir */
 #define DAYTONA_BRIDGE_ACTIVITY_MS 60000
 #define DAYTONA_BRIDGE_LINE_MAX (16u * 1024 * 1024)
 #define DAYTONA_BRIDGE_LOST 255 /* exit status when the harness could not be followed */
-
-/* ---- manifest ------------------------------------------------------------------------- */
-
-struct daytona_manifest;
-
-int daytona_manifest_new(struct daytona_manifest **ret);
-void daytona_manifest_free(struct daytona_manifest *m);
-/* Forget everything (the sandbox was replaced: its files are gone). */
-void daytona_manifest_clear(struct daytona_manifest *m);
-size_t daytona_manifest_count(const struct daytona_manifest *m);
-/* 64 hex digits of SHA-256 over path, mode and content. */
-int daytona_manifest_digest(const char *path, unsigned mode, const void *data, size_t len,
-                            char ret[65]);
-/* True when path was uploaded with exactly this digest. */
-bool daytona_manifest_has(const struct daytona_manifest *m, const char *path,
-                          const char *digest);
-int daytona_manifest_put(struct daytona_manifest *m, const char *path, const char *digest);
-
-/* ---- upload --------------------------------------------------------------------------- */
-
-struct daytona_upload {
-    const char *path; /* absolute in-sandbox path */
-    const void *data;
-    size_t len;
-    unsigned mode; /* e.g. 0600, 0644, 0755 */
-};
-
-struct daytona_sync_stats {
-    unsigned files;    /* considered */
-    unsigned uploaded; /* sent (changed or new) */
-    size_t bytes;      /* sent */
-    long ms;
-};
-
-/*
- * Upload what the manifest does not already hold, in one bulk upload, then fix modes that are
- * not 0644. The manifest records a file only after it landed.
- */
-int daytona_sync(struct daytona_client *c, const char *tb, struct daytona_manifest *m,
-                 const struct daytona_upload *files, size_t n, struct daytona_sync_stats *ret,
-                 char *err, size_t errlen);
 
 /* ---- harness launch ------------------------------------------------------------------- */
 
@@ -103,7 +64,7 @@ struct daytona_harness {
     const char *cwd;
     const char *state_dir; /* our folder in the sandbox (env file, launcher); NULL =
                               DAYTONA_BRIDGE_DIR. Snapshots differ in their user's home:
-                              daytona_user_home() tells */
+                              daytona_toolbox_home() tells */
     long activity_ms;      /* how often activity is marked while busy; 0 = 60 s. Keep it
                               under half the sandbox's auto-stop interval */
 };
@@ -126,11 +87,11 @@ struct daytona_bridge_fds {
 };
 
 struct daytona_bridge_stats {
-    struct daytona_sync_stats sync;
-    long start_ms;        /* session + exec + stream, after the sync */
-    uint64_t lines_in;    /* ACP lines posted */
-    uint64_t bytes_out;   /* stdout + stderr bytes delivered */
-    unsigned reconnects;  /* log streams reopened */
+    struct daytona_manifest_stats sync;
+    long start_ms;       /* session + exec + stream, after the sync */
+    uint64_t lines_in;   /* ACP lines posted */
+    uint64_t bytes_out;  /* stdout + stderr bytes delivered */
+    unsigned reconnects; /* log streams reopened */
     unsigned activity_marks;
 };
 
@@ -141,8 +102,8 @@ struct daytona_bridge_stats {
  */
 int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_sandbox *sb,
                          const struct daytona_harness *h, struct daytona_manifest *m,
-                         struct daytona_bridge **ret, struct daytona_bridge_fds *ret_fds,
-                         char *err, size_t errlen);
+                         struct daytona_bridge **ret, struct daytona_bridge_fds *ret_fds, char *err,
+                         size_t errlen);
 
 /* A turn is in flight (the keeper knows): keep marking the sandbox active. */
 void daytona_bridge_set_busy(struct daytona_bridge *b, bool busy);

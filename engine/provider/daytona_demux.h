@@ -27,14 +27,13 @@ enum daytona_stream { DAYTONA_STDOUT = 1, DAYTONA_STDERR = 2 };
  * Receives demultiplexed bytes in log order (len > 0). A negative return stops the feed and is
  * returned by daytona_demux_feed(); the bytes of that call count as delivered.
  */
-typedef int (*daytona_demux_fn)(void *ctx, enum daytona_stream s, const uint8_t *data,
-                                size_t len);
+typedef int (*daytona_demux_fn)(void *ctx, enum daytona_stream s, const uint8_t *data, size_t len);
 
 struct daytona_demux {
-    uint64_t seen;     /* raw log bytes processed, over every connection */
-    uint64_t pos;      /* raw bytes received on the current connection */
-    uint8_t pending;   /* marker bytes held (0..2), all equal to `mark` */
-    uint8_t mark;      /* 1 or 2 while pending > 0 */
+    uint64_t seen;   /* raw log bytes processed, over every connection */
+    uint64_t pos;    /* raw bytes received on the current connection */
+    uint8_t pending; /* marker bytes held (0..2), all equal to `mark` */
+    uint8_t mark;    /* 1 or 2 while pending > 0 */
     enum daytona_stream stream;
     uint64_t delivered[3]; /* demultiplexed bytes handed out, per stream */
 };

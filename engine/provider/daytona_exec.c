@@ -14,14 +14,14 @@
 #define EXEC_RECONNECTS 3
 #define EXEC_LOG_MAX (64u * 1024 * 1024)
 
-static const char *const verbs[] = {"sh",   "bash", "env",  "mkdir", "rm",   "mv",  "cp",
-                                    "ln",   "cat",  "echo", "printf", "test", "chmod", "true",
-                                    "tar",  "git",  "node", "npm",   "pnpm", "sudo", "bwrap"};
+static const char *const verbs[] = {"sh",  "bash", "env",  "mkdir",  "rm",   "mv",    "cp",
+                                    "ln",  "cat",  "echo", "printf", "test", "chmod", "true",
+                                    "tar", "git",  "node", "npm",    "pnpm", "sudo",  "bwrap"};
 
 static const char *const attrs[] = {
-    "agent_runner.sandbox.provider",      "agent_runner.sandbox.exec.command",
-    "agent_runner.sandbox.exec.exit_code", "agent_runner.sandbox.exec.wall_ms",
-    "agent_runner.sandbox.exec.timed_out", "agent_runner.sandbox.exec.critical_path",
+    "agent_runner.sandbox.provider",        "agent_runner.sandbox.exec.command",
+    "agent_runner.sandbox.exec.exit_code",  "agent_runner.sandbox.exec.wall_ms",
+    "agent_runner.sandbox.exec.timed_out",  "agent_runner.sandbox.exec.critical_path",
     "agent_runner.sandbox.exec.reconnects", "agent_runner.sandbox.outcome",
     "agent_runner.sandbox.sandbox_id",
 };
@@ -70,11 +70,83 @@ static void finish_stream(struct run *run, enum daytona_stream s, struct buf *fi
     struct buf *d = &run->delivered[s];
     size_t off, n;
 
-    n = daytona_undelivered_suffix((const uint8_t *)d->data, d->len, (const uint8_t *)final->data,
+    n = daytona_undelivered_suffix((const uint8_t *)d->data, d->len, (const uint8_t *) final->data,
                                    final->len, &off);
     /* a capped delivered copy cannot be compared past its cap: nothing more to hand out */
     if (!(run->res->truncated && d->len == d->max))
-        (void)hand_out(run, s, (const uint8_t *)final->data + off, n);
+        (void)hand_out(run, s, (const uint8_t *) final->data + off, n);
+}
+
+/* Follow the command's log once (until it closes, breaks, or the deadline passes). */
+static void follow(struct daytona_client *c, const char *tb, const char *sid, const char *cid,
+                   int64_t deadline, struct daytona_demux *dm, struct run *run)
+{
+    struct ws_conn *ws = NULL;
+    char err[256];
+
+    if (daytona_toolbox_follow(c, tb, sid, cid, false, &ws, err, sizeof(err)) < 0)
+        return; /* the command's status decides what happens next */
+    daytona_demux_reconnect(dm);
+    for (;;) {
+        struct ws_event ev;
+        int wait = -1;
+
+        if (deadline) {
+            int64_t left = deadline - now_ms();
+
+            if (left <= 0)
+                break;
+            wait = (int)left;
+        }
+        if (ws_read(ws, wait, &ev) != 1 || ev.type != WS_EV_DATA)
+            break; /* closed or broken */
+        (void)daytona_demux_feed(dm, ev.data, ev.len, on_demux, run);
+    }
+    ws_free(ws);
+}
+
+/* The command exited: deliver the undelivered suffixes and fill the result. */
+static void finish(struct daytona_client *c, const char *tb, const char *sid, const char *cid,
+                   struct daytona_demux *dm, struct run *run, size_t cap)
+{
+    struct daytona_exec_result *ret = run->res;
+    struct buf out, errb;
+
+    buf_init(&out, EXEC_LOG_MAX);
+    buf_init(&errb, EXEC_LOG_MAX);
+    (void)daytona_demux_finish(dm, on_demux, run);
+    if (daytona_toolbox_logs(c, tb, sid, cid, NULL, &out, &errb) == 0) {
+        finish_stream(run, DAYTONA_STDOUT, &out);
+        finish_stream(run, DAYTONA_STDERR, &errb);
+        (void)buf_append(&ret->out, out.data, out.len < cap ? out.len : cap);
+        (void)buf_append(&ret->err, errb.data, errb.len < cap ? errb.len : cap);
+        if (out.len > cap || errb.len > cap)
+            ret->truncated = true;
+    } else {
+        /* no final text: what was streamed is the result */
+        (void)buf_append(&ret->out, run->delivered[DAYTONA_STDOUT].data,
+                         run->delivered[DAYTONA_STDOUT].len);
+        (void)buf_append(&ret->err, run->delivered[DAYTONA_STDERR].data,
+                         run->delivered[DAYTONA_STDERR].len);
+    }
+    buf_release(&out);
+    buf_release(&errb);
+}
+
+/* 1 and the exit code once GET command shows one (0, 50, 100, 200 ms), 0 while it runs. */
+static int exit_status(struct daytona_client *c, const char *tb, const char *sid, const char *cid,
+                       int *ret_code)
+{
+    static const long waits[] = {0, 50, 100, 200};
+    int r = 0;
+
+    for (size_t k = 0; k < ARRAY_SIZE(waits); k++) {
+        sleep_ms(waits[k]);
+        r = daytona_toolbox_command_status(c, tb, sid, cid, ret_code);
+        if (r != 0)
+            break;
+    }
+    return r;
 }
 
 int daytona_exec(struct daytona_client *c, const char *tb, const char *command,
@@ -97,92 +169,40 @@ int daytona_exec(struct daytona_client *c, const char *tb, const char *command,
         buf_init(&run.delivered[i], cap);
     buf_init(&wrapped, strlen(command) + 16);
     daytona_demux_init(&dm);
-    r = buf_printf(&wrapped, "(\n%s\n)", command);
-    if (r < 0)
-        goto out;
-    r = random_hex(rnd, 8);
+    r = buf_printf(&wrapped, "(\n%s\n)", command); /* a top-level exit cannot end the shell */
+    if (r >= 0)
+        r = random_hex(rnd, 8);
     if (r < 0)
         goto out;
     snprintf(sid, sizeof(sid), "ar-x-%s", rnd);
-    r = daytona_session_create(c, tb, sid);
+    r = daytona_toolbox_session_create(c, tb, sid);
     if (r < 0) {
         snprintf(err, errlen, "exec session: %s", daytona_client_message(c));
         goto out;
     }
     session = true;
-    r = daytona_session_exec(c, tb, sid, buf_str(&wrapped), true, cid);
+    r = daytona_toolbox_exec(c, tb, sid, buf_str(&wrapped), true, cid);
     if (r < 0) {
         snprintf(err, errlen, "exec: %s", daytona_client_message(c));
         goto out;
     }
     for (unsigned attempt = 0;; attempt++) {
-        struct ws_conn *ws = NULL;
         int code = 0;
 
-        r = daytona_command_follow(c, tb, sid, cid, false, &ws, err, errlen);
-        if (r == 0) {
-            daytona_demux_reconnect(&dm);
-            for (;;) {
-                struct ws_event ev;
-                int wait = -1;
-
-                if (deadline) {
-                    int64_t left = deadline - now_ms();
-
-                    if (left <= 0)
-                        break;
-                    wait = (int)left;
-                }
-                r = ws_read(ws, wait, &ev);
-                if (r == 1 && ev.type == WS_EV_DATA) {
-                    (void)daytona_demux_feed(&dm, ev.data, ev.len, on_demux, &run);
-                    continue;
-                }
-                break; /* closed or broken: the command's status decides */
-            }
-            ws_free(ws);
-        }
+        follow(c, tb, sid, cid, deadline, &dm, &run);
         if (deadline && now_ms() >= deadline) {
             /* deleting the session kills the command's whole process group */
-            (void)daytona_session_delete(c, tb, sid);
+            (void)daytona_toolbox_session_delete(c, tb, sid);
             session = false;
             ret->timed_out = true;
             r = 0;
             break;
         }
-        for (int k = 0; k < 4; k++) {
-            static const long waits[] = {0, 50, 100, 200};
-
-            sleep_ms(waits[k]);
-            r = daytona_command_status(c, tb, sid, cid, &code);
-            if (r != 0)
-                break;
-        }
+        r = exit_status(c, tb, sid, cid, &code);
         if (r == 1) {
-            struct buf out, errb;
-
             ret->exited = true;
             ret->exit_code = code;
-            buf_init(&out, EXEC_LOG_MAX);
-            buf_init(&errb, EXEC_LOG_MAX);
-            r = daytona_command_logs(c, tb, sid, cid, NULL, &out, &errb);
-            (void)daytona_demux_finish(&dm, on_demux, &run);
-            if (r == 0) {
-                finish_stream(&run, DAYTONA_STDOUT, &out);
-                finish_stream(&run, DAYTONA_STDERR, &errb);
-                (void)buf_append(&ret->out, out.data, out.len < cap ? out.len : cap);
-                (void)buf_append(&ret->err, errb.data, errb.len < cap ? errb.len : cap);
-                if (out.len > cap || errb.len > cap)
-                    ret->truncated = true;
-            } else {
-                /* no final text: what was streamed is the result */
-                (void)buf_append(&ret->out, run.delivered[DAYTONA_STDOUT].data,
-                                 run.delivered[DAYTONA_STDOUT].len);
-                (void)buf_append(&ret->err, run.delivered[DAYTONA_STDERR].data,
-                                 run.delivered[DAYTONA_STDERR].len);
-            }
-            buf_release(&out);
-            buf_release(&errb);
+            finish(c, tb, sid, cid, &dm, &run, cap);
             r = 0;
             break;
         }
@@ -196,7 +216,7 @@ int daytona_exec(struct daytona_client *c, const char *tb, const char *command,
     }
 out:
     if (session)
-        (void)daytona_session_delete(c, tb, sid);
+        (void)daytona_toolbox_session_delete(c, tb, sid);
     ret->wall_ms = (double)(now_ms() - t0);
     for (int i = 0; i < 3; i++)
         buf_release(&run.delivered[i]);
@@ -291,8 +311,7 @@ int daytona_exec_span_attrs(const char *sandbox_id, const char *command,
             put(o, "agent_runner.sandbox.exec.exit_code", json_object_new_int(res->exit_code));
         put_number(o, "agent_runner.sandbox.exec.wall_ms", res->wall_ms);
         put(o, "agent_runner.sandbox.exec.timed_out", json_object_new_boolean(res->timed_out));
-        put(o, "agent_runner.sandbox.exec.reconnects",
-            json_object_new_int((int)res->reconnects));
+        put(o, "agent_runner.sandbox.exec.reconnects", json_object_new_int((int)res->reconnects));
     }
     put(o, "agent_runner.sandbox.outcome", json_object_new_string(ok ? "ok" : "failed"));
     *ret = o;

@@ -26,29 +26,29 @@
 
 #include "../buf.h"
 #include "daytona_api.h"
+#include "daytona_toolbox.h"
 #include "daytona_demux.h"
 
 #define DAYTONA_EXEC_OUTPUT_MAX (1u << 20) /* kept per stream for the result */
 
 /* Receives output in order; a negative return is remembered and returned by daytona_exec()
  * (the command still runs to its end, as in Paperclip: a failed sink does not kill it). */
-typedef int (*daytona_exec_fn)(void *ctx, enum daytona_stream s, const uint8_t *data,
-                               size_t len);
+typedef int (*daytona_exec_fn)(void *ctx, enum daytona_stream s, const uint8_t *data, size_t len);
 
 struct daytona_exec_opts {
-    long timeout_ms;   /* 0 = none; when it runs out the session is deleted (timed_out) */
-    size_t max_output; /* per stream in the result; 0 = DAYTONA_EXEC_OUTPUT_MAX */
+    long timeout_ms;           /* 0 = none; when it runs out the session is deleted (timed_out) */
+    size_t max_output;         /* per stream in the result; 0 = DAYTONA_EXEC_OUTPUT_MAX */
     daytona_exec_fn on_output; /* may be NULL */
     void *ctx;
 };
 
 struct daytona_exec_result {
-    int exit_code;   /* valid when exited */
+    int exit_code; /* valid when exited */
     bool exited;
     bool timed_out;
-    bool truncated;  /* a stream passed max_output in the result (streaming was complete) */
-    struct buf out;  /* final stdout */
-    struct buf err;  /* final stderr */
+    bool truncated; /* a stream passed max_output in the result (streaming was complete) */
+    struct buf out; /* final stdout */
+    struct buf err; /* final stderr */
     double wall_ms;
     unsigned reconnects;
 };

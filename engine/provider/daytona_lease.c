@@ -64,11 +64,11 @@ int daytona_lease_config_load(const char *(*get)(const char *name),
         r = opt_minutes(get, "AGENT_RUNNER_DAYTONA_PER_TURN_AUTO_STOP_MINUTES",
                         &c.per_turn_auto_stop_min, err, errlen);
     if (r >= 0)
-        r = opt_minutes(get, "AGENT_RUNNER_DAYTONA_AUTO_ARCHIVE_MINUTES", &c.auto_archive_min,
-                        err, errlen);
+        r = opt_minutes(get, "AGENT_RUNNER_DAYTONA_AUTO_ARCHIVE_MINUTES", &c.auto_archive_min, err,
+                        errlen);
     if (r >= 0)
-        r = opt_minutes(get, "AGENT_RUNNER_DAYTONA_AUTO_DELETE_MINUTES", &c.auto_delete_min,
-                        err, errlen);
+        r = opt_minutes(get, "AGENT_RUNNER_DAYTONA_AUTO_DELETE_MINUTES", &c.auto_delete_min, err,
+                        errlen);
     if (r < 0)
         return r;
     if (c.per_turn_auto_stop_min == 0) {
@@ -94,19 +94,21 @@ void daytona_lease_caps(const struct daytona_lease_config *lc, struct daytona_ca
     *ret = c;
 }
 
-int daytona_lease_check(const struct daytona_caps *caps, const struct daytona_needs *n,
-                        char *err, size_t errlen)
+int daytona_lease_check(const struct daytona_caps *caps, const struct daytona_needs *n, char *err,
+                        size_t errlen)
 {
     const char *missing = NULL;
 
     if (!caps->process_sessions) {
-        snprintf(err, errlen, "sandbox_capability_missing: process sessions (the harness "
-                              "cannot be reached)");
+        snprintf(err, errlen,
+                 "sandbox_capability_missing: process sessions (the harness "
+                 "cannot be reached)");
         return AR_E_UNAVAILABLE;
     }
     if (!caps->auto_stop) {
-        snprintf(err, errlen, "sandbox_capability_missing: auto-stop (a crashed runner would "
-                              "leak the sandbox)");
+        snprintf(err, errlen,
+                 "sandbox_capability_missing: auto-stop (a crashed runner would "
+                 "leak the sandbox)");
         return AR_E_UNAVAILABLE;
     }
     if (n->network == NETWORK_OFF && !caps->network_off)
@@ -119,8 +121,9 @@ int daytona_lease_check(const struct daytona_caps *caps, const struct daytona_ne
         return 0;
     if (!n->network_strict)
         return 1;
-    snprintf(err, errlen, "sandbox_capability_missing: %s (sandboxPermission.network; the "
-                          "daytona provider of this runner cannot enforce it)",
+    snprintf(err, errlen,
+             "sandbox_capability_missing: %s (sandboxPermission.network; the "
+             "daytona provider of this runner cannot enforce it)",
              missing);
     return AR_E_UNAVAILABLE;
 }
@@ -190,8 +193,8 @@ bool daytona_lease_downgrade(struct daytona_lifecycle *lc, const struct daytona_
 
 bool daytona_lease_container_gone(const char *error_reason)
 {
-    return error_reason &&
-           (strncmp(error_reason, "not found:", 10) == 0 || strstr(error_reason, "No such container"));
+    return error_reason && (strncmp(error_reason, "not found:", 10) == 0 ||
+                            strstr(error_reason, "No such container"));
 }
 
 static void replace(struct daytona_resume_decision *d, enum daytona_lease_reason why,
@@ -202,8 +205,7 @@ static void replace(struct daytona_resume_decision *d, enum daytona_lease_reason
     d->delete_old = delete_old;
 }
 
-void daytona_lease_decide(const struct daytona_observation *o,
-                          struct daytona_resume_decision *ret)
+void daytona_lease_decide(const struct daytona_observation *o, struct daytona_resume_decision *ret)
 {
     struct daytona_resume_decision d = {0};
 
@@ -351,8 +353,8 @@ int daytona_lease_pool_digest(const char *secret, const char *instance, const ch
     /* length-prefixed, so no two (instance, pool key) pairs give the same message */
     r = buf_printf(&msg, "agent-runner pool v1\n%zu:%s%zu:%s", strlen(instance), instance,
                    strlen(pool_key), pool_key);
-    if (r >= 0 && !HMAC(EVP_sha256(), secret, (int)strlen(secret),
-                        (const unsigned char *)msg.data, msg.len, mac, &mlen))
+    if (r >= 0 && !HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)msg.data,
+                        msg.len, mac, &mlen))
         r = -EIO;
     buf_release(&msg);
     if (r < 0)

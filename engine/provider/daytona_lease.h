@@ -38,8 +38,8 @@
 #include "../policy.h"
 #include "daytona_api.h"
 
-#define DAYTONA_RESUME_ATTEMPTS 2   /* start/recover calls per acquisition */
-#define DAYTONA_LOOKUP_RETRIES 3    /* transient GET failures per acquisition */
+#define DAYTONA_RESUME_ATTEMPTS 2    /* start/recover calls per acquisition */
+#define DAYTONA_LOOKUP_RETRIES 3     /* transient GET failures per acquisition */
 #define DAYTONA_RESUME_WAIT_MS 10000 /* transitional states: Agenta's reconnect deadline */
 
 /* Labels every sandbox of ours carries (never a session id or a credential). */
@@ -48,13 +48,13 @@
 #define DAYTONA_LABEL_LEASE "agent-runner-lease" /* "reusable" | "per_turn" */
 
 struct daytona_lease_config {
-    bool reuse_leases;           /* AGENT_RUNNER_DAYTONA_REUSE_LEASES (true) */
-    bool network_rules;          /* AGENT_RUNNER_DAYTONA_NETWORK_RULES (true); false for an
-                                    organization whose egress tier forbids per-sandbox rules */
-    int per_turn_auto_stop_min;  /* AGENT_RUNNER_DAYTONA_PER_TURN_AUTO_STOP_MINUTES (15) */
-    int auto_archive_min;        /* AGENT_RUNNER_DAYTONA_AUTO_ARCHIVE_MINUTES (0 = maximum) */
-    int auto_delete_min;         /* AGENT_RUNNER_DAYTONA_AUTO_DELETE_MINUTES (1440): a stopped
-                                    warm sandbox is deleted this long after it stopped */
+    bool reuse_leases;          /* AGENT_RUNNER_DAYTONA_REUSE_LEASES (true) */
+    bool network_rules;         /* AGENT_RUNNER_DAYTONA_NETWORK_RULES (true); false for an
+                                   organization whose egress tier forbids per-sandbox rules */
+    int per_turn_auto_stop_min; /* AGENT_RUNNER_DAYTONA_PER_TURN_AUTO_STOP_MINUTES (15) */
+    int auto_archive_min;       /* AGENT_RUNNER_DAYTONA_AUTO_ARCHIVE_MINUTES (0 = maximum) */
+    int auto_delete_min;        /* AGENT_RUNNER_DAYTONA_AUTO_DELETE_MINUTES (1440): a stopped
+                                   warm sandbox is deleted this long after it stopped */
 };
 
 /* Defaults, then the variables named above through get (getenv in production). */
@@ -85,14 +85,14 @@ struct daytona_needs {
  * the sandbox gets no network rule and the caller must say so); AR_E_UNAVAILABLE with
  * err = "sandbox_capability_missing: <what>" otherwise.
  */
-int daytona_lease_check(const struct daytona_caps *caps, const struct daytona_needs *n,
-                        char *err, size_t errlen);
+int daytona_lease_check(const struct daytona_caps *caps, const struct daytona_needs *n, char *err,
+                        size_t errlen);
 
 struct daytona_lifecycle {
     struct lifecycle_policy policy;
-    bool downgraded;      /* an admitted warm session on a provider that no longer leases */
-    bool reusable;        /* the sandbox is created to be stopped and resumed */
-    int auto_stop_min;    /* create parameters (the server-side backstop) */
+    bool downgraded;   /* an admitted warm session on a provider that no longer leases */
+    bool reusable;     /* the sandbox is created to be stopped and resumed */
+    int auto_stop_min; /* create parameters (the server-side backstop) */
     int auto_archive_min;
     int auto_delete_min;
 };
@@ -156,8 +156,7 @@ struct daytona_resume_decision {
     bool delete_old;                  /* REPLACE: delete the old sandbox first (best effort) */
 };
 
-void daytona_lease_decide(const struct daytona_observation *o,
-                          struct daytona_resume_decision *ret);
+void daytona_lease_decide(const struct daytona_observation *o, struct daytona_resume_decision *ret);
 
 /* The error text of a sandbox whose container is gone (Paperclip expires such a lease). */
 bool daytona_lease_container_gone(const char *error_reason);

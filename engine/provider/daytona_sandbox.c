@@ -63,12 +63,12 @@ static int converge_network(struct daytona_client *c, const struct daytona_acqui
     r = daytona_create_body(daytona_client_config(c), &cp, &body, err, errlen);
     if (r < 0)
         return r;
-    if (daytona_network_matches(sb, body))
+    if (daytona_sandbox_network_matches(sb, body))
         goto out;
     r = daytona_network_settings(body, &settings);
     if (r >= 0)
         r = daytona_sandbox_set_network(c, sb->id, settings, &now);
-    if (r >= 0 && !daytona_network_matches(&now, body))
+    if (r >= 0 && !daytona_sandbox_network_matches(&now, body))
         r = -EPROTO;
     if (r < 0) {
         fail_text(c, r, "network settings", err, errlen);
@@ -90,8 +90,8 @@ out:
  */
 static int resume(struct daytona_client *c, const struct daytona_acquire_params *p,
                   const char *lookup, struct daytona_sandbox *ret_sb,
-                  enum daytona_lease_reason *ret_reason, char previous[DAYTONA_ID_MAX],
-                  char *err, size_t errlen)
+                  enum daytona_lease_reason *ret_reason, char previous[DAYTONA_ID_MAX], char *err,
+                  size_t errlen)
 {
     const struct daytona_config *cfg = daytona_client_config(c);
     long wait_ms = p->resume_wait_ms > 0 ? p->resume_wait_ms : DAYTONA_RESUME_WAIT_MS;
@@ -161,8 +161,7 @@ static int resume(struct daytona_client *c, const struct daytona_acquire_params 
             }
             if ((r == 0 && now.state != DAYTONA_STATE_STARTED) || r == -EBUSY) {
                 daytona_sandbox_release(&now);
-                r = daytona_sandbox_wait(c, id, DAYTONA_BIT(DAYTONA_STATE_STARTED), start_ms,
-                                         &now);
+                r = daytona_sandbox_wait(c, id, DAYTONA_BIT(DAYTONA_STATE_STARTED), start_ms, &now);
             }
             if (r == 0) {
                 daytona_sandbox_release(&sb);
@@ -198,9 +197,8 @@ out:
     return r;
 }
 
-static int create(struct daytona_client *c, const struct daytona_acquire_params *p,
-                  bool reusable, const char *name_hint, struct daytona_sandbox *ret, char *err,
-                  size_t errlen)
+static int create(struct daytona_client *c, const struct daytona_acquire_params *p, bool reusable,
+                  const char *name_hint, struct daytona_sandbox *ret, char *err, size_t errlen)
 {
     const struct daytona_lifecycle *lc = p->lifecycle;
     struct daytona_kv labels[3];
@@ -340,8 +338,8 @@ static int delete_through(struct daytona_client *c, const char *id)
     }
 }
 
-int daytona_release(struct daytona_client *c, const char *id, enum daytona_disposition d,
-                    char *err, size_t errlen)
+int daytona_release(struct daytona_client *c, const char *id, enum daytona_disposition d, char *err,
+                    size_t errlen)
 {
     struct daytona_sandbox sb = {0};
     uint32_t settled = DAYTONA_BIT(DAYTONA_STATE_STARTED) | DAYTONA_BIT(DAYTONA_STATE_STOPPED) |
@@ -370,7 +368,8 @@ int daytona_release(struct daytona_client *c, const char *id, enum daytona_dispo
         r = daytona_sandbox_stop(c, id, false);
         if (r == -EINVAL) /* "not in a stoppable state": it stopped meanwhile */
             r = 0;
-    } else if (r == 0 && (sb.state == DAYTONA_STATE_STOPPED || sb.state == DAYTONA_STATE_ARCHIVED)) {
+    } else if (r == 0 &&
+               (sb.state == DAYTONA_STATE_STOPPED || sb.state == DAYTONA_STATE_ARCHIVED)) {
         r = 0;
     } else if (r != DAYTONA_E_CAPACITY) {
         r = -EIO; /* errored, stuck or unknown: do not leave it billing */

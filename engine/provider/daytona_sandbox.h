@@ -66,8 +66,8 @@ void daytona_lease_release(struct daytona_lease *l);
  * stopped, is deleted instead (never left billing). DESTROY: delete (404 = done), retrying
  * through a transition in progress. KEEP_RUNNING: nothing.
  */
-int daytona_release(struct daytona_client *c, const char *id, enum daytona_disposition d,
-                    char *err, size_t errlen);
+int daytona_release(struct daytona_client *c, const char *id, enum daytona_disposition d, char *err,
+                    size_t errlen);
 
 enum daytona_sweep_action { DAYTONA_SWEEP_KEEP = 1, DAYTONA_SWEEP_STOP, DAYTONA_SWEEP_DELETE };
 
@@ -79,8 +79,7 @@ typedef enum daytona_sweep_action (*daytona_sweep_fn)(void *ctx, const struct da
  * lease is kept (a later turn resumes it; auto-delete is its backstop); anything else —
  * started without an owner, per-turn, errored — is deleted.
  */
-enum daytona_sweep_action daytona_sweep_default(const struct daytona_sandbox *sb,
-                                                bool live_owner);
+enum daytona_sweep_action daytona_sweep_default(const struct daytona_sandbox *sb, bool live_owner);
 
 struct daytona_sweep_stats {
     unsigned seen, kept, stopped, deleted, failed;

@@ -24,267 +24,10 @@
 
 #include "../util.h"
 
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define WS_HANDSHAKE_MAX (16u * 1024)
 #define WS_REQUEST_MAX (64u * 1024)
 #define WS_RBUF 16384
 #define WS_HOST_MAX 256
-
-/* ---- the frame parser (pure) ---------------------------------------------------------- */
-
-void ws_parser_init(struct ws_parser *p, uint64_t max_frame)
-{
-    memset(p, 0, sizeof(*p));
-    p->max_frame = max_frame ? max_frame : WS_DEFAULT_MAX_FRAME;
-}
-
-static bool is_control(uint8_t op)
-{
-    return op >= 0x8;
-}
-
-static bool close_code_valid(uint16_t code)
-{
-    if (code >= 3000 && code <= 4999)
-        return true;
-    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1011);
-}
-
-/*
- * Header length once the first two bytes are known: 2 + extended length (+ 4 for a mask,
- * which is then a protocol error anyway but still has to be measured).
- */
-static size_t header_len(const uint8_t *h)
-{
-    size_t n = 2;
-    uint8_t len7 = h[1] & 0x7f;
-
-    if (len7 == 126)
-        n += 2;
-    else if (len7 == 127)
-        n += 8;
-    if (h[1] & 0x80)
-        n += 4;
-    return n;
-}
-
-/* The header in p->hdr is complete: validate it and start the frame. */
-static int start_frame(struct ws_parser *p)
-{
-    const uint8_t *h = p->hdr;
-    uint8_t op = h[0] & 0x0f, len7 = h[1] & 0x7f;
-    uint64_t len = len7;
-
-    if (h[0] & 0x70)
-        return -EPROTO; /* reserved bits: no extension was negotiated */
-    if (h[1] & 0x80)
-        return -EPROTO; /* a server must not mask its frames */
-    if (len7 == 126) {
-        len = (uint64_t)h[2] << 8 | h[3];
-        if (len < 126)
-            return -EPROTO; /* not the minimal encoding */
-    } else if (len7 == 127) {
-        len = 0;
-        for (int i = 0; i < 8; i++)
-            len = len << 8 | h[2 + i];
-        if (len >> 63)
-            return -EPROTO;
-        if (len < 65536)
-            return -EPROTO;
-    }
-    switch (op) {
-    case WS_OP_CONT:
-        if (!p->in_message)
-            return -EPROTO;
-        break;
-    case WS_OP_TEXT:
-    case WS_OP_BINARY:
-        if (p->in_message)
-            return -EPROTO;
-        break;
-    case WS_OP_CLOSE:
-    case WS_OP_PING:
-    case WS_OP_PONG:
-        if (!(h[0] & 0x80) || len > WS_CONTROL_MAX)
-            return -EPROTO;
-        break;
-    default:
-        return -EPROTO;
-    }
-    if (len > p->max_frame)
-        return -EMSGSIZE;
-    p->opcode = op;
-    p->fin = (h[0] & 0x80) != 0;
-    p->remaining = len;
-    p->in_frame = true;
-    p->nctl = 0;
-    if (op == WS_OP_TEXT || op == WS_OP_BINARY) {
-        p->in_message = true;
-        p->msg_opcode = op;
-    }
-    return 0;
-}
-
-/* A control frame's payload is complete in p->ctl: make its event. */
-static int control_event(struct ws_parser *p, struct ws_event *ev)
-{
-    memset(ev, 0, sizeof(*ev));
-    ev->data = p->ctl;
-    ev->len = p->nctl;
-    switch (p->opcode) {
-    case WS_OP_PING:
-        ev->type = WS_EV_PING;
-        return 1;
-    case WS_OP_PONG:
-        ev->type = WS_EV_PONG;
-        return 1;
-    default:
-        break;
-    }
-    ev->type = WS_EV_CLOSE;
-    ev->close_code = WS_CLOSE_NO_STATUS;
-    if (p->nctl == 1)
-        return -EPROTO;
-    if (p->nctl >= 2) {
-        uint16_t code = (uint16_t)(p->ctl[0] << 8 | p->ctl[1]);
-
-        if (!close_code_valid(code))
-            return -EPROTO;
-        ev->close_code = code;
-        ev->data = p->ctl + 2;
-        ev->len = p->nctl - 2;
-    }
-    p->closed = true;
-    return 1;
-}
-
-int ws_parser_feed(struct ws_parser *p, const uint8_t *data, size_t len, size_t *ret_used,
-                   struct ws_event *ret_ev)
-{
-    size_t used = 0;
-    int r;
-
-    *ret_used = 0;
-    while (used < len || (p->in_frame && p->remaining == 0)) {
-        if (p->closed)
-            return -EPROTO; /* nothing may follow a close frame */
-        if (!p->in_frame) {
-            size_t need;
-
-            while (p->nhdr < 2 && used < len)
-                p->hdr[p->nhdr++] = data[used++];
-            if (p->nhdr < 2)
-                break;
-            need = header_len(p->hdr);
-            while (p->nhdr < need && used < len)
-                p->hdr[p->nhdr++] = data[used++];
-            if (p->nhdr < need)
-                break;
-            p->nhdr = 0;
-            r = start_frame(p);
-            if (r < 0) {
-                *ret_used = used;
-                return r;
-            }
-            continue;
-        }
-        if (is_control(p->opcode)) {
-            size_t take = len - used;
-
-            if (take > p->remaining)
-                take = (size_t)p->remaining;
-            memcpy(p->ctl + p->nctl, data + used, take);
-            p->nctl += take;
-            used += take;
-            p->remaining -= take;
-            if (p->remaining > 0)
-                break;
-            p->in_frame = false;
-            *ret_used = used;
-            return control_event(p, ret_ev);
-        } else {
-            size_t take = len - used;
-
-            if (take > p->remaining)
-                take = (size_t)p->remaining;
-            memset(ret_ev, 0, sizeof(*ret_ev));
-            ret_ev->type = WS_EV_DATA;
-            ret_ev->opcode = p->msg_opcode;
-            ret_ev->data = data + used;
-            ret_ev->len = take;
-            used += take;
-            p->remaining -= take;
-            if (p->remaining == 0) {
-                p->in_frame = false;
-                if (p->fin) {
-                    p->in_message = false;
-                    ret_ev->fin = true;
-                }
-            }
-            *ret_used = used;
-            return 1;
-        }
-    }
-    *ret_used = used;
-    return 0;
-}
-
-int ws_frame_encode(uint8_t opcode, const void *payload, size_t len, const uint8_t mask[4],
-                    struct buf *out)
-{
-    uint8_t h[14];
-    size_t n = 0, start;
-    int r;
-
-    if (is_control(opcode) && len > WS_CONTROL_MAX)
-        return -EINVAL;
-    if (opcode > 0xf)
-        return -EINVAL;
-    h[n++] = (uint8_t)(0x80 | opcode);
-    if (len < 126) {
-        h[n++] = (uint8_t)(0x80 | len);
-    } else if (len < 65536) {
-        h[n++] = 0x80 | 126;
-        h[n++] = (uint8_t)(len >> 8);
-        h[n++] = (uint8_t)len;
-    } else {
-        h[n++] = 0x80 | 127;
-        for (int i = 7; i >= 0; i--)
-            h[n++] = (uint8_t)((uint64_t)len >> (8 * i));
-    }
-    memcpy(h + n, mask, 4);
-    n += 4;
-    start = out->len;
-    r = buf_append(out, h, n);
-    if (r < 0)
-        return r;
-    r = buf_append(out, payload, len);
-    if (r < 0) {
-        out->len = start;
-        out->data[start] = '\0';
-        return r;
-    }
-    for (size_t i = 0; i < len; i++)
-        out->data[start + n + i] = (char)((uint8_t)out->data[start + n + i] ^ mask[i & 3]);
-    return 0;
-}
-
-int ws_accept_key(const char *key, char out[29])
-{
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int dlen = 0;
-    char joined[128];
-    int n;
-
-    n = snprintf(joined, sizeof(joined), "%s%s", key, WS_GUID);
-    if (n < 0 || (size_t)n >= sizeof(joined))
-        return -EINVAL;
-    if (EVP_Digest(joined, (size_t)n, digest, &dlen, EVP_sha1(), NULL) != 1 || dlen != 20)
-        return -EIO;
-    if (EVP_EncodeBlock((unsigned char *)out, digest, 20) != 28)
-        return -EIO;
-    return 0;
-}
 
 /* ---- the connection ------------------------------------------------------------------ */
 
@@ -292,7 +35,7 @@ struct ws_conn {
     int fd;
     SSL_CTX *ctx;
     SSL *ssl;
-    struct ws_parser parser;
+    struct ws_frame_parser parser;
     uint8_t rbuf[WS_RBUF];
     size_t rstart, rend;
     bool close_sent;
@@ -431,8 +174,7 @@ static int tcp_connect(const struct ws_url *u, int timeout_ms, char *err, size_t
         fd = -1;
     }
     freeaddrinfo(res);
-    snprintf(err, errlen, "cannot connect to \"%s\" port %s: %s", u->host, u->port,
-             strerror(-r));
+    snprintf(err, errlen, "cannot connect to \"%s\" port %s: %s", u->host, u->port, strerror(-r));
     return r;
 }
 
@@ -440,7 +182,8 @@ static int tls_start(struct ws_conn *c, const struct ws_url *u, const char *ca_f
                      size_t errlen)
 {
     unsigned char addr[16];
-    bool literal = inet_pton(AF_INET, u->host, addr) == 1 || inet_pton(AF_INET6, u->host, addr) == 1;
+    bool literal =
+        inet_pton(AF_INET, u->host, addr) == 1 || inet_pton(AF_INET6, u->host, addr) == 1;
     long vr;
 
     c->ctx = SSL_CTX_new(TLS_client_method());
@@ -699,15 +442,16 @@ static int read_handshake(struct ws_conn *c, const char *accept, char *err, size
         if (body_have > body_len && body_len)
             body_have = body_len;
         printable(c->rbuf + c->rstart, body_have, body, sizeof(body));
-        snprintf(err, errlen, "WebSocket upgrade refused: HTTP %d%s%s", status,
-                 body[0] ? ": " : "", body);
+        snprintf(err, errlen, "WebSocket upgrade refused: HTTP %d%s%s", status, body[0] ? ": " : "",
+                 body);
         return status_errno(status);
     }
     r = 0;
     if (!upgrade || !connection || !accepted) {
         snprintf(err, errlen, "WebSocket upgrade: bad %s",
-                 !upgrade ? "Upgrade header" : !connection ? "Connection header"
-                                                           : "Sec-WebSocket-Accept");
+                 !upgrade      ? "Upgrade header"
+                 : !connection ? "Connection header"
+                               : "Sec-WebSocket-Accept");
         r = -EPROTO;
     }
     return r;
@@ -762,12 +506,12 @@ int ws_connect(const struct ws_options *o, struct ws_conn **ret, char *err, size
     c->fd = -1;
     c->close_code = WS_CLOSE_ABNORMAL;
     c->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 60000;
-    ws_parser_init(&c->parser, o->max_frame);
+    ws_frame_parser_init(&c->parser, o->max_frame);
     r = random_bytes(nonce, sizeof(nonce));
     if (r < 0)
         goto out;
     EVP_EncodeBlock((unsigned char *)key, nonce, sizeof(nonce));
-    r = ws_accept_key(key, accept);
+    r = ws_frame_accept_key(key, accept);
     if (r < 0)
         goto out;
     r = tcp_connect(&u, timeout, err, errlen);
@@ -783,8 +527,9 @@ int ws_connect(const struct ws_options *o, struct ws_conn **ret, char *err, size
                    strchr(u.host, ':') ? "[" : "", u.host, strchr(u.host, ':') ? "]" : "",
                    u.default_port ? "" : ":", u.default_port ? "" : u.port);
     if (r >= 0)
-        r = buf_printf(&req, "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                             "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
+        r = buf_printf(&req,
+                       "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n",
                        key);
     if (r >= 0 && o->subprotocol)
         r = buf_printf(&req, "Sec-WebSocket-Protocol: %s\r\n", o->subprotocol);
@@ -863,7 +608,7 @@ int ws_read(struct ws_conn *c, int timeout_ms, struct ws_event *ret_ev)
         if (c->close_received || c->dead)
             return -ECONNRESET;
         if (c->rstart < c->rend) {
-            r = ws_parser_feed(&c->parser, c->rbuf + c->rstart, c->rend - c->rstart, &used, &ev);
+            r = ws_frame_feed(&c->parser, c->rbuf + c->rstart, c->rend - c->rstart, &used, &ev);
             c->rstart += used;
             if (r < 0) {
                 send_close(c, r == -EMSGSIZE ? WS_CLOSE_TOO_BIG : WS_CLOSE_PROTOCOL);
@@ -883,7 +628,7 @@ int ws_read(struct ws_conn *c, int timeout_ms, struct ws_event *ret_ev)
                     c->close_code = ev.close_code;
                     c->close_received = true;
                     send_close(c, ev.close_code == WS_CLOSE_NO_STATUS ? WS_CLOSE_NORMAL
-                                                                       : ev.close_code);
+                                                                      : ev.close_code);
                     *ret_ev = ev;
                     return 1;
                 case WS_EV_DATA:

@@ -137,8 +137,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* the undelivered suffix of the stdout we got against the whole log as "final" */
     {
-        size_t off, k = daytona_undelivered_suffix((const uint8_t *)want.s[1].data,
-                                                   want.s[1].len, log, n, &off);
+        size_t off, k = daytona_undelivered_suffix((const uint8_t *)want.s[1].data, want.s[1].len,
+                                                   log, n, &off);
 
         FUZZ_CHECK(off + k == n || (n == 0 && k == 0));
         if (off > 0)

@@ -40,18 +40,18 @@ static void trace_release(struct trace *t)
 
 static void run(const uint8_t *in, size_t len, size_t step, uint64_t max_frame, struct trace *t)
 {
-    struct ws_parser p;
+    struct ws_frame_parser p;
     size_t at = 0;
     bool closed = false;
 
-    ws_parser_init(&p, max_frame);
+    ws_frame_parser_init(&p, max_frame);
     while (at < len || len == 0) {
         size_t n = step && len - at > step ? step : len - at, off = 0;
 
         for (;;) {
             struct ws_event ev;
             size_t used;
-            int r = ws_parser_feed(&p, in + at + off, n - off, &used, &ev);
+            int r = ws_frame_feed(&p, in + at + off, n - off, &used, &ev);
 
             FUZZ_CHECK(used <= n - off);
             off += used;
@@ -99,7 +99,7 @@ static void check_roundtrip(const uint8_t *payload, size_t len)
 {
     uint8_t head[10];
     size_t hl = 0, got = 0;
-    struct ws_parser p;
+    struct ws_frame_parser p;
     uint8_t *frame = malloc(len + sizeof(head));
     uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
     struct buf enc;
@@ -119,11 +119,11 @@ static void check_roundtrip(const uint8_t *payload, size_t len)
     }
     memcpy(frame, head, hl);
     memcpy(frame + hl, payload, len);
-    ws_parser_init(&p, len + 1);
+    ws_frame_parser_init(&p, len + 1);
     for (size_t at = 0; at < hl + len;) {
         struct ws_event ev;
         size_t used;
-        int r = ws_parser_feed(&p, frame + at, hl + len - at, &used, &ev);
+        int r = ws_frame_feed(&p, frame + at, hl + len - at, &used, &ev);
 
         FUZZ_CHECK(r == 1 || (r == 0 && used == hl + len - at));
         at += used;

@@ -138,7 +138,7 @@ static void send_reply(struct canned_server *s, struct conn *fd, const struct ca
             memcpy(key, k, n);
             key[n] = '\0';
         }
-        (void)ws_accept_key(key, accept);
+        (void)ws_frame_accept_key(key, accept);
         conn_write(fd, r->data, (size_t)(mark - r->data));
         conn_write(fd, accept, strlen(accept));
         conn_write(fd, mark + 8, len - (size_t)(mark - r->data) - 8);

@@ -25,11 +25,16 @@ extern CU_TestInfo identity_tests[];
 extern CU_TestInfo policy_tests[];
 extern CU_TestInfo env_setup_tests[];
 extern CU_TestInfo transcript_tests[];
+extern CU_TestInfo ws_frame_tests[];
 extern CU_TestInfo ws_client_tests[];
 extern CU_TestInfo daytona_demux_tests[];
+extern CU_TestInfo daytona_client_tests[];
+extern CU_TestInfo daytona_network_tests[];
 extern CU_TestInfo daytona_api_tests[];
+extern CU_TestInfo daytona_toolbox_tests[];
 extern CU_TestInfo daytona_lease_tests[];
 extern CU_TestInfo daytona_sandbox_tests[];
+extern CU_TestInfo daytona_manifest_tests[];
 extern CU_TestInfo daytona_bridge_tests[];
 extern CU_TestInfo daytona_exec_tests[];
 

@@ -1,7 +1,7 @@
 /*
  * daytona_bridge — what can be checked without a sandbox: shell quoting, the env file and the
  * launcher (run for real with /bin/sh: hostile values stay literal, argv arrives intact, the
- * environment is exactly the file's), and the upload manifest.
+ * environment is exactly the file's). The relay itself runs in tests/integration.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -106,8 +106,7 @@ static void test_daytona_bridge_env_and_launcher_run(void)
         argv = json_object_new_array();
         json_object_array_add(argv, json_object_new_string("pwd"));
         buf_reset(&launch);
-        CU_ASSERT_EQUAL(daytona_bridge_launcher(envpath, argv, sub, &launch, err, sizeof(err)),
-                        0);
+        CU_ASSERT_EQUAL(daytona_bridge_launcher(envpath, argv, sub, &launch, err, sizeof(err)), 0);
         CU_ASSERT_EQUAL(run_sh(dir, buf_str(&launch), buf_str(&envf), out, sizeof(out)), 0);
         CU_ASSERT(strncmp(out, sub, strlen(sub)) == 0);
     }
@@ -137,9 +136,8 @@ static void test_daytona_bridge_rejects_bad_specs(void)
     json_object_array_add(argv, json_object_new_string("node"));
     CU_ASSERT_EQUAL(daytona_bridge_launcher("/x/harness.env", argv, "w", &b, err, sizeof(err)),
                     -EINVAL); /* relative cwd */
-    CU_ASSERT_EQUAL(daytona_bridge_launcher("/x/harness.env", argv, "/a/../b", &b, err,
-                                            sizeof(err)),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        daytona_bridge_launcher("/x/harness.env", argv, "/a/../b", &b, err, sizeof(err)), -EINVAL);
     json_object_array_add(argv, json_object_new_int(1));
     CU_ASSERT_EQUAL(daytona_bridge_launcher("/x/harness.env", argv, "/w", &b, err, sizeof(err)),
                     -EINVAL);
@@ -148,54 +146,9 @@ static void test_daytona_bridge_rejects_bad_specs(void)
     buf_release(&b);
 }
 
-static void test_daytona_bridge_manifest(void)
-{
-    struct daytona_manifest *m = NULL;
-    char d1[65], d2[65], d3[65], d4[65];
-
-    CU_ASSERT_FATAL(daytona_manifest_new(&m) == 0);
-    CU_ASSERT_EQUAL(daytona_manifest_digest("/a", 0644, "x", 1, d1), 0);
-    CU_ASSERT_EQUAL(daytona_manifest_digest("/a", 0600, "x", 1, d2), 0);
-    CU_ASSERT_EQUAL(daytona_manifest_digest("/a", 0644, "y", 1, d3), 0);
-    CU_ASSERT_EQUAL(daytona_manifest_digest("/b", 0644, "x", 1, d4), 0);
-    CU_ASSERT_EQUAL(strlen(d1), 64);
-    /* path, mode and content all count */
-    CU_ASSERT_STRING_NOT_EQUAL(d1, d2);
-    CU_ASSERT_STRING_NOT_EQUAL(d1, d3);
-    CU_ASSERT_STRING_NOT_EQUAL(d1, d4);
-    CU_ASSERT_FALSE(daytona_manifest_has(m, "/a", d1));
-    CU_ASSERT_EQUAL(daytona_manifest_put(m, "/a", d1), 0);
-    CU_ASSERT_TRUE(daytona_manifest_has(m, "/a", d1));
-    CU_ASSERT_FALSE(daytona_manifest_has(m, "/a", d3)); /* changed content: upload again */
-    CU_ASSERT_EQUAL(daytona_manifest_put(m, "/a", d3), 0);
-    CU_ASSERT_TRUE(daytona_manifest_has(m, "/a", d3));
-    CU_ASSERT_EQUAL(daytona_manifest_count(m), 1);
-    CU_ASSERT_EQUAL(daytona_manifest_put(m, "/b", "short"), -EINVAL);
-    daytona_manifest_clear(m);
-    CU_ASSERT_EQUAL(daytona_manifest_count(m), 0);
-    CU_ASSERT_FALSE(daytona_manifest_has(m, "/a", d3));
-    /* bounded */
-    for (int i = 0; i < 9000; i++) {
-        char p[32];
-        int r;
-
-        snprintf(p, sizeof(p), "/f%d", i);
-        r = daytona_manifest_put(m, p, d1);
-        if (i < 8192) {
-            CU_ASSERT_EQUAL(r, 0);
-        } else if (r != -E2BIG) {
-            CU_FAIL("manifest grew past its cap");
-            break;
-        }
-    }
-    daytona_manifest_free(m);
-    daytona_manifest_free(NULL);
-}
-
 CU_TestInfo daytona_bridge_tests[] = {
     {"test_daytona_bridge_shell_quote", test_daytona_bridge_shell_quote},
     {"test_daytona_bridge_env_and_launcher_run", test_daytona_bridge_env_and_launcher_run},
     {"test_daytona_bridge_rejects_bad_specs", test_daytona_bridge_rejects_bad_specs},
-    {"test_daytona_bridge_manifest", test_daytona_bridge_manifest},
     CU_TEST_INFO_NULL,
 };

@@ -88,7 +88,10 @@ static void test_daytona_demux_basic_markers(void)
 static void test_daytona_demux_partial_markers_are_data(void)
 {
     /* \x01\x01 then a letter is data; so is a lone \x02 at the very end */
-    static const uint8_t log[] = "a\x01\x01" "b\x02\x02\x02" "c\x01\x02\x02\x02" "d\x02";
+    static const uint8_t log[] = "a\x01\x01"
+                                 "b\x02\x02\x02"
+                                 "c\x01\x02\x02\x02"
+                                 "d\x02";
     size_t n = sizeof(log) - 1;
     struct sink want, got;
 
@@ -139,7 +142,8 @@ static void test_daytona_demux_matches_reference_randomly(void)
 /* A reconnect replays from byte 0: what was delivered is never delivered again. */
 static void test_daytona_demux_replay_dedupe(void)
 {
-    static const uint8_t log[] = "\x01\x01\x01line1\nline2\n\x02\x02\x02" "err\n\x01\x01\x01line3\n";
+    static const uint8_t log[] = "\x01\x01\x01line1\nline2\n\x02\x02\x02"
+                                 "err\n\x01\x01\x01line3\n";
     size_t n = sizeof(log) - 1;
 
     for (size_t first = 0; first <= n; first++) {
@@ -154,9 +158,8 @@ static void test_daytona_demux_replay_dedupe(void)
             /* connection 2 replays and dies after `second` bytes, in two frames */
             daytona_demux_reconnect(&d);
             CU_ASSERT_EQUAL(daytona_demux_feed(&d, log, second / 2, collect, &k), 0);
-            CU_ASSERT_EQUAL(daytona_demux_feed(&d, log + second / 2, second - second / 2,
-                                               collect, &k),
-                            0);
+            CU_ASSERT_EQUAL(
+                daytona_demux_feed(&d, log + second / 2, second - second / 2, collect, &k), 0);
             /* connection 3 replays everything */
             daytona_demux_reconnect(&d);
             CU_ASSERT_EQUAL(daytona_demux_feed(&d, log, n, collect, &k), 0);
@@ -172,7 +175,9 @@ static void test_daytona_demux_replay_dedupe(void)
 
 static void test_daytona_demux_sink_error_stops_the_feed(void)
 {
-    static const uint8_t log[] = "\x01\x01\x01" "a\x02\x02\x02" "b";
+    static const uint8_t log[] = "\x01\x01\x01"
+                                 "a\x02\x02\x02"
+                                 "b";
     struct daytona_demux d;
     struct sink k;
 
@@ -186,27 +191,24 @@ static void test_daytona_demux_undelivered_suffix(void)
 {
     size_t off;
 
-    CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"", 0, (const uint8_t *)"", 0,
-                                               &off),
-                    0);
-    CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"abc", 3, (const uint8_t *)"", 0,
-                                               &off),
-                    0);
-    CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"", 0,
-                                               (const uint8_t *)"hello", 5, &off),
-                    5);
+    CU_ASSERT_EQUAL(
+        daytona_undelivered_suffix((const uint8_t *)"", 0, (const uint8_t *)"", 0, &off), 0);
+    CU_ASSERT_EQUAL(
+        daytona_undelivered_suffix((const uint8_t *)"abc", 3, (const uint8_t *)"", 0, &off), 0);
+    CU_ASSERT_EQUAL(
+        daytona_undelivered_suffix((const uint8_t *)"", 0, (const uint8_t *)"hello", 5, &off), 5);
     CU_ASSERT_EQUAL(off, 0);
-    CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"hel", 3,
-                                               (const uint8_t *)"hello", 5, &off),
-                    2);
+    CU_ASSERT_EQUAL(
+        daytona_undelivered_suffix((const uint8_t *)"hel", 3, (const uint8_t *)"hello", 5, &off),
+        2);
     CU_ASSERT_EQUAL(off, 3);
-    CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"hello", 5,
-                                               (const uint8_t *)"hello", 5, &off),
-                    0);
+    CU_ASSERT_EQUAL(
+        daytona_undelivered_suffix((const uint8_t *)"hello", 5, (const uint8_t *)"hello", 5, &off),
+        0);
     /* a different buffer: repeat all rather than lose or corrupt */
-    CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"xyz", 3,
-                                               (const uint8_t *)"hello", 5, &off),
-                    5);
+    CU_ASSERT_EQUAL(
+        daytona_undelivered_suffix((const uint8_t *)"xyz", 3, (const uint8_t *)"hello", 5, &off),
+        5);
     CU_ASSERT_EQUAL(off, 0);
     CU_ASSERT_EQUAL(daytona_undelivered_suffix((const uint8_t *)"hello world", 11,
                                                (const uint8_t *)"hello", 5, &off),

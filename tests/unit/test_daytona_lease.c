@@ -55,19 +55,27 @@ static const struct decide_case decide_cases[] = {
      DAYTONA_RESUME_WAIT,
      0,
      false},
-    {"server-unknown is waited for", {FOUND(DAYTONA_STATE_UNKNOWN)}, DAYTONA_RESUME_WAIT, 0,
-     false},
+    {"server-unknown is waited for", {FOUND(DAYTONA_STATE_UNKNOWN)}, DAYTONA_RESUME_WAIT, 0, false},
     {"a transition past the deadline is replaced",
      {FOUND(DAYTONA_STATE_STARTING), .deadline_passed = true},
      DAYTONA_RESUME_REPLACE,
      DAYTONA_REASON_RESUME_FAILED,
      true},
-    {"404 is not_found", {.lookup = -ENOENT}, DAYTONA_RESUME_REPLACE, DAYTONA_REASON_NOT_FOUND,
+    {"404 is not_found",
+     {.lookup = -ENOENT},
+     DAYTONA_RESUME_REPLACE,
+     DAYTONA_REASON_NOT_FOUND,
      false},
-    {"destroyed expired", {FOUND(DAYTONA_STATE_DESTROYED)}, DAYTONA_RESUME_REPLACE,
-     DAYTONA_REASON_EXPIRED, false},
-    {"destroying expired", {FOUND(DAYTONA_STATE_DESTROYING)}, DAYTONA_RESUME_REPLACE,
-     DAYTONA_REASON_EXPIRED, false},
+    {"destroyed expired",
+     {FOUND(DAYTONA_STATE_DESTROYED)},
+     DAYTONA_RESUME_REPLACE,
+     DAYTONA_REASON_EXPIRED,
+     false},
+    {"destroying expired",
+     {FOUND(DAYTONA_STATE_DESTROYING)},
+     DAYTONA_RESUME_REPLACE,
+     DAYTONA_REASON_EXPIRED,
+     false},
     {"error, not recoverable",
      {FOUND(DAYTONA_STATE_ERROR), .error_reason = "boom"},
      DAYTONA_RESUME_REPLACE,
@@ -94,8 +102,11 @@ static const struct decide_case decide_cases[] = {
      DAYTONA_RESUME_REPLACE,
      DAYTONA_REASON_RESUME_FAILED,
      true},
-    {"a state we do not know", {FOUND(DAYTONA_STATE_OTHER)}, DAYTONA_RESUME_REPLACE,
-     DAYTONA_REASON_RESUME_FAILED, true},
+    {"a state we do not know",
+     {FOUND(DAYTONA_STATE_OTHER)},
+     DAYTONA_RESUME_REPLACE,
+     DAYTONA_REASON_RESUME_FAILED,
+     true},
     {"labels of someone else: never deleted",
      {.lookup = 0, .state = DAYTONA_STATE_STARTED, .identity_ok = false},
      DAYTONA_RESUME_REPLACE,
@@ -181,16 +192,15 @@ static const struct life_case life_cases[] = {
     {"codex default", HARNESS_CODEX, true, 0, 0, 0, 0, 0, 0, LIFECYCLE_WARM, false, 5},
     {"claude default", HARNESS_CLAUDE, true, 0, 0, 0, 0, 0, 0, LIFECYCLE_WARM, false, 5},
     {"opencode default", HARNESS_OPENCODE, true, 0, 0, 0, 0, 0, 0, LIFECYCLE_WARM, false, 5},
-    {"pi default is per-turn", HARNESS_PI, true, 0, 0, 0, 0, 0, 0, LIFECYCLE_PER_TURN, false,
-     15},
-    {"codex default without leases", HARNESS_CODEX, false, 0, 0, 0, 0, 0, 0,
-     LIFECYCLE_PER_TURN, false, 15},
+    {"pi default is per-turn", HARNESS_PI, true, 0, 0, 0, 0, 0, 0, LIFECYCLE_PER_TURN, false, 15},
+    {"codex default without leases", HARNESS_CODEX, false, 0, 0, 0, 0, 0, 0, LIFECYCLE_PER_TURN,
+     false, 15},
     /* explicit choices win */
     {"pi asks warm", HARNESS_PI, true, 0, LIFECYCLE_WARM, 0, 0, 0, 0, LIFECYCLE_WARM, false, 5},
     {"codex asks per-turn", HARNESS_CODEX, true, 0, LIFECYCLE_PER_TURN, 0, 0, 0, 0,
      LIFECYCLE_PER_TURN, false, 15},
-    {"runner per-turn beats request warm", HARNESS_CLAUDE, true, LIFECYCLE_PER_TURN,
-     LIFECYCLE_WARM, 0, 0, 0, 0, LIFECYCLE_PER_TURN, false, 15},
+    {"runner per-turn beats request warm", HARNESS_CLAUDE, true, LIFECYCLE_PER_TURN, LIFECYCLE_WARM,
+     0, 0, 0, 0, LIFECYCLE_PER_TURN, false, 15},
     {"request idle 90 s -> 2 min", HARNESS_CODEX, true, 0, LIFECYCLE_WARM, 0, 0, 90000, 0,
      LIFECYCLE_WARM, false, 2},
     /* fail closed: an explicit warm needs reusable leases */
@@ -202,10 +212,10 @@ static const struct life_case life_cases[] = {
     {"admitted warm, leases gone", HARNESS_CODEX, false, 0, 0, LIFECYCLE_WARM, 0, 0, 0,
      LIFECYCLE_PER_TURN, true, 15},
     /* managed credentials: per-turn unless codex */
-    {"managed claude", HARNESS_CLAUDE, true, 0, LIFECYCLE_WARM, 0, CREDENTIAL_MODE_RUNTIME, 0,
-     0, LIFECYCLE_PER_TURN, false, 15},
-    {"managed codex", HARNESS_CODEX, true, 0, 0, 0, CREDENTIAL_MODE_RUNTIME, 0, 0,
-     LIFECYCLE_WARM, false, 5},
+    {"managed claude", HARNESS_CLAUDE, true, 0, LIFECYCLE_WARM, 0, CREDENTIAL_MODE_RUNTIME, 0, 0,
+     LIFECYCLE_PER_TURN, false, 15},
+    {"managed codex", HARNESS_CODEX, true, 0, 0, 0, CREDENTIAL_MODE_RUNTIME, 0, 0, LIFECYCLE_WARM,
+     false, 5},
 };
 
 static void test_daytona_lease_lifecycle_seed_004(void)
@@ -235,9 +245,9 @@ static void test_daytona_lease_lifecycle_seed_004(void)
         in.provider_reusable_leases = !c->reusable;
         err[0] = '\0';
         r = daytona_lease_lifecycle(&caps, &lc, &in, &out, err, sizeof(err));
-        if (r != c->want || (r == 0 && (out.policy.mode != c->mode ||
-                                        out.downgraded != c->downgraded ||
-                                        out.auto_stop_min != c->auto_stop)))
+        if (r != c->want ||
+            (r == 0 && (out.policy.mode != c->mode || out.downgraded != c->downgraded ||
+                        out.auto_stop_min != c->auto_stop)))
             fprintf(stderr, "\n  case \"%s\": r %d mode %d downgraded %d stop %d\n", c->name, r,
                     out.policy.mode, out.downgraded, out.auto_stop_min);
         CU_ASSERT_EQUAL(r, c->want);
@@ -325,13 +335,13 @@ static void test_daytona_lease_downgrade(void)
 
 static void test_daytona_lease_dispositions(void)
 {
-    static const int retain[] = {TEARDOWN_IDLE_EXPIRY, TEARDOWN_APPROVAL_EXPIRY,
-                                 TEARDOWN_CAPACITY_EVICTION, TEARDOWN_SHUTDOWN_IDLE,
+    static const int retain[] = {TEARDOWN_IDLE_EXPIRY,          TEARDOWN_APPROVAL_EXPIRY,
+                                 TEARDOWN_CAPACITY_EVICTION,    TEARDOWN_SHUTDOWN_IDLE,
                                  TEARDOWN_SESSION_INCOMPATIBLE, TEARDOWN_CONTINUITY_INVALID};
-    static const int destroy[] = {TEARDOWN_PER_TURN, TEARDOWN_KILL, TEARDOWN_FAILED_TURN,
-                                  TEARDOWN_ABORTED, TEARDOWN_SHUTDOWN_IN_FLIGHT,
-                                  TEARDOWN_HARNESS_EXITED, TEARDOWN_SUPERSEDED,
-                                  TEARDOWN_RUNTIME_INCOMPATIBLE};
+    static const int destroy[] = {TEARDOWN_PER_TURN,           TEARDOWN_KILL,
+                                  TEARDOWN_FAILED_TURN,        TEARDOWN_ABORTED,
+                                  TEARDOWN_SHUTDOWN_IN_FLIGHT, TEARDOWN_HARNESS_EXITED,
+                                  TEARDOWN_SUPERSEDED,         TEARDOWN_RUNTIME_INCOMPATIBLE};
 
     CU_ASSERT_EQUAL(daytona_lease_disposition(true, TEARDOWN_NONE), DAYTONA_KEEP_RUNNING);
     CU_ASSERT_EQUAL(daytona_lease_disposition(false, TEARDOWN_NONE), DAYTONA_DESTROY);
