@@ -43,10 +43,10 @@ UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
               $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
-              $(BUILD)/tools/agent_runner_mcp.o
+              $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tests/fixtures/daytona_driver.o
 
 PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
-            $(BIN)/acp-scripted $(BIN)/agent-runner-mcp
+            $(BIN)/acp-scripted $(BIN)/agent-runner-mcp $(BIN)/daytona-driver
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
 
 .PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
@@ -86,6 +86,11 @@ $(BIN)/agent-runner-mcp: $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/libengine.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs json-c)
 
 $(BIN)/acp-scripted: $(BUILD)/tests/fixtures/acp_scripted.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# drives the Daytona provider modules against the fake Daytona (tests/integration)
+$(BIN)/daytona-driver: $(BUILD)/tests/fixtures/daytona_driver.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -157,6 +157,18 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_net", NULL, NULL, NULL, NULL, sandbox_net_tests},
     {"dnsmsg", NULL, NULL, NULL, NULL, dnsmsg_tests},
     {"egress_dns", NULL, NULL, NULL, NULL, egress_dns_tests},
+    {"ws_frame", NULL, NULL, NULL, NULL, ws_frame_tests},
+    {"ws_client", NULL, NULL, NULL, NULL, ws_client_tests},
+    {"daytona_demux", NULL, NULL, NULL, NULL, daytona_demux_tests},
+    {"daytona_client", NULL, NULL, NULL, NULL, daytona_client_tests},
+    {"daytona_network", NULL, NULL, NULL, NULL, daytona_network_tests},
+    {"daytona_api", NULL, NULL, NULL, NULL, daytona_api_tests},
+    {"daytona_toolbox", NULL, NULL, NULL, NULL, daytona_toolbox_tests},
+    {"daytona_lease", NULL, NULL, NULL, NULL, daytona_lease_tests},
+    {"daytona_sandbox", NULL, NULL, NULL, NULL, daytona_sandbox_tests},
+    {"daytona_manifest", NULL, NULL, NULL, NULL, daytona_manifest_tests},
+    {"daytona_bridge", NULL, NULL, NULL, NULL, daytona_bridge_tests},
+    {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     CU_SUITE_INFO_NULL,
 };
 

@@ -49,6 +49,18 @@ extern CU_TestInfo egress_proxy_tests[];
 extern CU_TestInfo sandbox_net_tests[];
 extern CU_TestInfo dnsmsg_tests[];
 extern CU_TestInfo egress_dns_tests[];
+extern CU_TestInfo ws_frame_tests[];
+extern CU_TestInfo ws_client_tests[];
+extern CU_TestInfo daytona_demux_tests[];
+extern CU_TestInfo daytona_client_tests[];
+extern CU_TestInfo daytona_network_tests[];
+extern CU_TestInfo daytona_api_tests[];
+extern CU_TestInfo daytona_toolbox_tests[];
+extern CU_TestInfo daytona_lease_tests[];
+extern CU_TestInfo daytona_sandbox_tests[];
+extern CU_TestInfo daytona_manifest_tests[];
+extern CU_TestInfo daytona_bridge_tests[];
+extern CU_TestInfo daytona_exec_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")
