@@ -159,6 +159,42 @@ static void run_oneshot(struct engine_turn *turn, struct http_req *h)
     event_stream_release(&es);
 }
 
+/*
+ * A request refused before its turn starts. The one-shot path answers `status` with
+ * {"ok":false,"error":msg}. The NDJSON path answers 200 and reports the refusal in the stream
+ * (an `error` event with msg and code, `done`, a result with ok:false), as Agenta's runner does:
+ * its client shows nothing but "Agent runner HTTP 400" for an error status on this path.
+ */
+static void refuse_run(struct http_req *h, int status, const char *msg, const char *code)
+{
+    struct event_sink sink = {
+        .write_line = http_stream_write, .flush = http_stream_flush, .ctx = h};
+    struct event_stream es;
+    struct run_result res;
+    json_object *result;
+    struct buf line;
+
+    if (!wants_ndjson(h)) {
+        http_error(h, status, msg);
+        return;
+    }
+    http_stream_start(h);
+    event_stream_init(&es, &sink);
+    run_result_init(&res);
+    run_result_fail(&res, "%s", msg);
+    event_emit(&es, event_error(msg, code));
+    event_emit(&es, event_done(NULL, NULL));
+    result = run_result_to_json(&res);
+    buf_init(&line, RESULT_LINE_MAX);
+    if (result && events_record_line("result", result, &line) == 0 &&
+        http_stream_write(h, line.data, line.len) == 0)
+        (void)http_stream_flush(h);
+    buf_release(&line);
+    json_object_put(result);
+    run_result_release(&res);
+    event_stream_release(&es);
+}
+
 static void handle_run(const struct route_ctx *rc, struct http_req *h)
 {
     struct request_limits lim;
@@ -181,8 +217,12 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     request_limits_default(&lim);
     lim.allow_scripted = rc->cfg->engine.scripted_agent != NULL;
     r = request_parse(buf_str(&body), body.len, &lim, &req, err, sizeof(err));
+    if (r == -EBADMSG) {
+        http_error(h, 400, err); /* not JSON: 400 on both paths */
+        goto out;
+    }
     if (r < 0) {
-        http_error(h, r == -ENOMEM ? 500 : 400, err);
+        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
         goto out;
     }
     redact_request(&req);
@@ -190,7 +230,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     r = engine_prepare(&rc->cfg->engine, &req, &turn, err, sizeof(err));
     if (r < 0) {
         log_info("run refused: %s", err);
-        http_error(h, r == -ENOMEM ? 500 : 400, err);
+        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
         run_request_release(&req);
         goto out;
     }
