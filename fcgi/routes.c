@@ -10,6 +10,7 @@
 #include "../engine/events.h"
 #include "../engine/jsonx.h"
 #include "../engine/log.h"
+#include "../engine/login.h"
 #include "../engine/request.h"
 #include "../engine/util.h"
 #include "auth.h"
@@ -337,6 +338,23 @@ static void handle_metrics(const struct route_ctx *rc, struct http_req *h)
     buf_release(&out);
 }
 
+/*
+ * GET /subscription-status (token, as Agenta's runner: operator state): per harness whether
+ * this runner holds a login it could use for credentialMode runtime_provided. A local file
+ * check, never a provider call; the answer holds state words and provider families only.
+ */
+static void handle_subscription_status(const struct route_ctx *rc, struct http_req *h)
+{
+    json_object *o = login_status(&rc->cfg->engine.logins);
+
+    if (!o) {
+        http_error(h, 500, "out of memory");
+        return;
+    }
+    http_json(h, 200, o);
+    json_object_put(o);
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -356,6 +374,7 @@ static const struct route routes[] = {
     {"/stream", "POST", true, handle_run},    {"/kill", "POST", true, handle_kill},
     {"/cancel", "POST", true, handle_cancel},
     {"/metrics", "GET", true, handle_metrics},
+    {"/subscription-status", "GET", true, handle_subscription_status},
 };
 
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)
