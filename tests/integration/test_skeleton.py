@@ -97,6 +97,22 @@ def test_streamed_refusals_are_200_with_an_error_event(ctx):
     assert status == 413 and body == {"ok": False, "error": "request body too large"}, status
 
 
+def test_subscription_status_without_login_folders(ctx):
+    # this stack has no AGENT_RUNNER_*_HOME/_DIR: every login is not configured (the other
+    # states: test_subscriptions.py); opencode cannot use one on this runner at all
+    status, _, body = ctx.stack.request("GET", "/subscription-status", token=False)
+    assert status == 401 and body == {"ok": False, "error": "Unauthorized"}, (status, body)
+    status, _, body = ctx.stack.request("GET", "/subscription-status")
+    assert status == 200, (status, body)
+    assert body == {"version": 1, "harnesses": {
+        "codex": {"state": "not_configured", "provider": "openai"},
+        "claude": {"state": "not_configured", "provider": "anthropic"},
+        "pi_core": {"state": "not_configured"}, "pi_agenta": {"state": "not_configured"},
+        "opencode": {"state": "unsupported"}}}, body
+    status, _, body = ctx.stack.request("POST", "/subscription-status")
+    assert status == 405, status
+
+
 def test_unknown_route_and_method(ctx):
     status, _, body = ctx.stack.request("GET", "/nope")
     assert status == 404 and body == {"ok": False, "error": "Not found"}, (status, body)
