@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "../../engine/harness/harness.h"
+#include "../../engine/log.h"
+#include "../../fcgi/config.h"
 #include "../../engine/jsonx.h"
 #include "../../engine/login.h"
 #include "../../engine/request.h"
@@ -435,7 +437,35 @@ static void test_login_opencode_refuses_runtime_provided(void)
     sandbox_plan_release(&plan);
 }
 
+/* The three login settings: unset or blank = not configured; relative = start-up error. */
+static void test_login_settings_must_be_absolute(void)
+{
+    struct runner_config cfg;
+    int saved_level = log_max_level;
+    char err[256];
+
+    setenv("AGENT_RUNNER_TOKEN", "unit-token", 1);
+    setenv("AGENT_RUNNER_CODEX_HOME", "/srv/codex-login", 1);
+    setenv("AGENT_RUNNER_CLAUDE_CONFIG_DIR", "  ", 1);
+    unsetenv("AGENT_RUNNER_PI_AGENT_DIR");
+    CU_ASSERT_EQUAL_FATAL(config_load(&cfg, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(cfg.engine.logins.codex_home), "/srv/codex-login");
+    CU_ASSERT_PTR_NULL(cfg.engine.logins.claude_config_dir);
+    CU_ASSERT_PTR_NULL(cfg.engine.logins.pi_agent_dir);
+    config_release(&cfg);
+    setenv("AGENT_RUNNER_PI_AGENT_DIR", "relative/pi", 1);
+    CU_ASSERT_EQUAL(config_load(&cfg, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_STRING_EQUAL(err, "AGENT_RUNNER_PI_AGENT_DIR must be an absolute path");
+    config_release(&cfg);
+    unsetenv("AGENT_RUNNER_TOKEN");
+    unsetenv("AGENT_RUNNER_CODEX_HOME");
+    unsetenv("AGENT_RUNNER_CLAUDE_CONFIG_DIR");
+    unsetenv("AGENT_RUNNER_PI_AGENT_DIR");
+    log_max_level = saved_level;
+}
+
 CU_TestInfo login_tests[] = {
+    {"test_login_settings_must_be_absolute", test_login_settings_must_be_absolute},
     {"test_login_read_states", test_login_read_states},
     {"test_login_status_envelope", test_login_status_envelope},
     {"test_login_state_names", test_login_state_names},
