@@ -186,7 +186,6 @@ int harness_login_load(const char *dir, const char *name, const char *who, const
 
     switch (s) {
     case LOGIN_READY:
-        login_redact(*ret_doc);
         return 0;
     case LOGIN_NOT_CONFIGURED:
         snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" needs the "
@@ -218,6 +217,7 @@ int harness_add_login_file(struct sandbox_plan *plan, const char *path, json_obj
     if (!text || !SHA256((const unsigned char *)text, len, plan->login_digest))
         return -ENOMEM;
     harness_add_file(plan, path, text, 0600);
+    login_redact(doc); /* what the sandbox holds; the rest of the login goes nowhere */
     plan->has_login = true;
     return 0;
 }

@@ -80,15 +80,16 @@ bool harness_file_exists(const char *dir, const char *rel);
 /*
  * runtime_provided: the login file `name` of the operator's folder dir for harness `who`
  * (`setting` names the variable that configures the folder). 0 and a new reference in
- * *ret_doc, whose strings join this thread's redaction set; AR_E_INVALID_REQUEST with err
- * saying what is wrong with the login, never its path or content.
+ * *ret_doc; AR_E_INVALID_REQUEST with err saying what is wrong with the login, never its path
+ * or content.
  */
 int harness_login_load(const char *dir, const char *name, const char *who, const char *setting,
                        json_object **ret_doc, char *err, size_t errlen);
 /*
  * Give the sandbox doc as its private, writable copy of a login: a 0600 file at path in the
  * sandbox home (from memory, never the host disk). One login per plan; the plan's
- * login_digest covers it. -ENOMEM, -EEXIST for a second login.
+ * login_digest covers it, and its strings join this thread's redaction set. -ENOMEM, -EEXIST
+ * for a second login.
  */
 int harness_add_login_file(struct sandbox_plan *plan, const char *path, json_object *doc);
 /* modelConnection.endpoint.headers as a JSON object, NULL when there are none. */

@@ -266,7 +266,7 @@ static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
     sub(root, "codex", codex, sizeof(codex));
     put(codex, "auth.json",
         "{\"auth_mode\":\"chatgpt\",\"OPENAI_API_KEY\":null,\"tokens\":{\"id_token\":\"id.t.x\","
-        "\"access_token\":\"acc.t.x\",\"refresh_token\":\"rt-operator-only\",\"account_id\":"
+        "\"access_token\":\"acc.token.value\",\"refresh_token\":\"rt-operator-only\",\"account_id\":"
         "\"acct-1\"},\"last_refresh\":\"2026-01-01T00:00:00Z\"}");
     put(codex, "config.toml", "model = \"operator-only\"\n");
     dirs.codex_home = codex;
@@ -280,7 +280,7 @@ static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
     CU_ASSERT_EQUAL(mode, 0600);
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(auth, "tokens"), "refresh_token")), "");
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(auth, "tokens"), "access_token")),
-                           "acc.t.x");
+                           "acc.token.value");
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(auth, "auth_mode")), "chatgpt");
     json_object_put(auth);
     CU_ASSERT_TRUE(plan.has_login);
@@ -293,7 +293,15 @@ static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
     CU_ASSERT_PTR_NULL(strstr(plan_text(&plan, SANDBOX_HOME "/.codex/config.toml"),
                               "operator-only"));
     CU_ASSERT_PTR_NULL(strstr(jsonx_text(plan.files, NULL), "rt-operator-only"));
-    CU_ASSERT_PTR_NULL(strstr(jsonx_text(plan.env, NULL), "acc.t.x")); /* a file, not env */
+    CU_ASSERT_PTR_NULL(strstr(jsonx_text(plan.env, NULL), "acc.token")); /* a file, not env */
+    {
+        /* what the sandbox got is scrubbed from this thread's log lines */
+        char *line = log_redact_copy("token acc.token.value for acct-1", 256);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(line);
+        CU_ASSERT_PTR_NULL(strstr(line, "acc.token.value"));
+        free(line);
+        log_redact_clear();
+    }
     sandbox_plan_release(&plan);
 
     /* without one: codex's built-in provider; a changed login changes the digest */
