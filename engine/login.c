@@ -108,7 +108,8 @@ enum login_state login_read(const char *dir, const char *name, json_object **ret
         doc = NULL; /* the parser's message may quote the file: dropped */
     OPENSSL_cleanse(data, len);
     free(data);
-    if (!doc || !json_object_is_type(doc, json_type_object) || json_object_object_length(doc) == 0) {
+    if (!doc || !json_object_is_type(doc, json_type_object) ||
+        json_object_object_length(doc) == 0) {
         json_object_put(doc);
         return LOGIN_UNUSABLE;
     }

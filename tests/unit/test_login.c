@@ -248,9 +248,9 @@ static const char *plan_text(const struct sandbox_plan *plan, const char *path)
     return "";
 }
 
-#define SUBSCRIPTION(harness, provider, extra)                                                   \
-    "{\"harness\":\"" harness "\",\"model\":\"fake-model\",\"messages\":[{\"role\":\"user\","   \
-    "\"content\":\"hi\"}],\"modelConnection\":{\"provider\":\"" provider "\",\"deployment\":"   \
+#define SUBSCRIPTION(harness, provider, extra)                                                     \
+    "{\"harness\":\"" harness "\",\"model\":\"fake-model\",\"messages\":[{\"role\":\"user\","      \
+    "\"content\":\"hi\"}],\"modelConnection\":{\"provider\":\"" provider "\",\"deployment\":"      \
     "\"direct\",\"credentialMode\":\"runtime_provided\",\"credentials\":[]" extra "}}"
 
 static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
@@ -266,7 +266,8 @@ static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
     sub(root, "codex", codex, sizeof(codex));
     put(codex, "auth.json",
         "{\"auth_mode\":\"chatgpt\",\"OPENAI_API_KEY\":null,\"tokens\":{\"id_token\":\"id.t.x\","
-        "\"access_token\":\"acc.token.value\",\"refresh_token\":\"rt-operator-only\",\"account_id\":"
+        "\"access_token\":\"acc.token.value\",\"refresh_token\":\"rt-operator-only\",\"account_"
+        "id\":"
         "\"acct-1\"},\"last_refresh\":\"2026-01-01T00:00:00Z\"}");
     put(codex, "config.toml", "model = \"operator-only\"\n");
     dirs.codex_home = codex;
@@ -290,8 +291,8 @@ static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(plan_text(&plan, SANDBOX_HOME "/.codex/config.toml"),
                                   "cli_auth_credentials_store = \"file\""));
     CU_ASSERT_PTR_NULL(strstr(plan_text(&plan, SANDBOX_HOME "/.codex/config.toml"), "env_key"));
-    CU_ASSERT_PTR_NULL(strstr(plan_text(&plan, SANDBOX_HOME "/.codex/config.toml"),
-                              "operator-only"));
+    CU_ASSERT_PTR_NULL(
+        strstr(plan_text(&plan, SANDBOX_HOME "/.codex/config.toml"), "operator-only"));
     CU_ASSERT_PTR_NULL(strstr(jsonx_text(plan.files, NULL), "rt-operator-only"));
     CU_ASSERT_PTR_NULL(strstr(jsonx_text(plan.env, NULL), "acc.token")); /* a file, not env */
     {
@@ -341,12 +342,12 @@ static void test_login_claude_gets_only_its_oauth_entry(void)
     sub(root, "claude", claude, sizeof(claude));
     put(claude, ".credentials.json",
         "{\"claudeAiOauth\":{\"accessToken\":\"sk-ant-oat01-copy\",\"refreshToken\":"
-        "\"sk-ant-ort01-operator-only\",\"expiresAt\":4102444800000,\"scopes\":[\"user:inference\"]},"
+        "\"sk-ant-ort01-operator-only\",\"expiresAt\":4102444800000,\"scopes\":[\"user:inference\"]"
+        "},"
         "\"mcpOAuth\":{\"server\":{\"accessToken\":\"mcp-token-operator-only\"}}}");
     dirs.claude_config_dir = claude;
-    CU_ASSERT_EQUAL(plan_for(SUBSCRIPTION("claude", "anthropic", ""), &dirs, &plan, err,
-                             sizeof(err)),
-                    0);
+    CU_ASSERT_EQUAL(
+        plan_for(SUBSCRIPTION("claude", "anthropic", ""), &dirs, &plan, err, sizeof(err)), 0);
     cred = plan_file(&plan, SANDBOX_HOME "/.claude/.credentials.json", &mode);
     CU_ASSERT_PTR_NOT_NULL_FATAL(cred);
     CU_ASSERT_EQUAL(mode, 0600);
@@ -362,9 +363,9 @@ static void test_login_claude_gets_only_its_oauth_entry(void)
 
     /* a file without a claude.ai login is refused */
     put(claude, ".credentials.json", "{\"mcpOAuth\":{}}");
-    CU_ASSERT_EQUAL(plan_for(SUBSCRIPTION("claude", "anthropic", ""), &dirs, &plan, err,
-                             sizeof(err)),
-                    AR_E_INVALID_REQUEST);
+    CU_ASSERT_EQUAL(
+        plan_for(SUBSCRIPTION("claude", "anthropic", ""), &dirs, &plan, err, sizeof(err)),
+        AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_CLAUDE_CONFIG_DIR"));
     sandbox_plan_release(&plan);
     {
@@ -372,9 +373,9 @@ static void test_login_claude_gets_only_its_oauth_entry(void)
         snprintf(path, sizeof(path), "%s/.credentials.json", claude);
         CU_ASSERT_EQUAL(unlink(path), 0);
     }
-    CU_ASSERT_EQUAL(plan_for(SUBSCRIPTION("claude", "anthropic", ""), &dirs, &plan, err,
-                             sizeof(err)),
-                    AR_E_INVALID_REQUEST);
+    CU_ASSERT_EQUAL(
+        plan_for(SUBSCRIPTION("claude", "anthropic", ""), &dirs, &plan, err, sizeof(err)),
+        AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "login_missing"));
     sandbox_plan_release(&plan);
     CU_ASSERT_EQUAL(util_rm_rf(root), 0);
@@ -420,7 +421,8 @@ static void test_login_pi_golden_gets_the_run_providers_login(void)
     sandbox_plan_release(&plan);
 
     /* a login without the run's provider is refused, naming the provider */
-    put(pi, "auth.json", "{\"openai-codex\":{\"type\":\"oauth\",\"access\":\"a\",\"refresh\":\"r\"}}");
+    put(pi, "auth.json",
+        "{\"openai-codex\":{\"type\":\"oauth\",\"access\":\"a\",\"refresh\":\"r\"}}");
     sandbox_plan_init(&plan);
     CU_ASSERT_EQUAL(harness_pi.plan(&paths, &req, &plan, err, sizeof(err)), AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "\"anthropic\""));
