@@ -5,10 +5,8 @@
  * Codex speaks only the OpenAI Responses API. The route goes into $CODEX_HOME/config.toml: a
  * `model_providers.agent-runner` entry with the endpoint and `env_key` naming the variable that
  * carries the key (the key itself only travels in the environment), or the built-in `openai`
- * provider without an endpoint; with credentialMode runtime_provided the provider authenticates
- * with the operator's login instead (codex_subscription_login). CODEX_HOME is in the sandbox's
- * private home, never under /tmp (codex refuses to install its helpers there). harnessMode
- * picks the approval/sandbox pair:
+ * provider without an endpoint. CODEX_HOME is in the sandbox's private home, never under /tmp
+ * (codex refuses to install its helpers there). harnessMode picks the approval/sandbox pair:
  * agent-full-access (default; our bubblewrap sandbox is the boundary), agent (asks before
  * leaving the workspace), read-only.
  */

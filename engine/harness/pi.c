@@ -6,11 +6,8 @@
  * (connection.slug, else "custom") for a custom deployment, or the model registered into one
  * of pi's built-in providers (modelConnection.provider, optionally routed through the given
  * endpoint), with `apiKey` naming the environment variable that carries the key — the key
- * itself only travels in the harness environment; with credentialMode runtime_provided there is
- * no key and pi authenticates with the operator's login for that provider
- * (pi_subscription_login). settings.json makes that provider/model the default; the engine
- * still selects it over ACP and fails the run when pi does not end up on it (strict model
- * selection).
+ * itself only travels in the harness environment. settings.json makes that provider/model the default; the engine still selects
+ * it over ACP and fails the run when pi does not end up on it (strict model selection).
  */
 #include <errno.h>
 #include <limits.h>
