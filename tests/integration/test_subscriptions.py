@@ -8,6 +8,7 @@ claude.ai OAuth token, pi's auth.json with an Anthropic OAuth login. The fake mo
 fixture's credential; nothing of the operator's folder but that credential enters a sandbox,
 and the refresh token never does."""
 
+import atexit
 import base64
 import datetime
 import json
@@ -19,12 +20,12 @@ import uuid
 
 from stack import TOKEN, events_of, result_of, wait_for
 
-LOGINS = tempfile.mkdtemp(prefix="ar-logins.")
+# made when a test writes a login; removed when the test run ends, whichever tests ran
+LOGINS = os.path.join(tempfile.gettempdir(), "ar-logins." + uuid.uuid4().hex)
+atexit.register(shutil.rmtree, LOGINS, True)
 CODEX = os.path.join(LOGINS, "codex")
 CLAUDE = os.path.join(LOGINS, "claude")
 PI = os.path.join(LOGINS, "pi")
-for _d in (CODEX, CLAUDE, PI):
-    os.makedirs(_d, mode=0o700)
 
 STACK = {"workers": 2, "threads": 8, "env": {
     "AGENT_RUNNER_CODEX_HOME": CODEX, "AGENT_RUNNER_CLAUDE_CONFIG_DIR": CLAUDE,
@@ -36,6 +37,8 @@ def ids():
 
 
 def write(path, text):
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    os.chmod(LOGINS, 0o700)
     with open(path, "w") as f:
         f.write(text)
     os.chmod(path, 0o600)
@@ -108,6 +111,11 @@ def status(ctx):
 def test_subscription_status_reports_each_state(ctx):
     code, _, body = ctx.stack.request("GET", "/subscription-status", token=False)
     assert code == 401 and body == {"ok": False, "error": "Unauthorized"}, (code, body)
+    # configured folders that do not exist yet
+    st = status(ctx)
+    assert st["codex"] == {"state": "login_missing", "provider": "openai"}, st
+    for d in (CODEX, CLAUDE, PI):
+        os.makedirs(d, mode=0o700, exist_ok=True)
     # configured folders without a login file
     st = status(ctx)
     assert st["codex"] == {"state": "login_missing", "provider": "openai"}, st
@@ -256,6 +264,7 @@ def test_pi_runs_on_the_operators_anthropic_login(ctx):
 
 
 def test_login_problems_are_refused_in_the_stream(ctx):
+    write(os.path.join(CODEX, "auth.json"), "{}")
     os.unlink(os.path.join(CODEX, "auth.json"))
     status, recs = ctx.stack.stream(subscription_request(ctx, "codex", "hi", "openai", "/v1"))
     assert status == 200, (status, recs)
@@ -283,6 +292,6 @@ def test_login_problems_are_refused_in_the_stream(ctx):
 
 
 def test_zz_remove_the_fixture_logins(ctx):
-    shutil.rmtree(LOGINS)
+    shutil.rmtree(LOGINS, ignore_errors=True)
     st = status(ctx)
     assert [st[h]["state"] for h in ("codex", "claude", "pi_core")] == ["login_missing"] * 3, st
