@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "buf.h"
+#include "login.h"
 
 #define AR_VERSION "0.1.0"
 #define AR_PROTOCOL 1
@@ -327,6 +328,7 @@ struct engine_config {
     enum lifecycle_mode local_mode; /* runner's mode for the local provider (UNSET = inherit) */
     uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
     uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
+    struct login_dirs logins;   /* the operator's harness logins (runtime_provided) */
 };
 
 #endif

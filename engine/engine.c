@@ -60,7 +60,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                    struct engine_turn *ret, char *err, size_t errlen)
 {
     struct harness_paths paths = {.harness_dir = cfg->harness_dir,
-                                  .scripted_agent = cfg->scripted_agent};
+                                  .scripted_agent = cfg->scripted_agent,
+                                  .logins = &cfg->logins};
     const struct provider_ops *provider = provider_get(req->sandbox);
     struct lifecycle_input li;
     struct engine_turn t;
@@ -118,6 +119,12 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     t.client_gone_cancels = req->session_id == NULL;
     sandbox_plan_init(&t.plan);
     r = t.harness->plan(&paths, req, &t.plan, err, errlen);
+    /* a warm environment is bound to the operator login it was given (runtime_provided) */
+    if (r == 0 && t.plan.has_login && login_epoch_mix(cfg->epoch_key, t.epoch,
+                                                       t.plan.login_digest) < 0) {
+        snprintf(err, errlen, "cannot fingerprint the request: %s", ar_strerror(-EIO));
+        r = -EIO;
+    }
     if (r < 0) {
         engine_turn_release(&t);
         return r;

@@ -57,7 +57,29 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_RUN_TOOL_CALL_MS", K_U64, EOFF(limits.tool_call_ms), "1800000", 0,
      86400000},
     {"AGENT_RUNNER_MODEL_STRICT", K_BOOL, EOFF(model_strict), "true", 0, 0},
+    {"AGENT_RUNNER_CODEX_HOME", K_STR, OFF(codex_home), "", 0, 0},
+    {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
+    {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
 };
+
+/* The operator's harness login folders: each unset or an absolute path. */
+static int check_login_dirs(const struct runner_config *cfg, char *err, size_t errlen)
+{
+    const struct {
+        const char *name;
+        const char *value;
+    } dirs[] = {{"AGENT_RUNNER_CODEX_HOME", cfg->codex_home},
+                {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", cfg->claude_config_dir},
+                {"AGENT_RUNNER_PI_AGENT_DIR", cfg->pi_agent_dir}};
+
+    for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+        if (dirs[i].value[0] && dirs[i].value[0] != '/') {
+            snprintf(err, errlen, "%s must be an absolute path", dirs[i].name);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
 
 static int parse_bool(const char *s, bool *ret)
 {
@@ -190,6 +212,12 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "AGENT_RUNNER_INSTANCE: too long");
         return -EINVAL;
     }
+    if (check_login_dirs(cfg, err, errlen) < 0)
+        return -EINVAL;
+    cfg->engine.logins.codex_home = cfg->codex_home[0] ? cfg->codex_home : NULL;
+    cfg->engine.logins.claude_config_dir = cfg->claude_config_dir[0] ? cfg->claude_config_dir
+                                                                     : NULL;
+    cfg->engine.logins.pi_agent_dir = cfg->pi_agent_dir[0] ? cfg->pi_agent_dir : NULL;
     run_limits_config_normalize(&cfg->engine.limits);
     cfg->engine.state_dir = cfg->state_dir;
     cfg->engine.harness_dir = cfg->harness_dir;
@@ -213,6 +241,11 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
+    /* which harness logins are configured, never where */
+    log_info("subscription logins: codex %s, claude %s, pi %s",
+             cfg->engine.logins.codex_home ? "configured" : "not configured",
+             cfg->engine.logins.claude_config_dir ? "configured" : "not configured",
+             cfg->engine.logins.pi_agent_dir ? "configured" : "not configured");
 }
 
 void config_release(struct runner_config *cfg)
@@ -226,5 +259,8 @@ void config_release(struct runner_config *cfg)
     free(cfg->instance);
     free(cfg->log_level);
     free(cfg->local_lifecycle);
+    free(cfg->codex_home);
+    free(cfg->claude_config_dir);
+    free(cfg->pi_agent_dir);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -32,6 +32,9 @@ struct runner_config {
     char *instance;
     char *log_level;
     char *local_lifecycle;
+    char *codex_home;        /* the operator's harness login folders ("" = not configured) */
+    char *claude_config_dir;
+    char *pi_agent_dir;
     char shm_name[96];
     struct engine_config engine;
 };

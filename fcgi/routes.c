@@ -10,6 +10,7 @@
 #include "../engine/events.h"
 #include "../engine/jsonx.h"
 #include "../engine/log.h"
+#include "../engine/login.h"
 #include "../engine/request.h"
 #include "../engine/util.h"
 #include "auth.h"
@@ -159,6 +160,42 @@ static void run_oneshot(struct engine_turn *turn, struct http_req *h)
     event_stream_release(&es);
 }
 
+/*
+ * A request refused before its turn starts. The one-shot path answers `status` with
+ * {"ok":false,"error":msg}. The NDJSON path answers 200 and reports the refusal in the stream
+ * (an `error` event with msg and code, `done`, a result with ok:false), as Agenta's runner does:
+ * its client shows nothing but "Agent runner HTTP 400" for an error status on this path.
+ */
+static void refuse_run(struct http_req *h, int status, const char *msg, const char *code)
+{
+    struct event_sink sink = {
+        .write_line = http_stream_write, .flush = http_stream_flush, .ctx = h};
+    struct event_stream es;
+    struct run_result res;
+    json_object *result;
+    struct buf line;
+
+    if (!wants_ndjson(h)) {
+        http_error(h, status, msg);
+        return;
+    }
+    http_stream_start(h);
+    event_stream_init(&es, &sink);
+    run_result_init(&res);
+    run_result_fail(&res, "%s", msg);
+    event_emit(&es, event_error(msg, code));
+    event_emit(&es, event_done(NULL, NULL));
+    result = run_result_to_json(&res);
+    buf_init(&line, RESULT_LINE_MAX);
+    if (result && events_record_line("result", result, &line) == 0 &&
+        http_stream_write(h, line.data, line.len) == 0)
+        (void)http_stream_flush(h);
+    buf_release(&line);
+    json_object_put(result);
+    run_result_release(&res);
+    event_stream_release(&es);
+}
+
 static void handle_run(const struct route_ctx *rc, struct http_req *h)
 {
     struct request_limits lim;
@@ -181,8 +218,12 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     request_limits_default(&lim);
     lim.allow_scripted = rc->cfg->engine.scripted_agent != NULL;
     r = request_parse(buf_str(&body), body.len, &lim, &req, err, sizeof(err));
+    if (r == -EBADMSG) {
+        http_error(h, 400, err); /* not JSON: 400 on both paths */
+        goto out;
+    }
     if (r < 0) {
-        http_error(h, r == -ENOMEM ? 500 : 400, err);
+        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
         goto out;
     }
     redact_request(&req);
@@ -190,7 +231,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     r = engine_prepare(&rc->cfg->engine, &req, &turn, err, sizeof(err));
     if (r < 0) {
         log_info("run refused: %s", err);
-        http_error(h, r == -ENOMEM ? 500 : 400, err);
+        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
         run_request_release(&req);
         goto out;
     }
@@ -297,6 +338,23 @@ static void handle_metrics(const struct route_ctx *rc, struct http_req *h)
     buf_release(&out);
 }
 
+/*
+ * GET /subscription-status (token, as Agenta's runner: operator state): per harness whether
+ * this runner holds a login it could use for credentialMode runtime_provided. A local file
+ * check, never a provider call; the answer holds state words and provider families only.
+ */
+static void handle_subscription_status(const struct route_ctx *rc, struct http_req *h)
+{
+    json_object *o = login_status(&rc->cfg->engine.logins);
+
+    if (!o) {
+        http_error(h, 500, "out of memory");
+        return;
+    }
+    http_json(h, 200, o);
+    json_object_put(o);
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -316,6 +374,7 @@ static const struct route routes[] = {
     {"/stream", "POST", true, handle_run},    {"/kill", "POST", true, handle_kill},
     {"/cancel", "POST", true, handle_cancel},
     {"/metrics", "GET", true, handle_metrics},
+    {"/subscription-status", "GET", true, handle_subscription_status},
 };
 
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)

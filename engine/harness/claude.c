@@ -5,20 +5,62 @@
  * The route is pure environment: ANTHROPIC_BASE_URL from the endpoint (the SDK appends
  * /v1/messages itself, so a trailing /v1 is dropped), the key under its binding name
  * (ANTHROPIC_API_KEY normally), ANTHROPIC_MODEL for the model, Bedrock/Vertex switches for
- * those deployments. Non-essential traffic, telemetry and the auto-updater are off; the
- * configuration folder lives in the sandbox's private home.
+ * those deployments; with credentialMode runtime_provided the operator's claude.ai login
+ * instead of a key (claude_subscription_login). Non-essential traffic, telemetry and the
+ * auto-updater are off; the configuration folder lives in the sandbox's private home.
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../jsonx.h"
 #include "harness.h"
 
 #define CLAUDE_JS "node_modules/@zed-industries/claude-agent-acp/dist/index.js"
+#define CLAUDE_CONFIG SANDBOX_HOME "/.claude"
 
 static bool claude_installed(const struct harness_paths *paths)
 {
     return harness_file_exists(paths->harness_dir, CLAUDE_JS);
+}
+
+/*
+ * runtime_provided: the sandbox gets its own copy of the operator's Claude login — the
+ * `claudeAiOauth` entry of .credentials.json and nothing else of the folder or the file (which
+ * may also hold MCP servers' tokens) — in its private configuration folder. The refresh token
+ * stays out, for the reasons codex.c gives: the sandbox runs on the access token.
+ */
+static int claude_subscription_login(const struct harness_paths *paths, struct sandbox_plan *plan,
+                                     char *err, size_t errlen)
+{
+    json_object *doc = NULL, *oauth, *copy;
+    int r;
+
+    r = harness_login_load(paths->logins ? paths->logins->claude_config_dir : NULL,
+                           ".credentials.json", "Claude", "AGENT_RUNNER_CLAUDE_CONFIG_DIR", &doc,
+                           err, errlen);
+    if (r < 0)
+        return r;
+    oauth = jsonx_get(doc, "claudeAiOauth");
+    if (!jsonx_str(oauth, "accessToken")) {
+        json_object_put(doc);
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\": the "
+                              "operator's Claude login (AGENT_RUNNER_CLAUDE_CONFIG_DIR) holds no "
+                              "claude.ai login (login_unusable)");
+        return AR_E_INVALID_REQUEST;
+    }
+    if (jsonx_get(oauth, "refreshToken"))
+        json_object_object_add(oauth, "refreshToken", json_object_new_string(""));
+    copy = json_object_new_object();
+    r = -ENOMEM;
+    if (copy && json_object_object_add(copy, "claudeAiOauth", json_object_get(oauth)) == 0)
+        r = harness_add_login_file(plan, CLAUDE_CONFIG "/.credentials.json", copy);
+    json_object_put(copy);
+    json_object_put(doc);
+    if (r < 0)
+        snprintf(err, errlen, "cannot copy the Claude login: %s", ar_strerror(r));
+    return r;
 }
 
 static int claude_plan(const struct harness_paths *paths, const struct run_request *req,
@@ -32,7 +74,7 @@ static int claude_plan(const struct harness_paths *paths, const struct run_reque
     json_object_array_add(plan->argv, json_object_new_string(js));
     json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
     harness_base_env(plan, NULL);
-    harness_setenv(plan, "CLAUDE_CONFIG_DIR", SANDBOX_HOME "/.claude");
+    harness_setenv(plan, "CLAUDE_CONFIG_DIR", CLAUDE_CONFIG);
     harness_setenv(plan, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
     harness_setenv(plan, "DISABLE_AUTOUPDATER", "1");
     harness_setenv(plan, "DISABLE_TELEMETRY", "1");
@@ -44,9 +86,9 @@ static int claude_plan(const struct harness_paths *paths, const struct run_reque
         return AR_E_INVALID_REQUEST;
     }
     if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
-        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" needs a "
-                              "logged-in Claude configuration, which this runner does not have");
-        return AR_E_INVALID_REQUEST;
+        int r = claude_subscription_login(paths, plan, err, errlen);
+        if (r < 0)
+            return r;
     }
     harness_connection_env(plan, req);
     if (req->mc.base_url) {

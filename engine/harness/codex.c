@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../buf.h"
+#include "../jsonx.h"
 #include "harness.h"
 
 #define CODEX_BIN "node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
@@ -47,6 +48,35 @@ static void toml_kv(struct buf *b, const char *key, const char *value)
     buf_append_char(b, '\n');
 }
 
+/*
+ * runtime_provided: the sandbox gets its own copy of the operator's auth.json (an API key or a
+ * ChatGPT login) in its private home, where codex may rewrite it in place. The refresh token
+ * stays out: an agent must not hold the operator's long-lived login, and a refresh inside a
+ * sandbox would rotate the operator's login away (ChatGPT refresh tokens are single-use) into
+ * a copy that dies with the sandbox. The sandbox runs on the access token; refreshing stays
+ * with the operator's own login folder (README "Subscription logins").
+ */
+static int codex_subscription_login(const struct harness_paths *paths, struct sandbox_plan *plan,
+                                    char *err, size_t errlen)
+{
+    json_object *doc = NULL, *tokens;
+    int r;
+
+    r = harness_login_load(paths->logins ? paths->logins->codex_home : NULL, "auth.json",
+                           "Codex", "AGENT_RUNNER_CODEX_HOME", &doc, err, errlen);
+    if (r < 0)
+        return r;
+    tokens = jsonx_get(doc, "tokens");
+    if (tokens && json_object_is_type(tokens, json_type_object) &&
+        jsonx_get(tokens, "refresh_token"))
+        json_object_object_add(tokens, "refresh_token", json_object_new_string(""));
+    r = harness_add_login_file(plan, CODEX_HOME "/auth.json", doc);
+    json_object_put(doc);
+    if (r < 0)
+        snprintf(err, errlen, "cannot copy the Codex login: %s", ar_strerror(r));
+    return r;
+}
+
 static int codex_plan(const struct harness_paths *paths, const struct run_request *req,
                       struct sandbox_plan *plan, char *err, size_t errlen)
 {
@@ -54,6 +84,7 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
     const struct credential *key;
     char bin[PATH_MAX];
     const char *model = req->model;
+    bool subscription = req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME;
     struct buf toml;
 
     snprintf(bin, sizeof(bin), "%s/%s", paths->harness_dir, CODEX_BIN);
@@ -65,17 +96,17 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
         snprintf(err, errlen, "modelConnection: required for codex");
         return AR_E_INVALID_REQUEST;
     }
-    if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
-        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" needs a "
-                              "logged-in Codex home, which this runner does not have");
-        return AR_E_INVALID_REQUEST;
-    }
     if (!model || !model[0]) {
         snprintf(err, errlen, "model: required for codex");
         return AR_E_INVALID_REQUEST;
     }
     if (strncmp(model, "openai/", 7) == 0)
         model += 7;
+    if (subscription) {
+        int r = codex_subscription_login(paths, plan, err, errlen);
+        if (r < 0)
+            return r;
+    }
     harness_connection_env(plan, req);
     key = harness_credential(req, CREDENTIAL_USAGE_OPAQUE_HTTP);
     if (!key)
@@ -94,8 +125,10 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
         toml_kv(&toml, "sandbox_mode", "danger-full-access");
     }
     buf_append_str(&toml, "check_for_update_on_startup = false\n");
+    if (subscription) /* the login is the file we copied in, never a keyring */
+        toml_kv(&toml, "cli_auth_credentials_store", "file");
     if (req->mc.base_url) {
-        if (!key) {
+        if (!key && !subscription) {
             snprintf(err, errlen, "modelConnection.credentials: codex needs an API key for a "
                                   "custom endpoint");
             buf_release(&toml);
@@ -105,7 +138,10 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
         buf_append_str(&toml, "\n[model_providers.agent-runner]\n");
         toml_kv(&toml, "name", req->mc.provider);
         toml_kv(&toml, "base_url", req->mc.base_url);
-        toml_kv(&toml, "env_key", key->name);
+        if (subscription) /* authenticate with the login in auth.json */
+            buf_append_str(&toml, "requires_openai_auth = true\n");
+        else
+            toml_kv(&toml, "env_key", key->name);
         toml_kv(&toml, "wire_api", "responses");
         if (req->mc.nheaders > 0) {
             buf_append_str(&toml, "\n[model_providers.agent-runner.http_headers]\n");
@@ -117,7 +153,7 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
             }
         }
     } else {
-        if (!key || strcmp(key->name, "OPENAI_API_KEY") != 0) {
+        if (!subscription && (!key || strcmp(key->name, "OPENAI_API_KEY") != 0)) {
             snprintf(err, errlen, "modelConnection.credentials: codex's built-in provider "
                                   "needs OPENAI_API_KEY");
             buf_release(&toml);

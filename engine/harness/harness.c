@@ -6,6 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/sha.h>
+
+#include "../jsonx.h"
 #include "../util.h"
 
 
@@ -174,4 +177,47 @@ json_object *harness_headers_json(const struct run_request *req)
         json_object_object_add(headers, req->mc.headers[i].name,
                                json_object_new_string(req->mc.headers[i].value));
     return headers;
+}
+
+int harness_login_load(const char *dir, const char *name, const char *who, const char *setting,
+                       json_object **ret_doc, char *err, size_t errlen)
+{
+    enum login_state s = login_read(dir, name, ret_doc);
+
+    switch (s) {
+    case LOGIN_READY:
+        return 0;
+    case LOGIN_NOT_CONFIGURED:
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" needs the "
+                              "operator's %s login (%s), which this runner does not have",
+                 who, setting);
+        break;
+    case LOGIN_MISSING:
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\": the "
+                              "operator's %s login (%s) holds no %s (login_missing)",
+                 who, setting, name);
+        break;
+    default:
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\": the "
+                              "operator's %s login (%s) is not usable: its %s is empty, "
+                              "unreadable or not a JSON object (login_unusable)",
+                 who, setting, name);
+        break;
+    }
+    return AR_E_INVALID_REQUEST;
+}
+
+int harness_add_login_file(struct sandbox_plan *plan, const char *path, json_object *doc)
+{
+    size_t len;
+    const char *text = jsonx_text(doc, &len);
+
+    if (plan->has_login)
+        return -EEXIST;
+    if (!text || !SHA256((const unsigned char *)text, len, plan->login_digest))
+        return -ENOMEM;
+    harness_add_file(plan, path, text, 0600);
+    login_redact(doc); /* what the sandbox holds; the rest of the login goes nowhere */
+    plan->has_login = true;
+    return 0;
 }

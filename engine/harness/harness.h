@@ -16,10 +16,12 @@
 #include <json-c/json.h>
 
 #include "../contracts.h"
+#include "../login.h"
 
 struct harness_paths {
     const char *harness_dir;    /* the project folder holding node_modules/ */
     const char *scripted_agent; /* the scripted test agent binary, or NULL */
+    const struct login_dirs *logins; /* the operator's harness logins (runtime_provided) */
 };
 
 struct sandbox_plan {
@@ -30,6 +32,8 @@ struct sandbox_plan {
     char model_id[256];    /* the ACP model id to select after session/new ("" = keep) */
     char model_name[128];  /* the model as reported in the result */
     char provider[64];     /* provider family, for the slot and logs */
+    bool has_login;        /* files holds a copy of an operator login (runtime_provided) */
+    uint8_t login_digest[32]; /* SHA-256 of that copy: it joins the credential epoch */
 };
 
 struct harness_ops {
@@ -73,6 +77,21 @@ void harness_add_file(struct sandbox_plan *plan, const char *path, const char *c
 /* The first credential with the given usage (or any usage when usage < 0), or NULL. */
 const struct credential *harness_credential(const struct run_request *req, int usage);
 bool harness_file_exists(const char *dir, const char *rel);
+/*
+ * runtime_provided: the login file `name` of the operator's folder dir for harness `who`
+ * (`setting` names the variable that configures the folder). 0 and a new reference in
+ * *ret_doc; AR_E_INVALID_REQUEST with err saying what is wrong with the login, never its path
+ * or content.
+ */
+int harness_login_load(const char *dir, const char *name, const char *who, const char *setting,
+                       json_object **ret_doc, char *err, size_t errlen);
+/*
+ * Give the sandbox doc as its private, writable copy of a login: a 0600 file at path in the
+ * sandbox home (from memory, never the host disk). One login per plan; the plan's
+ * login_digest covers it, and its strings join this thread's redaction set. -ENOMEM, -EEXIST
+ * for a second login.
+ */
+int harness_add_login_file(struct sandbox_plan *plan, const char *path, json_object *doc);
 /* modelConnection.endpoint.headers as a JSON object, NULL when there are none. */
 json_object *harness_headers_json(const struct run_request *req);
 

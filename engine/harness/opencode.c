@@ -66,6 +66,11 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
                      OPENCODE_CONFIG "/opencode/node_modules/@opencode-ai/plugin/package.json",
                      "{\"name\":\"@opencode-ai/plugin\",\"version\":\"" OPENCODE_VERSION "\"}\n",
                      0644);
+    if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" is not "
+                              "supported for opencode on this runner (no operator login for it)");
+        return AR_E_INVALID_REQUEST;
+    }
     if (!req->mc.present || !req->mc.base_url) {
         snprintf(err, errlen, "modelConnection.endpoint.baseUrl: required for opencode on this "
                               "runner");

@@ -9,6 +9,7 @@
  * itself only travels in the harness environment. settings.json makes that provider/model the default; the engine still selects
  * it over ACP and fails the run when pi does not end up on it (strict model selection).
  */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,45 @@ static const char *pi_api_for(const char *provider)
     if (strcmp(provider, "anthropic") == 0)
         return "anthropic-messages";
     return "openai-completions";
+}
+
+/*
+ * runtime_provided: the sandbox gets its own copy of the one login the run uses — the entry of
+ * the operator's auth.json for pi provider `slug` (an OAuth login or an API key) — as the
+ * auth.json of its private agent folder. Other providers' logins and the rest of the folder
+ * (settings, extensions, sessions) stay out, and so does an OAuth refresh token, for the
+ * reasons codex.c gives.
+ */
+static int pi_subscription_login(const struct harness_paths *paths, struct sandbox_plan *plan,
+                                 const char *slug, char *err, size_t errlen)
+{
+    json_object *doc = NULL, *entry, *copy;
+    int r;
+
+    r = harness_login_load(paths->logins ? paths->logins->pi_agent_dir : NULL, "auth.json", "pi",
+                           "AGENT_RUNNER_PI_AGENT_DIR", &doc, err, errlen);
+    if (r < 0)
+        return r;
+    entry = jsonx_get(doc, slug);
+    if (!entry || !json_object_is_type(entry, json_type_object)) {
+        json_object_put(doc);
+        snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\": the "
+                              "operator's pi login (AGENT_RUNNER_PI_AGENT_DIR) holds no login for "
+                              "provider \"%s\"",
+                 slug);
+        return AR_E_INVALID_REQUEST;
+    }
+    if (jsonx_get(entry, "refresh"))
+        json_object_object_add(entry, "refresh", json_object_new_string(""));
+    copy = json_object_new_object();
+    r = -ENOMEM;
+    if (copy && json_object_object_add(copy, slug, json_object_get(entry)) == 0)
+        r = harness_add_login_file(plan, PI_AGENT_DIR "/auth.json", copy);
+    json_object_put(copy);
+    json_object_put(doc);
+    if (r < 0)
+        snprintf(err, errlen, "cannot copy the pi login: %s", ar_strerror(r));
+    return r;
 }
 
 static int pi_plan(const struct harness_paths *paths, const struct run_request *req,
@@ -89,6 +129,11 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     /* "<provider>/<id>" names the same route: the fully qualified form is what pi selects */
     if (strncmp(model, slug, strlen(slug)) == 0 && model[strlen(slug)] == '/')
         model += strlen(slug) + 1;
+    if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
+        int r = pi_subscription_login(paths, plan, slug, err, errlen);
+        if (r < 0)
+            return r;
+    }
 
     entry = json_object_new_object();
     json_object_object_add(entry, "id", json_object_new_string(model));

@@ -53,6 +53,66 @@ def test_bad_json_and_bad_fields_are_400(ctx):
     assert status == 400 and "Legacy top-level" in body["error"], body
 
 
+def refusal_in_stream(recs):
+    """The records of a run refused before its turn: error, done, result ok:false."""
+    evs = events_of(recs)
+    res = result_of(recs)
+    assert [e["type"] for e in evs] == ["error", "done"], evs
+    assert evs[0]["code"] == "runner_error", evs[0]
+    assert res["ok"] is False and res["error"] == evs[0]["message"], res
+    return evs[0]["message"]
+
+
+def test_streamed_refusals_are_200_with_an_error_event(ctx):
+    # Agenta's client shows only "Agent runner HTTP 400" for an error status on the NDJSON
+    # path: a refused request answers 200 and says why in the stream (parser, then engine)
+    status, recs = ctx.stack.stream({"harness": "nope", "messages": []})
+    assert status == 200, (status, recs)
+    msg = refusal_in_stream(recs)
+    assert "harness" in msg and "nope" in msg, msg
+    status, recs = ctx.stack.stream({"harness": "scripted", "provider": "x"})
+    assert status == 200 and "Legacy top-level" in refusal_in_stream(recs)
+    status, recs = ctx.stack.stream({"harness": "scripted", "messages": []})
+    assert status == 200 and "No user message" in refusal_in_stream(recs)
+    status, recs = ctx.stack.stream(scripted_request(
+        "hi", sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["10.0.0.0/8"]}}))
+    assert status == 200 and "allowlist" in refusal_in_stream(recs)
+    # a JSON document that is not an object is a refused request, not invalid JSON
+    status, recs = ctx.stack.stream([1, 2])
+    assert status == 200 and "expected a JSON object" in refusal_in_stream(recs)
+    # invalid JSON stays 400, and so do the statuses decided before the body is parsed
+    h = {"content-type": "application/json", "accept": "application/x-ndjson",
+         "authorization": "Bearer " + TOKEN}
+    for raw in ('{"harness": ', "[1,"):
+        conn = ctx.stack.connection()
+        conn.request("POST", "/run", body=raw, headers=h)
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        conn.close()
+        assert resp.status == 400 and body["ok"] is False, (resp.status, body)
+        assert body["error"].startswith("Invalid JSON"), body
+    status, body = ctx.stack.stream(scripted_request("hi"), headers={"authorization": "Bearer x"})
+    assert status == 401 and body == {"ok": False, "error": "Unauthorized"}, (status, body)
+    status, body = ctx.stack.stream(scripted_request("x" * (9 * 1024 * 1024)))
+    assert status == 413 and body == {"ok": False, "error": "request body too large"}, status
+
+
+def test_subscription_status_without_login_folders(ctx):
+    # this stack has no AGENT_RUNNER_*_HOME/_DIR: every login is not configured (the other
+    # states: test_subscriptions.py); opencode cannot use one on this runner at all
+    status, _, body = ctx.stack.request("GET", "/subscription-status", token=False)
+    assert status == 401 and body == {"ok": False, "error": "Unauthorized"}, (status, body)
+    status, _, body = ctx.stack.request("GET", "/subscription-status")
+    assert status == 200, (status, body)
+    assert body == {"version": 1, "harnesses": {
+        "codex": {"state": "not_configured", "provider": "openai"},
+        "claude": {"state": "not_configured", "provider": "anthropic"},
+        "pi_core": {"state": "not_configured"}, "pi_agenta": {"state": "not_configured"},
+        "opencode": {"state": "unsupported"}}}, body
+    status, _, body = ctx.stack.request("POST", "/subscription-status")
+    assert status == 405, status
+
+
 def test_unknown_route_and_method(ctx):
     status, _, body = ctx.stack.request("GET", "/nope")
     assert status == 404 and body == {"ok": False, "error": "Not found"}, (status, body)
