@@ -123,6 +123,8 @@ struct content_block {
     const char *uri;
     const char *tool_call_id;
     const char *tool_name;
+    const char *attachment_id; /* attachment blocks: the id in Agenta's API */
+    const char *filename;      /* attachment blocks: the name shown (not trusted as a path) */
     json_object *input;  /* borrowed */
     json_object *output; /* borrowed */
     bool is_error;
@@ -303,6 +305,7 @@ struct run_limits_config {
 };
 
 struct pool;
+struct agenta_config;
 
 /*
  * What the engine needs from the runner's configuration; read-only while workers run.
@@ -327,6 +330,8 @@ struct engine_config {
     enum lifecycle_mode local_mode; /* runner's mode for the local provider (UNSET = inherit) */
     uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
     uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
+    /* platform mode (engine/platform.h): Agenta's API, NULL when it is not configured */
+    const struct agenta_config *agenta;
 };
 
 #endif

@@ -35,7 +35,7 @@ static void render_block(const struct content_block *b, const char *name, struct
         buf_printf(out, "[resource: %s]", b->uri ? b->uri : "inline");
         break;
     case BLOCK_ATTACHMENT:
-        buf_printf(out, "[attachment: %s]", b->uri ? b->uri : "file");
+        buf_printf(out, "[attachment: %s]", b->filename ? b->filename : b->uri ? b->uri : "file");
         break;
     case BLOCK_TOOL_CALL:
         json = jsonx_text(b->input, &n);
