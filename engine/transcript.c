@@ -87,6 +87,9 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
 
     buf_init(&latest, REPLAY_LATEST_MAX);
     r = run_request_prompt_text(req, &latest);
+    /* a new message of attachments or images only (platform mode) has no text of its own */
+    if (r == -ENOENT && identity_tail_is_fresh_user(req))
+        r = 0;
     if (r < 0 && !closing) {
         buf_release(&latest);
         return r;

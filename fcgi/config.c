@@ -59,6 +59,13 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_MODEL_STRICT", K_BOOL, EOFF(model_strict), "true", 0, 0},
 };
 
+/* The environment as agenta_config_load reads it. */
+static const char *env_lookup(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
 static int parse_bool(const char *s, bool *ret)
 {
     static const char *const yes[] = {"1", "true", "yes", "on"};
@@ -190,6 +197,13 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "AGENT_RUNNER_INSTANCE: too long");
         return -EINVAL;
     }
+    /* platform mode: on when Agenta's API is named; a bad AGENTA_* value stops the start */
+    {
+        int r = agenta_config_load(&cfg->agenta, env_lookup, NULL, err, errlen);
+        if (r < 0)
+            return r;
+        cfg->engine.agenta = cfg->agenta.enabled ? &cfg->agenta : NULL;
+    }
     run_limits_config_normalize(&cfg->engine.limits);
     cfg->engine.state_dir = cfg->state_dir;
     cfg->engine.harness_dir = cfg->harness_dir;
@@ -213,6 +227,15 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
+    if (cfg->agenta.enabled)
+        log_info("config: platform mode on: api '%s', replica '%s', reconstruct %s, durable "
+                 "records %s (%u tries), heartbeat every %llums",
+                 cfg->agenta.base_url, cfg->agenta.replica_id,
+                 cfg->agenta.reconstruct ? "on" : "off", cfg->agenta.records_durable ? "on" : "off",
+                 cfg->agenta.ingest_max_retries,
+                 (unsigned long long)cfg->agenta.heartbeat_interval_ms);
+    else
+        log_info("config: platform mode off (no AGENTA_API_INTERNAL_URL or AGENTA_API_URL)");
 }
 
 void config_release(struct runner_config *cfg)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../engine/agenta_api.h"
 #include "../engine/contracts.h"
 
 struct runner_config {
@@ -33,6 +34,7 @@ struct runner_config {
     char *log_level;
     char *local_lifecycle;
     char shm_name[96];
+    struct agenta_config agenta; /* platform mode: AGENTA_API_INTERNAL_URL, AGENTA_* */
     struct engine_config engine;
 };
 
