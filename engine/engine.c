@@ -605,13 +605,15 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     struct observers obs = {.trace = NULL};
     struct trace_run *trace;
     char trace_id[33];
-    bool limit = false, resume;
+    bool limit = false, resume, refused = false;
 
     trace = trace_run_start(t->req, t->plan.model_name, trace_id);
     result_identity(t, res, trace_id);
     /* platform mode: admission by the first heartbeat, before any side effect */
-    if (platform_start(cfg, t->req, t->key, trace_id, es, res, &t->plat) < 0)
+    if (platform_start(cfg, t->req, t->key, trace_id, es, res, &t->plat) < 0) {
+        refused = true; /* before any side effect: no environment, no trace either */
         goto out;
+    }
     obs = (struct observers){.trace = trace, .plat = t->plat};
     es->observe = observe_run;
     es->observe_ctx = &obs;
@@ -646,7 +648,10 @@ out:
     platform_finish(t->plat, res, NULL);
     platform_free(t->plat);
     t->plat = NULL;
-    trace_run_finish(trace, res);
+    if (refused)
+        trace_run_discard(trace);
+    else
+        trace_run_finish(trace, res);
     collect_events(es, res);
 }
 
