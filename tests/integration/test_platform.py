@@ -114,3 +114,96 @@ def test_the_platform_taking_the_turn_back_interrupts_it(ctx):
     res = lines[-1]["result"]
     assert res["ok"] is True and res["stopReason"] == "cancelled", res
     kill(ctx, p, s)
+
+
+# -- the record log -----------------------------------------------------------------------------
+
+def test_the_record_log_of_a_turn_is_coalesced_with_agentas_ids(ctx):
+    p, s = ids()
+    tid = str(uuid.uuid4())
+    steps = [{"thought": "Let me "}, {"thought": "look."},
+             {"chunk": "Hel"}, {"chunk": "lo"},
+             {"tool": {"id": "call-1", "title": "Read file", "kind": "read",
+                       "input": {"path": "a.txt"}, "output": "A"}},
+             {"chunk": "Done."}]
+    res, evs = stream(ctx, scripted(p, s, "Please " + script(steps), turn_id=tid))
+    assert res["ok"] is True and res["output"] == "HelloDone.", res
+    got = records(s, 8)
+    message = "Please " + script(steps)
+    want = [
+        # the user's message first, as Agenta persists an inbound message
+        (0, "user", {"type": "message", "text": message, "attachments": []}),
+        # deltas coalesced into one thought and one message; no turn event, no transient data
+        (1, "agent", {"type": "thought", "text": "Let me look."}),
+        (2, "agent", {"type": "message", "text": "Hello"}),
+        # the tool call's snapshots merged into one record
+        (3, "agent", {"type": "tool_call", "id": "call-1", "name": "Read file",
+                      "input": {"path": "a.txt"}}),
+        (4, "agent", {"type": "tool_result", "id": "call-1", "output": "A", "isError": False}),
+        (5, "agent", {"type": "message", "text": "Done."}),
+        (6, "agent", {"type": "usage", "input": 10, "output": 5, "total": 15, "cost": 0.0}),
+        (7, "agent", {"type": "done", "stopReason": "end_turn", "traceId": res["traceId"]}),
+    ]
+    assert [strip(r) for r in got] == [
+        {"record_index": i, "record_source": src, "record_type": a["type"], "attributes": a,
+         "turn_id": tid} for i, src, a in want], json.dumps(got, indent=1)
+    # tool-family records carry Agenta's stable uuid5 ids; the others get the API's
+    assert got[3]["record_id"] == fakes.record_id(s, "call-1", "tool_call", tid)
+    assert got[4]["record_id"] == fakes.record_id(s, "call-1", "tool_result", tid)
+    assert [r["record_id_sent"] for r in got] == [False, False, False, True, True, False,
+                                                   False, False]
+    assert all(r["ingests"] == 1 for r in got), got
+    kill(ctx, p, s)
+
+
+# -- the history rebuilt from the log -----------------------------------------------------------
+
+def test_pi_keeps_its_context_across_a_cold_start_from_the_record_log(ctx):
+    p, s = ids()
+    tag = uuid.uuid4().hex[:8]
+    name = f"rebuild-{tag}"
+    ctx.model.script(name, [{"text": f"Nice to meet you, Zed-{tag}."}])
+    t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
+    res, evs = stream(ctx, pi(ctx, p, s, f"My name is Zed-{tag}. [[script:{name}]]", turn_id=t1))
+    assert res["ok"] is True and res["output"] == f"Nice to meet you, Zed-{tag}.", res
+    assert evs[0] == {"type": "turn", "turnId": t1}, evs[0]
+    # the environment goes away: the next turn starts cold and carries only its own message
+    kill(ctx, p, s)
+    assert ctx.stack.session(f"{p}:{s}") is None
+    res, evs = stream(ctx, pi(ctx, p, s, f"What is my name? [[script:{name}]]", turn_id=t2))
+    assert res["ok"] is True, res
+    seen = model_requests_with(ctx, "What is my name?")
+    assert seen, "the second turn never reached the model"
+    body = json.dumps(seen[-1]["body"])
+    # the model got the earlier exchange, rebuilt from the session's records
+    assert f"My name is Zed-{tag}." in body, body
+    assert f"Nice to meet you, Zed-{tag}." in body, body
+    assert "Conversation so far:" in body, body
+    # the log holds both turns, each with its user message first
+    got = records(s)
+    turns = [r["turn_id"] for r in got]
+    assert turns.index(t2) > max(i for i, t in enumerate(turns) if t == t1), turns
+    first = [r for r in got if r["turn_id"] == t2][0]
+    assert first["record_source"] == "user" and first["attributes"]["text"].startswith(
+        "What is my name?"), first
+    # the turns ledger: one row per turn, completed, in order
+    ledger = wait_for(lambda: (lambda rows: rows if len(rows) == 2 and
+                               all(r.get("end_time") for r in rows) else None)(API.turns(s)),
+                      what="two completed ledger rows")
+    ledger.sort(key=lambda r: r["turn_index"])
+    assert [r["turn_index"] for r in ledger] == [0, 1], ledger
+    assert [r["turn_id"] for r in ledger] == [t1, t2], ledger
+    assert all(r["harness_kind"] == "pi_core" and r["stream_id"] for r in ledger), ledger
+    kill(ctx, p, s)
+
+
+def test_a_warm_follow_up_needs_no_rebuild(ctx):
+    p, s = ids()
+    res, _ = stream(ctx, scripted(p, s, "first"))
+    assert res["output"] == "echo[1]: first", res
+    before = len(API.calls(path="/sessions/records/query"))
+    res, _ = stream(ctx, scripted(p, s, "second"))
+    # the live agent got only the new text, and the log was not read
+    assert res["output"] == "echo[2]: second", res
+    assert len(API.calls(path="/sessions/records/query")) == before
+    kill(ctx, p, s)
