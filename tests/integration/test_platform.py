@@ -207,3 +207,72 @@ def test_a_warm_follow_up_needs_no_rebuild(ctx):
     assert res["output"] == "echo[2]: second", res
     assert len(API.calls(path="/sessions/records/query")) == before
     kill(ctx, p, s)
+
+
+# -- failures of the API ------------------------------------------------------------------------
+
+def test_an_ingest_outage_neither_blocks_nor_fails_the_turn_and_is_retried(ctx):
+    p, s = ids()
+    since = API.calls()[-1]["seq"] if API.calls() else 0
+    # two refusals: with 3 tries per record every record still lands
+    API.inject(INGEST, status=503, count=2)
+    res, evs = stream(ctx, scripted(p, s, "through the outage"))
+    assert res["ok"] is True and res["output"] == "echo[1]: through the outage", res
+    assert [e["type"] for e in evs][-1] == "done", evs
+    got = records(s, 5)
+    assert [r["record_type"] for r in got] == ["message", "usage", "message", "usage",
+                                                "done"], got
+    assert [r["record_index"] for r in got] == [0, 1, 2, 3, 4], got
+    assert all(r["ingests"] == 1 for r in got), got
+    tries = [c for c in API.calls(path=INGEST, since=since) if c["body"].get("session_id") == s]
+    assert [c["status"] for c in tries[:3]] == [503, 503, 200], tries[:3]
+    # the first record was retried, not duplicated: same body every time
+    assert tries[0]["body"] == tries[1]["body"] == tries[2]["body"], tries[:3]
+    # nothing was dropped: a cold start can rebuild the conversation
+    kill(ctx, p, s)
+    res, evs = stream(ctx, scripted(p, s, "after"))
+    assert res["ok"] is True and "through the outage" in res["output"], res
+    kill(ctx, p, s)
+
+
+def test_a_session_whose_records_were_dropped_refuses_to_rebuild(ctx):
+    p, s = ids()
+    API.inject(INGEST, status=503, count=-1)
+    try:
+        res, _ = stream(ctx, scripted(p, s, "lost"))
+    finally:
+        API.clear_injections()
+    # the turn itself is fine: persistence never fails it
+    assert res["ok"] is True and res["output"] == "echo[1]: lost", res
+    kill(ctx, p, s)
+    # any worker (the mark is shared) refuses to answer without the lost context
+    for _ in range(2):
+        res, evs = stream(ctx, scripted(p, s, "do you remember?"))
+        assert res["ok"] is False, res
+        assert "lost a durable record" in res["error"], res
+        err = [e for e in evs if e["type"] == "error"]
+        assert err and "refusing to rebuild an incomplete conversation" in err[0]["message"], evs
+        assert evs[-1]["type"] == "done", evs
+    assert ctx.stack.session(f"{p}:{s}") is None
+    # the mark is a file under the state dir, which every worker (and a restart) sees
+    marks = os.path.join(ctx.stack.state, "platform", "incomplete")
+    held = []
+    for f in os.listdir(marks):
+        with open(os.path.join(marks, f)) as fh:
+            held.append(fh.read())
+    assert f"{p}:{s}" in held, held
+
+
+def test_an_unreadable_log_fails_the_rebuild_clearly(ctx):
+    p, s = ids()
+    res, _ = stream(ctx, scripted(p, s, "hello"))
+    assert res["ok"] is True
+    kill(ctx, p, s)
+    API.inject("/sessions/records/query", status=500, count=1)
+    res, evs = stream(ctx, scripted(p, s, "again"))
+    assert res["ok"] is False and "record log is unreadable" in res["error"], res
+    # a later turn reads it again
+    res, _ = stream(ctx, scripted(p, s, "and again"))
+    assert res["ok"] is True and "Conversation so far:" in res["output"], res
+    assert "user: hello" in res["output"], res
+    kill(ctx, p, s)
