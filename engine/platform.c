@@ -850,6 +850,16 @@ static size_t request_answers(const struct run_request *req, struct answer *out,
     return n;
 }
 
+static void add_exempt(const char **list, size_t *n, size_t max, const char *token)
+{
+    if (!token || !token[0] || *n >= max)
+        return;
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(list[i], token) == 0)
+            return;
+    list[(*n)++] = token;
+}
+
 void platform_turn_begins(struct platform *p, const struct run_request *req,
                           const struct approval_gate *parked, size_t nparked, bool live_resume)
 {
@@ -861,16 +871,14 @@ void platform_turn_begins(struct platform *p, const struct run_request *req,
         return;
     for (size_t i = 0; i < nparked; i++) {
         remember_token(p, parked[i].tool_call_id, parked[i].token);
-        if (parked[i].token[0] && nexempt < ARRAY_SIZE(exempt))
-            exempt[nexempt++] = parked[i].token;
+        add_exempt(exempt, &nexempt, ARRAY_SIZE(exempt), parked[i].token);
     }
     nanswers = request_answers(req, answers, ARRAY_SIZE(answers));
     for (size_t i = 0; i < nanswers; i++) {
         if (!answers[i].token)
             answers[i].token = token_of_call(p, answers[i].tool_call_id);
         remember_token(p, answers[i].tool_call_id, answers[i].token);
-        if (answers[i].token && nexempt < ARRAY_SIZE(exempt))
-            exempt[nexempt++] = answers[i].token;
+        add_exempt(exempt, &nexempt, ARRAY_SIZE(exempt), answers[i].token);
     }
     /* gates of earlier turns that nobody answered are over; the ones in play are not */
     send_call(p, AGENTA_PATH_INTERACTIONS_CANCEL_STALE,

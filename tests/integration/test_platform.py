@@ -276,3 +276,101 @@ def test_an_unreadable_log_fails_the_rebuild_clearly(ctx):
     assert res["ok"] is True and "Conversation so far:" in res["output"], res
     assert "user: hello" in res["output"], res
     kill(ctx, p, s)
+
+
+# -- interaction rows ---------------------------------------------------------------------------
+
+GATE = {"toolCallId": "w1", "title": "Write file", "kind": "edit", "input": {"path": "a.txt"}}
+
+
+def answer(tool_call_id, approved, token=None):
+    out = {"approved": approved}
+    if token:
+        out["interactionToken"] = token
+    return {"role": "user", "content": [{"type": "tool_result", "toolCallId": tool_call_id,
+                                         "output": out}]}
+
+
+def gate_token(ev):
+    """The gate's interaction token: the payload's, or the event id once ids are tokens."""
+    return ev["payload"].get("interactionToken") or ev["id"]
+
+
+def test_interaction_rows_follow_a_park_and_a_resume(ctx):
+    p, s = ids()
+    t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
+    first = scripted(p, s, script([{"chunk": "before"}, {"permission": GATE},
+                                   {"chunk": " after"}]), turn_id=t1,
+                     effectiveParameters={"temperature": 0.2},
+                     runContext={"workflow": {"artifact": {"id": "wf-1"},
+                                              "revision": {"id": "rev-1", "version": "3"}}})
+    res, evs = stream(ctx, first)
+    assert res["stopReason"] == "paused", res
+    [gate] = [e for e in evs if e["type"] == "interaction_request"]
+    token = gate_token(gate)
+    rows = wait_for(lambda: API.interactions(s), what="the interaction row")
+    assert len(rows) == 1, rows
+    row = rows[0]
+    assert row["token"] == token and row["turn_id"] == t1, row
+    assert row["kind"] == "user_approval" and row["status"] == "pending", row
+    assert row["data"]["request"] == {"tool": "Write file", "args": {"path": "a.txt"},
+                                      "tool_call_id": "w1"}, row
+    assert row["data"]["parameters"] == {"temperature": 0.2}, row
+    assert row["data"]["references"]["workflow"] == {"id": "wf-1"}, row
+    assert row["flags"]["delivered_in_band"] is True, row
+    # the parked gate's record carries Agenta's stable id
+    recs = records(s, 4)
+    req_rec = [r for r in recs if r["record_type"] == "interaction_request"]
+    assert req_rec and req_rec[0]["record_id"] == fakes.record_id(
+        s, gate["id"], "interaction_request", t1), req_rec
+    # the answer resumes the parked agent: the row is resolved with the verdict
+    msgs = first["messages"] + [{"role": "assistant", "content": "before"},
+                                answer("w1", True, gate["payload"].get("interactionToken"))]
+    res, evs = stream(ctx, dict(first, turnId=t2, messages=msgs))
+    assert res["ok"] is True and res["output"].endswith(" after"), res
+    assert "interaction_response" in [e["type"] for e in evs], evs
+
+    def resolved():
+        r = API.interactions(s)
+        return r if r and r[0]["status"] == "resolved" else None
+    row = wait_for(resolved, what="the resolved row")[0]
+    assert row["data"]["resolution"] == {"verdict": "approved", "tool_call_id": "w1"}, row
+    resp = [r for r in records(s) if r["record_type"] == "interaction_response"]
+    assert resp and resp[0]["turn_id"] == t2, resp
+    # cancel-stale ran at each turn's start, sparing the gate that was in play
+    sweeps = [c["body"] for c in API.calls(path="/sessions/interactions/cancel-stale")
+              if c["body"].get("session_id") == s]
+    assert [b["turn_id"] for b in sweeps] == [t1, t2], sweeps
+    assert sweeps[1].get("tokens") == [token], sweeps
+    kill(ctx, p, s)
+
+
+def test_an_unanswered_gate_is_cancelled_by_the_next_turn_and_a_cold_answer_resolves(ctx):
+    p, s = ids()
+    res, evs = stream(ctx, scripted(p, s, script([{"permission": GATE}])))
+    assert res["stopReason"] == "paused", res
+    gate = next(e for e in evs if e["type"] == "interaction_request")
+    wait_for(lambda: API.interactions(s), what="the interaction row")
+    # the session is gone; the user answers anyway: the cold turn resolves the row in band
+    kill(ctx, p, s)
+    res, _ = stream(ctx, scripted(p, s, "x", messages=[
+        {"role": "user", "content": script([{"permission": GATE}])},
+        answer("w1", False, gate["payload"].get("interactionToken"))]))
+    assert res["ok"] is True, res
+    row = wait_for(lambda: (lambda r: r[0] if r and r[0]["status"] != "pending" else None)(
+        API.interactions(s)), what="the row settled")
+    assert row["status"] == "resolved", row
+    assert row["data"]["resolution"] == {"verdict": "denied", "tool_call_id": "w1"}, row
+    kill(ctx, p, s)
+    # a gate nobody answers is cancelled when the next turn of the session starts
+    p, s = ids()
+    res, _ = stream(ctx, scripted(p, s, script([{"permission": GATE}])))
+    assert res["stopReason"] == "paused", res
+    wait_for(lambda: API.interactions(s), what="the interaction row")
+    kill(ctx, p, s)
+    res, _ = stream(ctx, scripted(p, s, "never mind"))
+    assert res["ok"] is True, res
+    row = wait_for(lambda: (lambda r: r[0] if r and r[0]["status"] != "pending" else None)(
+        API.interactions(s)), what="the row settled")
+    assert row["status"] == "cancelled", row
+    kill(ctx, p, s)
