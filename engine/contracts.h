@@ -209,6 +209,8 @@ void run_request_release(struct run_request *req);
 
 /* The text of the last message when it is a user message (text blocks joined), or NULL. */
 int run_request_prompt_text(const struct run_request *req, struct buf *out);
+/* The request's modelCapabilities.inputModalities declares images ("image" or "images"). */
+bool run_request_model_takes_images(const struct run_request *req);
 
 struct run_usage {
     int64_t input;

@@ -113,28 +113,6 @@ static bool native_image_type(const char *base)
     return false;
 }
 
-/* modelCapabilities.inputModalities declares images ("image" or "images"). */
-static bool model_takes_images(const struct run_request *req)
-{
-    json_object *m = jsonx_path(req->root, "modelCapabilities.inputModalities");
-
-    if (!m || !json_object_is_type(m, json_type_array))
-        return false;
-    for (size_t i = 0; i < json_object_array_length(m); i++) {
-        json_object *v = json_object_array_get_idx(m, i);
-        const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-                                                                  : NULL;
-        char tok[16];
-
-        if (!s)
-            continue;
-        media_base(s, tok, sizeof(tok));
-        if (strcmp(tok, "image") == 0 || strcmp(tok, "images") == 0)
-            return true;
-    }
-    return false;
-}
-
 void platform_attachment_gate(const struct run_request *req, const struct harness_caps *caps,
                               const char *media_type, size_t len, struct platform_gate *ret)
 {
@@ -159,7 +137,7 @@ void platform_attachment_gate(const struct run_request *req, const struct harnes
         ret->reason_code = "adapter_unsupported";
         return;
     }
-    if (!model_takes_images(req)) {
+    if (!run_request_model_takes_images(req)) {
         ret->reason_code = "model_modality_unknown";
         return;
     }
