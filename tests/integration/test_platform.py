@@ -374,3 +374,79 @@ def test_an_unanswered_gate_is_cancelled_by_the_next_turn_and_a_cold_answer_reso
         API.interactions(s)), what="the row settled")
     assert row["status"] == "cancelled", row
     kill(ctx, p, s)
+
+
+# -- attachments --------------------------------------------------------------------------------
+
+def png_1x1():
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+    raw = zlib.compress(b"\x00\xff\x00\x00")  # one red pixel, filter 0
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", raw) + chunk(b"IEND", b""))
+
+
+def test_attachments_reach_the_model(ctx):
+    p, s = ids()
+    tag = uuid.uuid4().hex[:8]
+    png = png_1x1()
+    img = API.seed_attachment(s, "pixel.png", "image/png", png)
+    doc = API.seed_attachment(s, "notes.txt", "text/plain", f"The secret word is PLUM-{tag}.\n")
+    name = f"attach-{tag}"
+    ctx.model.script(name, [{"tool": {"name": "read",
+                                      "arguments": {"path": f"attachments/{doc}/notes.txt"}}},
+                            {"text": "I read it."}])
+    content = [{"type": "attachment", "attachmentId": img, "filename": "pixel.png",
+                "mimeType": "image/png"},
+               {"type": "attachment", "attachmentId": doc, "filename": "notes.txt",
+                "mimeType": "text/plain"},
+               {"type": "text", "text": f"What do these say? [[script:{name}]]"}]
+    req = pi(ctx, p, s, content, modelCapabilities={"inputModalities": ["text", "image"]})
+    res, evs = stream(ctx, req)
+    assert res["ok"] is True and res["output"].endswith("I read it."), res
+    deliveries = {e["attachmentId"]: e for e in evs if e["type"] == "attachment_delivery"}
+    assert deliveries[img] == {"type": "attachment_delivery", "attachmentId": img,
+                               "outcome": "native", "reasonCode": "native_supported",
+                               "workingPath": f"attachments/{img}/pixel.png"}, deliveries
+    assert deliveries[doc]["outcome"] == "workspace_only", deliveries
+    assert deliveries[doc]["workingPath"] == f"attachments/{doc}/notes.txt", deliveries
+    seen = model_requests_with(ctx, f"[[script:{name}]]")
+    assert len(seen) >= 2, seen
+    first = json.dumps(seen[0]["body"])
+    # the image itself, natively, and the document as a working copy the agent can open
+    assert base64.b64encode(png).decode() in first, first[:2000]
+    assert f"[attached file: notes.txt at attachments/{doc}/notes.txt]" in first, first[:2000]
+    # the agent opened the working copy: its content reached the model
+    assert f"PLUM-{tag}" in json.dumps(seen[-1]["body"]), seen[-1]["body"]
+    store = API.store(s)
+    atts = {a["attachment_id"]: a for a in store["attachments"]}
+    assert atts[img]["fetches"] >= 1 and atts[img]["referenced_at"], atts
+    assert atts[doc]["fetches"] >= 1 and atts[doc]["referenced_at"], atts
+    user = [r for r in store["records"] if r["record_source"] == "user"][0]
+    assert [a["attachmentId"] for a in user["attributes"]["attachments"]] == [img, doc], user
+    kill(ctx, p, s)
+
+
+def test_a_bad_attachment_reference_fails_before_anything_starts(ctx):
+    p, s = ids()
+    res, evs = stream(ctx, scripted(p, s, [{"type": "attachment", "attachmentId": "../../etc"},
+                                           {"type": "text", "text": "look"}]))
+    assert res["ok"] is False and "Attachment reference is invalid" in res["error"], res
+    assert evs[0] == {"type": "attachment_delivery", "attachmentId": "../../etc",
+                      "outcome": "failed", "reasonCode": "contract_violation"}, evs
+    assert ctx.stack.session(f"{p}:{s}") is None
+    # a missing one is announced as failed and the turn goes on without it
+    missing = str(uuid.uuid4())
+    res, evs = stream(ctx, scripted(p, s, [{"type": "attachment", "attachmentId": missing,
+                                            "filename": "gone.txt"},
+                                           {"type": "text", "text": "look"}]))
+    assert res["ok"] is True, res
+    d = [e for e in evs if e["type"] == "attachment_delivery"]
+    assert d == [{"type": "attachment_delivery", "attachmentId": missing, "outcome": "failed",
+                  "reasonCode": "fetch_failed"}], d
+    assert "[attached file: gone.txt - no longer available]" in res["output"], res
+    kill(ctx, p, s)
