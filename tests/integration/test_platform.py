@@ -450,3 +450,55 @@ def test_a_bad_attachment_reference_fails_before_anything_starts(ctx):
                   "reasonCode": "fetch_failed"}], d
     assert "[attached file: gone.txt - no longer available]" in res["output"], res
     kill(ctx, p, s)
+
+
+# -- credentials --------------------------------------------------------------------------------
+
+def test_no_credential_in_anything_stored(ctx):
+    p, s = ids()
+    model_key = "sk-model-" + uuid.uuid4().hex
+    callback_auth = "Bearer cb-" + uuid.uuid4().hex
+    env_secret = "env-secret-" + uuid.uuid4().hex
+    before = set(API.auth()["minted"])
+    # the user pastes every credential of the run into the message; the agent echoes it and
+    # takes long enough for the heartbeat to refresh the run credential (every 10th beat)
+    leak = f"{model_key} {API.credential} {callback_auth} {env_secret}"
+    steps = [{"chunk": "leaking " + leak}, {"sleep": 2600},
+             {"tool": {"id": "leak-1", "title": "Leak", "kind": "read",
+                       "input": {"q": model_key}, "output": API.credential}},
+             {"permission": dict(GATE, input={"token": API.credential})}]
+    req = scripted(p, s, f"my keys: {leak} " + script(steps),
+                   toolCallback={"endpoint": "http://127.0.0.1:9/api/tools/call",
+                                 "authorization": callback_auth},
+                   modelConnection={"provider": "openai", "deployment": "custom",
+                                    "endpoint": {"baseUrl": "https://models.example/v1"},
+                                    "credentialMode": "env",
+                                    "environment": {"MODEL_REGION": env_secret},
+                                    "credentials": [{"binding": {"kind": "environment",
+                                                                 "name": "OPENAI_API_KEY"},
+                                                     "value": model_key,
+                                                     "usage": "opaque_http"}]})
+    res, evs = stream(ctx, req)
+    assert res["stopReason"] == "paused", res
+    minted = set(API.auth()["minted"]) - before
+    assert minted, "the run credential was never refreshed"
+    wait_for(lambda: API.interactions(s), what="the interaction row")
+    got = records(s, 6)
+    secrets = [model_key, API.credential, API.credential.split(" ", 1)[1], callback_auth,
+               callback_auth.split(" ", 1)[1], env_secret] + sorted(minted)
+    dump = json.dumps(API.store(s))
+    for secret in secrets:
+        assert secret not in dump, f"a credential ({secret[-4:]}) is in the store"
+    # not vacuous: the values were there, and came out as Agenta's placeholders
+    assert "[ag:redacted:secret:" in json.dumps([r["attributes"] for r in got]), got
+    assert "[ag:redacted:secret:" in json.dumps(API.interactions(s)), API.interactions(s)
+    # every call after the refresh used the refreshed credential
+    calls = [c for c in API.calls() if s in json.dumps(c.get("body"))]
+    used = {c["headers"].get("authorization") for c in calls}
+    assert used <= {API.credential} | minted, used
+    assert used & minted, used
+    # nor in the runner's log
+    log = ctx.stack.log_text()
+    for secret in secrets:
+        assert secret not in log, f"a credential ({secret[-4:]}) is in the runner log"
+    kill(ctx, p, s)
