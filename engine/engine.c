@@ -248,6 +248,7 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
 
+    platform_agent_session(t->plat, env->acp_session);
     /* the client must still be there for a session run to be kept: ask before deciding */
     event_stream_flush(es);
     (void)event_stream_client_alive(es);

@@ -232,6 +232,7 @@ struct platform {
     json_object *parameters;
     atomic_bool interrupted;
     bool finished;
+    char agent_session[128];
     struct token_entry tokens[PLATFORM_TOKENS_MAX];
     size_t ntokens;
 };
@@ -356,6 +357,12 @@ static void on_interrupted(void *ctx)
     struct platform *p = ctx;
 
     atomic_store(&p->interrupted, true);
+}
+
+void platform_agent_session(struct platform *p, const char *acp_session)
+{
+    if (p && acp_session && strlen(acp_session) < sizeof(p->agent_session))
+        snprintf(p->agent_session, sizeof(p->agent_session), "%s", acp_session);
 }
 
 bool platform_interrupted(struct platform *p)
@@ -1103,6 +1110,8 @@ void platform_finish(struct platform *p, const struct run_result *res,
         log_debug("platform: session \"%s\" records still queued after %dms: they go on in the "
                   "background",
                   p->session_id, PLATFORM_FLUSH_MS);
+    if (!agent_session_id && p->agent_session[0])
+        agent_session_id = p->agent_session;
     ledger_finish(p->ledger, completed, agent_session_id);
     /* the final beat before the result: the session's next turn must find it released */
     heartbeat_release(p->hb);

@@ -125,10 +125,14 @@ void platform_attachments(struct platform *p, const struct run_request *req, con
                           const struct harness_caps *caps, bool restore_history,
                           json_object *prompt, struct event_stream *es);
 
+/* The harness's ACP session the turn ran in (the ledger row's agent_session_id). */
+void platform_agent_session(struct platform *p, const char *acp_session);
+
 /* The platform took the turn back (is_current_turn:false). */
 bool platform_interrupted(struct platform *p);
 
-/* Before the result (see the top). agent_session_id: the harness's ACP session, or NULL. */
+/* Before the result (see the top). agent_session_id: the harness's ACP session, or NULL for
+ * the one platform_agent_session() noted. */
 void platform_finish(struct platform *p, const struct run_result *res,
                      const char *agent_session_id);
 

@@ -194,6 +194,9 @@ def test_pi_keeps_its_context_across_a_cold_start_from_the_record_log(ctx):
     assert [r["turn_index"] for r in ledger] == [0, 1], ledger
     assert [r["turn_id"] for r in ledger] == [t1, t2], ledger
     assert all(r["harness_kind"] == "pi_core" and r["stream_id"] for r in ledger), ledger
+    # each turn ran in a new pi session (a cold start replays; it does not load)
+    assert all(r.get("agent_session_id") for r in ledger), ledger
+    assert ledger[0]["agent_session_id"] != ledger[1]["agent_session_id"], ledger
     kill(ctx, p, s)
 
 
