@@ -215,8 +215,24 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* The API's URL without a user:password part, for the log. */
+static void url_for_log(const char *url, char *out, size_t outlen)
+{
+    const char *host = strstr(url, "://"), *at, *slash;
+
+    host = host ? host + 3 : url;
+    slash = strchr(host, '/');
+    at = memchr(host, '@', slash ? (size_t)(slash - host) : strlen(host));
+    if (at)
+        snprintf(out, outlen, "%.*s***@%s", (int)(host - url), url, at + 1);
+    else
+        snprintf(out, outlen, "%s", url);
+}
+
 void config_log(const struct runner_config *cfg)
 {
+    char api[AGENTA_URL_MAX + 8];
+
     log_info("config: workers %llu, threads %llu, slots %llu, max body %llu, max runs %llu, "
              "state '%s', harnesses '%s', keeper '%s', bwrap '%s', shm '%s', session ttl %llums, "
              "pool max %llu, scripted agent '%s'",
@@ -227,10 +243,11 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
+    url_for_log(cfg->agenta.base_url, api, sizeof(api));
     if (cfg->agenta.enabled)
         log_info("config: platform mode on: api '%s', replica '%s', reconstruct %s, durable "
                  "records %s (%u tries), heartbeat every %llums",
-                 cfg->agenta.base_url, cfg->agenta.replica_id,
+                 api, cfg->agenta.replica_id,
                  cfg->agenta.reconstruct ? "on" : "off", cfg->agenta.records_durable ? "on" : "off",
                  cfg->agenta.ingest_max_retries,
                  (unsigned long long)cfg->agenta.heartbeat_interval_ms);
