@@ -22,6 +22,8 @@
 #define DEFAULT_ATTACHMENT_TIMEOUT_MS 15000
 #define DEFAULT_TOOL_TTL_MS 3000
 #define DEFAULT_INGEST_RETRIES 6
+#define DEFAULT_HEARTBEAT_MS 30000 /* HEARTBEAT_INTERVAL_SECONDS */
+#define DEFAULT_REFRESH_EVERY 10
 #define INGEST_RETRIES_CAP 12
 #define BACKOFF_CAP_MS 3600000ull
 #define ANSWER_DEPTH 64
@@ -229,8 +231,14 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
                  600000, &c.call_timeout_ms, err, errlen);
     if (r < 0)
         return r;
-    c.heartbeat_interval_ms = 30000;
-    c.refresh_every = 10;
+    r = load_u64(lookup, ctx, "AGENT_RUNNER_AGENTA_HEARTBEAT_MS", DEFAULT_HEARTBEAT_MS, 50,
+                 600000, &c.heartbeat_interval_ms, err, errlen);
+    if (r == 0)
+        r = load_u64(lookup, ctx, "AGENT_RUNNER_AGENTA_REFRESH_EVERY", DEFAULT_REFRESH_EVERY, 1,
+                     1000, &n, err, errlen);
+    if (r < 0)
+        return r;
+    c.refresh_every = (unsigned)n;
     *cfg = c;
     return 0;
 }

@@ -77,8 +77,9 @@ struct agenta_config {
     uint64_t attachments_timeout_ms;    /* AGENTA_ATTACHMENTS_FETCH_TIMEOUT_MS, 15000 */
     unsigned attachments_max_per_turn;  /* AGENTA_ATTACHMENTS_MAX_PER_TURN, 100 */
     uint64_t call_timeout_ms;           /* AGENT_RUNNER_AGENTA_TIMEOUT_MS, 10000: other calls */
-    uint64_t heartbeat_interval_ms;     /* 30000 (HEARTBEAT_INTERVAL_SECONDS) */
-    unsigned refresh_every;             /* 10: the credential refresh every Nth beat */
+    /* AGENT_RUNNER_AGENTA_HEARTBEAT_MS, 30000 (Agenta's HEARTBEAT_INTERVAL_SECONDS), [50, 600000] */
+    uint64_t heartbeat_interval_ms;
+    unsigned refresh_every;             /* AGENT_RUNNER_AGENTA_REFRESH_EVERY, 10, [1, 1000] */
 };
 
 /*

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "jsonx.h"
 
 const char *ar_strerror(int r)
 {
@@ -86,6 +89,29 @@ int run_request_prompt_text(const struct run_request *req, struct buf *out)
         any = true;
     }
     return any ? 0 : -ENOENT;
+}
+
+bool run_request_model_takes_images(const struct run_request *req)
+{
+    json_object *m = jsonx_path(req->root, "modelCapabilities.inputModalities");
+
+    if (!m || !json_object_is_type(m, json_type_array))
+        return false;
+    for (size_t i = 0; i < json_object_array_length(m); i++) {
+        json_object *v = json_object_array_get_idx(m, i);
+        const char *s;
+
+        if (!json_object_is_type(v, json_type_string))
+            continue;
+        s = json_object_get_string(v);
+        while (*s == ' ')
+            s++;
+        if (strncasecmp(s, "image", 5) == 0 &&
+            (s[5] == '\0' || s[5] == ' ' || ((s[5] == 's' || s[5] == 'S') &&
+                                              (s[6] == '\0' || s[6] == ' '))))
+            return true;
+    }
+    return false;
 }
 
 void run_result_init(struct run_result *res)

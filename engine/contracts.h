@@ -124,6 +124,8 @@ struct content_block {
     const char *uri;
     const char *tool_call_id;
     const char *tool_name;
+    const char *attachment_id; /* attachment blocks: the id in Agenta's API */
+    const char *filename;      /* attachment blocks: the name shown (not trusted as a path) */
     json_object *input;  /* borrowed */
     json_object *output; /* borrowed */
     bool is_error;
@@ -208,6 +210,8 @@ void run_request_release(struct run_request *req);
 
 /* The text of the last message when it is a user message (text blocks joined), or NULL. */
 int run_request_prompt_text(const struct run_request *req, struct buf *out);
+/* The request's modelCapabilities.inputModalities declares images ("image" or "images"). */
+bool run_request_model_takes_images(const struct run_request *req);
 
 struct run_usage {
     int64_t input;
@@ -304,6 +308,7 @@ struct run_limits_config {
 };
 
 struct pool;
+struct agenta_config;
 
 /*
  * What the engine needs from the runner's configuration; read-only while workers run.
@@ -329,6 +334,8 @@ struct engine_config {
     uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
     uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
     struct login_dirs logins;   /* the operator's harness logins (runtime_provided) */
+    /* platform mode (engine/platform.h): Agenta's API, NULL when it is not configured */
+    const struct agenta_config *agenta;
 };
 
 #endif

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "provider/provider.h"
+#include "request.h"
 #include "trace.h"
 #include "run_turn.h"
 #include "transcript.h"
@@ -89,6 +90,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     buf_release(&probe);
     if (r < 0 && transcript_answers_only(req))
         r = 0; /* an answer to pending approvals needs no new text */
+    if (r < 0 && cfg->agenta && identity_tail_is_fresh_user(req))
+        r = 0; /* platform mode: attachments (or images) alone are a message */
     if (r < 0) {
         snprintf(err, errlen, "No user message to send (prompt/messages empty).");
         return AR_E_INVALID_REQUEST;
@@ -252,6 +255,7 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
 
+    platform_agent_session(t->plat, env->acp_session);
     /* the client must still be there for a session run to be kept: ask before deciding */
     event_stream_flush(es);
     (void)event_stream_client_alive(es);
@@ -344,14 +348,20 @@ struct cancel_probe {
     bool has_slot;
     struct event_stream *es;
     bool on_client_gone;
+    struct platform *plat;
 };
 
-/* /cancel sets the slot's flag; a client that went away cancels a run without a session. */
+/*
+ * /cancel sets the slot's flag; a client that went away cancels a run without a session; the
+ * platform takes a turn back with its heartbeat.
+ */
 static bool should_cancel(void *ctx)
 {
     struct cancel_probe *c = ctx;
 
     if (c->has_slot && c->pool && pool_session_cancel_requested(c->pool, c->h))
+        return true;
+    if (platform_interrupted(c->plat))
         return true;
     return c->on_client_gone && !event_stream_client_alive(c->es);
 }
@@ -429,9 +439,12 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     event_emit(es, event_data_phase("environment_starting"));
     event_emit(es, event_data_phase("environment_ready"));
     probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = true, .es = es,
-                                  .on_client_gone = t->client_gone_cancels};
-    if (!resume)
+                                  .on_client_gone = t->client_gone_cancels, .plat = t->plat};
+    if (!resume) {
         prompt = transcript_prompt(t->req, false, res->caps.images);
+        platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt,
+                             es);
+    }
     opt = turn_options(t, prompt, &probe);
     if (resume) {
         opt.resume_prompt_id = lk->s.prompt_id;
@@ -532,8 +545,11 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         prompt = transcript_approval_prompt(req);
     else
         prompt = transcript_prompt(req, req->nmessages > 1, res->caps.images);
+    platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1,
+                         prompt, es);
     probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = env->has_slot,
-                                  .es = es, .on_client_gone = t->client_gone_cancels};
+                                  .es = es, .on_client_gone = t->client_gone_cancels,
+                                  .plat = t->plat};
     opt = turn_options(t, prompt, &probe);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
@@ -544,9 +560,39 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     emit_done(es, res);
 }
 
-static void observe_trace(void *ctx, json_object *ev)
+/* Who sees every event of the run: the trace, and in platform mode the session's log. */
+struct observers {
+    struct trace_run *trace;
+    struct platform *plat;
+};
+
+static void observe_run(void *ctx, json_object *ev)
 {
-    trace_run_event(ctx, ev);
+    struct observers *o = ctx;
+
+    trace_run_event(o->trace, ev);
+    platform_event(o->plat, ev);
+}
+
+/* Platform mode, a cold turn whose request carries only the new message: its history. */
+static int rebuild_history(struct engine_turn *t, struct event_stream *es, struct run_result *res)
+{
+    struct request_limits lim;
+    char err[512];
+    int r;
+
+    if (!t->plat)
+        return 0;
+    request_limits_default(&lim);
+    lim.allow_scripted = t->cfg->scripted_agent != NULL;
+    r = platform_rebuild(t->plat, t->req, &lim, err, sizeof(err));
+    if (r < 0) {
+        log_debug("history rebuild failed: %s", err);
+        event_emit(es, event_error(err, "runner_error"));
+        run_result_fail(res, "%s", err);
+        emit_done(es, res);
+    }
+    return r;
 }
 
 static void result_identity(const struct engine_turn *t, struct run_result *res,
@@ -564,16 +610,26 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     struct pool_lookup *lk = calloc(1, sizeof(*lk));
     enum teardown_reason why = TEARDOWN_NONE;
     int64_t started = util_now_ms();
+    struct observers obs = {.trace = NULL};
     struct trace_run *trace;
     char trace_id[33];
-    bool limit = false;
+    bool limit = false, resume, refused = false;
 
     trace = trace_run_start(t->req, t->plan.model_name, trace_id);
     result_identity(t, res, trace_id);
-    es->observe = observe_trace;
-    es->observe_ctx = trace;
+    /* platform mode: admission by the first heartbeat, before any side effect */
+    if (platform_start(cfg, t->req, t->key, trace_id, es, res, &t->plat) < 0) {
+        refused = true; /* before any side effect: no environment, no trace either */
+        goto out;
+    }
+    obs = (struct observers){.trace = trace, .plat = t->plat};
+    es->observe = observe_run;
+    es->observe_ctx = &obs;
     if (lk && t->key[0] && cfg->pool)
         (void)pool_session_lookup(cfg->pool, t->key, &judge, util_self_pid(), t->req->turn_id, lk);
+    resume = lk && lk->outcome == POOL_LOOKUP_RESUME;
+    platform_turn_begins(t->plat, t->req, resume ? lk->s.gates : NULL, resume ? lk->s.ngates : 0,
+                         resume);
     if (lk && (lk->outcome == POOL_LOOKUP_WARM || lk->outcome == POOL_LOOKUP_RESUME)) {
         trace_run_environment(trace, lk->outcome == POOL_LOOKUP_WARM ? "warm" : "resume");
         if (run_live(t, lk, es, res, &limit) == 0) {
@@ -590,12 +646,20 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
         evict_lookup(cfg, lk, lk->reason);
     }
     trace_run_environment(trace, "cold");
-    run_cold(t, es, res, &limit, why);
+    if (rebuild_history(t, es, res) == 0)
+        run_cold(t, es, res, &limit, why);
 out:
     free(lk);
     count_outcome(t, es, res, limit, started);
     es->observe = NULL;
-    trace_run_finish(trace, res);
+    /* the turn's records delivered, the ledger told, the final beat: then the result */
+    platform_finish(t->plat, res, NULL);
+    platform_free(t->plat);
+    t->plat = NULL;
+    if (refused)
+        trace_run_discard(trace);
+    else
+        trace_run_finish(trace, res);
     collect_events(es, res);
 }
 

@@ -31,6 +31,7 @@
 #include "events.h"
 #include "harness/harness.h"
 #include "identity.h"
+#include "platform.h"
 #include "policy.h"
 #include "pool.h"
 
@@ -45,6 +46,7 @@ struct engine_turn {
     uint8_t epoch[IDENTITY_DIGEST_LEN];
     struct lifecycle_policy policy; /* for a new session; a live one keeps its admitted one */
     bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
+    struct platform *plat;          /* platform mode (platform.h), set while engine_run runs */
 };
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,

@@ -235,8 +235,10 @@ int identity_history_fp(const struct chat_message *messages, size_t n,
                 if (text.len)
                     buf_append_char(&text, '\n');
                 buf_append_str(&text, b->text);
-            } else if (b->type == BLOCK_ATTACHMENT && b->uri) {
-                json_object_array_add(m_att, json_object_new_string(b->uri));
+            } else if (b->type == BLOCK_ATTACHMENT && (b->attachment_id || b->uri)) {
+                json_object_array_add(m_att, json_object_new_string(b->attachment_id
+                                                                        ? b->attachment_id
+                                                                        : b->uri));
             } else if (is_media(b) && b->data) {
                 uint8_t d[IDENTITY_DIGEST_LEN];
                 char hex[2 * IDENTITY_DIGEST_LEN + 1];

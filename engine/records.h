@@ -29,7 +29,8 @@
  * or failing API never blocks or fails the turn's event stream. Durable mode (default) tries a
  * record up to ingest_max_retries times with 100 * 2^(n-1) ms between tries (else 3 tries,
  * linear); a record that is still refused is dropped and marks the session's records
- * incomplete in this process (records_session_incomplete), which makes a later rebuild of the
+ * incomplete (records_session_incomplete: this process, and every worker once
+ * records_incomplete_dir() names their shared folder), which makes a later rebuild of the
  * history fail instead of answering without context. A queue over its caps drops the same way.
  *
  * Threads: the caller's (records_new, records_event, records_persist, records_send,
@@ -118,7 +119,16 @@ void records_counts(struct records *r, uint64_t *ret_queued, uint64_t *ret_deliv
  * no-op. */
 void records_free(struct records *r);
 
-/* Whether a record of this session was ever dropped in this process. */
+/*
+ * The "records incomplete" marks. A mark is kept in this process and, once
+ * records_incomplete_dir() named a folder, as a file there (<dir>/<sha256 of the key>, holding
+ * the key), so every worker of the runner sees it, and a restarted runner too: the hole in the
+ * session's log is permanent, and so is the refusal to rebuild its conversation.
+ * records_incomplete_dir(NULL) goes back to marks of this process only; -EINVAL for a path that
+ * is not absolute or too long. Call it before any emitter exists.
+ */
+int records_incomplete_dir(const char *dir);
+/* Whether a record of this session was ever dropped (here, or by a process sharing the folder). */
 bool records_session_incomplete(const char *session_key);
 void records_note_incomplete(const char *session_key);
 

@@ -290,6 +290,8 @@ static int parse_block(struct rq_ctx *c, json_object *o, const char *field,
     BLOCK_STR("uri", uri);
     BLOCK_STR("toolCallId", tool_call_id);
     BLOCK_STR("toolName", tool_name);
+    BLOCK_STR("attachmentId", attachment_id);
+    BLOCK_STR("filename", filename);
 #undef BLOCK_STR
     b->input = jsonx_get(o, "input");
     b->output = jsonx_get(o, "output");

@@ -419,3 +419,15 @@ void trace_run_finish(struct trace_run *t, const struct run_result *res)
         json_object_put(t->tools[i].attrs);
     free(t);
 }
+
+void trace_run_discard(struct trace_run *t)
+{
+    if (!t)
+        return;
+    free(t->authorization);
+    json_object_put(t->invoke.attrs);
+    json_object_put(t->turn.attrs);
+    for (size_t i = 0; i < t->ntools; i++)
+        json_object_put(t->tools[i].attrs);
+    free(t);
+}

@@ -35,7 +35,7 @@ static void render_block(const struct content_block *b, const char *name, struct
         buf_printf(out, "[resource: %s]", b->uri ? b->uri : "inline");
         break;
     case BLOCK_ATTACHMENT:
-        buf_printf(out, "[attachment: %s]", b->uri ? b->uri : "file");
+        buf_printf(out, "[attachment: %s]", b->filename ? b->filename : b->uri ? b->uri : "file");
         break;
     case BLOCK_TOOL_CALL:
         json = jsonx_text(b->input, &n);
@@ -87,6 +87,9 @@ int transcript_turn_text(const struct run_request *req, const char *closing, str
 
     buf_init(&latest, REPLAY_LATEST_MAX);
     r = run_request_prompt_text(req, &latest);
+    /* a new message of attachments or images only (platform mode) has no text of its own */
+    if (r == -ENOENT && identity_tail_is_fresh_user(req))
+        r = 0;
     if (r < 0 && !closing) {
         buf_release(&latest);
         return r;

@@ -81,6 +81,13 @@ static int check_login_dirs(const struct runner_config *cfg, char *err, size_t e
     return 0;
 }
 
+/* The environment as agenta_config_load reads it. */
+static const char *env_lookup(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
 static int parse_bool(const char *s, bool *ret)
 {
     static const char *const yes[] = {"1", "true", "yes", "on"};
@@ -218,6 +225,13 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     cfg->engine.logins.claude_config_dir = cfg->claude_config_dir[0] ? cfg->claude_config_dir
                                                                      : NULL;
     cfg->engine.logins.pi_agent_dir = cfg->pi_agent_dir[0] ? cfg->pi_agent_dir : NULL;
+    /* platform mode: on when Agenta's API is named; a bad AGENTA_* value stops the start */
+    {
+        int r = agenta_config_load(&cfg->agenta, env_lookup, NULL, err, errlen);
+        if (r < 0)
+            return r;
+        cfg->engine.agenta = cfg->agenta.enabled ? &cfg->agenta : NULL;
+    }
     run_limits_config_normalize(&cfg->engine.limits);
     cfg->engine.state_dir = cfg->state_dir;
     cfg->engine.harness_dir = cfg->harness_dir;
@@ -229,8 +243,24 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* The API's URL without a user:password part, for the log. */
+static void url_for_log(const char *url, char *out, size_t outlen)
+{
+    const char *host = strstr(url, "://"), *at, *slash;
+
+    host = host ? host + 3 : url;
+    slash = strchr(host, '/');
+    at = memchr(host, '@', slash ? (size_t)(slash - host) : strlen(host));
+    if (at)
+        snprintf(out, outlen, "%.*s***@%s", (int)(host - url), url, at + 1);
+    else
+        snprintf(out, outlen, "%s", url);
+}
+
 void config_log(const struct runner_config *cfg)
 {
+    char api[AGENTA_URL_MAX + 8];
+
     log_info("config: workers %llu, threads %llu, slots %llu, max body %llu, max runs %llu, "
              "state '%s', harnesses '%s', keeper '%s', bwrap '%s', shm '%s', session ttl %llums, "
              "pool max %llu, scripted agent '%s'",
@@ -246,6 +276,16 @@ void config_log(const struct runner_config *cfg)
              cfg->engine.logins.codex_home ? "configured" : "not configured",
              cfg->engine.logins.claude_config_dir ? "configured" : "not configured",
              cfg->engine.logins.pi_agent_dir ? "configured" : "not configured");
+    url_for_log(cfg->agenta.base_url, api, sizeof(api));
+    if (cfg->agenta.enabled)
+        log_info("config: platform mode on: api '%s', replica '%s', reconstruct %s, durable "
+                 "records %s (%u tries), heartbeat every %llums",
+                 api, cfg->agenta.replica_id,
+                 cfg->agenta.reconstruct ? "on" : "off", cfg->agenta.records_durable ? "on" : "off",
+                 cfg->agenta.ingest_max_retries,
+                 (unsigned long long)cfg->agenta.heartbeat_interval_ms);
+    else
+        log_info("config: platform mode off (no AGENTA_API_INTERNAL_URL or AGENTA_API_URL)");
 }
 
 void config_release(struct runner_config *cfg)

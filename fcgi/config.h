@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../engine/agenta_api.h"
 #include "../engine/contracts.h"
 
 struct runner_config {
@@ -36,6 +37,7 @@ struct runner_config {
     char *claude_config_dir;
     char *pi_agent_dir;
     char shm_name[96];
+    struct agenta_config agenta; /* platform mode: AGENTA_API_INTERNAL_URL, AGENTA_* */
     struct engine_config engine;
 };
 

@@ -13,6 +13,7 @@
 #include <fcgiapp.h>
 
 #include "../engine/log.h"
+#include "../engine/platform.h"
 #include "../engine/pool.h"
 #include "../engine/util.h"
 #include "routes.h"
@@ -79,6 +80,10 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
 
     if (FCGX_Init() != 0)
         return 1;
+    if (platform_worker_start(&cfg->engine) < 0) {
+        log_error("worker %u: AGENT_RUNNER_STATE_DIR is too long for platform mode", index);
+        return 1;
+    }
     inflight = pool_inflight_claim(pool, getpid(), util_proc_start_time(getpid()));
     if (inflight < 0) {
         log_error("worker %u: no free in-flight entry", index);
@@ -120,6 +125,9 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
         if (threads[i].started)
             pthread_join(threads[i].tid, NULL);
     close(STDIN_FILENO);
+    /* platform mode: the session log and the turns ledger get what is still queued */
+    if (platform_worker_stop(util_now_ms() + (int64_t)cfg->drain_ms) < 0)
+        log_warn("worker %u: platform calls still queued at exit", index);
     free(threads);
     log_info("worker %u stopped", index);
     return 0;

@@ -138,6 +138,13 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     entry = json_object_new_object();
     json_object_object_add(entry, "id", json_object_new_string(model));
     json_object_object_add(entry, "name", json_object_new_string(model));
+    if (run_request_model_takes_images(req)) {
+        /* pi takes a custom model for text-only unless told: images would never reach it */
+        json_object *input = json_object_new_array();
+        json_object_array_add(input, json_object_new_string("text"));
+        json_object_array_add(input, json_object_new_string("image"));
+        json_object_object_add(entry, "input", input);
+    }
     model_list = json_object_new_array();
     json_object_array_add(model_list, entry);
     prov = json_object_new_object();

@@ -133,6 +133,7 @@ static CU_SuiteInfo suites[] = {
     {"records", NULL, NULL, NULL, NULL, records_tests},
     {"reconstruct", NULL, NULL, NULL, NULL, reconstruct_tests},
     {"heartbeat", NULL, NULL, NULL, NULL, heartbeat_tests},
+    {"platform", NULL, NULL, NULL, NULL, platform_tests},
     {"keeper_proto", NULL, NULL, NULL, NULL, keeper_proto_tests},
     {"provider", NULL, NULL, NULL, NULL, provider_tests},
     {"session", NULL, NULL, NULL, NULL, session_tests},

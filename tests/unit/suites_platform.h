@@ -1,6 +1,6 @@
 /*
  * suites_platform — the unit-test suites of platform mode (issue 16: redact, agenta_api,
- * records, reconstruct, heartbeat) and the helper they share. Kept apart from suites.h so the
+ * records, reconstruct, heartbeat, platform) and the helper they share. Kept apart from suites.h so the
  * registration in main.c is the only edit to a shared test file.
  */
 #ifndef AR_TEST_SUITES_PLATFORM_H
@@ -15,6 +15,7 @@ extern CU_TestInfo agenta_api_tests[];
 extern CU_TestInfo records_tests[];
 extern CU_TestInfo reconstruct_tests[];
 extern CU_TestInfo heartbeat_tests[];
+extern CU_TestInfo platform_tests[];
 
 /* A platform configuration pointing at url (replica "replica-1", defaults otherwise). */
 int test_agenta_config(const char *url, struct agenta_config *ret);

@@ -90,6 +90,27 @@ static void test_agenta_api_config_internal_url_wins_and_is_trimmed(void)
     CU_ASSERT_STRING_EQUAL(cfg.base_url, "https://public.example/api");
 }
 
+static void test_agenta_api_config_heartbeat_interval_and_refresh(void)
+{
+    const char *kv[] = {"AGENTA_API_URL", "http://api", "AGENT_RUNNER_AGENTA_HEARTBEAT_MS", "250",
+                        "AGENT_RUNNER_AGENTA_REFRESH_EVERY", "3", NULL};
+    const char *too_fast[] = {"AGENT_RUNNER_AGENTA_HEARTBEAT_MS", "10", NULL};
+    const char *no_refresh[] = {"AGENT_RUNNER_AGENTA_REFRESH_EVERY", "0", NULL};
+    struct env_table t = {kv};
+    struct agenta_config cfg;
+    char err[256];
+
+    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(cfg.heartbeat_interval_ms, 250);
+    CU_ASSERT_EQUAL(cfg.refresh_every, 3);
+    t.kv = too_fast;
+    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_AGENTA_HEARTBEAT_MS"));
+    t.kv = no_refresh;
+    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_AGENTA_REFRESH_EVERY"));
+}
+
 static void test_agenta_api_config_refuses_bad_values_by_name(void)
 {
     const char *bad_url[] = {"AGENTA_API_INTERNAL_URL", "ftp://api", NULL};
@@ -577,6 +598,8 @@ CU_TestInfo agenta_api_tests[] = {
     {"config_internal_url_wins_and_is_trimmed",
      test_agenta_api_config_internal_url_wins_and_is_trimmed},
     {"config_refuses_bad_values_by_name", test_agenta_api_config_refuses_bad_values_by_name},
+    {"config_heartbeat_interval_and_refresh",
+     test_agenta_api_config_heartbeat_interval_and_refresh},
     {"backoff_schedule", test_agenta_api_backoff_schedule},
     {"bodies_match_agentas", test_agenta_api_bodies_match_agentas},
     {"record_body", test_agenta_api_record_body},

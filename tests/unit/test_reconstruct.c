@@ -132,7 +132,7 @@ static void test_reconstruct_splices_into_the_cold_replay(void)
                            "user: list the files\n"
                            "assistant: Sure. [called bash({\"command\":\"ls\"})] "
                            "[bash returned: \"a b\"] Two files.\n"
-                           "user: and now? [attachment: file]\n"
+                           "user: and now? [attachment: x.png]\n"
                            "assistant: Hello world[error: boom]\n\n"
                            "Continue the conversation. The user now says:\ncurrent");
     buf_release(&text);

@@ -1,8 +1,12 @@
 /* records: Agenta's coalescing, stable ids, redaction and the per-session delivery queue. */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../engine/events.h"
 #include "../../engine/jsonx.h"
@@ -557,6 +561,51 @@ static void test_records_refuse_bad_parameters(void)
     fixture_stop(&fx);
 }
 
+/* The mark is a file every worker (another process) sees, and names the session inside. */
+static void test_records_incomplete_mark_is_shared_by_processes(void)
+{
+    char dir[] = "/tmp/ar-records-XXXXXX", sub[128], path[256], *data = NULL;
+    size_t len = 0, nfiles = 0;
+    struct dirent *de;
+    pid_t pid;
+    int status;
+    DIR *d;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(sub, sizeof(sub), "%s/platform/incomplete", dir);
+    CU_ASSERT_EQUAL(records_incomplete_dir("relative/dir"), -EINVAL);
+    CU_ASSERT_EQUAL_FATAL(records_incomplete_dir(sub), 0);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        /* another worker drops a record of this session */
+        records_note_incomplete("p9:s-other-worker");
+        _exit(records_session_incomplete("p9:s-other-worker") ? 0 : 1);
+    }
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU_ASSERT_TRUE(records_session_incomplete("p9:s-other-worker"));
+    CU_ASSERT_FALSE(records_session_incomplete("p9:s-fine"));
+    d = opendir(sub);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        nfiles++;
+        CU_ASSERT_EQUAL(strlen(de->d_name), 64); /* sha256 in hex: any key is a file name */
+        snprintf(path, sizeof(path), "%s/%s", sub, de->d_name);
+    }
+    closedir(d);
+    CU_ASSERT_EQUAL(nfiles, 1);
+    CU_ASSERT_EQUAL_FATAL(util_read_file(path, 4096, &data, &len), 0);
+    CU_ASSERT_STRING_EQUAL(data, "p9:s-other-worker");
+    free(data);
+    /* without the folder, only this process's own marks count */
+    CU_ASSERT_EQUAL(records_incomplete_dir(NULL), 0);
+    CU_ASSERT_FALSE(records_session_incomplete("p9:s-other-worker"));
+    CU_ASSERT_EQUAL(util_rm_rf(dir), 0);
+}
+
 CU_TestInfo records_tests[] = {
     {"uuid5_known_vectors", test_records_uuid5_known_vectors},
     {"coalesce_a_turn_like_agenta", test_records_coalesce_a_turn_like_agenta},
@@ -568,5 +617,7 @@ CU_TestInfo records_tests[] = {
     {"a_failed_call_is_no_hole_in_the_log", test_records_a_failed_call_is_no_hole_in_the_log},
     {"user_message_shape", test_records_user_message_shape},
     {"refuse_bad_parameters", test_records_refuse_bad_parameters},
+    {"incomplete_mark_is_shared_by_processes",
+     test_records_incomplete_mark_is_shared_by_processes},
     CU_TEST_INFO_NULL,
 };

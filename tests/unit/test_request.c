@@ -707,6 +707,9 @@ static void check_attachment(const struct run_request *r)
     CU_ASSERT_EQUAL_FATAL(r->messages[0].nblocks, 2);
     CU_ASSERT_EQUAL(r->messages[0].blocks[0].type, BLOCK_ATTACHMENT);
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[0].mime_type), "image/png");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[0].attachment_id),
+                           "019c471b-5b91-71d2-9d4b-5486013e6e9b");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[0].filename), "photo.png");
     CU_ASSERT_EQUAL(r->messages[0].blocks[1].type, BLOCK_TEXT);
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[1].text), "Describe this image.");
     CU_ASSERT_EQUAL(arr_len(r->custom_tools), 0);

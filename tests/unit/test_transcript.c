@@ -95,11 +95,37 @@ static void test_transcript_renders_approval_answers(void)
     run_request_release(&req);
 }
 
+static void test_transcript_names_attachments_by_file_name(void)
+{
+    struct run_request req;
+    struct buf out;
+
+    CU_ASSERT_EQUAL_FATAL(
+        parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"attachment\","
+              "\"attachmentId\":\"019c471b-5b91-71d2-9d4b-5486013e6e9b\",\"filename\":"
+              "\"photo.png\"},{\"type\":\"attachment\",\"uri\":\"s3://b/k\"},{\"type\":"
+              "\"attachment\"},{\"type\":\"text\",\"text\":\"look\"}]},"
+              "{\"role\":\"assistant\",\"content\":\"seen\"},"
+              "{\"role\":\"user\",\"content\":\"next\"}]}",
+              &req),
+        0);
+    buf_init(&out, 1 << 20);
+    CU_ASSERT_EQUAL(transcript_turn_text(&req, NULL, &out), 0);
+    CU_ASSERT_STRING_EQUAL(buf_str(&out),
+                           "Conversation so far:\nuser: [attachment: photo.png] "
+                           "[attachment: s3://b/k] [attachment: file] look\nassistant: seen\n\n"
+                           "Continue the conversation. The user now says:\nnext");
+    buf_release(&out);
+    run_request_release(&req);
+}
+
 CU_TestInfo transcript_tests[] = {
     {"test_transcript_single_message_is_just_the_text",
      test_transcript_single_message_is_just_the_text},
     {"test_transcript_replays_history_with_tools", test_transcript_replays_history_with_tools},
     {"test_transcript_caps_history_from_the_front", test_transcript_caps_history_from_the_front},
     {"test_transcript_renders_approval_answers", test_transcript_renders_approval_answers},
+    {"test_transcript_names_attachments_by_file_name",
+     test_transcript_names_attachments_by_file_name},
     CU_TEST_INFO_NULL,
 };
