@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "jsonx.h"
+#include "keeper_channel.h"
 #include "keeper_proto.h"
 #include "log.h"
 #include "run_turn.h"
@@ -139,12 +140,15 @@ static int encode_spec(const struct environment *env, const struct run_request *
         .slot = env->h.index,
         .generation = env->h.generation,
     };
+    char channel[sizeof(env->paths.dir) + 16];
     int r;
 
     spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
                                                 req->network == NETWORK_OFF);
     if (!spec.sandbox)
         return -ENOMEM;
+    snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
+    json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
     r = keeper_spec_encode(&spec, out);
     json_object_put(spec.sandbox);
     return r;
