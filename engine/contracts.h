@@ -271,6 +271,7 @@ struct approval_gate {
     char allow_option[48];  /* the allow_once option to answer "approved" with */
     char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
     int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
+    bool channel; /* asked over the keeper channel (pi's tool/permission): answered there */
 };
 
 /* Teardown reasons (reference/agenta-runner.md §3.16). */
