@@ -631,6 +631,7 @@ static void on_prompt_response(struct turn_loop *L, const struct acp_msg *m)
         turn_error_text(m, why, sizeof(why));
         loop_fail(L, LOOP_FAIL_REUSABLE, AR_E_HARNESS_ERROR, "the harness failed the prompt: %s",
                   why);
+        L->code = turn_error_code(why);
         return;
     }
     stop = jsonx_str(m->result, "stopReason");

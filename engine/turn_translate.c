@@ -508,3 +508,17 @@ const char *turn_option_of(json_object *params, const char *kind_prefix)
     }
     return fallback;
 }
+
+const char *turn_error_code(const char *message)
+{
+    /* as pi's extension classifies (harnesses/extension/PROTOCOL.md, `error`) */
+    static const char *const unavailable[] = {
+        "Connection error",     "Unable to connect", "Cannot connect to API", "ECONNREFUSED",
+        "ENOTFOUND",            "error sending request", "model_not_found",   "does not exist",
+    };
+
+    for (size_t i = 0; message && i < ARRAY_SIZE(unavailable); i++)
+        if (strstr(message, unavailable[i]))
+            return "model_unavailable";
+    return "provider_error";
+}

@@ -104,6 +104,11 @@ void turn_record_tool_ids(const struct turn_state *st, struct run_result *res);
 
 /* error.message of a failed response, with its data when the harness put details there. */
 void turn_error_text(const struct acp_msg *m, char *out, size_t len);
+/*
+ * The error event code of a harness's failure message: "model_unavailable" when it says the
+ * model endpoint cannot be reached or the model does not exist, else "provider_error".
+ */
+const char *turn_error_code(const char *message);
 /* The model config option (category "model") of a session/new result, or NULL. */
 json_object *turn_model_option(json_object *session_result);
 /* The optionId of a permission request's first option of kind kind_prefix ("allow",

@@ -358,6 +358,22 @@ static void test_run_turn_usage_update(void)
     fixture_release(&f);
 }
 
+/* A harness's failure message names the error event's code. */
+static void test_run_turn_error_codes_of_harness_messages(void)
+{
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: API Error: Unable to connect to API "
+                                           "(ECONNREFUSED)"),
+                           "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: stream disconnected before "
+                                           "completion: error sending request for url"),
+                           "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("404 The model `x` does not exist"),
+                           "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: bad thing happened"),
+                           "provider_error");
+    CU_ASSERT_STRING_EQUAL(turn_error_code(NULL), "provider_error");
+}
+
 /* The usage event count of a fixture, and the total of the last one. */
 static size_t usage_events(struct turn_fixture *f, int64_t *ret_last_total)
 {
@@ -582,6 +598,8 @@ CU_TestInfo run_turn_tests[] = {
     {"test_run_turn_tool_failed_is_error_once", test_run_turn_tool_failed_is_error_once},
     {"test_run_turn_tool_calls_feed_run_limits", test_run_turn_tool_calls_feed_run_limits},
     {"test_run_turn_usage_update", test_run_turn_usage_update},
+    {"test_run_turn_error_codes_of_harness_messages",
+     test_run_turn_error_codes_of_harness_messages},
     {"test_run_turn_usage_from_the_prompt_result", test_run_turn_usage_from_the_prompt_result},
     {"test_run_turn_usage_per_call_counts", test_run_turn_usage_per_call_counts},
     {"test_run_turn_usage_from_the_channel", test_run_turn_usage_from_the_channel},
