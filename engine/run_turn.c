@@ -357,6 +357,8 @@ static void loop_resume(struct turn_loop *L)
     for (size_t i = 0; i < opt->nresume; i++) {
         const struct approval_gate *g = &opt->resume[i];
 
+        turn_resume_tool(&L->st, g->tool_call_id, g->tool_name);
+
         if (g->decision < 0) {
             L->gates[L->ngates++] = *g; /* carried forward */
             continue;

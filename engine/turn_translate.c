@@ -277,6 +277,21 @@ void turn_caps_from_agent(json_object *agent_caps, enum harness_kind kind,
     caps->permissions = true; /* pi: through agent-runner's extension and the channel */
 }
 
+void turn_resume_tool(struct turn_state *st, const char *tool_call_id, const char *name)
+{
+    struct turn_tool *t = turn_find_tool(st, tool_call_id);
+
+    if (t)
+        return;
+    t = turn_add_tool(st, tool_call_id);
+    if (!t)
+        return;
+    t->name = util_xstrdup(name);
+    t->input = strdup("{}"); /* an update with no arguments is no new announcement */
+    if (st->limits)
+        run_limits_tool_start(st->limits, tool_call_id, util_now_ms());
+}
+
 void turn_mark_denied(struct turn_state *st, const char *tool_call_id, const char *name,
                       json_object *args)
 {

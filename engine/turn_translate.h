@@ -60,6 +60,11 @@ void turn_close_block(struct turn_state *st, struct event_stream *es);
 struct turn_tool *turn_find_tool(struct turn_state *st, const char *id);
 struct turn_tool *turn_add_tool(struct turn_state *st, const char *id);
 /*
+ * A call a resumed turn answers the gate of: the harness announced it in the paused turn, so
+ * its updates now (often with empty arguments) carry its name and announce nothing new.
+ */
+void turn_resume_tool(struct turn_state *st, const char *tool_call_id, const char *name);
+/*
  * Its permission was refused: its result will say denied. name and args (may be NULL) name a
  * call the harness never announced (codex asks before it announces).
  */

@@ -675,6 +675,50 @@ static void test_turn_loop_denied_call_never_reported_gets_a_denied_result(void)
     run_release(&r);
 }
 
+/* pi's extension says hello while session/new runs: answered, and noted for the gating check */
+static void test_turn_loop_open_session_notes_the_channel_hello(void)
+{
+    static const char *const script[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
+             "\"pi-extension\",\"version\":\"1\",\"gating\":true,\"tools\":[]}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tool/permission\",\"params\":{"
+             "\"toolCallId\":\"c\",\"toolName\":\"bash\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"s-9\"}}",
+    };
+    static const char *const without[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"s-9\"}}",
+    };
+    struct turn_session sess = {.agent_caps = NULL};
+    char err[256];
+    struct run r;
+
+    run_init(&r, script, 4);
+    CU_ASSERT_EQUAL(run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err,
+                                          sizeof(err)),
+                    0);
+    CU_ASSERT_STRING_EQUAL(sess.acp_session, "s-9");
+    CU_ASSERT_TRUE(sess.channel_hello);
+    CU_ASSERT_TRUE(sess.channel_gating);
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
+    /* no turn runs yet: a gated call is answered cancelled, never allowed */
+    CU_ASSERT_STRING_EQUAL(
+        TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 1), "result"), "outcome")), "cancelled");
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+
+    memset(&sess, 0, sizeof(sess));
+    run_init(&r, without, 2);
+    CU_ASSERT_EQUAL(run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err,
+                                          sizeof(err)),
+                    0);
+    CU_ASSERT_FALSE(sess.channel_hello);
+    CU_ASSERT_FALSE(sess.channel_gating);
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+}
+
 CU_TestInfo turn_loop_tests[] = {
     {"test_turn_loop_prompt_to_end_turn", test_turn_loop_prompt_to_end_turn},
     {"test_turn_loop_malformed_lines_and_unknown_requests",
@@ -692,5 +736,7 @@ CU_TestInfo turn_loop_tests[] = {
      test_turn_loop_channel_usage_errors_calls_and_hello},
     {"test_turn_loop_denied_call_never_reported_gets_a_denied_result",
      test_turn_loop_denied_call_never_reported_gets_a_denied_result},
+    {"test_turn_loop_open_session_notes_the_channel_hello",
+     test_turn_loop_open_session_notes_the_channel_hello},
     CU_TEST_INFO_NULL,
 };
