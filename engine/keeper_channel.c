@@ -191,7 +191,7 @@ static void relay_request(struct keeper_channel *kc, struct keeper_channel_conn 
     id = kc->next_id++;
     p->id = id;
     p->conn = c->serial;
-    p->permission = kind == TOOL_CHANNEL_PERMISSION;
+    p->kind = (int)kind;
     kc->npending++;
     if (relay_with_id(kc, m->root, json_object_new_int64(id)) < 0) {
         pending_drop(kc, kc->npending - 1);
@@ -405,7 +405,7 @@ void keeper_channel_detached(struct keeper_channel *kc)
 
         c = conn_of(kc, p->conn);
         if (c && jsonx_parse(p->orig_id, strlen(p->orig_id), 4, &id, err, sizeof(err)) == 0) {
-            answer_alone(c, id, p->permission ? TOOL_CHANNEL_PERMISSION : TOOL_CHANNEL_CALL);
+            answer_alone(c, id, (enum tool_channel_kind)p->kind);
             json_object_put(id);
         }
         pending_drop(kc, i);

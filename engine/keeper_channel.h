@@ -56,7 +56,7 @@ struct keeper_channel_pending {
     int64_t id;       /* the id the worker sees */
     uint64_t conn;    /* serial of the connection that asked */
     char *orig_id;    /* the connection's own id, as JSON text */
-    bool permission;  /* tool/permission (else tool/call) */
+    int kind;         /* enum tool_channel_kind: what the keeper answers alone */
 };
 
 /*
