@@ -178,8 +178,7 @@ static enum teardown_reason judge_parked(void *ctx, struct pool_session *s)
     }
     /* answers naming interactions it does not hold: refused, the session keeps waiting */
     if (answered == 0)
-        return transcript_tail_has_tokens(t->req) ? POOL_JUDGE_KEEP
-                                                  : TEARDOWN_SESSION_INCOMPATIBLE;
+        return transcript_tail_has_tokens(t->req) ? POOL_JUDGE_KEEP : TEARDOWN_SESSION_INCOMPATIBLE;
     if (!transcript_answers_only(t->req) && t->req->nmessages > 1 &&
         memcmp(s->history_fp, t->prior_fp, sizeof(t->prior_fp)) != 0)
         return TEARDOWN_CONTINUITY_INVALID;
@@ -469,8 +468,9 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
         memcpy(env->acp_session, sess.acp_session, sizeof(env->acp_session));
     /* pi's extension gates its tools only if it is in place: it says hello while pi starts */
     if (r == 0 && t->plan.channel_gating && !sess.channel_gating) {
-        snprintf(err, errlen, "pi's permission gate did not start (its extension said no hello "
-                              "with gating on the keeper channel): refusing to run pi ungated");
+        snprintf(err, errlen,
+                 "pi's permission gate did not start (its extension said no hello "
+                 "with gating on the keeper channel): refusing to run pi ungated");
         r = AR_E_HARNESS_ERROR;
     }
     return r;

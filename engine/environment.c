@@ -387,7 +387,8 @@ int environment_send(struct environment *env, const struct buf *line)
 
 int environment_send_tool(struct environment *env, const struct buf *line)
 {
-    struct keeper_msg m = {.kind = KEEPER_MSG_TOOL, .payload = line->data, .payload_len = line->len};
+    struct keeper_msg m = {
+        .kind = KEEPER_MSG_TOOL, .payload = line->data, .payload_len = line->len};
     struct buf tagged;
     int r;
 

@@ -54,8 +54,7 @@ int keeper_channel_open(struct keeper_channel *kc, const char *env_dir,
     /* 0666: connecting needs write permission on the socket, whatever uid the sandbox has */
     fd = util_unix_listen(kc->path, 0666, 8);
     if (fd < 0) {
-        snprintf(err, errlen, "tool channel: cannot listen on '%s': %s", kc->path,
-                 strerror(-fd));
+        snprintf(err, errlen, "tool channel: cannot listen on '%s': %s", kc->path, strerror(-fd));
         return fd;
     }
     kc->listen_fd = fd;
@@ -299,8 +298,7 @@ static void accept_conn(struct keeper_channel *kc)
     buf_init(&c->out, KEEPER_CHANNEL_OUT_MAX);
 }
 
-size_t keeper_channel_pollfds(struct keeper_channel *kc, struct pollfd *p, size_t max,
-                              bool reading)
+size_t keeper_channel_pollfds(struct keeper_channel *kc, struct pollfd *p, size_t max, bool reading)
 {
     size_t n = 0;
 
@@ -378,8 +376,8 @@ void keeper_channel_from_worker(struct keeper_channel *kc, const char *json, siz
         return;
     }
     c = conn_of(kc, kc->pending[i].conn);
-    if (c && jsonx_parse(kc->pending[i].orig_id, strlen(kc->pending[i].orig_id), 4, &orig,
-                         err, sizeof(err)) == 0) {
+    if (c && jsonx_parse(kc->pending[i].orig_id, strlen(kc->pending[i].orig_id), 4, &orig, err,
+                         sizeof(err)) == 0) {
         struct buf out;
         const char *text;
         size_t tlen;

@@ -13,8 +13,9 @@
  * request relayed to the attached worker gets a keeper-wide id (an integer never reused over
  * the keeper's life) and the worker's answer is routed back to the connection that asked,
  * under the id it used. Notifications (usage, error) are relayed as they are. Lines go to the
- * worker as "@tool <json>" (keeper_proto.h), queued where struct keeper_channel_worker says. A request stays open
- * until the worker answers it, its connection closes, or keeper_channel_detached.
+ * worker as "@tool <json>" (keeper_proto.h), queued where struct keeper_channel_worker says. A
+ * request stays open until the worker answers it, its connection closes, or
+ * keeper_channel_detached.
  *
  * Alone (no worker attached): hello is answered {protocol: 1}, tool/permission {outcome:
  * "cancelled"}, tool/call an error result; notifications are dropped and counted. When the
@@ -53,10 +54,10 @@ struct keeper_channel_conn {
 };
 
 struct keeper_channel_pending {
-    int64_t id;       /* the id the worker sees */
-    uint64_t conn;    /* serial of the connection that asked */
-    char *orig_id;    /* the connection's own id, as JSON text */
-    int kind;         /* enum tool_channel_kind: what the keeper answers alone */
+    int64_t id;    /* the id the worker sees */
+    uint64_t conn; /* serial of the connection that asked */
+    char *orig_id; /* the connection's own id, as JSON text */
+    int kind;      /* enum tool_channel_kind: what the keeper answers alone */
 };
 
 /*

@@ -509,8 +509,7 @@ static void open_gate(struct turn_loop *L, const struct gate_request *q, const c
     memset(g, 0, sizeof(*g));
     snprintf(g->tool_call_id, sizeof(g->tool_call_id), "%s", q->tool_call_id);
     snprintf(g->request_id, sizeof(g->request_id), "%s", q->id_json);
-    snprintf(g->tool_name, sizeof(g->tool_name), "%s",
-             q->pg.tool_name ? q->pg.tool_name : "tool");
+    snprintf(g->tool_name, sizeof(g->tool_name), "%s", q->pg.tool_name ? q->pg.tool_name : "tool");
     snprintf(g->allow_option, sizeof(g->allow_option), "%s", allow ? allow : "");
     snprintf(g->reject_option, sizeof(g->reject_option), "%s", reject ? reject : "");
     g->decision = -1;
@@ -530,7 +529,8 @@ static void open_gate(struct turn_loop *L, const struct gate_request *q, const c
 static void loop_gate(struct turn_loop *L, const struct gate_request *q, int64_t now)
 {
     const struct turn_options *opt = L->opt;
-    const char *allow = turn_option_of(q->params, "allow"), *reject = turn_option_of(q->params, "reject");
+    const char *allow = turn_option_of(q->params, "allow"),
+               *reject = turn_option_of(q->params, "reject");
     enum permission eff, stored = PERMISSION_UNSET;
     enum verdict v;
 
@@ -574,10 +574,9 @@ static void on_tool_call(struct turn_loop *L, const struct tool_channel_msg *tm)
 
     buf_init(&out, TOOL_CHANNEL_LINE_MAX);
     if (r < 0 || !tr.text)
-        (void)tool_channel_encode_call_result(&out, tm->id,
-                                              r == -ENOSYS ? TURN_CHANNEL_NO_TOOLS
-                                                           : "agent-runner: the tool call failed",
-                                              true);
+        (void)tool_channel_encode_call_result(
+            &out, tm->id,
+            r == -ENOSYS ? TURN_CHANNEL_NO_TOOLS : "agent-runner: the tool call failed", true);
     else
         (void)tool_channel_encode_call_result(&out, tm->id, tr.text, tr.is_error);
     send_tool_line(L->te, &out);
@@ -613,8 +612,7 @@ static void on_tool(struct turn_loop *L, const struct acp_msg *m, int64_t now)
         turn_call_usage(&L->st, &u, L->es);
         break;
     case TOOL_CHANNEL_ERROR:
-        turn_channel_error(tm.params, L->model_error, sizeof(L->model_error),
-                           &L->model_error_code);
+        turn_channel_error(tm.params, L->model_error, sizeof(L->model_error), &L->model_error_code);
         log_debug("the harness reported a model error: %s", L->model_error);
         break;
     default:

@@ -80,8 +80,8 @@ static double number_of(json_object *params, const char *key)
 
 void turn_channel_usage(json_object *params, struct run_usage *ret)
 {
-    int64_t cache = (int64_t)number_of(params, "cacheRead") +
-                    (int64_t)number_of(params, "cacheWrite");
+    int64_t cache =
+        (int64_t)number_of(params, "cacheRead") + (int64_t)number_of(params, "cacheWrite");
 
     memset(ret, 0, sizeof(*ret));
     ret->input = (int64_t)number_of(params, "input");
@@ -101,8 +101,8 @@ void turn_channel_error(json_object *params, char *msg, size_t msglen, const cha
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
-    *ret_code = code && strcmp(code, "model_unavailable") == 0 ? "model_unavailable"
-                                                                : "provider_error";
+    *ret_code =
+        code && strcmp(code, "model_unavailable") == 0 ? "model_unavailable" : "provider_error";
 }
 
 int turn_channel_outside(const struct acp_msg *m, struct buf *out, bool *ret_gating)

@@ -320,16 +320,16 @@ size_t turn_settle_denied(struct turn_state *st, struct event_stream *es)
         if (!t->denied || t->done)
             continue;
         if (t->unannounced) {
-            if (t->input && jsonx_parse(t->input, strlen(t->input), 64, &input, err,
-                                        sizeof(err)) < 0)
+            if (t->input &&
+                jsonx_parse(t->input, strlen(t->input), 64, &input, err, sizeof(err)) < 0)
                 input = NULL;
             event_emit(es, event_tool_call(t->id, t->name, input));
             json_object_put(input);
             t->unannounced = false;
         }
         t->done = true;
-        event_emit(es, event_tool_result(t->id, "Permission denied: the call was not run.", true,
-                                         true));
+        event_emit(
+            es, event_tool_result(t->id, "Permission denied: the call was not run.", true, true));
         n++;
     }
     return n;
@@ -528,8 +528,8 @@ const char *turn_error_code(const char *message)
 {
     /* as pi's extension classifies (harnesses/extension/PROTOCOL.md, `error`) */
     static const char *const unavailable[] = {
-        "Connection error",     "Unable to connect", "Cannot connect to API", "ECONNREFUSED",
-        "ENOTFOUND",            "error sending request", "model_not_found",   "does not exist",
+        "Connection error", "Unable to connect",     "Cannot connect to API", "ECONNREFUSED",
+        "ENOTFOUND",        "error sending request", "model_not_found",       "does not exist",
     };
 
     for (size_t i = 0; message && i < ARRAY_SIZE(unavailable); i++)

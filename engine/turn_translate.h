@@ -43,8 +43,8 @@ struct turn_state {
     bool (*is_noise)(const char *text); /* drop such message chunks (may be NULL) */
     /* usage per model call seen so far (usage_update with a count, the channel's usage) */
     unsigned call_usages;
-    bool channel_usage;      /* the channel reported them (pi): their sum is the turn's */
-    struct run_usage calls;  /* their sum */
+    bool channel_usage;     /* the channel reported them (pi): their sum is the turn's */
+    struct run_usage calls; /* their sum */
 };
 
 void turn_state_init(struct turn_state *st, struct run_limits *limits);

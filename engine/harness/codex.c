@@ -32,9 +32,9 @@
 
 /* codex runs these without asking even under "untrusted" (codex-rs is_safe_command.rs) */
 static const char *const known_safe[] = {
-    "cat",  "cd",  "cut",   "echo",   "expr",   "false", "grep", "head", "id",  "ls",
-    "nl",   "paste", "pwd", "rev",    "seq",    "stat",  "tail", "tr",   "true", "uname",
-    "uniq", "wc",  "which", "whoami", "numfmt", "tac",   "base64", "find", "rg", "sed",
+    "cat",  "cd",    "cut",   "echo",   "expr",   "false", "grep",   "head", "id",   "ls",
+    "nl",   "paste", "pwd",   "rev",    "seq",    "stat",  "tail",   "tr",   "true", "uname",
+    "uniq", "wc",    "which", "whoami", "numfmt", "tac",   "base64", "find", "rg",   "sed",
 };
 
 static bool codex_installed(const struct harness_paths *paths)
@@ -88,15 +88,17 @@ static int approval_lines(const struct run_request *req, struct sandbox_plan *pl
     const char *mode = req->harness_mode ? req->harness_mode : "agent-full-access";
 
     if (strcmp(mode, "read-only") == 0) {
-        snprintf(err, errlen, "harnessMode: \"read-only\" needs codex's own read-only sandbox, "
-                              "which cannot run inside this runner's sandbox (no nested user "
-                              "namespaces); send a permission plan instead (permissions.default "
-                              "\"allow_reads\" or \"deny\")");
+        snprintf(err, errlen,
+                 "harnessMode: \"read-only\" needs codex's own read-only sandbox, "
+                 "which cannot run inside this runner's sandbox (no nested user "
+                 "namespaces); send a permission plan instead (permissions.default "
+                 "\"allow_reads\" or \"deny\")");
         return AR_E_INVALID_REQUEST;
     }
     if (strcmp(mode, "agent") != 0 && strcmp(mode, "agent-full-access") != 0) {
-        snprintf(err, errlen, "harnessMode: expected \"agent-full-access\", \"agent\" or "
-                              "\"read-only\"");
+        snprintf(err, errlen,
+                 "harnessMode: expected \"agent-full-access\", \"agent\" or "
+                 "\"read-only\"");
         return AR_E_INVALID_REQUEST;
     }
     toml_kv(toml, "sandbox_mode", "danger-full-access");

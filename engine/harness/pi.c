@@ -97,8 +97,8 @@ static void pi_launch_env(const struct harness_paths *paths, const struct run_re
 {
     char path[PATH_MAX * 2 + 8], launch[PATH_MAX];
 
-    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN ":%s/node_modules/.bin",
-             paths->harness_dir, paths->harness_dir);
+    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN ":%s/node_modules/.bin", paths->harness_dir,
+             paths->harness_dir);
     harness_base_env(plan, path);
     snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
     harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);

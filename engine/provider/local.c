@@ -6,8 +6,8 @@
  * synthesized /etc (sandbox_etc: never the host's), private /proc with /proc/sys read-only,
  * private /dev, size-capped tmpfs /tmp and HOME=/home/agent (config files are copied in from
  * memfds, so credentials never touch the host disk), the workspace bound read-write at
- * /workspace (the only host-writable place), the harness install folder read-only at its
- * host path, and the keeper channel's folder read-only at /run/agent-runner. New user (uid 1000; nested user namespaces disabled), pid, ipc, uts, cgroup
+ * /workspace (the only host-writable place), and the harness install folder read-only at its
+ * host path. New user (uid 1000; nested user namespaces disabled), pid, ipc, uts, cgroup
  * namespaces; net namespace unless the network is on; all capabilities dropped; the
  * sandbox_seccomp filter; --die-with-parent ties it to the keeper.
  */

@@ -30,8 +30,8 @@ struct planned {
 };
 
 /* Plan harness for a request whose other fields are `extra` (JSON members, may be ""). */
-static void plan_for(struct planned *p, enum harness_kind kind, const char *harness,
-                     const char *mc, const char *extra)
+static void plan_for(struct planned *p, enum harness_kind kind, const char *harness, const char *mc,
+                     const char *extra)
 {
     struct harness_paths paths = {.harness_dir = HDIR};
     struct request_limits lim;
@@ -164,8 +164,8 @@ static void test_harness_codex_asks_unless_the_plan_allows_all(void)
              "\"permissions\":{\"default\":\"allow\",\"rules\":[{\"pattern\":\"Bash\","
              "\"permission\":\"deny\"}]}");
     CU_ASSERT_EQUAL_FATAL(p.rc, 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(file_of(&p, SANDBOX_HOME "/.codex/config.toml")),
-                                  "\"untrusted\""));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(TEST_STR(file_of(&p, SANDBOX_HOME "/.codex/config.toml")), "\"untrusted\""));
     planned_release(&p);
 }
 

@@ -40,8 +40,8 @@ static void fx_init(struct fixture *f, bool attached)
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
         keeper_channel_open(&f->kc, f->dir,
-                            &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->out},
-                            err, sizeof(err)),
+                            &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->out}, err,
+                            sizeof(err)),
         0);
 }
 
@@ -204,7 +204,7 @@ static void test_keeper_channel_answers_alone(void)
 }
 
 #define PERMISSION_ID1                                                                             \
-    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tool/permission\",\"params\":{\"toolCallId\":"    \
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tool/permission\",\"params\":{\"toolCallId\":"     \
     "\"call_1\",\"toolName\":\"bash\",\"input\":{\"command\":\"ls\"}}}"
 
 static void test_keeper_channel_relays_with_keeper_ids_and_routes_answers(void)
@@ -234,8 +234,7 @@ static void test_keeper_channel_relays_with_keeper_ids_and_routes_answers(void)
     CU_ASSERT_STRING_EQUAL(
         TEST_STR(jsonx_str(jsonx_get(json_object_array_get_idx(w, 0), "params"), "toolName")),
         "bash");
-    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(json_object_array_get_idx(w, 2), "method")),
-                           "usage");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(json_object_array_get_idx(w, 2), "method")), "usage");
     json_object_put(w);
     /* the answer to the second request goes to c2, under its own id */
     snprintf(answer, sizeof(answer),

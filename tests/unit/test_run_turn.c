@@ -369,8 +369,7 @@ static void test_run_turn_error_codes_of_harness_messages(void)
                            "model_unavailable");
     CU_ASSERT_STRING_EQUAL(turn_error_code("404 The model `x` does not exist"),
                            "model_unavailable");
-    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: bad thing happened"),
-                           "provider_error");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: bad thing happened"), "provider_error");
     CU_ASSERT_STRING_EQUAL(turn_error_code(NULL), "provider_error");
 }
 

@@ -30,8 +30,11 @@ static void test_turn_channel_gate_of_pi_builtins_and_others(void)
         const char *tool;
         int hint;
         const char *kind;
-    } cases[] = {{"bash", 0, "execute"}, {"READ", 1, "read"}, {"ls", 1, "search"},
-                 {"write", 0, "edit"},   {"my_ext_tool", -1, "other"}};
+    } cases[] = {{"bash", 0, "execute"},
+                 {"READ", 1, "read"},
+                 {"ls", 1, "search"},
+                 {"write", 0, "edit"},
+                 {"my_ext_tool", -1, "other"}};
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char line[512];

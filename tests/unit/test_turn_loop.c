@@ -436,7 +436,6 @@ static void test_turn_loop_harness_exit_and_retry(void)
     run_release(&r);
 }
 
-
 /* ---- the keeper channel ----------------------------------------------------------------- */
 
 #define CHAN_PERMISSION(id, call, tool, input)                                                     \
@@ -487,8 +486,9 @@ static const char *golden_verdict(json_object *c, bool channel)
                  "\"title\":\"%s\"%s,\"rawInput\":%s},\"options\":[{\"optionId\":\"ok\",\"kind\":"
                  "\"allow_once\"},{\"optionId\":\"no\",\"kind\":\"reject_once\"}]}}",
                  tool,
-                 !hint ? "" : json_object_get_boolean(hint) ? ",\"kind\":\"read\""
-                                                             : ",\"kind\":\"execute\"",
+                 !hint                           ? ""
+                 : json_object_get_boolean(hint) ? ",\"kind\":\"read\""
+                                                 : ",\"kind\":\"execute\"",
                  args ? jsonx_text(args, NULL) : "{}");
     script[0] = line;
     script[1] = DONE("end_turn");
@@ -500,14 +500,15 @@ static const char *golden_verdict(json_object *c, bool channel)
     CU_ASSERT_EQUAL(run_go(&r), 0);
     if (event_of(&r, "interaction_request")) {
         /* a gate opened: the request stays unanswered (the scripted prompt end follows) */
-        verdict = json_object_array_length(channel ? r.f.sent_tool : r.f.sent) ==
-                          (channel ? 0u : 1u)
-                      ? "pendingApproval"
-                      : "answered";
+        verdict =
+            json_object_array_length(channel ? r.f.sent_tool : r.f.sent) == (channel ? 0u : 1u)
+                ? "pendingApproval"
+                : "answered";
     } else if (channel) {
         const char *o = jsonx_str(jsonx_get(sent_tool(&r, 0), "result"), "outcome");
-        verdict = o && strcmp(o, "allow") == 0 ? "allow" : o && strcmp(o, "deny") == 0 ? "deny"
-                                                                                         : "?";
+        verdict = o && strcmp(o, "allow") == 0  ? "allow"
+                  : o && strcmp(o, "deny") == 0 ? "deny"
+                                                : "?";
     } else {
         const char *o = jsonx_str(jsonx_path(sent(&r, 1), "result.outcome"), "optionId");
         verdict = o && strcmp(o, "ok") == 0 ? "allow" : o && strcmp(o, "no") == 0 ? "deny" : "?";
@@ -538,8 +539,8 @@ static void test_turn_loop_channel_golden_vectors(void)
         via_channel = golden_verdict(c, true);
         via_acp = golden_verdict(c, false);
         if (strcmp(via_channel, want) != 0 || strcmp(via_acp, want) != 0)
-            fprintf(stderr, "\n  case '%s': channel %s, acp %s, want %s\n",
-                    jsonx_str(c, "name"), via_channel, via_acp, want);
+            fprintf(stderr, "\n  case '%s': channel %s, acp %s, want %s\n", jsonx_str(c, "name"),
+                    via_channel, via_acp, want);
         CU_ASSERT_STRING_EQUAL(via_channel, want);
         CU_ASSERT_STRING_EQUAL(via_acp, want);
         ran++;
@@ -615,8 +616,8 @@ static void test_turn_loop_channel_gate_parks_resumes_and_cancels(void)
     r.opt.should_cancel = fake_should_cancel;
     r.opt.cancel_ctx = &r.f;
     CU_ASSERT_EQUAL(run_go(&r), 0);
-    CU_ASSERT_STRING_EQUAL(
-        TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 0), "result"), "outcome")), "cancelled");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 0), "result"), "outcome")),
+                           "cancelled");
     run_release(&r);
 }
 
@@ -644,10 +645,8 @@ static void test_turn_loop_channel_usage_errors_calls_and_hello(void)
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
     CU_ASSERT_TRUE(json_object_get_boolean(jsonx_path(sent_tool(&r, 1), "result.isError")));
     CU_ASSERT_STRING_EQUAL(
-        TEST_STR(jsonx_str(json_object_array_get_idx(jsonx_path(sent_tool(&r, 1),
-                                                                  "result.content"),
-                                                      0),
-                           "text")),
+        TEST_STR(jsonx_str(
+            json_object_array_get_idx(jsonx_path(sent_tool(&r, 1), "result.content"), 0), "text")),
         TURN_CHANNEL_NO_TOOLS);
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 2), "error.code")), -32601);
     run_release(&r);
@@ -695,24 +694,24 @@ static void test_turn_loop_open_session_notes_the_channel_hello(void)
     struct run r;
 
     run_init(&r, script, 4);
-    CU_ASSERT_EQUAL(run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err,
-                                          sizeof(err)),
-                    0);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        0);
     CU_ASSERT_STRING_EQUAL(sess.acp_session, "s-9");
     CU_ASSERT_TRUE(sess.channel_hello);
     CU_ASSERT_TRUE(sess.channel_gating);
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
     /* no turn runs yet: a gated call is answered cancelled, never allowed */
-    CU_ASSERT_STRING_EQUAL(
-        TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 1), "result"), "outcome")), "cancelled");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 1), "result"), "outcome")),
+                           "cancelled");
     json_object_put(sess.agent_caps);
     run_release(&r);
 
     memset(&sess, 0, sizeof(sess));
     run_init(&r, without, 2);
-    CU_ASSERT_EQUAL(run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err,
-                                          sizeof(err)),
-                    0);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        0);
     CU_ASSERT_FALSE(sess.channel_hello);
     CU_ASSERT_FALSE(sess.channel_gating);
     json_object_put(sess.agent_caps);
