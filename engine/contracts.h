@@ -62,6 +62,8 @@ enum ar_error {
 /* Paths inside every sandbox, whatever the provider. */
 #define SANDBOX_WORKSPACE "/workspace" /* the workspace: the only host-writable place */
 #define SANDBOX_HOME "/home/agent"     /* the harness's private home (a tmpfs) */
+#define SANDBOX_CHANNEL_DIR "/run/agent-runner" /* the keeper channel folder (read-only) */
+#define SANDBOX_CHANNEL SANDBOX_CHANNEL_DIR "/channel.sock" /* RUNNER_CHANNEL */
 
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);
@@ -274,6 +276,7 @@ struct approval_gate {
     char allow_option[48];  /* the allow_once option to answer "approved" with */
     char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
     int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
+    bool channel; /* asked over the keeper channel (pi's tool/permission): answered there */
 };
 
 /* Teardown reasons (reference/agenta-runner.md §3.16). */

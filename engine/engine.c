@@ -186,8 +186,9 @@ static enum teardown_reason judge_parked(void *ctx, struct pool_session *s)
         if (s->gates[i].decision >= 0)
             answered++;
     }
+    /* answers naming interactions it does not hold: refused, the session keeps waiting */
     if (answered == 0)
-        return TEARDOWN_SESSION_INCOMPATIBLE;
+        return transcript_tail_has_tokens(t->req) ? POOL_JUDGE_KEEP : TEARDOWN_SESSION_INCOMPATIBLE;
     if (!transcript_answers_only(t->req) && t->req->nmessages > 1 &&
         memcmp(s->history_fp, t->prior_fp, sizeof(t->prior_fp)) != 0)
         return TEARDOWN_CONTINUITY_INVALID;
@@ -485,6 +486,13 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     env->agent_caps = sess.agent_caps;
     if (sess.acp_session[0])
         memcpy(env->acp_session, sess.acp_session, sizeof(env->acp_session));
+    /* pi's extension gates its tools only if it is in place: it says hello while pi starts */
+    if (r == 0 && t->plan.channel_gating && !sess.channel_gating) {
+        snprintf(err, errlen,
+                 "pi's permission gate did not start (its extension said no hello "
+                 "with gating on the keeper channel): refusing to run pi ungated");
+        r = AR_E_HARNESS_ERROR;
+    }
     return r;
 }
 
@@ -557,6 +565,22 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     *limit = out.limit_tripped;
     finish_environment(t, env, es, res, r, &out, &t->policy);
     environment_free(env);
+    emit_done(es, res);
+}
+
+/* The request answers approvals the parked session does not wait for: refused, kept parked. */
+static void refuse_stale_answer(const struct pool_lookup *lk, struct event_stream *es,
+                                struct run_result *res)
+{
+    char msg[320];
+
+    snprintf(msg, sizeof(msg),
+             "messages: the approval answer names an interaction this session is not waiting "
+             "for (a stale or foreign interactionToken); it still waits for %zu approval(s): "
+             "answer with the id of their interaction_request",
+             (size_t)lk->s.ngates);
+    event_emit(es, event_error(msg, "invalid_request"));
+    run_result_fail(res, "%s", msg);
     emit_done(es, res);
 }
 
@@ -641,6 +665,9 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
         run_result_init(res);
         result_identity(t, res, trace_id);
         why = TEARDOWN_HARNESS_EXITED;
+    } else if (lk && lk->outcome == POOL_LOOKUP_REFUSE) {
+        refuse_stale_answer(lk, es, res);
+        goto out;
     } else if (lk && lk->outcome == POOL_LOOKUP_EVICT) {
         why = lk->reason;
         evict_lookup(cfg, lk, lk->reason);

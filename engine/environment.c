@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "jsonx.h"
+#include "keeper_channel.h"
 #include "keeper_proto.h"
 #include "log.h"
 #include "run_turn.h"
@@ -139,12 +140,15 @@ static int encode_spec(const struct environment *env, const struct run_request *
         .slot = env->h.index,
         .generation = env->h.generation,
     };
+    char channel[sizeof(env->paths.dir) + 16];
     int r;
 
     spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
                                                 req->network == NETWORK_OFF);
     if (!spec.sandbox)
         return -ENOMEM;
+    snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
+    json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
     r = keeper_spec_encode(&spec, out);
     json_object_put(spec.sandbox);
     return r;
@@ -381,6 +385,23 @@ int environment_send(struct environment *env, const struct buf *line)
     return 0;
 }
 
+int environment_send_tool(struct environment *env, const struct buf *line)
+{
+    struct keeper_msg m = {
+        .kind = KEEPER_MSG_TOOL, .payload = line->data, .payload_len = line->len};
+    struct buf tagged;
+    int r;
+
+    if (m.payload_len > 0 && line->data[m.payload_len - 1] == '\n')
+        m.payload_len--;
+    buf_init(&tagged, line->len + 16);
+    r = keeper_proto_encode(&m, &tagged);
+    if (r == 0)
+        r = environment_send(env, &tagged);
+    buf_release(&tagged);
+    return r;
+}
+
 int environment_request(struct environment *env, const char *method, json_object *params,
                         int64_t *ret_id)
 {
@@ -406,7 +427,7 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
         struct keeper_msg km;
         char *line;
         size_t len;
-        int r;
+        int r, kr;
 
         if (env->fd < 0 || env->harness_exited)
             return AR_E_HARNESS_EXITED;
@@ -419,14 +440,24 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
             env->harness_exited = true;
             return AR_E_HARNESS_EXITED;
         }
-        if (keeper_proto_decode(line, len, &km) == 0 && km.kind != KEEPER_MSG_ACP) {
+        kr = keeper_proto_decode(line, len, &km);
+        if (kr == 0 && km.kind == KEEPER_MSG_TOOL) {
+            /* the sandbox's keeper channel, relayed by the keeper */
+            r = acp_decode(km.payload, km.payload_len, ret, err, sizeof(err));
+            free(line);
+            if (r == 0)
+                return TURN_RECV_TOOL;
+            env->malformed++;
+            log_debug("skipping a malformed channel line: %s", err);
+            continue;
+        }
+        if (kr == 0 && km.kind != KEEPER_MSG_ACP) {
             free(line);
             if (km.kind == KEEPER_MSG_EXIT) {
                 env->harness_exited = true;
                 env->harness_status = km.status;
                 return AR_E_HARNESS_EXITED;
             }
-            /* tool channel lines have no relay on this side yet; other verbs are not ours */
             log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
             continue;
         }
@@ -573,6 +604,11 @@ static int te_send(void *ctx, const struct buf *line)
     return environment_send(ctx, line);
 }
 
+static int te_send_tool(void *ctx, const struct buf *line)
+{
+    return environment_send_tool(ctx, line);
+}
+
 static int te_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
 {
     return environment_recv(ctx, deadline_ms, ret);
@@ -598,6 +634,7 @@ void environment_turn_env(struct environment *env, struct turn_env *ret)
     memset(ret, 0, sizeof(*ret));
     ret->ctx = env;
     ret->send = te_send;
+    ret->send_tool = te_send_tool;
     ret->recv = te_recv;
     ret->next_id = te_next_id;
     ret->exited = te_exited;

@@ -13,9 +13,11 @@
  * keeper tears down once, and every caller returns only when that teardown has finished
  * (the keeper's socket closed or, for a keeper nobody is attached to, the keeper process gone).
  *
- * Messages: environment_send() writes one ACP line to the harness; environment_recv() returns
- * the next ACP message from it, waiting at most until deadline_ms (CLOCK_MONOTONIC ms; 0 = no
- * deadline). Malformed lines are skipped and counted; the keeper's own lines are handled here.
+ * Messages: environment_send() writes one ACP line to the harness, environment_send_tool() one
+ * line to the sandbox's keeper channel (tagged "@tool"); environment_recv() returns the next
+ * message, waiting at most until deadline_ms (CLOCK_MONOTONIC ms; 0 = no deadline): 0 for an
+ * ACP message of the harness, TURN_RECV_TOOL (run_turn.h) for one of the channel. Malformed
+ * lines are skipped and counted; the keeper's own lines are handled here.
  */
 #ifndef AR_ENVIRONMENT_H
 #define AR_ENVIRONMENT_H
@@ -73,6 +75,7 @@ struct turn_env;
 void environment_turn_env(struct environment *env, struct turn_env *ret);
 
 int environment_send(struct environment *env, const struct buf *line);
+int environment_send_tool(struct environment *env, const struct buf *line);
 /* Encode and send a request with a fresh id; *ret_id receives the id. */
 int environment_request(struct environment *env, const char *method, json_object *params,
                         int64_t *ret_id);

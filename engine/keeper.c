@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "contracts.h"
 #include "jsonx.h"
+#include "keeper_channel.h"
 #include "keeper_proto.h"
 #include "log.h"
 #include "pool.h"
@@ -66,6 +67,7 @@ struct keeper {
     /* harness requests relayed to the attached worker and not answered yet */
     char *pending[PENDING_MAX];
     size_t npending;
+    struct keeper_channel channel; /* the sandbox's tool channel, relayed as "@tool" lines */
 };
 
 static void set_nonblock(int fd)
@@ -111,27 +113,6 @@ static void control_to_client(struct keeper *k, const struct keeper_msg *m)
 {
     if (k->client_fd >= 0 && keeper_proto_encode(m, &k->client_out) < 0)
         log_warn("dropping a '%s' line: queue full", keeper_proto_kind_name(m->kind));
-}
-
-static int listen_on(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
-
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd == -1)
-        return -errno;
-    (void)unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || chmod(path, 0600) == -1 ||
-        listen(fd, 4) == -1) {
-        int r = -errno;
-        close(fd);
-        return r;
-    }
-    return fd;
 }
 
 /* The keeper's slot steps (no-ops without a session table). */
@@ -367,6 +348,11 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
         k->awaiting = m.kind == KEEPER_MSG_AWAIT;
         k->prompt_in_flight = false;
         answer_pending(k, k->awaiting);
+        if (!k->awaiting)
+            keeper_channel_detached(&k->channel);
+        return true;
+    case KEEPER_MSG_TOOL:
+        keeper_channel_from_worker(&k->channel, m.payload, m.payload_len);
         return true;
     case KEEPER_MSG_ACP:
         track_client_request(k, line, len);
@@ -375,7 +361,7 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
         to_child(k, line, len);
         return true;
     default:
-        /* the tool channel has no relay yet; a spare claim needs a spare; the rest is ours */
+        /* a spare claim needs a spare; the rest is ours */
         log_debug("ignoring a worker '%s' line", keeper_proto_kind_name(m.kind));
         return true;
     }
@@ -410,6 +396,7 @@ static void client_gone(struct keeper *k)
     if (!k->parked) {
         cancel_in_flight(k);
         slot_orphaned(k);
+        keeper_channel_detached(&k->channel);
     }
     /* a per-turn environment whose worker vanished has nobody to serve: end it now */
     k->deadline = util_now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
@@ -533,6 +520,7 @@ static void teardown(struct keeper *k)
     }
     if (k->log_fd >= 0)
         close(k->log_fd);
+    keeper_channel_close(&k->channel);
     if (k->listen_fd >= 0)
         close(k->listen_fd);
     (void)unlink(k->socket_path);
@@ -548,9 +536,10 @@ static int loop(struct keeper *k)
     bool stop = false;
 
     while (!stop) {
-        struct pollfd p[6];
-        int np = 0, ilisten = -1, iclient = -1, iout = -1, ierr = -1, iin = -1, isig;
+        struct pollfd p[6 + KEEPER_CHANNEL_POLLFDS];
+        int np = 0, ilisten = -1, iclient = -1, iout = -1, ierr = -1, iin = -1, isig, ich;
         int timeout = -1;
+        size_t nch;
 
         isig = np;
         p[np++] = (struct pollfd){.fd = k->sig_fd, .events = POLLIN};
@@ -563,6 +552,10 @@ static int loop(struct keeper *k)
                 .fd = k->client_fd,
                 .events = (short)(POLLIN | (k->client_out.len ? POLLOUT : 0))};
         }
+        ich = np;
+        nch = keeper_channel_pollfds(&k->channel, p + np, KEEPER_CHANNEL_POLLFDS,
+                                     k->client_fd < 0 || k->client_out.len < KEEPER_QUEUE_HIGH);
+        np += (int)nch;
         if (k->child_out >= 0 && k->client_out.len < KEEPER_QUEUE_HIGH) {
             iout = np;
             p[np++] = (struct pollfd){.fd = k->child_out, .events = POLLIN};
@@ -620,6 +613,9 @@ static int loop(struct keeper *k)
                 k->child_in = -1;
             }
         }
+        /* the channel before the harness's stdout: pi's usage and error notifications are
+         * in the socket before pi-acp ends the prompt, and must reach the worker first */
+        keeper_channel_handle(&k->channel, p + ich, nch);
         if (iout >= 0 && (p[iout].revents & (POLLIN | POLLHUP | POLLERR)))
             read_lines(k, &k->child_out, &k->child_lines, true, &stop);
         if (ierr >= 0 && (p[ierr].revents & (POLLIN | POLLHUP | POLLERR)))
@@ -709,6 +705,7 @@ int keeper_main(int argc, char **argv)
      */
     close_range(3, ~0U, 0);
     memset(&k, 0, sizeof(k));
+    keeper_channel_init(&k.channel);
     k.listen_fd = k.client_fd = k.sig_fd = k.child_in = k.child_out = k.child_err = -1;
     k.log_fd = -1;
     log_setup("keeper", LOG_LEVEL_INFO);
@@ -728,7 +725,7 @@ int keeper_main(int argc, char **argv)
     k.idle_ms = (int64_t)k.spec.idle_ms;
     attach_ms = (int64_t)k.spec.attach_timeout_ms;
     k.per_turn = k.spec.per_turn;
-    r = listen_on(k.socket_path);
+    r = util_unix_listen(k.socket_path, 0600, 4);
     if (r < 0) {
         emit_error("cannot listen on '%s': %s", k.socket_path, strerror(-r));
         (void)util_rm_rf(k.env_dir);
@@ -769,7 +766,11 @@ int keeper_main(int argc, char **argv)
     k.log_fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     acp_lines_init(&k.child_lines, ACP_LINE_MAX_DEFAULT);
     buf_init(&k.child_stdin, KEEPER_QUEUE_MAX);
-    r = start_sandbox(&k, err, sizeof(err));
+    r = keeper_channel_open(&k.channel, k.env_dir,
+                            &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
+                            err, sizeof(err));
+    if (r == 0)
+        r = start_sandbox(&k, err, sizeof(err));
     if (r < 0) {
         emit_error("%s", err);
         teardown(&k);

@@ -16,7 +16,9 @@
  * not an ACP object is never relayed, so the harness cannot pose as the keeper.
  *
  * While no worker is attached the keeper answers the harness itself: permission requests are
- * rejected, other requests get -32601, notifications are dropped and counted. If the attached
+ * rejected, other requests get -32601, notifications are dropped and counted. The sandbox's
+ * tool channel (keeper_channel.h) is relayed to the attached worker as "@tool" lines and
+ * answered the same way when nobody is attached. If the attached
  * worker vanishes while a session/prompt is in flight, the keeper sends session/cancel and
  * marks the slot's history broken. With nobody attached past its idle deadline (or past the
  * attach deadline right after start), or on SIGTERM, or when the harness exits, it kills the

@@ -16,8 +16,7 @@
  *             carries JSON-RPC between the sandbox's tool channel (a unix socket the keeper
  *             binds into the sandbox) and the attached worker, in both directions: permission
  *             requests and notifications from the pi extension / the agenta-tools MCP server,
- *             and the worker's answers. The relay itself comes with the tool channel; the tag is
- *             fixed here so that stream can carry it beside ACP lines.
+ *             and the worker's answers (keeper_channel.h: requests carry keeper-wide ids).
  *   '#'       a control line:
  *     worker -> keeper  "#park <ms>"     the turn ended, stay warm ms with nobody attached
  *                       "#await <ms>"    the turn paused on approvals: its prompt stays in

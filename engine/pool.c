@@ -440,6 +440,11 @@ static void lookup_locked(struct pool *p, int i, const struct pool_judge *judge,
         break;
     case SLOT_AWAITING_APPROVAL:
         lk->reason = judge->parked(judge->ctx, &lk->s);
+        if (lk->reason == POOL_JUDGE_KEEP) {
+            lk->outcome = POOL_LOOKUP_REFUSE;
+            lk->reason = TEARDOWN_NONE;
+            return;
+        }
         if (lk->reason == TEARDOWN_NONE &&
             pool_checkout_locked(p, h, true, owner, turn_id) == 0) {
             lk->outcome = POOL_LOOKUP_RESUME;

@@ -223,13 +223,17 @@ enum pool_lookup_outcome {
     POOL_LOOKUP_WARM,     /* an idle slot, checked out for the caller */
     POOL_LOOKUP_RESUME,   /* a slot awaiting approval, checked out for the caller */
     POOL_LOOKUP_EVICT,    /* a slot that cannot take the turn: drained with the reason */
+    POOL_LOOKUP_REFUSE,   /* a slot awaiting approval the request must not disturb: left as is */
 };
 
 /*
  * How the caller judges a live slot, called under the lock (pure: no I/O, no malloc, no
  * logging). idle: why an idle slot cannot take the turn (TEARDOWN_NONE: it can). parked: the
- * same for a slot awaiting approval; it may set the decision of each gate of s.
+ * same for a slot awaiting approval; it may set the decision of each gate of s, or return
+ * POOL_JUDGE_KEEP: the request must be refused and the slot left parked (an approval answer
+ * for an interaction the slot does not hold: stale or foreign).
  */
+#define POOL_JUDGE_KEEP TEARDOWN_COUNT
 struct pool_judge {
     enum teardown_reason (*idle)(void *ctx, const struct pool_session *s);
     enum teardown_reason (*parked)(void *ctx, struct pool_session *s);

@@ -9,6 +9,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "policy.h"
+#include "turn_channel.h"
 #include "util.h"
 
 #define PAUSE_QUIET_MS 150   /* gates that arrive together park together */
@@ -53,9 +54,32 @@ static void answer_unknown(const struct turn_env *te, const struct acp_msg *m)
     buf_release(&out);
 }
 
+static void send_tool_line(const struct turn_env *te, const struct buf *line)
+{
+    if (line->len > 0 && te->send_tool)
+        (void)te->send_tool(te->ctx, line);
+}
+
+/* A channel message while no turn runs (a session opening): answered as between turns; a
+ * hello is noted in seen (may be NULL). */
+static void channel_outside(const struct turn_env *te, const struct acp_msg *m,
+                            struct turn_session *seen)
+{
+    bool gating = false;
+    struct buf out;
+
+    buf_init(&out, 64 * 1024);
+    if (turn_channel_outside(m, &out, &gating) == 1 && seen) {
+        seen->channel_hello = true;
+        seen->channel_gating = seen->channel_gating || gating;
+    }
+    send_tool_line(te, &out);
+    buf_release(&out);
+}
+
 /* Wait for the response to request id, handling whatever arrives meanwhile. */
 static int await_response(const struct turn_env *te, int64_t id, int64_t deadline,
-                          struct acp_msg *ret)
+                          struct acp_msg *ret, struct turn_session *seen)
 {
     for (;;) {
         struct acp_msg m;
@@ -64,19 +88,23 @@ static int await_response(const struct turn_env *te, int64_t id, int64_t deadlin
 
         if (r < 0)
             return r;
-        if (m.kind == ACP_RESPONSE && acp_msg_int_id(&m, &got) == 0 && got == id) {
+        if (r == TURN_RECV_TOOL) {
+            channel_outside(te, &m, seen);
+        } else if (m.kind == ACP_RESPONSE && acp_msg_int_id(&m, &got) == 0 && got == id) {
             *ret = m;
             return 0;
-        }
-        if (m.kind == ACP_REQUEST)
+        } else if (m.kind == ACP_REQUEST) {
             answer_unknown(te, &m);
+        }
         acp_msg_release(&m);
     }
 }
 
 static int call(const struct turn_env *te, const char *method, json_object *params,
-                int64_t deadline, json_object **ret_result, char *err, size_t errlen)
+                int64_t deadline, json_object **ret_result, char *err, size_t errlen,
+                struct turn_session *seen)
 {
+    char why[640];
     struct acp_msg m;
     int64_t id;
     int r;
@@ -86,7 +114,7 @@ static int call(const struct turn_env *te, const char *method, json_object *para
         snprintf(err, errlen, "%s: the harness is gone", method);
         return r;
     }
-    r = await_response(te, id, deadline, &m);
+    r = await_response(te, id, deadline, &m, seen);
     if (r == -ETIMEDOUT) {
         snprintf(err, errlen, "%s: no answer from the harness in time", method);
         return AR_E_TIMEOUT;
@@ -97,27 +125,14 @@ static int call(const struct turn_env *te, const char *method, json_object *para
         return r;
     }
     if (m.error) {
-        snprintf(err, errlen, "%s failed: %.300s", method, acp_msg_error_message(&m));
+        turn_error_text(&m, why, sizeof(why));
+        snprintf(err, errlen, "%s failed: %s", method, why);
         acp_msg_release(&m);
         return AR_E_HARNESS_ERROR;
     }
     *ret_result = m.result ? json_object_get(m.result) : NULL;
     acp_msg_release(&m);
     return 0;
-}
-
-/* The session's model config option (category "model"), or NULL. */
-static json_object *model_option(json_object *session_result)
-{
-    json_object *opts = jsonx_get(session_result, "configOptions");
-
-    for (size_t i = 0; opts && i < json_object_array_length(opts); i++) {
-        json_object *o = json_object_array_get_idx(opts, i);
-        const char *cat = jsonx_str(o, "category"), *id = jsonx_str(o, "id");
-        if ((cat && strcmp(cat, "model") == 0) || (!cat && id && strcmp(id, "model") == 0))
-            return o;
-    }
-    return NULL;
 }
 
 /*
@@ -129,7 +144,7 @@ static int select_model(const struct turn_env *te, json_object *session_result,
                         const char *model_id, bool strict, int64_t deadline, char *err,
                         size_t errlen)
 {
-    json_object *opt = model_option(session_result), *params, *res = NULL;
+    json_object *opt = turn_model_option(session_result), *params, *res = NULL;
     const char *current = jsonx_str(jsonx_get(session_result, "models"), "currentModelId");
     const char *method;
     char why[256];
@@ -151,7 +166,7 @@ static int select_model(const struct turn_env *te, json_object *session_result,
         method = "session/set_model";
         json_object_object_add(params, "modelId", json_object_new_string(model_id));
     }
-    r = call(te, method, params, deadline, &res, err, errlen);
+    r = call(te, method, params, deadline, &res, err, errlen, NULL);
     json_object_put(params);
     json_object_put(res);
     if (r < 0 && strict) {
@@ -185,7 +200,8 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
     json_object_object_add(info, "name", json_object_new_string("agent-runner"));
     json_object_object_add(info, "version", json_object_new_string(AR_VERSION));
     json_object_object_add(params, "clientInfo", info);
-    r = call(te, "initialize", params, deadline, &result, err, errlen);
+    ret->channel_hello = ret->channel_gating = false;
+    r = call(te, "initialize", params, deadline, &result, err, errlen, ret);
     json_object_put(params);
     if (r < 0)
         return r;
@@ -198,7 +214,7 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
     params = json_object_new_object();
     json_object_object_add(params, "cwd", json_object_new_string(SANDBOX_WORKSPACE));
     json_object_object_add(params, "mcpServers", json_object_new_array());
-    r = call(te, "session/new", params, deadline, &result, err, errlen);
+    r = call(te, "session/new", params, deadline, &result, err, errlen, ret);
     json_object_put(params);
     if (r < 0)
         return r;
@@ -229,27 +245,6 @@ static void send_cancel(const struct turn_env *te)
     json_object_put(params);
 }
 
-/* The optionId of the first option of kind (allow_once, reject_once), never an "always". */
-static const char *option_of(json_object *params, const char *kind_prefix)
-{
-    json_object *opts = jsonx_get(params, "options");
-    const char *fallback = NULL;
-
-    for (size_t i = 0; opts && i < json_object_array_length(opts); i++) {
-        json_object *o = json_object_array_get_idx(opts, i);
-        const char *kind = jsonx_str(o, "kind"), *id = jsonx_str(o, "optionId");
-
-        if (!kind || !id || strncmp(kind, kind_prefix, strlen(kind_prefix)) != 0 ||
-            strstr(kind, "always"))
-            continue;
-        if (strstr(kind, "once"))
-            return id;
-        if (!fallback)
-            fallback = id;
-    }
-    return fallback;
-}
-
 /* Answer a permission request (id given as JSON text): option, or "cancelled" when NULL. */
 static void reply_permission(const struct turn_env *te, const char *id_json, const char *option)
 {
@@ -272,6 +267,34 @@ static void reply_permission(const struct turn_env *te, const char *id_json, con
     buf_release(&out);
     json_object_put(res);
     json_object_put(id);
+}
+
+/*
+ * Answer a gate's request, ACP's or the channel's: allow (with the ACP option), deny (the
+ * reject option; by_user: the user's decision, else the plan's) or cancelled.
+ */
+static void answer_gate(const struct turn_env *te, bool channel, const char *id_json,
+                        enum turn_channel_answer a, const char *option, const char *tool,
+                        bool by_user)
+{
+    struct buf out;
+
+    if (!channel) {
+        reply_permission(te, id_json, a == TURN_CHANNEL_CANCELLED ? NULL : option);
+        return;
+    }
+    buf_init(&out, 64 * 1024);
+    if (turn_channel_answer(&out, id_json, a, tool, by_user) == 0)
+        send_tool_line(te, &out);
+    buf_release(&out);
+}
+
+/* Answer a parked gate: the client's decision, or cancelled. */
+static void answer_parked(const struct turn_env *te, const struct approval_gate *g,
+                          enum turn_channel_answer a)
+{
+    answer_gate(te, g->channel, g->request_id, a,
+                a == TURN_CHANNEL_ALLOW ? g->allow_option : g->reject_option, g->tool_name, true);
 }
 
 /* ---- the turn loop: one struct, one handler per kind of input, one exit ------------------ */
@@ -304,7 +327,11 @@ struct turn_loop {
     bool cancelling;
     enum loop_exit exit;
     int rc; /* LOOP_FAIL / LOOP_FAIL_REUSABLE: why, as an error code */
+    const char *code; /* LOOP_FAIL_REUSABLE: the error event's code (NULL: provider_error) */
     char why[256];
+    /* the last model failure the channel reported (pi-acp hides it), and its code */
+    char model_error[256];
+    const char *model_error_code;
 };
 
 static void loop_fail(struct turn_loop *L, enum loop_exit how, int rc, const char *fmt, ...)
@@ -330,18 +357,19 @@ static void loop_resume(struct turn_loop *L)
     for (size_t i = 0; i < opt->nresume; i++) {
         const struct approval_gate *g = &opt->resume[i];
 
+        turn_resume_tool(&L->st, g->tool_call_id, g->tool_name);
+
         if (g->decision < 0) {
             L->gates[L->ngates++] = *g; /* carried forward */
             continue;
         }
         event_emit(L->es, turn_interaction_response(g));
-        reply_permission(L->te, g->request_id,
-                         g->decision == 1 ? g->allow_option : g->reject_option);
+        answer_parked(L->te, g, g->decision == 1 ? TURN_CHANNEL_ALLOW : TURN_CHANNEL_DENY);
         if (g->decision == 1)
             snprintf(L->waiting_for[L->nwaiting++], sizeof(L->waiting_for[0]), "%s",
                      g->tool_call_id);
         else
-            turn_mark_denied(&L->st, g->tool_call_id);
+            turn_mark_denied(&L->st, g->tool_call_id, g->tool_name, NULL);
     }
     if (L->ngates > 0 && L->nwaiting == 0)
         L->quiet_until = util_now_ms() + PAUSE_QUIET_MS;
@@ -378,7 +406,7 @@ static void loop_check_cancel(struct turn_loop *L, int64_t now)
     L->cancel_deadline = now + CANCEL_GRACE_MS;
     send_cancel(L->te);
     for (size_t i = 0; i < L->ngates; i++)
-        reply_permission(L->te, L->gates[i].request_id, NULL);
+        answer_parked(L->te, &L->gates[i], TURN_CHANNEL_CANCELLED);
     L->ngates = 0;
     L->quiet_until = 0;
     run_limits_pause(&L->limits);
@@ -463,53 +491,132 @@ static void on_update(struct turn_loop *L, const struct acp_msg *m, int64_t now)
     settle_waiting(L, now);
 }
 
+/* A permission request as the one gate sees it, whoever asked: ACP or the keeper channel. */
+struct gate_request {
+    const char *tool_call_id; /* NULL: the harness named no call (denied) */
+    const char *id_json;      /* the request's id, as JSON text */
+    bool channel;             /* answered on the channel (tool/permission) */
+    json_object *params;      /* ACP-shaped request: toolCall, options */
+    struct permission_gate pg;
+};
+
 /* ask: a gate with a fresh interaction token; the turn pauses once gates stop arriving. */
-static void open_gate(struct turn_loop *L, const struct acp_msg *m, const char *tcid,
-                      const char *id_json, const struct permission_gate *pg, int64_t now)
+static void open_gate(struct turn_loop *L, const struct gate_request *q, const char *allow,
+                      const char *reject, int64_t now)
 {
     struct approval_gate *g = &L->gates[L->ngates++];
-    const char *allow = option_of(m->params, "allow");
-    const char *reject = option_of(m->params, "reject");
 
     memset(g, 0, sizeof(*g));
-    snprintf(g->tool_call_id, sizeof(g->tool_call_id), "%s", tcid);
-    snprintf(g->request_id, sizeof(g->request_id), "%s", id_json);
-    snprintf(g->tool_name, sizeof(g->tool_name), "%s", pg->tool_name ? pg->tool_name : "tool");
+    snprintf(g->tool_call_id, sizeof(g->tool_call_id), "%s", q->tool_call_id);
+    snprintf(g->request_id, sizeof(g->request_id), "%s", q->id_json);
+    snprintf(g->tool_name, sizeof(g->tool_name), "%s", q->pg.tool_name ? q->pg.tool_name : "tool");
     snprintf(g->allow_option, sizeof(g->allow_option), "%s", allow ? allow : "");
     snprintf(g->reject_option, sizeof(g->reject_option), "%s", reject ? reject : "");
     g->decision = -1;
+    g->channel = q->channel;
     (void)util_random_hex(g->token, 16);
     turn_close_block(&L->st, L->es);
-    event_emit(L->es, turn_interaction_request(g, m->params));
+    event_emit(L->es, turn_interaction_request(g, q->params));
     run_limits_pause(&L->limits);
     L->quiet_until = now + PAUSE_QUIET_MS;
 }
 
-static void on_permission(struct turn_loop *L, const struct acp_msg *m, int64_t now)
+/*
+ * The one gate: the permission plan (or, for "ask", a decision stored in the transcript)
+ * allows, denies, or opens a gate that parks the turn. Used for ACP's
+ * session/request_permission and the channel's tool/permission alike.
+ */
+static void loop_gate(struct turn_loop *L, const struct gate_request *q, int64_t now)
 {
     const struct turn_options *opt = L->opt;
-    struct permission_gate pg;
+    const char *allow = turn_option_of(q->params, "allow"),
+               *reject = turn_option_of(q->params, "reject");
     enum permission eff, stored = PERMISSION_UNSET;
     enum verdict v;
-    const char *tcid = jsonx_str(jsonx_get(m->params, "toolCall"), "toolCallId");
-    const char *id_json = jsonx_text(m->id, NULL);
 
-    turn_gate_of(&L->st, m->params, &pg);
-    eff = policy_permission_effective(opt->permissions, &pg);
+    eff = policy_permission_effective(opt->permissions, &q->pg);
     if (opt->stored && eff == PERMISSION_ASK)
-        stored = opt->stored(opt->stored_ctx, pg.tool_name, pg.args);
+        stored = opt->stored(opt->stored_ctx, q->pg.tool_name, q->pg.args);
     v = policy_permission_decide(eff, stored);
     if (L->cancelling) {
-        reply_permission(L->te, id_json, NULL);
+        answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_CANCELLED, NULL, NULL, false);
     } else if (v == VERDICT_ALLOW) {
-        reply_permission(L->te, id_json, option_of(m->params, "allow"));
-    } else if (v == VERDICT_DENY || !tcid || L->ngates >= APPROVAL_GATES_MAX ||
-               strlen(id_json) >= sizeof(L->gates[0].request_id)) {
-        reply_permission(L->te, id_json, option_of(m->params, "reject"));
-        if (tcid)
-            turn_mark_denied(&L->st, tcid);
+        answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_ALLOW, allow, NULL, false);
+    } else if (v == VERDICT_DENY || !q->tool_call_id || L->ngates >= APPROVAL_GATES_MAX ||
+               strlen(q->id_json) >= sizeof(L->gates[0].request_id)) {
+        answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_DENY, reject, q->pg.tool_name,
+                    stored == PERMISSION_DENY);
+        if (q->tool_call_id)
+            turn_mark_denied(&L->st, q->tool_call_id, q->pg.tool_name, q->pg.args);
     } else {
-        open_gate(L, m, tcid, id_json, &pg, now);
+        open_gate(L, q, allow, reject, now);
+    }
+}
+
+static void on_permission(struct turn_loop *L, const struct acp_msg *m, int64_t now)
+{
+    struct gate_request q = {
+        .tool_call_id = jsonx_str(jsonx_get(m->params, "toolCall"), "toolCallId"),
+        .id_json = jsonx_text(m->id, NULL),
+        .params = m->params,
+    };
+
+    turn_gate_of(&L->st, m->params, &q.pg);
+    loop_gate(L, &q, now);
+}
+
+/* tool/call: runner tools (issue 14) run through the turn's hook; without one, an error. */
+static void on_tool_call(struct turn_loop *L, const struct tool_channel_msg *tm)
+{
+    struct tool_result tr = {0};
+    struct buf out;
+    int r = L->opt->tool_call ? L->opt->tool_call(L->opt->tool_call_ctx, tm, &tr) : -ENOSYS;
+
+    buf_init(&out, TOOL_CHANNEL_LINE_MAX);
+    if (r < 0 || !tr.text)
+        (void)tool_channel_encode_call_result(
+            &out, tm->id,
+            r == -ENOSYS ? TURN_CHANNEL_NO_TOOLS : "agent-runner: the tool call failed", true);
+    else
+        (void)tool_channel_encode_call_result(&out, tm->id, tr.text, tr.is_error);
+    send_tool_line(L->te, &out);
+    buf_release(&out);
+    tool_result_release(&tr);
+}
+
+/* A line of the keeper channel: gated tool calls, runner tools, usage, model errors. */
+static void on_tool(struct turn_loop *L, const struct acp_msg *m, int64_t now)
+{
+    struct tool_channel_msg tm;
+    struct gate_request q = {.channel = true};
+    struct run_usage u;
+    char err[256];
+
+    if (tool_channel_decode(m, &tm, err, sizeof(err)) < 0 || tm.kind == TOOL_CHANNEL_HELLO) {
+        channel_outside(L->te, m, NULL); /* hello, or a malformed line */
+        return;
+    }
+    switch (tm.kind) {
+    case TOOL_CHANNEL_PERMISSION:
+        q.tool_call_id = tm.tool_call_id;
+        q.id_json = jsonx_text(m->id, NULL);
+        turn_channel_gate(&tm, &q.pg, &q.params);
+        loop_gate(L, &q, now);
+        json_object_put(q.params);
+        break;
+    case TOOL_CHANNEL_CALL:
+        on_tool_call(L, &tm);
+        break;
+    case TOOL_CHANNEL_USAGE:
+        turn_channel_usage(tm.params, &u);
+        turn_call_usage(&L->st, &u, L->es);
+        break;
+    case TOOL_CHANNEL_ERROR:
+        turn_channel_error(tm.params, L->model_error, sizeof(L->model_error), &L->model_error_code);
+        log_debug("the harness reported a model error: %s", L->model_error);
+        break;
+    default:
+        break;
     }
 }
 
@@ -517,22 +624,34 @@ static void on_prompt_response(struct turn_loop *L, const struct acp_msg *m)
 {
     struct run_result *res = L->res;
     const char *stop;
+    char why[640];
 
     turn_close_block(&L->st, L->es);
     if (m->error) {
-        loop_fail(L, LOOP_FAIL_REUSABLE, AR_E_HARNESS_ERROR,
-                  "the harness failed the prompt: %.200s", acp_msg_error_message(m));
+        turn_error_text(m, why, sizeof(why));
+        loop_fail(L, LOOP_FAIL_REUSABLE, AR_E_HARNESS_ERROR, "the harness failed the prompt: %s",
+                  why);
+        L->code = turn_error_code(why);
         return;
     }
     stop = jsonx_str(m->result, "stopReason");
-    res->stop_reason = strdup(L->cancelling ? "cancelled" : stop ? stop : "end_turn");
-    if (L->cancelling || (res->stop_reason && strcmp(res->stop_reason, "cancelled") == 0))
+    stop = L->cancelling ? "cancelled" : stop ? stop : "end_turn";
+    /* codex ends the turn "cancelled" when a call is denied: that is a denied tool result */
+    if (turn_settle_denied(&L->st, L->es) > 0 && !L->cancelling && strcmp(stop, "cancelled") == 0)
+        stop = "end_turn";
+    /* pi-acp ends a failed model call end_turn without text: the channel said what failed */
+    if (!L->cancelling && L->model_error[0] && res->output.len == 0) {
+        loop_fail(L, LOOP_FAIL_REUSABLE, AR_E_HARNESS_ERROR, "%s", L->model_error);
+        L->code = L->model_error_code;
+        return;
+    }
+    res->stop_reason = strdup(stop);
+    if (L->cancelling || strcmp(stop, "cancelled") == 0)
         turn_settle_open_tools(&L->st, L->es);
-    turn_finish_usage(res, m->result);
+    turn_finish_usage(&L->st, res, m->result, L->es);
     res->ok = true;
     L->out->cancelled = L->cancelling;
     turn_record_tool_ids(&L->st, res);
-    event_emit(L->es, event_usage(&res->usage));
     L->exit = LOOP_DONE;
 }
 
@@ -559,7 +678,9 @@ static void loop_step(struct turn_loop *L)
         return;
     }
     run_limits_progress(&L->limits, now);
-    if (m.kind == ACP_NOTIFICATION && strcmp(m.method, "session/update") == 0)
+    if (r == TURN_RECV_TOOL)
+        on_tool(L, &m, now);
+    else if (m.kind == ACP_NOTIFICATION && strcmp(m.method, "session/update") == 0)
         on_update(L, &m, now);
     else if (m.kind == ACP_REQUEST && strcmp(m.method, "session/request_permission") == 0)
         on_permission(L, &m, now);
@@ -619,7 +740,7 @@ static int loop_finish(struct turn_loop *L)
             break;
         }
         turn_record_tool_ids(&L->st, L->res);
-        event_emit(L->es, event_error(L->why, "provider_error"));
+        event_emit(L->es, event_error(L->why, L->code ? L->code : "provider_error"));
         run_result_fail(L->res, "%s", L->why);
         break;
     default: /* LOOP_DONE */

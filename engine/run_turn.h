@@ -6,7 +6,9 @@
  *
  * The environment is reached through struct turn_env (send a line, receive the next ACP
  * message before a deadline, mint a request id): environment.c provides the real one, the
- * unit tests a scripted fake.
+ * unit tests a scripted fake. The same connection carries the sandbox's keeper channel
+ * (harnesses/extension/PROTOCOL.md): its requests are gated, answered or handed to hooks here
+ * (turn_channel.h), its answers go back through send_tool.
  */
 #ifndef AR_RUN_TURN_H
 #define AR_RUN_TURN_H
@@ -22,17 +24,23 @@
 #include "events.h"
 #include "policy.h"
 #include "run_limits.h"
+#include "tool_channel.h"
 #include "turn_translate.h"
+
+/* recv's value for a message of the keeper channel (0: an ACP message of the harness) */
+#define TURN_RECV_TOOL 1
 
 /*
  * The harness connection a turn talks to. send writes one ACP line (-AR_E_HARNESS_EXITED when
- * it is gone); recv returns the next ACP message, -ETIMEDOUT at deadline_ms (CLOCK_MONOTONIC,
- * 0 = none), AR_E_HARNESS_EXITED / AR_E_PROTOCOL when the connection is over; exited tells
- * whether the harness itself went away (and its status).
+ * it is gone), send_tool one keeper channel line (NULL: no channel); recv returns the next
+ * message, 0 for the harness's ACP, TURN_RECV_TOOL for the channel's, -ETIMEDOUT at
+ * deadline_ms (CLOCK_MONOTONIC, 0 = none), AR_E_HARNESS_EXITED / AR_E_PROTOCOL when the
+ * connection is over; exited tells whether the harness itself went away (and its status).
  */
 struct turn_env {
     void *ctx;
     int (*send)(void *ctx, const struct buf *line);
+    int (*send_tool)(void *ctx, const struct buf *line);
     int (*recv)(void *ctx, int64_t deadline_ms, struct acp_msg *ret);
     int64_t (*next_id)(void *ctx);
     bool (*exited)(void *ctx, int *ret_status);
@@ -43,6 +51,8 @@ struct turn_env {
 struct turn_session {
     char acp_session[128];
     json_object *agent_caps; /* initialize's agentCapabilities (a reference, or NULL) */
+    bool channel_hello;      /* the keeper channel said hello while the session opened */
+    bool channel_gating;     /* ... with gating on (pi's extension gates its tools) */
 };
 
 /*
@@ -70,6 +80,12 @@ struct turn_options {
     bool (*is_noise)(const char *text);
     /* a failure before any event of the turn returns AR_E_RETRY silently (warm turns) */
     bool retry_if_silent;
+    /*
+     * The channel's tool/call (runner tools, issue 14): run it and fill *ret (0), or <0 to
+     * answer an error. NULL: the run has no runner tools (the call gets an error result).
+     */
+    int (*tool_call)(void *ctx, const struct tool_channel_msg *call, struct tool_result *ret);
+    void *tool_call_ctx;
 };
 
 struct turn_outcome {
@@ -82,11 +98,14 @@ struct turn_outcome {
 };
 
 /*
- * Run the prompt (or resume a parked one) to its end. Permission requests are decided by the
- * permission plan: allow -> "once", deny -> reject (the tool result says denied), ask -> an
- * interaction_request event and a pause: the turn ends with stopReason "paused" after a short
- * quiet period, leaving the harness's requests unanswered. On success res->stop_reason is set
- * and ok is true; on failure the error event has been emitted and res->error says why.
+ * Run the prompt (or resume a parked one) to its end. Permission requests — ACP's
+ * session/request_permission and the channel's tool/permission alike, through one gate — are
+ * decided by the permission plan: allow -> "once", deny -> reject (the tool result says
+ * denied), ask -> an interaction_request event and a pause: the turn ends with stopReason
+ * "paused" after a short quiet period, leaving the requests unanswered. A turn that ends
+ * without output after the channel reported a model error fails with that error. On success
+ * res->stop_reason is set and ok is true; on failure the error event has been emitted and
+ * res->error says why.
  * Returns 0 when the environment can be reused afterwards, <0 when it must be torn down
  * (limit tripped, harness gone, protocol error), AR_E_RETRY (see retry_if_silent).
  */

@@ -214,24 +214,57 @@ static json_object *approval_output(const struct content_block *b)
     return approved && json_object_is_type(approved, json_type_boolean) ? b->output : NULL;
 }
 
+/*
+ * Whether an approval answer b (its output out) answers gate g: by its interactionToken when
+ * it has one (the interaction_request's id: Agenta's answer), else by the toolCallId naming
+ * the gated call or the interaction. 1 yes, 0 no, -1 an older answer to the same call (its
+ * token is another interaction's).
+ */
+static int answers_gate(const struct content_block *b, json_object *out,
+                        const struct approval_gate *g)
+{
+    const char *token = jsonx_str(out, "interactionToken");
+    bool same_call = b->tool_call_id && strcmp(b->tool_call_id, g->tool_call_id) == 0;
+
+    if (token && token[0])
+        return strcmp(token, g->token) == 0 ? 1 : same_call ? -1 : 0;
+    return same_call || (b->tool_call_id && strcmp(b->tool_call_id, g->token) == 0);
+}
+
 int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g)
 {
+    /* the latest answer wins, in a user or an assistant message alike */
     for (size_t i = req->nmessages; i-- > 0;) {
         const struct chat_message *m = &req->messages[i];
-        for (size_t j = 0; j < m->nblocks; j++) {
+        for (size_t j = m->nblocks; j-- > 0;) {
             const struct content_block *b = &m->blocks[j];
             json_object *out = approval_output(b);
-            const char *token;
+            int a = out ? answers_gate(b, out, g) : 0;
 
-            if (!out || !b->tool_call_id || strcmp(b->tool_call_id, g->tool_call_id) != 0)
-                continue;
-            token = jsonx_str(out, "interactionToken");
-            if (token && strcmp(token, g->token) != 0)
+            if (a < 0)
                 return -1; /* an answer to another (older) interaction */
-            return json_object_get_boolean(jsonx_get(out, "approved")) ? 1 : 0;
+            if (a > 0)
+                return json_object_get_boolean(jsonx_get(out, "approved")) ? 1 : 0;
         }
     }
     return -1;
+}
+
+bool transcript_tail_has_tokens(const struct run_request *req)
+{
+    const struct chat_message *m;
+
+    if (req->nmessages == 0)
+        return false;
+    m = &req->messages[req->nmessages - 1];
+    for (size_t i = 0; i < m->nblocks; i++) {
+        json_object *out = approval_output(&m->blocks[i]);
+        const char *token = out ? jsonx_str(out, "interactionToken") : NULL;
+
+        if (token && token[0])
+            return true;
+    }
+    return false;
 }
 
 bool transcript_answers_only(const struct run_request *req)

@@ -50,8 +50,16 @@ json_object *transcript_approval_prompt(const struct run_request *req);
 
 /* The tail message only answers approvals (tool_result blocks, no new user text). */
 bool transcript_answers_only(const struct run_request *req);
-/* The request's decision on gate g: -1 none (or an answer to another interaction), 0, 1. */
+/*
+ * The request's decision on gate g: -1 none (or an answer to another interaction), 0, 1. An
+ * answer is a tool_result block, in a user or an assistant message, whose output is
+ * {"approved": bool, "interactionToken"?}: with a token it answers the gate whose token
+ * (the interaction_request's id) it names; without one, the gate whose call (or token) its
+ * toolCallId names. The latest answer wins.
+ */
 int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g);
+/* The last message carries approval answers naming an interactionToken. */
+bool transcript_tail_has_tokens(const struct run_request *req);
 /*
  * A decision stored in the transcript: a tool_call with the same tool (case-insensitive) and
  * canonical arguments whose approval was answered; PERMISSION_UNSET when none was.

@@ -191,9 +191,15 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
     return 0;
 }
 
-static int usage_update(json_object *update, struct event_stream *es, struct run_result *res)
+/*
+ * usage_update: "used" is the context of the last model call (codex reports one per call),
+ * "cost" the session's cost so far. Only a count makes a usage event: claude's report carries
+ * a cost and no count, and its prompt result has the turn's real numbers.
+ */
+static int usage_update(struct turn_state *st, json_object *update, struct event_stream *es,
+                        struct run_result *res)
 {
-    struct run_usage u = {0};
+    struct run_usage u = {.present = true};
     json_object *used = jsonx_get(update, "used"), *cost = jsonx_get(update, "cost");
 
     if (used && (json_object_is_type(used, json_type_int) ||
@@ -204,9 +210,24 @@ static int usage_update(json_object *update, struct event_stream *es, struct run
         if (amount)
             u.cost = json_object_get_double(amount);
     }
-    if (u.cost != 0.0)
+    if (u.cost > 0.0)
         res->usage.cost = u.cost;
+    if (u.total <= 0)
+        return 0;
+    st->call_usages++;
+    st->calls.total += u.total;
     return event_emit(es, event_usage(&u));
+}
+
+void turn_call_usage(struct turn_state *st, const struct run_usage *u, struct event_stream *es)
+{
+    st->call_usages++;
+    st->channel_usage = true;
+    st->calls.input += u->input;
+    st->calls.output += u->output;
+    st->calls.total += u->total;
+    st->calls.cost += u->cost;
+    event_emit(es, event_usage(u));
 }
 
 int turn_translate_update(struct turn_state *st, json_object *update, struct event_stream *es,
@@ -225,7 +246,7 @@ int turn_translate_update(struct turn_state *st, json_object *update, struct eve
     if (strcmp(kind, "tool_call_update") == 0)
         return tool_update(st, update, es, false);
     if (strcmp(kind, "usage_update") == 0)
-        return usage_update(update, es, res);
+        return usage_update(st, update, es, res);
     /* plan, commands, modes, config options, session info, user chunks: not events */
     return 0;
 }
@@ -253,17 +274,65 @@ void turn_caps_from_agent(json_object *agent_caps, enum harness_kind kind,
     caps->reasoning = kind == HARNESS_CLAUDE || kind == HARNESS_CODEX ||
                       kind == HARNESS_SCRIPTED;
     caps->plan_mode = kind == HARNESS_CLAUDE || kind == HARNESS_CODEX;
-    caps->permissions = kind != HARNESS_PI;
+    caps->permissions = true; /* pi: through agent-runner's extension and the channel */
 }
 
-void turn_mark_denied(struct turn_state *st, const char *tool_call_id)
+void turn_resume_tool(struct turn_state *st, const char *tool_call_id, const char *name)
 {
     struct turn_tool *t = turn_find_tool(st, tool_call_id);
 
-    if (!t)
-        t = turn_add_tool(st, tool_call_id);
     if (t)
-        t->denied = true;
+        return;
+    t = turn_add_tool(st, tool_call_id);
+    if (!t)
+        return;
+    t->name = util_xstrdup(name);
+    t->input = strdup("{}"); /* an update with no arguments is no new announcement */
+    if (st->limits)
+        run_limits_tool_start(st->limits, tool_call_id, util_now_ms());
+}
+
+void turn_mark_denied(struct turn_state *st, const char *tool_call_id, const char *name,
+                      json_object *args)
+{
+    struct turn_tool *t = turn_find_tool(st, tool_call_id);
+
+    if (!t) {
+        t = turn_add_tool(st, tool_call_id);
+        if (!t)
+            return;
+        t->unannounced = true;
+        t->name = util_xstrdup(name);
+        t->input = args ? strdup(jsonx_text(args, NULL)) : NULL;
+    }
+    t->denied = true;
+}
+
+size_t turn_settle_denied(struct turn_state *st, struct event_stream *es)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < st->ntools; i++) {
+        struct turn_tool *t = &st->tools[i];
+        json_object *input = NULL;
+        char err[64];
+
+        if (!t->denied || t->done)
+            continue;
+        if (t->unannounced) {
+            if (t->input &&
+                jsonx_parse(t->input, strlen(t->input), 64, &input, err, sizeof(err)) < 0)
+                input = NULL;
+            event_emit(es, event_tool_call(t->id, t->name, input));
+            json_object_put(input);
+            t->unannounced = false;
+        }
+        t->done = true;
+        event_emit(
+            es, event_tool_result(t->id, "Permission denied: the call was not run.", true, true));
+        n++;
+    }
+    return n;
 }
 
 /*
@@ -292,8 +361,9 @@ json_object *turn_interaction_request(const struct approval_gate *g, json_object
 {
     json_object *ev = event_new("interaction_request"), *payload = json_object_new_object();
     json_object *tc = params ? jsonx_get(params, "toolCall") : NULL, *copy = NULL;
+    json_object *replies = json_object_new_array();
 
-    json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "id", json_object_new_string(g->token));
     json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
     json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
     if (tc && json_object_is_type(tc, json_type_object) &&
@@ -308,6 +378,11 @@ json_object *turn_interaction_request(const struct approval_gate *g, json_object
     }
     if (params && jsonx_get(params, "options"))
         json_object_object_add(payload, "options", json_object_get(jsonx_get(params, "options")));
+    /* allowed "once" (never "always"); rejected or, without a reject option, cancelled */
+    if (g->allow_option[0] || g->channel)
+        json_object_array_add(replies, json_object_new_string("once"));
+    json_object_array_add(replies, json_object_new_string("reject"));
+    json_object_object_add(payload, "availableReplies", replies);
     json_object_object_add(payload, "interactionToken", json_object_new_string(g->token));
     json_object_object_add(ev, "payload", payload);
     return ev;
@@ -317,7 +392,7 @@ json_object *turn_interaction_response(const struct approval_gate *g)
 {
     json_object *ev = event_new("interaction_response"), *payload = json_object_new_object();
 
-    json_object_object_add(ev, "id", json_object_new_string(g->tool_call_id));
+    json_object_object_add(ev, "id", json_object_new_string(g->token));
     json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
     json_object_object_add(payload, "approved", json_object_new_boolean(g->decision == 1));
     json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
@@ -339,18 +414,30 @@ void turn_settle_open_tools(struct turn_state *st, struct event_stream *es)
     }
 }
 
-void turn_finish_usage(struct run_result *res, json_object *prompt_result)
+void turn_finish_usage(struct turn_state *st, struct run_result *res, json_object *prompt_result,
+                       struct event_stream *es)
 {
     json_object *u = jsonx_get(prompt_result, "usage");
+    struct run_usage *r = &res->usage;
 
-    if (u) {
-        res->usage.input = json_object_get_int64(jsonx_get(u, "inputTokens"));
-        res->usage.output = json_object_get_int64(jsonx_get(u, "outputTokens"));
-        res->usage.total = json_object_get_int64(jsonx_get(u, "totalTokens"));
-        if (!res->usage.total)
-            res->usage.total = res->usage.input + res->usage.output;
+    if (st->channel_usage) {
+        r->input = st->calls.input;
+        r->output = st->calls.output;
+        r->total = st->calls.total;
+        if (st->calls.cost > 0)
+            r->cost = st->calls.cost;
+    } else if (u && json_object_is_type(u, json_type_object)) {
+        r->input = json_object_get_int64(jsonx_get(u, "inputTokens"));
+        r->output = json_object_get_int64(jsonx_get(u, "outputTokens"));
+        r->total = json_object_get_int64(jsonx_get(u, "totalTokens"));
+        if (!r->total)
+            r->total = r->input + r->output;
     }
-    res->usage.present = true;
+    if (!r->total && !r->input && !r->output)
+        r->total = st->calls.total;
+    r->present = true;
+    if (st->call_usages == 0 && (r->total > 0 || r->cost > 0))
+        event_emit(es, event_usage(r));
 }
 
 void turn_record_tool_ids(const struct turn_state *st, struct run_result *res)
@@ -384,4 +471,69 @@ void turn_caps_from_bits(uint32_t bits, struct harness_caps *c)
     c->known = (bits >> 31) & 1u;
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
         *v[i] = (bits >> i) & 1u;
+}
+
+/* error.message of a failed response, with its data when the harness put details there. */
+void turn_error_text(const struct acp_msg *m, char *out, size_t len)
+{
+    json_object *data = jsonx_get(m->error, "data");
+    const char *detail = NULL;
+
+    if (data && json_object_is_type(data, json_type_string))
+        detail = json_object_get_string(data);
+    else if (data)
+        detail = jsonx_str(data, "message") ? jsonx_str(data, "message") : jsonx_text(data, NULL);
+    if (detail && detail[0] && !strstr(acp_msg_error_message(m), detail))
+        snprintf(out, len, "%.300s: %.300s", acp_msg_error_message(m), detail);
+    else
+        snprintf(out, len, "%.300s", acp_msg_error_message(m));
+}
+
+/* The session's model config option (category "model"), or NULL. */
+json_object *turn_model_option(json_object *session_result)
+{
+    json_object *opts = jsonx_get(session_result, "configOptions");
+
+    for (size_t i = 0; opts && i < json_object_array_length(opts); i++) {
+        json_object *o = json_object_array_get_idx(opts, i);
+        const char *cat = jsonx_str(o, "category"), *id = jsonx_str(o, "id");
+        if ((cat && strcmp(cat, "model") == 0) || (!cat && id && strcmp(id, "model") == 0))
+            return o;
+    }
+    return NULL;
+}
+
+/* The optionId of the first option of kind (allow_once, reject_once), never an "always". */
+const char *turn_option_of(json_object *params, const char *kind_prefix)
+{
+    json_object *opts = jsonx_get(params, "options");
+    const char *fallback = NULL;
+
+    for (size_t i = 0; opts && i < json_object_array_length(opts); i++) {
+        json_object *o = json_object_array_get_idx(opts, i);
+        const char *kind = jsonx_str(o, "kind"), *id = jsonx_str(o, "optionId");
+
+        if (!kind || !id || strncmp(kind, kind_prefix, strlen(kind_prefix)) != 0 ||
+            strstr(kind, "always"))
+            continue;
+        if (strstr(kind, "once"))
+            return id;
+        if (!fallback)
+            fallback = id;
+    }
+    return fallback;
+}
+
+const char *turn_error_code(const char *message)
+{
+    /* as pi's extension classifies (harnesses/extension/PROTOCOL.md, `error`) */
+    static const char *const unavailable[] = {
+        "Connection error", "Unable to connect",     "Cannot connect to API", "ECONNREFUSED",
+        "ENOTFOUND",        "error sending request", "model_not_found",       "does not exist",
+    };
+
+    for (size_t i = 0; message && i < ARRAY_SIZE(unavailable); i++)
+        if (strstr(message, unavailable[i]))
+            return "model_unavailable";
+    return "provider_error";
 }

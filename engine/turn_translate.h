@@ -16,6 +16,7 @@
 
 #include <json-c/json.h>
 
+#include "acp.h"
 #include "contracts.h"
 #include "events.h"
 #include "policy.h"
@@ -26,7 +27,8 @@ struct turn_tool {
     char *name;
     char *input; /* compact JSON of the last rawInput sent */
     bool done;
-    bool denied; /* its permission was refused: its result says denied */
+    bool denied;      /* its permission was refused: its result says denied */
+    bool unannounced; /* known only from its permission request: no tool_call event yet */
 };
 
 struct turn_state {
@@ -39,6 +41,10 @@ struct turn_state {
     size_t cap_tools;
     struct run_limits *limits;          /* may be NULL */
     bool (*is_noise)(const char *text); /* drop such message chunks (may be NULL) */
+    /* usage per model call seen so far (usage_update with a count, the channel's usage) */
+    unsigned call_usages;
+    bool channel_usage;     /* the channel reported them (pi): their sum is the turn's */
+    struct run_usage calls; /* their sum */
 };
 
 void turn_state_init(struct turn_state *st, struct run_limits *limits);
@@ -53,22 +59,66 @@ void turn_close_block(struct turn_state *st, struct event_stream *es);
 /* The tool call of id, or NULL; turn_add_tool registers a new one (NULL on ENOMEM). */
 struct turn_tool *turn_find_tool(struct turn_state *st, const char *id);
 struct turn_tool *turn_add_tool(struct turn_state *st, const char *id);
-/* Its permission was refused: its result will say denied. */
-void turn_mark_denied(struct turn_state *st, const char *tool_call_id);
+/*
+ * A call a resumed turn answers the gate of: the harness announced it in the paused turn, so
+ * its updates now (often with empty arguments) carry its name and announce nothing new.
+ */
+void turn_resume_tool(struct turn_state *st, const char *tool_call_id, const char *name);
+/*
+ * Its permission was refused: its result will say denied. name and args (may be NULL) name a
+ * call the harness never announced (codex asks before it announces).
+ */
+void turn_mark_denied(struct turn_state *st, const char *tool_call_id, const char *name,
+                      json_object *args);
+/*
+ * The turn ended: a denied call the harness never reported a result for (codex ends the turn
+ * "cancelled" instead) gets its tool_call (if never announced) and a denied tool_result.
+ * Returns how many were settled.
+ */
+size_t turn_settle_denied(struct turn_state *st, struct event_stream *es);
 /*
  * The gate of a session/request_permission as the permission plan sees it. The tool's name is
  * the one its announcement carried (claude names the tool there, and only a title here).
  */
 void turn_gate_of(struct turn_state *st, json_object *params, struct permission_gate *g);
-/* interaction_request for gate g (params: the permission request's, NULL when re-emitted). */
+/*
+ * interaction_request for gate g (params: the permission request's, NULL when re-emitted).
+ * Its id is the gate's interaction token (Agenta's interactionEventId): an answer names it as
+ * output.interactionToken. payload: toolCallId, toolCall (+ resolvedName), options,
+ * availableReplies (what the runner honours: "once" when the call can be allowed, "reject"),
+ * interactionToken.
+ */
 json_object *turn_interaction_request(const struct approval_gate *g, json_object *params);
+/* interaction_response (the same id) when a decision is forwarded to the harness. */
 json_object *turn_interaction_response(const struct approval_gate *g);
+/* One model call's usage (the channel's usage notification): an event, added to the turn's. */
+void turn_call_usage(struct turn_state *st, const struct run_usage *u, struct event_stream *es);
 /* A cancelled turn settles the tool calls that never finished. */
 void turn_settle_open_tools(struct turn_state *st, struct event_stream *es);
-/* The usage of a session/prompt result into res (present even when the harness gave none). */
-void turn_finish_usage(struct run_result *res, json_object *prompt_result);
+/*
+ * The turn's usage into res (present even when the harness gave none): the sum of the
+ * channel's per-call usage (pi), else the session/prompt result's usage (claude: the whole
+ * turn, its only report), else the sum of per-call usage_update counts (codex); cost as the
+ * harness reported it. A usage event for the result's numbers is emitted only when no per-call
+ * event was, so usage events never count a model call twice.
+ */
+void turn_finish_usage(struct turn_state *st, struct run_result *res, json_object *prompt_result,
+                       struct event_stream *es);
 /* The ids of the turn's tool calls into res->tool_call_ids. */
 void turn_record_tool_ids(const struct turn_state *st, struct run_result *res);
+
+/* error.message of a failed response, with its data when the harness put details there. */
+void turn_error_text(const struct acp_msg *m, char *out, size_t len);
+/*
+ * The error event code of a harness's failure message: "model_unavailable" when it says the
+ * model endpoint cannot be reached or the model does not exist, else "provider_error".
+ */
+const char *turn_error_code(const char *message);
+/* The model config option (category "model") of a session/new result, or NULL. */
+json_object *turn_model_option(json_object *session_result);
+/* The optionId of a permission request's first option of kind kind_prefix ("allow",
+ * "reject"), a "once" one first, never an "always" one; NULL when there is none. */
+const char *turn_option_of(json_object *params, const char *kind_prefix);
 
 /* Map an initialize result's agentCapabilities onto the result's capability flags. */
 void turn_caps_from_agent(json_object *agent_caps, enum harness_kind kind,

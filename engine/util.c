@@ -11,7 +11,9 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -332,6 +334,27 @@ int util_write_all(int fd, const void *buf, size_t len)
         len -= (size_t)n;
     }
     return 0;
+}
+
+int util_unix_listen(const char *path, mode_t mode, int backlog)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd == -1)
+        return -errno;
+    (void)unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || chmod(path, mode) == -1 ||
+        listen(fd, backlog) == -1) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
 }
 
 /* The fields of /proc/<pid>/stat after the command name ("S 1 ..."), or NULL. */

@@ -58,6 +58,11 @@ char *util_xstrdup(const char *s);
 
 /* Write all of buf to fd, retrying on EINTR and short writes. */
 int util_write_all(int fd, const void *buf, size_t len);
+/*
+ * A listening unix stream socket at path (close-on-exec, non-blocking; a stale file there is
+ * replaced) whose file has the given mode: the fd, or -ENAMETOOLONG / -errno.
+ */
+int util_unix_listen(const char *path, mode_t mode, int backlog);
 
 /* Process start time (clock ticks since boot, field 22 of /proc/<pid>/stat); 0 if gone. */
 uint64_t util_proc_start_time(pid_t pid);

@@ -7,7 +7,9 @@
  * (ANTHROPIC_API_KEY normally), ANTHROPIC_MODEL for the model, Bedrock/Vertex switches for
  * those deployments; with credentialMode runtime_provided the operator's claude.ai login
  * instead of a key (claude_subscription_login). Non-essential traffic, telemetry and the
- * auto-updater are off; the configuration folder lives in the sandbox's private home.
+ * auto-updater are off; the configuration folder lives in the sandbox's private home. The
+ * adapter and the CLI it spawns (as `node`, from PATH) run on the pinned Node 20, whatever
+ * else the host has.
  */
 #include <errno.h>
 #include <limits.h>
@@ -22,7 +24,8 @@
 
 static bool claude_installed(const struct harness_paths *paths)
 {
-    return harness_file_exists(paths->harness_dir, CLAUDE_JS);
+    return harness_file_exists(paths->harness_dir, CLAUDE_JS) &&
+           harness_file_exists(paths->harness_dir, HARNESS_NODE);
 }
 
 /*
@@ -66,14 +69,14 @@ static int claude_subscription_login(const struct harness_paths *paths, struct s
 static int claude_plan(const struct harness_paths *paths, const struct run_request *req,
                        struct sandbox_plan *plan, char *err, size_t errlen)
 {
-    char js[PATH_MAX], base[2048];
+    char node_dir[PATH_MAX], base[2048];
     const char *deployment = req->mc.present ? req->mc.deployment : "direct";
 
-    snprintf(js, sizeof(js), "%s/%s", paths->harness_dir, CLAUDE_JS);
-    json_object_array_add(plan->argv, json_object_new_string("node"));
-    json_object_array_add(plan->argv, json_object_new_string(js));
+    /* the pinned node runs the adapter, and the Claude Code CLI the SDK spawns as `node` */
+    harness_node_argv(paths, plan, CLAUDE_JS);
+    snprintf(node_dir, sizeof(node_dir), "%s/%s", paths->harness_dir, HARNESS_NODE_DIR);
     json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
-    harness_base_env(plan, NULL);
+    harness_base_env(plan, node_dir);
     harness_setenv(plan, "CLAUDE_CONFIG_DIR", CLAUDE_CONFIG);
     harness_setenv(plan, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
     harness_setenv(plan, "DISABLE_AUTOUPDATER", "1");

@@ -6,9 +6,18 @@
  * `model_providers.agent-runner` entry with the endpoint and `env_key` naming the variable that
  * carries the key (the key itself only travels in the environment), or the built-in `openai`
  * provider without an endpoint. CODEX_HOME is in the sandbox's private home, never under /tmp
- * (codex refuses to install its helpers there). harnessMode picks the approval/sandbox pair:
- * agent-full-access (default; our bubblewrap sandbox is the boundary), agent (asks before
- * leaving the workspace), read-only.
+ * (codex refuses to install its helpers there).
+ *
+ * Permissions (tests/research/FINDINGS.md (a)). Our bubblewrap sandbox is the boundary and the
+ * permission plan the policy: codex's own sandboxes (workspace-write, read-only) cannot start
+ * inside ours, which allows no nested user namespaces, so sandbox_mode is always
+ * danger-full-access. A plan that allows everything keeps approval_policy "never"; any other
+ * plan gets "untrusted" (codex asks before every command it does not know to be safe), a rules
+ * file that makes its "known safe" commands ask as well, and no provider-hosted web_search
+ * (no approval covers it), so that every call reaches the runner's gate. harnessMode
+ * "agent-full-access" (default) and "agent" both mean this (the workspace is the only writable
+ * place either way); "read-only" needs codex's own read-only sandbox and is refused: send a
+ * permission plan instead (e.g. {"default": "allow_reads"} or "deny").
  */
 #include <limits.h>
 #include <stdio.h>
@@ -16,10 +25,18 @@
 
 #include "../buf.h"
 #include "../jsonx.h"
+#include "../util.h"
 #include "harness.h"
 
 #define CODEX_BIN "node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
 #define CODEX_HOME SANDBOX_HOME "/.codex"
+
+/* codex runs these without asking even under "untrusted" (codex-rs is_safe_command.rs) */
+static const char *const known_safe[] = {
+    "cat",  "cd",    "cut",   "echo",   "expr",   "false", "grep",   "head", "id",   "ls",
+    "nl",   "paste", "pwd",   "rev",    "seq",    "stat",  "tail",   "tr",   "true", "uname",
+    "uniq", "wc",    "which", "whoami", "numfmt", "tac",   "base64", "find", "rg",   "sed",
+};
 
 static bool codex_installed(const struct harness_paths *paths)
 {
@@ -77,10 +94,57 @@ static int codex_subscription_login(const struct harness_paths *paths, struct sa
     return r;
 }
 
+/* $CODEX_HOME/rules/agent-runner.rules: every known-safe command asks too (a prompt rule wins
+ * over codex's safe list), by its bare name and its /bin and /usr/bin paths. */
+static void ask_rules(struct sandbox_plan *plan)
+{
+    static const char *const prefixes[] = {"", "/bin/", "/usr/bin/"};
+    struct buf rules;
+
+    buf_init(&rules, 16 * 1024);
+    buf_append_str(&rules, "prefix_rule(pattern = [[");
+    for (size_t i = 0; i < ARRAY_SIZE(known_safe); i++)
+        for (size_t j = 0; j < ARRAY_SIZE(prefixes); j++)
+            buf_printf(&rules, "%s\"%s%s\"", i + j ? ", " : "", prefixes[j], known_safe[i]);
+    buf_append_str(&rules, "]], decision = \"prompt\")\n");
+    harness_add_file(plan, CODEX_HOME "/rules/agent-runner.rules", buf_str(&rules), 0600);
+    buf_release(&rules);
+}
+
+/* harnessMode and the permission plan: the approval policy codex runs under (see the top). */
+static int approval_lines(const struct run_request *req, struct sandbox_plan *plan,
+                          struct buf *toml, char *err, size_t errlen)
+{
+    const char *mode = req->harness_mode ? req->harness_mode : "agent-full-access";
+
+    if (strcmp(mode, "read-only") == 0) {
+        snprintf(err, errlen,
+                 "harnessMode: \"read-only\" needs codex's own read-only sandbox, "
+                 "which cannot run inside this runner's sandbox (no nested user "
+                 "namespaces); send a permission plan instead (permissions.default "
+                 "\"allow_reads\" or \"deny\")");
+        return AR_E_INVALID_REQUEST;
+    }
+    if (strcmp(mode, "agent") != 0 && strcmp(mode, "agent-full-access") != 0) {
+        snprintf(err, errlen,
+                 "harnessMode: expected \"agent-full-access\", \"agent\" or "
+                 "\"read-only\"");
+        return AR_E_INVALID_REQUEST;
+    }
+    toml_kv(toml, "sandbox_mode", "danger-full-access");
+    if (harness_plan_allows_all(req->permissions)) {
+        toml_kv(toml, "approval_policy", "never");
+        return 0;
+    }
+    toml_kv(toml, "approval_policy", "untrusted");
+    toml_kv(toml, "web_search", "disabled");
+    ask_rules(plan);
+    return 0;
+}
+
 static int codex_plan(const struct harness_paths *paths, const struct run_request *req,
                       struct sandbox_plan *plan, char *err, size_t errlen)
 {
-    const char *mode = req->harness_mode ? req->harness_mode : "agent-full-access";
     const struct credential *key;
     char bin[PATH_MAX];
     const char *model = req->model;
@@ -114,15 +178,9 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
 
     buf_init(&toml, 64 * 1024);
     toml_kv(&toml, "model", model);
-    if (strcmp(mode, "read-only") == 0) {
-        toml_kv(&toml, "approval_policy", "never");
-        toml_kv(&toml, "sandbox_mode", "read-only");
-    } else if (strcmp(mode, "agent") == 0) {
-        toml_kv(&toml, "approval_policy", "on-request");
-        toml_kv(&toml, "sandbox_mode", "workspace-write");
-    } else {
-        toml_kv(&toml, "approval_policy", "never");
-        toml_kv(&toml, "sandbox_mode", "danger-full-access");
+    if (approval_lines(req, plan, &toml, err, errlen) < 0) {
+        buf_release(&toml);
+        return AR_E_INVALID_REQUEST;
     }
     buf_append_str(&toml, "check_for_update_on_startup = false\n");
     if (subscription) /* the login is the file we copied in, never a keyring */

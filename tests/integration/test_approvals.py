@@ -101,13 +101,16 @@ def test_two_gates_answered_one_at_a_time(ctx):
     g2 = dict(GATE, toolCallId="w2", title="Write other")
     p, s, first, reqs, sess = paused_turn(ctx, [{"permissions": [GATE, g2]},
                                                 {"chunk": "both done"}])
-    assert sorted(r["id"] for r in reqs) == ["w1", "w2"], reqs
+    assert sorted(r["payload"]["toolCallId"] for r in reqs) == ["w1", "w2"], reqs
+    # each interaction's id is its token (Agenta's interactionEventId)
+    assert all(r["id"] == r["payload"]["interactionToken"] for r in reqs), reqs
     res, evs = turn(ctx, p, s, first + [answer("w1", True)])
     assert res["stopReason"] == "paused", res
     types = [e["type"] for e in evs]
     assert types.count("interaction_response") == 1 and "interaction_request" in types, types
     again = next(e for e in evs if e["type"] == "interaction_request")
-    assert again["id"] == "w2", again
+    assert again["payload"]["toolCallId"] == "w2", again
+    assert again["id"] == next(r["id"] for r in reqs if r["payload"]["toolCallId"] == "w2")
     w1 = next(e for e in evs if e["type"] == "tool_result")
     assert w1["id"] == "w1" and w1["output"] == "approved:allow-once", w1
     assert ctx.stack.session(f"{p}:{s}")["approvals"] == 1

@@ -102,7 +102,8 @@ def test_runner_environment_never_reaches_the_sandbox(ctx):
     name = "env-" + uuid.uuid4().hex[:8]
     ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": "env"}}},
                             {"text": "listed"}])
-    status, recs = ctx.stack.stream(pi_request(ctx.model, f"env [[script:{name}]]"))
+    status, recs = ctx.stack.stream(pi_request(ctx.model, f"env [[script:{name}]]",
+                                               permissions={"default": "allow"}))
     out = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
     assert "OPENAI_API_KEY=sk-test" in out, out
     for forbidden in (token, canary, "AGENT_RUNNER"):

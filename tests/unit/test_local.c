@@ -181,8 +181,34 @@ static void test_local_sandbox_holds_when_run(void)
     fstree_remove(ws);
 }
 
+/* The keeper channel's folder: read-only at /run/agent-runner, before the root turns read-only. */
+static void test_local_command_binds_the_keeper_channel(void)
+{
+    json_object *sb = description("true");
+    char **argv = NULL, **envp = NULL, err[256] = "";
+    int fds[64];
+    size_t nfds = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+    json_object_object_add(sb, "channel", json_object_new_string("/state/envs/e/channel"));
+    CU_ASSERT_EQUAL_FATAL(
+        local_sandbox_command("/usr/bin/bwrap", sb, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
+        0);
+    CU_ASSERT(find(argv, "--ro-bind", "/state/envs/e/channel", SANDBOX_CHANNEL_DIR) > 0);
+    CU_ASSERT(find(argv, "--ro-bind", "/state/envs/e/channel", SANDBOX_CHANNEL_DIR) <
+              find(argv, "--remount-ro", "/", NULL));
+    CU_ASSERT_EQUAL(find(argv, "--bind", "/state/envs/e/channel", NULL), -1);
+    for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    provider_argv_free(argv);
+    provider_argv_free(envp);
+    json_object_put(sb);
+    fstree_remove(ws);
+}
+
 CU_TestInfo local_tests[] = {
     {"test_local_command_has_the_minimal_host_view", test_local_command_has_the_minimal_host_view},
     {"test_local_sandbox_holds_when_run", test_local_sandbox_holds_when_run},
+    {"test_local_command_binds_the_keeper_channel", test_local_command_binds_the_keeper_channel},
     CU_TEST_INFO_NULL,
 };

@@ -348,16 +348,109 @@ static void test_run_turn_usage_update(void)
     CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(jsonx_get(ev, "cost")), 0.25, 1e-12);
     CU_ASSERT_DOUBLE_EQUAL(f.res.usage.cost, 0.25, 1e-12);
 
-    /* claude reports "used": null with a cost */
+    /* claude reports "used": null with a cost: no zeroed usage event, the cost is kept */
     CU_ASSERT_EQUAL(feed(&f,
                          "{\"sessionUpdate\":\"usage_update\",\"used\":null,"
                          "\"size\":200000,\"cost\":{\"amount\":0.000105,\"currency\":\"USD\"}}"),
                     0);
-    CU_ASSERT_EQUAL_FATAL(nevents(&f), 2);
-    ev = test_sink_event(&f.ts, 1);
-    CU_ASSERT_EQUAL(json_object_get_int64(jsonx_get(ev, "total")), 0);
-    CU_ASSERT_DOUBLE_EQUAL(json_object_get_double(jsonx_get(ev, "cost")), 0.000105, 1e-12);
+    CU_ASSERT_EQUAL(nevents(&f), 1);
     CU_ASSERT_DOUBLE_EQUAL(f.res.usage.cost, 0.000105, 1e-12);
+    fixture_release(&f);
+}
+
+/* A harness's failure message names the error event's code. */
+static void test_run_turn_error_codes_of_harness_messages(void)
+{
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: API Error: Unable to connect to API "
+                                           "(ECONNREFUSED)"),
+                           "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: stream disconnected before "
+                                           "completion: error sending request for url"),
+                           "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("404 The model `x` does not exist"),
+                           "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(turn_error_code("Internal error: bad thing happened"), "provider_error");
+    CU_ASSERT_STRING_EQUAL(turn_error_code(NULL), "provider_error");
+}
+
+/* The usage event count of a fixture, and the total of the last one. */
+static size_t usage_events(struct turn_fixture *f, int64_t *ret_last_total)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < nevents(f); i++) {
+        json_object *ev = test_sink_event(&f->ts, i);
+        if (strcmp(jsonx_str(ev, "type"), "usage") == 0) {
+            n++;
+            *ret_last_total = json_object_get_int64(jsonx_get(ev, "total"));
+        }
+    }
+    return n;
+}
+
+/* claude: the prompt result's usage is the turn's, one event with its numbers and the cost */
+static void test_run_turn_usage_from_the_prompt_result(void)
+{
+    struct turn_fixture f;
+    json_object *result = test_json("{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":"
+                                    "444,\"outputTokens\":66,\"totalTokens\":510}}");
+    int64_t last = 0;
+
+    fixture_init(&f, NULL);
+    CU_ASSERT_EQUAL(feed(&f, "{\"sessionUpdate\":\"usage_update\",\"used\":null,\"size\":1,"
+                             "\"cost\":{\"amount\":0.5,\"currency\":\"USD\"}}"),
+                    0);
+    turn_finish_usage(&f.st, &f.res, result, &f.es);
+    CU_ASSERT_EQUAL(usage_events(&f, &last), 1);
+    CU_ASSERT_EQUAL(last, 510);
+    CU_ASSERT_EQUAL(f.res.usage.input, 444);
+    CU_ASSERT_EQUAL(f.res.usage.output, 66);
+    CU_ASSERT_EQUAL(f.res.usage.total, 510);
+    CU_ASSERT_DOUBLE_EQUAL(f.res.usage.cost, 0.5, 1e-12);
+    CU_ASSERT_TRUE(f.res.usage.present);
+    json_object_put(result);
+    fixture_release(&f);
+}
+
+/* codex: a usage_update count per model call, no usage in the result: the turn is their sum */
+static void test_run_turn_usage_per_call_counts(void)
+{
+    struct turn_fixture f;
+    json_object *result = test_json("{\"stopReason\":\"end_turn\"}");
+    int64_t last = 0;
+
+    fixture_init(&f, NULL);
+    CU_ASSERT_EQUAL(feed(&f, "{\"sessionUpdate\":\"usage_update\",\"used\":133,\"size\":9}"), 0);
+    CU_ASSERT_EQUAL(feed(&f, "{\"sessionUpdate\":\"usage_update\",\"used\":377,\"size\":9}"), 0);
+    turn_finish_usage(&f.st, &f.res, result, &f.es);
+    CU_ASSERT_EQUAL(usage_events(&f, &last), 2); /* no third event for the total */
+    CU_ASSERT_EQUAL(last, 377);
+    CU_ASSERT_EQUAL(f.res.usage.total, 510);
+    json_object_put(result);
+    fixture_release(&f);
+}
+
+/* pi: the channel's usage per model call; the result is their sum, cost included */
+static void test_run_turn_usage_from_the_channel(void)
+{
+    struct turn_fixture f;
+    struct run_usage a = {.input = 100, .output = 20, .total = 150, .cost = 0.25, .present = 1};
+    struct run_usage b = {.input = 300, .output = 40, .total = 340, .cost = 0.5, .present = 1};
+    json_object *result = test_json("{\"stopReason\":\"end_turn\",\"usage\":{\"inputTokens\":"
+                                    "1,\"outputTokens\":1}}");
+    int64_t last = 0;
+
+    fixture_init(&f, NULL);
+    turn_call_usage(&f.st, &a, &f.es);
+    turn_call_usage(&f.st, &b, &f.es);
+    turn_finish_usage(&f.st, &f.res, result, &f.es);
+    CU_ASSERT_EQUAL(usage_events(&f, &last), 2);
+    CU_ASSERT_EQUAL(last, 340);
+    CU_ASSERT_EQUAL(f.res.usage.input, 400);
+    CU_ASSERT_EQUAL(f.res.usage.output, 60);
+    CU_ASSERT_EQUAL(f.res.usage.total, 490);
+    CU_ASSERT_DOUBLE_EQUAL(f.res.usage.cost, 0.75, 1e-12);
+    json_object_put(result);
     fixture_release(&f);
 }
 
@@ -449,7 +542,7 @@ static void test_run_turn_caps_from_pi_initialize(void)
     CU_ASSERT_TRUE(caps.session_lifecycle);
     CU_ASSERT_FALSE(caps.reasoning);
     CU_ASSERT_FALSE(caps.plan_mode);
-    CU_ASSERT_FALSE(caps.permissions);
+    CU_ASSERT_TRUE(caps.permissions); /* through agent-runner's extension */
     json_object_put(init);
 }
 
@@ -504,6 +597,11 @@ CU_TestInfo run_turn_tests[] = {
     {"test_run_turn_tool_failed_is_error_once", test_run_turn_tool_failed_is_error_once},
     {"test_run_turn_tool_calls_feed_run_limits", test_run_turn_tool_calls_feed_run_limits},
     {"test_run_turn_usage_update", test_run_turn_usage_update},
+    {"test_run_turn_error_codes_of_harness_messages",
+     test_run_turn_error_codes_of_harness_messages},
+    {"test_run_turn_usage_from_the_prompt_result", test_run_turn_usage_from_the_prompt_result},
+    {"test_run_turn_usage_per_call_counts", test_run_turn_usage_per_call_counts},
+    {"test_run_turn_usage_from_the_channel", test_run_turn_usage_from_the_channel},
     {"test_run_turn_unknown_kinds_emit_nothing", test_run_turn_unknown_kinds_emit_nothing},
     {"test_run_turn_collecting_stream_coalesces", test_run_turn_collecting_stream_coalesces},
     {"test_run_turn_caps_from_pi_initialize", test_run_turn_caps_from_pi_initialize},

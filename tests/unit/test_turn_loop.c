@@ -1,7 +1,8 @@
 /*
  * turn_loop: run_turn_prompt against a fake environment (struct turn_env). The fake hands the
- * loop scripted harness lines (skipping malformed ones the way environment_recv does), records
- * every line the loop sends, and sleeps to the deadline when its script is empty.
+ * loop scripted harness lines (skipping malformed ones the way environment_recv does; a line
+ * "TOOL <json>" comes from the keeper channel), records every line the loop sends (ACP and
+ * channel apart), and sleeps to the deadline when its script is empty.
  */
 #include <errno.h>
 #include <string.h>
@@ -9,16 +10,19 @@
 
 #include "../../engine/jsonx.h"
 #include "../../engine/run_turn.h"
+#include "../../engine/turn_channel.h"
 #include "../../engine/util.h"
 #include "suites.h"
 
 #define SCRIPT_MAX 16
+#define TOOL "TOOL "
 
 struct fake_env {
     const char *script[SCRIPT_MAX]; /* harness lines; "EXIT n" ends the harness with status n */
     size_t nscript;
     size_t next;
-    json_object *sent; /* every line the loop sent, parsed */
+    json_object *sent;      /* every line the loop sent, parsed */
+    json_object *sent_tool; /* every channel line the loop sent, parsed */
     int64_t id;
     bool exited;
     int status;
@@ -40,6 +44,17 @@ static int fake_send(void *ctx, const struct buf *line)
     return 0;
 }
 
+static int fake_send_tool(void *ctx, const struct buf *line)
+{
+    struct fake_env *f = ctx;
+    json_object *o = NULL;
+    char err[64];
+
+    if (jsonx_parse(line->data, line->len, 16, &o, err, sizeof(err)) == 0 && o)
+        json_object_array_add(f->sent_tool, o);
+    return 0;
+}
+
 static int fake_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
 {
     struct fake_env *f = ctx;
@@ -48,6 +63,13 @@ static int fake_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
     while (f->next < f->nscript) {
         const char *line = f->script[f->next++];
 
+        if (strncmp(line, TOOL, strlen(TOOL)) == 0) {
+            if (acp_decode(line + strlen(TOOL), strlen(line) - strlen(TOOL), ret, err,
+                           sizeof(err)) == 0)
+                return TURN_RECV_TOOL;
+            f->malformed++;
+            continue;
+        }
         if (strncmp(line, "EXIT ", 5) == 0) {
             f->exited = true;
             f->status = line[5] - '0';
@@ -105,8 +127,10 @@ static void run_init(struct run *r, const char *const *script, size_t n)
     for (size_t i = 0; i < n && i < SCRIPT_MAX; i++)
         r->f.script[r->f.nscript++] = script[i];
     r->f.sent = json_object_new_array();
+    r->f.sent_tool = json_object_new_array();
     r->te = (struct turn_env){.ctx = &r->f,
                               .send = fake_send,
+                              .send_tool = fake_send_tool,
                               .recv = fake_recv,
                               .next_id = fake_next_id,
                               .exited = fake_exited,
@@ -128,6 +152,7 @@ static int run_go(struct run *r)
 static void run_release(struct run *r)
 {
     json_object_put(r->f.sent);
+    json_object_put(r->f.sent_tool);
     json_object_put(r->prompt);
     json_object_put(r->permissions);
     run_result_release(&r->res);
@@ -191,7 +216,9 @@ static void test_turn_loop_prompt_to_end_turn(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(p, "params"), "sessionId")), "sess-1");
     CU_ASSERT_PTR_NOT_NULL(event_of(&r, "message_start"));
     CU_ASSERT_PTR_NOT_NULL(event_of(&r, "message_end"));
-    CU_ASSERT_PTR_NOT_NULL(event_of(&r, "usage"));
+    /* the harness reported no usage: the result says zero, no usage event claims a call */
+    CU_ASSERT_PTR_NULL(event_of(&r, "usage"));
+    CU_ASSERT_TRUE(r.res.usage.present);
     CU_ASSERT_PTR_NULL(event_of(&r, "error"));
     run_release(&r);
 }
@@ -409,6 +436,288 @@ static void test_turn_loop_harness_exit_and_retry(void)
     run_release(&r);
 }
 
+/* ---- the keeper channel ----------------------------------------------------------------- */
+
+#define CHAN_PERMISSION(id, call, tool, input)                                                     \
+    TOOL "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"tool/permission\",\"params\":{"          \
+         "\"toolCallId\":\"" call "\",\"toolName\":\"" tool "\",\"input\":" input "}}"
+
+static json_object *sent_tool(struct run *r, size_t i)
+{
+    return i < json_object_array_length(r->f.sent_tool)
+               ? json_object_array_get_idx(r->f.sent_tool, i)
+               : NULL;
+}
+
+static enum permission stored_of_case(void *ctx, const char *tool, json_object *args)
+{
+    (void)tool;
+    (void)args;
+    return *(enum permission *)ctx;
+}
+
+/*
+ * One golden case through one path: the channel's tool/permission (channel) or ACP's
+ * session/request_permission. Both reach the same gate (run_turn.c loop_gate); the verdict is
+ * read from what the loop answered: allow, deny, or a parked gate.
+ */
+static const char *golden_verdict(json_object *c, bool channel)
+{
+    json_object *gate = jsonx_get(c, "gate"), *hint = jsonx_get(gate, "readOnlyHint");
+    json_object *args = jsonx_get(gate, "args");
+    enum permission stored = policy_permission_parse(jsonx_str(c, "stored"));
+    const char *tool = jsonx_str(gate, "toolName"), *verdict = "none";
+    char line[1024];
+    const char *script[2];
+    struct run r;
+
+    /* a pi built-in carries its read-only flag; a name pi does not know has none */
+    if (!tool)
+        tool = !hint ? "other_tool" : json_object_get_boolean(hint) ? "read" : "bash";
+    if (channel)
+        snprintf(line, sizeof(line),
+                 TOOL "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tool/permission\",\"params\":{"
+                      "\"toolCallId\":\"call_9\",\"toolName\":\"%s\",\"input\":%s}}",
+                 tool, args ? jsonx_text(args, NULL) : "{}");
+    else
+        snprintf(line, sizeof(line),
+                 "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"session/request_permission\","
+                 "\"params\":{\"sessionId\":\"sess-1\",\"toolCall\":{\"toolCallId\":\"call_9\","
+                 "\"title\":\"%s\"%s,\"rawInput\":%s},\"options\":[{\"optionId\":\"ok\",\"kind\":"
+                 "\"allow_once\"},{\"optionId\":\"no\",\"kind\":\"reject_once\"}]}}",
+                 tool,
+                 !hint                           ? ""
+                 : json_object_get_boolean(hint) ? ",\"kind\":\"read\""
+                                                 : ",\"kind\":\"execute\"",
+                 args ? jsonx_text(args, NULL) : "{}");
+    script[0] = line;
+    script[1] = DONE("end_turn");
+    run_init(&r, script, 2);
+    r.permissions = json_object_get(jsonx_get(c, "plan"));
+    r.opt.permissions = r.permissions;
+    r.opt.stored = stored_of_case;
+    r.opt.stored_ctx = &stored;
+    CU_ASSERT_EQUAL(run_go(&r), 0);
+    if (event_of(&r, "interaction_request")) {
+        /* a gate opened: the request stays unanswered (the scripted prompt end follows) */
+        verdict =
+            json_object_array_length(channel ? r.f.sent_tool : r.f.sent) == (channel ? 0u : 1u)
+                ? "pendingApproval"
+                : "answered";
+    } else if (channel) {
+        const char *o = jsonx_str(jsonx_get(sent_tool(&r, 0), "result"), "outcome");
+        verdict = o && strcmp(o, "allow") == 0  ? "allow"
+                  : o && strcmp(o, "deny") == 0 ? "deny"
+                                                : "?";
+    } else {
+        const char *o = jsonx_str(jsonx_path(sent(&r, 1), "result.outcome"), "optionId");
+        verdict = o && strcmp(o, "ok") == 0 ? "allow" : o && strcmp(o, "no") == 0 ? "deny" : "?";
+    }
+    run_release(&r);
+    return verdict;
+}
+
+/*
+ * permission_decisions.json through pi's channel and through ACP: every case whose gate a
+ * harness can present (no tool-spec or MCP-server permission: those belong to runner tools,
+ * whose gate is the same policy function, tested in test_policy.c) gets its verdict.
+ */
+static void test_turn_loop_channel_golden_vectors(void)
+{
+    json_object *doc = test_shared_json("permission_decisions.json");
+    json_object *cases = jsonx_get(doc, "cases");
+    size_t ran = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cases);
+    for (size_t i = 0; i < json_object_array_length(cases); i++) {
+        json_object *c = json_object_array_get_idx(cases, i), *gate = jsonx_get(c, "gate");
+        const char *want = jsonx_str(jsonx_get(c, "expected"), "verdict");
+        const char *via_channel, *via_acp;
+
+        if (jsonx_get(gate, "specPermission") || jsonx_get(gate, "serverPermission"))
+            continue;
+        via_channel = golden_verdict(c, true);
+        via_acp = golden_verdict(c, false);
+        if (strcmp(via_channel, want) != 0 || strcmp(via_acp, want) != 0)
+            fprintf(stderr, "\n  case '%s': channel %s, acp %s, want %s\n", jsonx_str(c, "name"),
+                    via_channel, via_acp, want);
+        CU_ASSERT_STRING_EQUAL(via_channel, want);
+        CU_ASSERT_STRING_EQUAL(via_acp, want);
+        ran++;
+    }
+    CU_ASSERT(ran >= 18);
+    json_object_put(doc);
+}
+
+static void test_turn_loop_channel_gate_parks_resumes_and_cancels(void)
+{
+    static const char *const script[] = {
+        CHAN_PERMISSION("\"p7\"", "call_7", "bash", "{\"command\":\"rm -rf /x\"}")};
+    static const char *const done[] = {DONE("end_turn")};
+    struct approval_gate gate;
+    struct run r;
+    json_object *ev, *a;
+
+    run_init(&r, script, 1);
+    r.permissions = test_json("{\"default\":\"ask\"}");
+    r.opt.permissions = r.permissions;
+    CU_ASSERT_EQUAL(run_go(&r), 0);
+    CU_ASSERT_TRUE(r.out.paused);
+    CU_ASSERT_EQUAL_FATAL(r.out.ngates, 1);
+    gate = r.out.gates[0];
+    CU_ASSERT_TRUE(gate.channel);
+    CU_ASSERT_STRING_EQUAL(gate.request_id, "\"p7\"");
+    CU_ASSERT_STRING_EQUAL(gate.tool_name, "bash");
+    CU_ASSERT_EQUAL(json_object_array_length(r.f.sent_tool), 0); /* the request stays open */
+    ev = event_of(&r, "interaction_request");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(ev, "id")), gate.token);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_path(ev, "payload.toolCall"), "kind")),
+                           "execute");
+    CU_ASSERT_STRING_EQUAL(
+        TEST_STR(jsonx_str(jsonx_path(ev, "payload.toolCall.rawInput"), "command")), "rm -rf /x");
+    CU_ASSERT_EQUAL(json_object_array_length(jsonx_path(ev, "payload.availableReplies")), 2);
+    run_release(&r);
+
+    /* approved: answered allow on the channel, under the request's own id */
+    gate.decision = 1;
+    run_init(&r, done, 1);
+    r.opt.prompt = NULL;
+    r.opt.resume_prompt_id = 1;
+    r.opt.resume = &gate;
+    r.opt.nresume = 1;
+    CU_ASSERT_EQUAL(run_go(&r), 0);
+    a = sent_tool(&r, 0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(a, "id")), "p7");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(a, "result"), "outcome")), "allow");
+    CU_ASSERT_EQUAL(json_object_array_length(r.f.sent), 0); /* nothing went to ACP */
+    run_release(&r);
+
+    /* denied by the user: deny, with a message the model reads */
+    gate.decision = 0;
+    run_init(&r, done, 1);
+    r.opt.prompt = NULL;
+    r.opt.resume_prompt_id = 1;
+    r.opt.resume = &gate;
+    r.opt.nresume = 1;
+    CU_ASSERT_EQUAL(run_go(&r), 0);
+    a = jsonx_get(sent_tool(&r, 0), "result");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(a, "outcome")), "deny");
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(jsonx_str(a, "message")), "user did not approve"));
+    run_release(&r);
+
+    /* /cancel of the parked turn: cancelled */
+    gate.decision = -1;
+    run_init(&r, done, 1);
+    r.opt.prompt = NULL;
+    r.opt.resume_prompt_id = 1;
+    r.opt.resume = &gate;
+    r.opt.nresume = 1;
+    r.f.cancel_after = 1;
+    r.opt.should_cancel = fake_should_cancel;
+    r.opt.cancel_ctx = &r.f;
+    CU_ASSERT_EQUAL(run_go(&r), 0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 0), "result"), "outcome")),
+                           "cancelled");
+    run_release(&r);
+}
+
+static void test_turn_loop_channel_usage_errors_calls_and_hello(void)
+{
+    static const char *const failed[] = {
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":\"x\"}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tool/call\",\"params\":{\"toolCallId\":"
+             "\"c\",\"toolName\":\"lookup\",\"arguments\":{}}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"method\":\"usage\",\"params\":{\"input\":0,\"output\":0}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"method\":\"error\",\"params\":{\"message\":\"Connection "
+             "error.\",\"code\":\"model_unavailable\"}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tool/oops\"}",
+        DONE("end_turn"),
+    };
+    struct run r;
+    json_object *err;
+
+    run_init(&r, failed, 6);
+    CU_ASSERT_EQUAL(run_go(&r), 0); /* the environment stays usable */
+    CU_ASSERT_FALSE(r.res.ok);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(r.res.error), "Connection error.");
+    err = event_of(&r, "error");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(err, "code")), "model_unavailable");
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
+    CU_ASSERT_TRUE(json_object_get_boolean(jsonx_path(sent_tool(&r, 1), "result.isError")));
+    CU_ASSERT_STRING_EQUAL(
+        TEST_STR(jsonx_str(
+            json_object_array_get_idx(jsonx_path(sent_tool(&r, 1), "result.content"), 0), "text")),
+        TURN_CHANNEL_NO_TOOLS);
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 2), "error.code")), -32601);
+    run_release(&r);
+}
+
+/* codex ends a denied call's turn "cancelled" and never reports the call: a denied result */
+static void test_turn_loop_denied_call_never_reported_gets_a_denied_result(void)
+{
+    static const char *const script[] = {PERMISSION("5", "call-c"), DONE("cancelled")};
+    struct run r;
+    json_object *call, *res;
+
+    run_init(&r, script, 2);
+    r.permissions = test_json("{\"default\":\"deny\"}");
+    r.opt.permissions = r.permissions;
+    CU_ASSERT_EQUAL(run_go(&r), 0);
+    CU_ASSERT_TRUE(r.res.ok);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(r.res.stop_reason), "end_turn");
+    call = event_of(&r, "tool_call");
+    res = event_of(&r, "tool_result");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(call, "id")), "call-c");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(call, "input"), "command")), "ls");
+    CU_ASSERT_TRUE(json_object_get_boolean(jsonx_get(res, "denied")));
+    CU_ASSERT_TRUE(json_object_get_boolean(jsonx_get(res, "isError")));
+    run_release(&r);
+}
+
+/* pi's extension says hello while session/new runs: answered, and noted for the gating check */
+static void test_turn_loop_open_session_notes_the_channel_hello(void)
+{
+    static const char *const script[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
+             "\"pi-extension\",\"version\":\"1\",\"gating\":true,\"tools\":[]}}",
+        TOOL "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tool/permission\",\"params\":{"
+             "\"toolCallId\":\"c\",\"toolName\":\"bash\"}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"s-9\"}}",
+    };
+    static const char *const without[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"s-9\"}}",
+    };
+    struct turn_session sess = {.agent_caps = NULL};
+    char err[256];
+    struct run r;
+
+    run_init(&r, script, 4);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        0);
+    CU_ASSERT_STRING_EQUAL(sess.acp_session, "s-9");
+    CU_ASSERT_TRUE(sess.channel_hello);
+    CU_ASSERT_TRUE(sess.channel_gating);
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
+    /* no turn runs yet: a gated call is answered cancelled, never allowed */
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(sent_tool(&r, 1), "result"), "outcome")),
+                           "cancelled");
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+
+    memset(&sess, 0, sizeof(sess));
+    run_init(&r, without, 2);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        0);
+    CU_ASSERT_FALSE(sess.channel_hello);
+    CU_ASSERT_FALSE(sess.channel_gating);
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+}
+
 CU_TestInfo turn_loop_tests[] = {
     {"test_turn_loop_prompt_to_end_turn", test_turn_loop_prompt_to_end_turn},
     {"test_turn_loop_malformed_lines_and_unknown_requests",
@@ -419,5 +728,14 @@ CU_TestInfo turn_loop_tests[] = {
     {"test_turn_loop_cancel_stops_the_turn", test_turn_loop_cancel_stops_the_turn},
     {"test_turn_loop_limit_trips", test_turn_loop_limit_trips},
     {"test_turn_loop_harness_exit_and_retry", test_turn_loop_harness_exit_and_retry},
+    {"test_turn_loop_channel_golden_vectors", test_turn_loop_channel_golden_vectors},
+    {"test_turn_loop_channel_gate_parks_resumes_and_cancels",
+     test_turn_loop_channel_gate_parks_resumes_and_cancels},
+    {"test_turn_loop_channel_usage_errors_calls_and_hello",
+     test_turn_loop_channel_usage_errors_calls_and_hello},
+    {"test_turn_loop_denied_call_never_reported_gets_a_denied_result",
+     test_turn_loop_denied_call_never_reported_gets_a_denied_result},
+    {"test_turn_loop_open_session_notes_the_channel_hello",
+     test_turn_loop_open_session_notes_the_channel_hello},
     CU_TEST_INFO_NULL,
 };

@@ -1,0 +1,98 @@
+"""What the harnesses report back (issue 13 items 4 and 5): a turn whose model endpoint is
+down ends ok:false with the harness's own message (pi's through the extension's `error`
+notification, which pi-acp hides), and the fake model's token counts appear in the usage
+events and in the result (pi: one event per model call from the extension; claude: the turn's
+totals from its prompt result; codex: one count per model call from its usage_update)."""
+
+import uuid
+
+from stack import events_of, free_port, result_of
+from test_harnesses import MODELS, harness_request
+
+STACK = {"workers": 2, "threads": 8}
+
+
+def of(evs, kind):
+    return [e for e in evs if e["type"] == kind]
+
+
+def run(ctx, req):
+    status, recs = ctx.stack.stream(req)
+    assert status == 200, status
+    return result_of(recs), events_of(recs)
+
+
+def down_request(ctx, harness, **extra):
+    req = harness_request(ctx, harness, "Say hello", "sk-down-" + uuid.uuid4().hex[:6], **extra)
+    path = MODELS[harness][2]
+    req["modelConnection"]["endpoint"]["baseUrl"] = f"http://127.0.0.1:{free_port()}{path}"
+    return req
+
+
+def test_pi_with_the_model_endpoint_down_fails_with_pis_message(ctx):
+    res, evs = run(ctx, down_request(ctx, "pi_core"))
+    assert res["ok"] is False and res["error"] == "Connection error.", res
+    err = of(evs, "error")
+    assert len(err) == 1 and err[0]["code"] == "model_unavailable", err
+    assert err[0]["message"] == "Connection error.", err
+    assert evs[-1]["type"] == "done", evs[-1]
+
+
+def test_pi_with_an_http_error_fails_with_a_provider_error(ctx):
+    name = "fail-" + uuid.uuid4().hex[:8]
+    ctx.model.script(name, [{"fail": {"status": 500, "message": "upstream exploded"}}])
+    res, evs = run(ctx, harness_request(ctx, "pi_core", f"hi [[script:{name}]]", "sk-x"))
+    assert res["ok"] is False and "upstream exploded" in res["error"], res
+    assert of(evs, "error")[0]["code"] == "provider_error", evs
+
+
+def test_claude_with_the_model_endpoint_down_fails_with_claudes_message(ctx):
+    # claude retries a dead endpoint for minutes by default; the request may turn that off
+    req = down_request(ctx, "claude")
+    req["modelConnection"]["environment"] = {"CLAUDE_CODE_MAX_RETRIES": "0"}
+    res, evs = run(ctx, req)
+    assert res["ok"] is False, res
+    assert "API Error: Unable to connect to API" in res["error"], res
+    err = of(evs, "error")
+    assert len(err) == 1 and err[0]["code"] == "model_unavailable", err
+    assert err[0]["message"] == res["error"], err
+    assert evs[-1]["type"] == "done", evs[-1]
+
+
+def usage_turn(ctx, harness):
+    _, _, _, tool, args = MODELS[harness]
+    name = f"usage-{harness}-{uuid.uuid4().hex[:8]}"
+    ctx.model.script(name, [
+        {"tool": {"name": tool, "arguments": args("echo counted")},
+         "usage": {"input": 111, "output": 22}},
+        {"text": "done", "usage": {"input": 333, "output": 44}}])
+    return run(ctx, harness_request(ctx, harness, f"Count [[script:{name}]]", "sk-usage",
+                                    permissions={"default": "allow"}))
+
+
+def test_pi_usage_per_model_call_and_the_turn_total(ctx):
+    res, evs = usage_turn(ctx, "pi_core")
+    assert res["ok"] is True, res
+    usage = [(u["input"], u["output"], u["total"]) for u in of(evs, "usage")]
+    assert usage == [(111, 22, 133), (333, 44, 377)], usage
+    assert (res["usage"]["input"], res["usage"]["output"], res["usage"]["total"]) == \
+        (444, 66, 510), res["usage"]
+
+
+def test_claude_usage_the_turn_totals_once_without_a_zeroed_event(ctx):
+    res, evs = usage_turn(ctx, "claude")
+    assert res["ok"] is True, res
+    usage = of(evs, "usage")
+    assert [(u["input"], u["output"], u["total"]) for u in usage] == [(444, 66, 510)], usage
+    assert usage[0]["cost"] > 0, usage
+    assert (res["usage"]["input"], res["usage"]["output"], res["usage"]["total"]) == \
+        (444, 66, 510), res["usage"]
+    assert res["usage"]["cost"] == usage[0]["cost"], res["usage"]
+
+
+def test_codex_usage_per_model_call_and_the_turn_total(ctx):
+    res, evs = usage_turn(ctx, "codex")
+    assert res["ok"] is True, res
+    # codex-acp reports each model call's token count (input + output), not the split
+    assert [u["total"] for u in of(evs, "usage")] == [133, 377], of(evs, "usage")
+    assert res["usage"]["total"] == 510, res["usage"]

@@ -1,0 +1,260 @@
+/*
+ * harness plans: what each harness is launched with for a permission plan (pi's channel gate,
+ * codex's approval policy and rules, opencode's permission block) and on which Node.
+ * The plans only need a harness folder path; nothing is read from it.
+ */
+#include <string.h>
+
+#include "../../engine/harness/harness.h"
+#include "../../engine/jsonx.h"
+#include "../../engine/request.h"
+#include "suites.h"
+
+#define HDIR "/opt/ar/harnesses"
+#define MC_OPENAI                                                                                  \
+    "\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"custom\",\"endpoint\":{"        \
+    "\"baseUrl\":\"https://models.test/v1\"},\"credentialMode\":\"env\",\"credentials\":[{"        \
+    "\"binding\":{\"kind\":\"environment\",\"name\":\"OPENAI_API_KEY\"},\"value\":\"sk-x\","       \
+    "\"usage\":\"opaque_http\"}]}"
+#define MC_ANTHROPIC                                                                               \
+    "\"modelConnection\":{\"provider\":\"anthropic\",\"deployment\":\"custom\",\"endpoint\":{"     \
+    "\"baseUrl\":\"https://models.test\"},\"credentialMode\":\"env\",\"credentials\":[{"           \
+    "\"binding\":{\"kind\":\"environment\",\"name\":\"ANTHROPIC_API_KEY\"},\"value\":\"sk-x\","    \
+    "\"usage\":\"opaque_http\"}]}"
+
+struct planned {
+    struct run_request req;
+    struct sandbox_plan plan;
+    int rc;
+    char err[512];
+};
+
+/* Plan harness for a request whose other fields are `extra` (JSON members, may be ""). */
+static void plan_for(struct planned *p, enum harness_kind kind, const char *harness, const char *mc,
+                     const char *extra)
+{
+    struct harness_paths paths = {.harness_dir = HDIR};
+    struct request_limits lim;
+    char json[4096], err[256];
+
+    memset(p, 0, sizeof(*p));
+    snprintf(json, sizeof(json),
+             "{\"harness\":\"%s\",\"model\":\"m1\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"hi\"}],%s%s%s}",
+             harness, mc, extra[0] ? "," : "", extra);
+    request_limits_default(&lim);
+    CU_ASSERT_EQUAL_FATAL(request_parse(json, strlen(json), &lim, &p->req, err, sizeof(err)), 0);
+    sandbox_plan_init(&p->plan);
+    p->rc = harness_get(kind)->plan(&paths, &p->req, &p->plan, p->err, sizeof(p->err));
+}
+
+static void planned_release(struct planned *p)
+{
+    sandbox_plan_release(&p->plan);
+    run_request_release(&p->req);
+}
+
+static const char *env_of(const struct planned *p, const char *name)
+{
+    return jsonx_str(p->plan.env, name);
+}
+
+/* The content of the plan's file at path, or NULL. */
+static const char *file_of(const struct planned *p, const char *path)
+{
+    for (size_t i = 0; i < json_object_array_length(p->plan.files); i++) {
+        json_object *f = json_object_array_get_idx(p->plan.files, i);
+        if (strcmp(jsonx_str(f, "path"), path) == 0)
+            return jsonx_str(f, "content");
+    }
+    return NULL;
+}
+
+static void test_harness_pi_gates_unless_the_plan_allows_all_builtins(void)
+{
+    static const struct {
+        const char *permissions;
+        bool gating;
+    } cases[] = {
+        {"", true}, /* allow_reads */
+        {"\"permissions\":{\"default\":\"ask\"}", true},
+        {"\"permissions\":{\"default\":\"deny\"}", true},
+        {"\"permissions\":{\"default\":\"allow\"}", false},
+        {"\"permissions\":{\"default\":\"allow\",\"rules\":[{\"pattern\":\"fetch\","
+         "\"permission\":\"deny\"}]}",
+         false}, /* no pi built-in named */
+        {"\"permissions\":{\"default\":\"allow\",\"rules\":[{\"pattern\":\"Bash(rm:*)\","
+         "\"permission\":\"deny\"}]}",
+         true},
+        {"\"permissions\":{\"default\":\"allow\",\"rules\":[{\"pattern\":\"read\","
+         "\"permission\":\"allow\"}]}",
+         true}, /* Agenta: a rule naming a built-in turns the gate on */
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct planned p;
+
+        plan_for(&p, HARNESS_PI, "pi_core", MC_OPENAI, cases[i].permissions);
+        CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+        CU_ASSERT_EQUAL(p.plan.channel_gating, cases[i].gating);
+        if (cases[i].gating) {
+            CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_GATE_BUILTINS")), "1");
+        } else {
+            CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_GATE_BUILTINS"));
+        }
+        planned_release(&p);
+    }
+}
+
+static void test_harness_pi_launch_and_settings(void)
+{
+    struct planned p;
+    json_object *settings = NULL;
+    char err[64];
+    const char *s;
+
+    plan_for(&p, HARNESS_PI, "pi_core", MC_OPENAI, "");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
+                           HDIR "/" HARNESS_NODE);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
+                           HDIR "/extension/bin/pi-launch");
+    /* the version stub first, then the pinned node's .bin, then the system */
+    CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")),
+                            HDIR "/extension/bin:" HDIR "/node_modules/.bin:", 60),
+                    0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL")), SANDBOX_CHANNEL);
+    s = file_of(&p, SANDBOX_HOME "/.pi/agent/settings.json");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL_FATAL(jsonx_parse(s, strlen(s), 8, &settings, err, sizeof(err)), 0);
+    CU_ASSERT_FALSE(json_object_get_boolean(jsonx_path(settings, "retry.enabled")));
+    CU_ASSERT_PTR_NOT_NULL(jsonx_path(settings, "retry.enabled"));
+    json_object_put(settings);
+    planned_release(&p);
+}
+
+static void test_harness_codex_asks_unless_the_plan_allows_all(void)
+{
+    struct planned p;
+    const char *toml, *rules;
+
+    plan_for(&p, HARNESS_CODEX, "codex", MC_OPENAI, "\"permissions\":{\"default\":\"allow\"}");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    toml = file_of(&p, SANDBOX_HOME "/.codex/config.toml");
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(toml), "approval_policy = \"never\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(toml), "sandbox_mode = \"danger-full-access\""));
+    CU_ASSERT_PTR_NULL(file_of(&p, SANDBOX_HOME "/.codex/rules/agent-runner.rules"));
+    planned_release(&p);
+
+    /* allow_reads (no plan), and "agent" mapped onto the same */
+    plan_for(&p, HARNESS_CODEX, "codex", MC_OPENAI, "\"harnessMode\":\"agent\"");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    toml = file_of(&p, SANDBOX_HOME "/.codex/config.toml");
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(toml), "approval_policy = \"untrusted\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(toml), "sandbox_mode = \"danger-full-access\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(toml), "web_search = \"disabled\""));
+    rules = file_of(&p, SANDBOX_HOME "/.codex/rules/agent-runner.rules");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rules);
+    CU_ASSERT_EQUAL(strncmp(rules, "prefix_rule(pattern = [[\"cat\", \"/bin/cat\"", 41), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(rules, "\"/usr/bin/sed\"]], decision = \"prompt\")\n"));
+    planned_release(&p);
+
+    /* a default allow with a rule that denies is not allow-all */
+    plan_for(&p, HARNESS_CODEX, "codex", MC_OPENAI,
+             "\"permissions\":{\"default\":\"allow\",\"rules\":[{\"pattern\":\"Bash\","
+             "\"permission\":\"deny\"}]}");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(TEST_STR(file_of(&p, SANDBOX_HOME "/.codex/config.toml")), "\"untrusted\""));
+    planned_release(&p);
+}
+
+static void test_harness_codex_read_only_is_refused(void)
+{
+    struct planned p;
+
+    plan_for(&p, HARNESS_CODEX, "codex", MC_OPENAI, "\"harnessMode\":\"read-only\"");
+    CU_ASSERT_EQUAL(p.rc, AR_E_INVALID_REQUEST);
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.err, "harnessMode"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(p.err, "permission plan"));
+    planned_release(&p);
+}
+
+static void test_harness_opencode_asks_for_every_tool(void)
+{
+    struct planned p;
+    json_object *cfg = NULL;
+    const char *text;
+    char err[64];
+
+    plan_for(&p, HARNESS_OPENCODE, "opencode", MC_OPENAI, "\"permissions\":{\"default\":\"ask\"}");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    text = env_of(&p, "OPENCODE_CONFIG_CONTENT");
+    CU_ASSERT_EQUAL_FATAL(jsonx_parse(text, strlen(text), 16, &cfg, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(cfg, "permission"), "*")), "ask");
+    CU_ASSERT_EQUAL(json_object_object_length(jsonx_get(cfg, "permission")), 1);
+    json_object_put(cfg);
+    planned_release(&p);
+
+    plan_for(&p, HARNESS_OPENCODE, "opencode", MC_OPENAI,
+             "\"permissions\":{\"default\":\"allow\"}");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    text = env_of(&p, "OPENCODE_CONFIG_CONTENT");
+    CU_ASSERT_EQUAL_FATAL(jsonx_parse(text, strlen(text), 16, &cfg, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_NULL(jsonx_get(cfg, "permission"));
+    json_object_put(cfg);
+    planned_release(&p);
+}
+
+static void test_harness_claude_runs_on_the_pinned_node(void)
+{
+    struct planned p;
+
+    plan_for(&p, HARNESS_CLAUDE, "claude", MC_ANTHROPIC, "");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
+                           HDIR "/" HARNESS_NODE);
+    /* the CLI the SDK spawns as `node` resolves to the same binary */
+    CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")), HDIR "/" HARNESS_NODE_DIR ":",
+                            strlen(HDIR "/" HARNESS_NODE_DIR ":")),
+                    0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL")), SANDBOX_CHANNEL);
+    planned_release(&p);
+}
+
+static void test_harness_pi_builtins_and_allow_all(void)
+{
+    json_object *plan;
+    const char *kind = NULL;
+    bool ro = true;
+
+    CU_ASSERT_EQUAL(harness_pi_builtin("Bash", &ro, &kind), 1);
+    CU_ASSERT_FALSE(ro);
+    CU_ASSERT_STRING_EQUAL(kind, "execute");
+    CU_ASSERT_EQUAL(harness_pi_builtin("grep", &ro, &kind), 1);
+    CU_ASSERT_TRUE(ro);
+    CU_ASSERT_EQUAL(harness_pi_builtin("lookup_weather", &ro, &kind), 0);
+    CU_ASSERT_EQUAL(harness_pi_builtin(NULL, &ro, &kind), 0);
+    CU_ASSERT_FALSE(harness_plan_allows_all(NULL));
+    plan = test_json("{\"default\":\"allow\",\"rules\":[{\"pattern\":\"Bash\",\"permission\":"
+                     "\"allow\"}]}");
+    CU_ASSERT_TRUE(harness_plan_allows_all(plan));
+    json_object_put(plan);
+    plan = test_json("{\"default\":\"allow\",\"rules\":[{\"pattern\":\"Bash\",\"permission\":"
+                     "\"ask\"}]}");
+    CU_ASSERT_FALSE(harness_plan_allows_all(plan));
+    json_object_put(plan);
+}
+
+CU_TestInfo harness_tests[] = {
+    {"test_harness_pi_gates_unless_the_plan_allows_all_builtins",
+     test_harness_pi_gates_unless_the_plan_allows_all_builtins},
+    {"test_harness_pi_launch_and_settings", test_harness_pi_launch_and_settings},
+    {"test_harness_codex_asks_unless_the_plan_allows_all",
+     test_harness_codex_asks_unless_the_plan_allows_all},
+    {"test_harness_codex_read_only_is_refused", test_harness_codex_read_only_is_refused},
+    {"test_harness_opencode_asks_for_every_tool", test_harness_opencode_asks_for_every_tool},
+    {"test_harness_claude_runs_on_the_pinned_node", test_harness_claude_runs_on_the_pinned_node},
+    {"test_harness_pi_builtins_and_allow_all", test_harness_pi_builtins_and_allow_all},
+    CU_TEST_INFO_NULL,
+};
