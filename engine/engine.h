@@ -34,6 +34,8 @@
 #include "policy.h"
 #include "pool.h"
 
+struct trace_run;
+
 struct engine_turn {
     const struct engine_config *cfg;
     struct run_request *req; /* borrowed */
@@ -45,6 +47,7 @@ struct engine_turn {
     uint8_t epoch[IDENTITY_DIGEST_LEN];
     struct lifecycle_policy policy; /* for a new session; a live one keeps its admitted one */
     bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
+    struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
 };
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,

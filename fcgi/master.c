@@ -27,6 +27,7 @@
 #include "../engine/environment.h"
 #include "../engine/log.h"
 #include "../engine/pool.h"
+#include "../engine/provider/provider.h"
 #include "../engine/util.h"
 #include "config.h"
 #include "worker.h"
@@ -411,6 +412,11 @@ static uint64_t kernel_boot_id(void)
     return h;
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
 int main(int argc, char **argv)
 {
     struct master m;
@@ -426,6 +432,12 @@ int main(int argc, char **argv)
     }
     if (parse_args(&m, argc, argv) < 0)
         return 2;
+    /* sandbox providers with settings of their own (Daytona); workers inherit them */
+    r = provider_configure_all(env_get, err, sizeof(err));
+    if (r < 0) {
+        log_error("refusing to start: %s", err);
+        return 1;
+    }
     if (!fd0_is_socket()) {
         log_error("refusing to start: fd 0 is not the FastCGI socket (run under spawn-fcgi)");
         return 1;
@@ -466,6 +478,9 @@ int main(int argc, char **argv)
     }
     log_info("master %d ready: %u workers x %llu threads", (int)getpid(), m.nworkers,
              (unsigned long long)m.cfg.threads);
+    /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
+    if (provider_startup_sweep(m.pool) < 0)
+        log_warn("cannot start the sandbox sweep: %s", strerror(errno));
     loop(&m);
     destroy_all(&m);
     sweep(&m);

@@ -10,6 +10,7 @@
 #include "../engine/events.h"
 #include "../engine/jsonx.h"
 #include "../engine/log.h"
+#include "../engine/provider/provider.h"
 #include "../engine/request.h"
 #include "../engine/util.h"
 #include "auth.h"
@@ -45,6 +46,7 @@ static void handle_health(const struct route_ctx *rc, struct http_req *h)
     json_object_array_add(engines, json_object_new_string("agent-runner"));
     json_object_object_add(o, "engines", engines);
     json_object_object_add(o, "harnesses", engine_installed_harnesses(&rc->cfg->engine));
+    json_object_object_add(o, "sandboxes", provider_enabled_names());
     http_json(h, 200, o);
     json_object_put(o);
 }

@@ -11,6 +11,7 @@
 
 #include "../jsonx.h"
 #include "../log.h"
+#include "../metrics.h"
 #include "../pool.h"
 #include "../util.h"
 
@@ -166,6 +167,48 @@ json_object *provider_sandbox_description(const struct sandbox_plan *plan, const
     return sb;
 }
 
+int provider_lease_begin(const struct provider_ops *p, const struct keeper_spec *spec,
+                         struct pool *pool, struct provider_lease *ret, char *err, size_t errlen)
+{
+    struct provider_lease l;
+    int r;
+
+    memset(&l, 0, sizeof(l));
+    r = p->acquire(spec, &l, err, errlen);
+    if (r < 0)
+        return r;
+    if (l.outcome == PROVIDER_LEASE_REPLACEMENT)
+        log_info("sandbox lease: replacement (%s) in %ld ms",
+                 provider_replacement_reason_name(l.reason), l.acquire_ms);
+    else
+        log_info("sandbox lease: %s in %ld ms", provider_lease_outcome_name(l.outcome),
+                 l.acquire_ms);
+    if (pool)
+        metrics_lease(pool_metrics(pool), (unsigned)l.outcome, (unsigned)l.reason, l.acquire_ms);
+    *ret = l;
+    return 0;
+}
+
+void provider_lease_end(const struct provider_ops *p, struct provider_lease *lease,
+                        enum teardown_reason why, struct pool *pool)
+{
+    enum provider_disposition d = provider_disposition(lease->reusable, why);
+    char err[256] = "";
+    int r;
+
+    if (d == PROVIDER_KEEP_RUNNING)
+        d = PROVIDER_STOP_AND_RETAIN;
+    r = p->release(lease, d, err, sizeof(err));
+    if (r < 0)
+        log_warn("sandbox release (%s) failed: %s", provider_disposition_name(d), err);
+    else
+        log_info("sandbox released: %s (%s)", provider_disposition_name(d),
+                 teardown_reason_name(why));
+    if (r >= 0 && pool)
+        metrics_release(pool_metrics(pool), (unsigned)d);
+    provider_lease_release(lease);
+}
+
 int provider_lease_describe(json_object *sandbox, const struct provider_lease_request *lr)
 {
     static const char *const modes[] = {"on", "off", "allowlist"};
@@ -284,6 +327,10 @@ static void sweep_child(struct pool *p)
         if (!pr->sweep)
             continue;
         r = pr->sweep(&live, &st, err, sizeof(err));
+        metrics_sweep(pool_metrics(p), SWEEP_ADOPTED, st.adopted);
+        metrics_sweep(pool_metrics(p), SWEEP_KEPT, st.kept);
+        metrics_sweep(pool_metrics(p), SWEEP_DELETED, st.deleted);
+        metrics_sweep(pool_metrics(p), SWEEP_FAILED, st.failed);
         if (r < 0)
             log_warn("start-up sweep of '%s' failed: %s", pr->name, err);
         else

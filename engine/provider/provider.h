@@ -214,6 +214,18 @@ struct provider_lease_request {
     const char *endpoint;  /* the model endpoint's base URL: reachable under any rule (or NULL) */
 };
 
+/*
+ * The keeper's two lease steps around its sandbox (remote providers): begin = acquire, logged
+ * (outcome, replacement reason, time; never the id) and counted in pool's metrics (may be
+ * NULL); end = release with provider_disposition(reusable, why) — a lease nobody holds any
+ * more is never left running: keep becomes stop-and-retain, its idle backstop — logged and
+ * counted, then the lease's memory dropped.
+ */
+int provider_lease_begin(const struct provider_ops *p, const struct keeper_spec *spec,
+                         struct pool *pool, struct provider_lease *ret, char *err, size_t errlen);
+void provider_lease_end(const struct provider_ops *p, struct provider_lease *lease,
+                        enum teardown_reason why, struct pool *pool);
+
 /* Add the "lease" member to a sandbox description; -ENOMEM. */
 int provider_lease_describe(json_object *sandbox, const struct provider_lease_request *lr);
 /*
