@@ -104,6 +104,10 @@ static void redact_request(const struct run_request *req)
         log_redact_add(jsonx_str(req->tool_callback, "authorization"));
     if (req->telemetry) {
         json_object *hdrs = jsonx_path(req->telemetry, "exporters.otlp.headers");
+
+        /* an exporter without headers is fine (json-c's foreach cannot take NULL) */
+        if (!hdrs || !json_object_is_type(hdrs, json_type_object))
+            return;
         json_object_object_foreach(hdrs, k, v)
         {
             (void)k;
