@@ -744,6 +744,8 @@ static int start_sandbox(struct keeper *k, char *err, size_t errlen)
     r = k->provider->start(&k->spec, &k->proc, err, errlen);
     if (r < 0)
         return r;
+    if (!k->provider->exit_status)
+        k->proc.exit_fd = -1; /* a local child: its exit comes as SIGCHLD */
     if (k->leased) {
         r = provider_report_write(k->spec.env_dir, k->lease.report);
         if (r < 0)

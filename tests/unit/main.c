@@ -169,6 +169,7 @@ static CU_SuiteInfo suites[] = {
     {"daytona_manifest", NULL, NULL, NULL, NULL, daytona_manifest_tests},
     {"daytona_bridge", NULL, NULL, NULL, NULL, daytona_bridge_tests},
     {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
+    {"daytona_provider", NULL, NULL, NULL, NULL, daytona_provider_tests},
     CU_SUITE_INFO_NULL,
 };
 
