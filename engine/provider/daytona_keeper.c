@@ -167,8 +167,9 @@ static void fill_lease(struct provider_lease *ret)
     json_object_object_add(ks.report, "outcome",
                            json_object_new_string(provider_lease_outcome_name(ret->outcome)));
     if (ret->outcome == PROVIDER_LEASE_REPLACEMENT)
-        json_object_object_add(ks.report, "reason", json_object_new_string(
-                                                        provider_replacement_reason_name(ret->reason)));
+        json_object_object_add(
+            ks.report, "reason",
+            json_object_new_string(provider_replacement_reason_name(ret->reason)));
     json_object_object_add(ks.report, "sandbox", json_object_new_string(hid));
     json_object_object_add(ks.report, "acquireMs", json_object_new_int64(ret->acquire_ms));
     json_object_object_add(ks.report, "reusable", json_object_new_boolean(ret->reusable));
@@ -228,9 +229,8 @@ static int read_request(const struct keeper_spec *spec, struct lease_request *lr
 static int decide(const struct daytona_settings *s, const struct keeper_spec *spec,
                   struct lease_request *lr, char *err, size_t errlen)
 {
-    struct daytona_needs needs = {.network = lr->network,
-                                  .network_strict = true,
-                                  .nallow = lr->nallow};
+    struct daytona_needs needs = {
+        .network = lr->network, .network_strict = true, .nallow = lr->nallow};
     struct lifecycle_input li;
     struct daytona_caps dc;
     json_object *strict = jsonx_get(jsonx_get(spec->sandbox, "lease"), "networkStrict");
@@ -278,8 +278,8 @@ static int prepare(const struct daytona_settings *s, const struct keeper_spec *s
     return r;
 }
 
-static int acquire(const struct keeper_spec *spec, const char *lease_id,
-                   struct provider_lease *ret, char *err, size_t errlen)
+static int acquire(const struct keeper_spec *spec, const char *lease_id, struct provider_lease *ret,
+                   char *err, size_t errlen)
 {
     const struct daytona_settings *s = daytona_provider_settings();
     struct daytona_acquire_params p;
@@ -312,15 +312,15 @@ static int acquire(const struct keeper_spec *spec, const char *lease_id,
         goto fail;
     }
     p = (struct daytona_acquire_params){.instance = s->runner_id,
-                                         .pool_digest = digest,
-                                         .lease_id = lease_id,
-                                         .had_lease = lr.had_lease || lease_id,
-                                         .lifecycle = &ks.lc,
-                                         .network = lr.network,
-                                         .allow = lr.allow,
-                                         .nallow = lr.nallow,
-                                         .always_allow = lr.always,
-                                         .nalways_allow = lr.nalways};
+                                        .pool_digest = digest,
+                                        .lease_id = lease_id,
+                                        .had_lease = lr.had_lease || lease_id,
+                                        .lifecycle = &ks.lc,
+                                        .network = lr.network,
+                                        .allow = lr.allow,
+                                        .nallow = lr.nallow,
+                                        .always_allow = lr.always,
+                                        .nalways_allow = lr.nalways};
     r = daytona_acquire(ks.c, &p, &ks.lease, err, errlen);
     if (r < 0)
         goto fail;

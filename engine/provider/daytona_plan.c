@@ -48,9 +48,8 @@ int daytona_plan_map(const char *value, const char *home, json_object *ro_binds,
             return -ENAMETOOLONG;
         return put(out, len, ws, value + n);
     }
-    for (size_t i = 0; harness_dir && harness_dir[0] && ro_binds &&
-                       i < json_object_array_length(ro_binds);
-         i++) {
+    for (size_t i = 0;
+         harness_dir && harness_dir[0] && ro_binds && i < json_object_array_length(ro_binds); i++) {
         const char *rb = json_object_get_string(json_object_array_get_idx(ro_binds, i));
 
         n = rb ? under(value, rb) : 0;
@@ -91,8 +90,7 @@ static int map_value(const char *value, const char *home, json_object *ro_binds,
     return r;
 }
 
-static int add_file(json_object *files, const char *path, const char *data, size_t len,
-                    int mode)
+static int add_file(json_object *files, const char *path, const char *data, size_t len, int mode)
 {
     json_object *f = json_object_new_object();
 
@@ -149,8 +147,7 @@ static int walk_file(struct walk *w, int dir, const char *name, const char *rel)
         got += (size_t)n;
     }
     w->bytes += got;
-    if ((size_t)snprintf(remote, sizeof(remote), "%s/%s", w->remote_root, rel) >=
-        sizeof(remote)) {
+    if ((size_t)snprintf(remote, sizeof(remote), "%s/%s", w->remote_root, rel) >= sizeof(remote)) {
         snprintf(w->err, w->errlen, "workspace: a path is too long");
         r = -ENAMETOOLONG;
         goto out;
@@ -194,8 +191,7 @@ static int walk_dir(struct walk *w, int fd, const char *rel, int depth)
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
-            int sfd = openat(dirfd(d), de->d_name,
-                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sfd >= 0)
                 r = walk_dir(w, sfd, sub, depth + 1);
         } else if (S_ISREG(st.st_mode)) {
@@ -209,8 +205,7 @@ static int walk_dir(struct walk *w, int fd, const char *rel, int depth)
 /* The description's workspace folder as files under <home>/workspace. */
 static int add_workspace(struct daytona_plan *p, const char *host_ws, char *err, size_t errlen)
 {
-    struct walk w = {.files = p->files, .remote_root = p->workspace, .err = err,
-                     .errlen = errlen};
+    struct walk w = {.files = p->files, .remote_root = p->workspace, .err = err, .errlen = errlen};
     int fd, r;
 
     if (!host_ws)
@@ -238,7 +233,8 @@ static int map_files(struct daytona_plan *p, json_object *files, json_object *ro
         char mapped[DAYTONA_PLAN_PATH_MAX];
         int r;
 
-        if (!path || path[0] != '/' || !content || !json_object_is_type(content, json_type_string)) {
+        if (!path || path[0] != '/' || !content ||
+            !json_object_is_type(content, json_type_string)) {
             snprintf(err, errlen, "sandbox: files[%zu] needs an absolute path and content", i);
             return -EINVAL;
         }

@@ -35,9 +35,9 @@ struct daytona_plan {
     char home[DAYTONA_PLAN_PATH_MAX];
     char workspace[DAYTONA_PLAN_PATH_MAX]; /* <home>/workspace: the harness's cwd */
     char state_dir[DAYTONA_PLAN_PATH_MAX]; /* <home>/.agent-runner */
-    json_object *files;   /* owned: [{path, content, mode}] in sandbox paths */
-    json_object *env;     /* owned: the harness environment, mapped */
-    json_object *argv;    /* owned */
+    json_object *files;                    /* owned: [{path, content, mode}] in sandbox paths */
+    json_object *env;                      /* owned: the harness environment, mapped */
+    json_object *argv;                     /* owned */
     json_object *folders; /* owned: roBinds as the sandbox must have them (strings) */
     size_t workspace_files;
 };

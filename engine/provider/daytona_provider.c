@@ -117,8 +117,8 @@ static int load_identity(const char *(*get)(const char *), struct daytona_settin
         snprintf(s->runner_id, sizeof(s->runner_id), "%.30s@%.31s",
                  inst && inst[0] ? inst : "default", host);
     }
-    if (hdir && hdir[0] && (hdir[0] != '/' || strlen(hdir) >= sizeof(s->harness_dir) ||
-                            !daytona_text_ok(hdir))) {
+    if (hdir && hdir[0] &&
+        (hdir[0] != '/' || strlen(hdir) >= sizeof(s->harness_dir) || !daytona_text_ok(hdir))) {
         snprintf(err, errlen, "AGENT_RUNNER_DAYTONA_HARNESS_DIR: expected an absolute path");
         return -EINVAL;
     }
@@ -257,8 +257,9 @@ static int dp_admit(const struct run_request *req, const struct provider_caps *c
     if (r < 0 || r == 1 || req->network == NETWORK_ON)
         return r < 0 ? r : 0; /* 1: best effort, the keeper relaxes the rule and says so */
     if (n > ARRAY_SIZE(list)) {
-        snprintf(err, errlen, "sandboxPermission.network.allowlist: Daytona enforces at most %d "
-                              "entries per list",
+        snprintf(err, errlen,
+                 "sandboxPermission.network.allowlist: Daytona enforces at most %d "
+                 "entries per list",
                  DAYTONA_MAX_ALLOW);
         return AR_E_INVALID_REQUEST;
     }
@@ -269,8 +270,9 @@ static int dp_admit(const struct run_request *req, const struct provider_caps *c
     }
     if (req->mc.base_url) {
         if (daytona_provider_endpoint_host(req->mc.base_url, host, sizeof(host)) < 0) {
-            snprintf(err, errlen, "modelConnection.endpoint.baseUrl: its host cannot be allowed "
-                                  "through a Daytona network rule");
+            snprintf(err, errlen,
+                     "modelConnection.endpoint.baseUrl: its host cannot be allowed "
+                     "through a Daytona network rule");
             return AR_E_INVALID_REQUEST;
         }
         always[nalways++] = host;
@@ -354,8 +356,9 @@ static int dp_sweep(const struct provider_sweep_owners *live, struct provider_sw
     if (r >= 0)
         r = daytona_sweep(c, dp.s.runner_id, DAYTONA_SWEEP_MAX, sweep_one, &ctx, &st);
     if (r < 0)
-        snprintf(err, errlen, "%s", c && daytona_client_message(c)[0] ? daytona_client_message(c)
-                                                                     : daytona_strerror(r));
+        snprintf(err, errlen, "%s",
+                 c && daytona_client_message(c)[0] ? daytona_client_message(c)
+                                                   : daytona_strerror(r));
     ret->seen = st.seen;
     ret->adopted = ctx.adopted;
     ret->kept = st.kept - (st.kept >= ctx.adopted ? ctx.adopted : st.kept);

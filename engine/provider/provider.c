@@ -218,8 +218,7 @@ int provider_lease_describe(json_object *sandbox, const struct provider_lease_re
         return -ENOMEM;
     json_object_object_add(l, "owner", json_object_new_string(lr->owner ? lr->owner : ""));
     json_object_object_add(l, "hadLease", json_object_new_boolean(lr->had_lease));
-    json_object_object_add(l, "network",
-                           json_object_new_string(modes[(unsigned)lr->network % 3u]));
+    json_object_object_add(l, "network", json_object_new_string(modes[(unsigned)lr->network % 3u]));
     json_object_object_add(l, "networkStrict", json_object_new_boolean(lr->network_strict));
     if (lr->allow)
         json_object_object_add(l, "allow", json_object_get(lr->allow));

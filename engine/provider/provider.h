@@ -55,9 +55,9 @@ struct pool;
 
 /* The capability snapshot of a provider: frozen, a missing capability is false. */
 struct provider_caps {
-    bool remote;           /* the sandbox runs elsewhere (leases over the network) */
-    bool reusable_leases;  /* environments may stay warm between turns */
-    bool network_off;      /* can remove the network entirely */
+    bool remote;          /* the sandbox runs elsewhere (leases over the network) */
+    bool reusable_leases; /* environments may stay warm between turns */
+    bool network_off;     /* can remove the network entirely */
     bool network_allowlist;
     bool filesystem_modes;
     bool network_keeps_endpoints; /* under "off"/"allowlist" the run's model endpoint stays
@@ -92,10 +92,10 @@ struct provider_lease {
     char previous_id[PROVIDER_LEASE_ID_MAX]; /* replacement: the lease that was lost */
     enum provider_lease_outcome outcome;
     enum provider_replacement_reason reason; /* replacement only */
-    bool reusable;        /* the lease may outlive its keeper (stopped, resumed later) */
-    long acquire_ms;      /* wall time of the acquisition */
-    json_object *report;  /* owned, may be NULL: what the acquisition and start did, for the
-                             worker's trace (provider_report_write; no id, no credential) */
+    bool reusable;       /* the lease may outlive its keeper (stopped, resumed later) */
+    long acquire_ms;     /* wall time of the acquisition */
+    json_object *report; /* owned, may be NULL: what the acquisition and start did, for the
+                            worker's trace (provider_report_write; no id, no credential) */
 };
 
 /* Drop what a lease owns (its report). */
@@ -134,8 +134,8 @@ struct provider_ops {
      */
     int (*acquire)(const struct keeper_spec *spec, struct provider_lease *ret, char *err,
                    size_t errlen);
-    int (*resume)(const struct keeper_spec *spec, const char *lease_id,
-                  struct provider_lease *ret, char *err, size_t errlen);
+    int (*resume)(const struct keeper_spec *spec, const char *lease_id, struct provider_lease *ret,
+                  char *err, size_t errlen);
     int (*release)(const struct provider_lease *lease, enum provider_disposition disposition,
                    char *err, size_t errlen);
     /* Start the harness of spec->sandbox; ret's pipes belong to the caller until stop(). */
@@ -206,12 +206,12 @@ const char *provider_disposition_name(enum provider_disposition d);
 
 /* The "lease" member of a remote sandbox description. */
 struct provider_lease_request {
-    const char *owner;     /* the pool key ("" for a run without one: the environment owns it) */
-    bool had_lease;        /* the session had a live environment before: a miss is a replacement */
+    const char *owner; /* the pool key ("" for a run without one: the environment owns it) */
+    bool had_lease;    /* the session had a live environment before: a miss is a replacement */
     enum network_mode network;
-    bool network_strict;   /* sandboxPermission.enforcement is strict (the default) */
-    json_object *allow;    /* sandboxPermission.network.allowlist (borrowed) or NULL */
-    const char *endpoint;  /* the model endpoint's base URL: reachable under any rule (or NULL) */
+    bool network_strict;  /* sandboxPermission.enforcement is strict (the default) */
+    json_object *allow;   /* sandboxPermission.network.allowlist (borrowed) or NULL */
+    const char *endpoint; /* the model endpoint's base URL: reachable under any rule (or NULL) */
 };
 
 /*
@@ -251,8 +251,8 @@ const char *provider_lease_outcome_name(enum provider_lease_outcome o);
 const char *provider_replacement_reason_name(enum provider_replacement_reason r);
 
 /* The sandbox description of a harness plan (a new reference), NULL on ENOMEM. */
-json_object *provider_sandbox_description(const struct sandbox_plan *plan,
-                                          const char *workspace, bool network_off);
+json_object *provider_sandbox_description(const struct sandbox_plan *plan, const char *workspace,
+                                          bool network_off);
 
 extern const struct provider_ops provider_local;
 extern const struct provider_ops provider_daytona;
@@ -265,8 +265,8 @@ extern const struct provider_ops provider_daytona;
  * provider_argv_free), envp likewise ("NAME=value").
  */
 int local_sandbox_command(const char *bwrap, json_object *sandbox, char ***ret_argv,
-                          char ***ret_envp, int *fds, size_t maxfds, size_t *ret_nfds,
-                          char *err, size_t errlen);
+                          char ***ret_envp, int *fds, size_t maxfds, size_t *ret_nfds, char *err,
+                          size_t errlen);
 void provider_argv_free(char **argv);
 
 #endif

@@ -48,8 +48,7 @@ static const char *const base_vars[] = {"AGENT_RUNNER_DAYTONA_API_URL=http://127
 
 static void test_daytona_provider_enabled_only_when_configured(void)
 {
-    static const char *const half[] = {"AGENT_RUNNER_DAYTONA_API_URL=http://127.0.0.1:9/api",
-                                       NULL};
+    static const char *const half[] = {"AGENT_RUNNER_DAYTONA_API_URL=http://127.0.0.1:9/api", NULL};
     static const char *const bad_mode[] = {"AGENT_RUNNER_DAYTONA_API_URL=http://127.0.0.1:9/api",
                                            "AGENT_RUNNER_DAYTONA_API_KEY=" KEY,
                                            "AGENT_RUNNER_DAYTONA_LIFECYCLE=sometimes", NULL};
@@ -102,11 +101,13 @@ static void test_daytona_provider_enabled_only_when_configured(void)
 
 static void test_daytona_provider_snapshot_and_runner_lifecycle(void)
 {
-    static const char *const no_leases[] = {
-        "AGENT_RUNNER_DAYTONA_API_URL=http://127.0.0.1:9/api", "AGENT_RUNNER_DAYTONA_API_KEY=" KEY,
-        "AGENT_RUNNER_DAYTONA_REUSE_LEASES=false", "AGENT_RUNNER_DAYTONA_NETWORK_RULES=false",
-        "AGENT_RUNNER_DAYTONA_LIFECYCLE=per_turn", "AGENT_RUNNER_DAYTONA_SESSION_TTL_MS=120000",
-        NULL};
+    static const char *const no_leases[] = {"AGENT_RUNNER_DAYTONA_API_URL=http://127.0.0.1:9/api",
+                                            "AGENT_RUNNER_DAYTONA_API_KEY=" KEY,
+                                            "AGENT_RUNNER_DAYTONA_REUSE_LEASES=false",
+                                            "AGENT_RUNNER_DAYTONA_NETWORK_RULES=false",
+                                            "AGENT_RUNNER_DAYTONA_LIFECYCLE=per_turn",
+                                            "AGENT_RUNNER_DAYTONA_SESSION_TTL_MS=120000",
+                                            NULL};
     struct provider_caps caps;
     enum lifecycle_mode mode;
     uint64_t idle;
@@ -178,14 +179,14 @@ static const struct seed_case seed_cases[] = {
     /* explicit choices win */
     {"pi asks warm", "pi_core", true, "{\"mode\":\"warm\",\"idleTimeoutMs\":90000}", NULL, 0,
      LIFECYCLE_WARM, 90000},
-    {"codex asks per-turn", "codex", true, "{\"mode\":\"per_turn\"}", NULL, 0,
-     LIFECYCLE_PER_TURN, 300000},
+    {"codex asks per-turn", "codex", true, "{\"mode\":\"per_turn\"}", NULL, 0, LIFECYCLE_PER_TURN,
+     300000},
     {"runner per-turn beats the request", "claude", true, "{\"mode\":\"warm\"}", "per_turn", 0,
      LIFECYCLE_PER_TURN, 300000},
     {"runner warm for pi", "pi_core", true, NULL, "warm", 0, LIFECYCLE_WARM, 300000},
     /* an explicit warm without reusable leases fails closed; the default never does */
-    {"asked warm, no leases", "codex", false, "{\"mode\":\"warm\"}", NULL, AR_E_INVALID_REQUEST,
-     0, 0},
+    {"asked warm, no leases", "codex", false, "{\"mode\":\"warm\"}", NULL, AR_E_INVALID_REQUEST, 0,
+     0},
 };
 
 static int prepare(const struct seed_case *c, struct engine_turn *t, struct run_request *req,
@@ -206,16 +207,17 @@ static int prepare(const struct seed_case *c, struct engine_turn *t, struct run_
     }
     r = configure(vs, err, errlen);
     CU_ASSERT_EQUAL_FATAL(r, 0);
-    snprintf(body, sizeof(body),
-             "{\"harness\":\"%s\",\"sandbox\":\"daytona\",\"model\":\"m\",\"projectId\":\"p\","
-             "\"sessionId\":\"s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
-             "\"modelConnection\":{\"provider\":\"%s\",\"deployment\":\"custom\","
-             "\"endpoint\":{\"baseUrl\":\"https://models.example.com/v1\"},"
-             "\"credentialMode\":\"env\",\"credentials\":[{\"binding\":{\"kind\":"
-             "\"environment\",\"name\":\"%s\"},\"value\":\"sk-1\",\"usage\":\"opaque_http\"}]}%s%s}",
-             c->harness, strcmp(c->harness, "claude") == 0 ? "anthropic" : "openai",
-             strcmp(c->harness, "claude") == 0 ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY",
-             c->lifecycle ? ",\"lifecycle\":" : "", c->lifecycle ? c->lifecycle : "");
+    snprintf(
+        body, sizeof(body),
+        "{\"harness\":\"%s\",\"sandbox\":\"daytona\",\"model\":\"m\",\"projectId\":\"p\","
+        "\"sessionId\":\"s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+        "\"modelConnection\":{\"provider\":\"%s\",\"deployment\":\"custom\","
+        "\"endpoint\":{\"baseUrl\":\"https://models.example.com/v1\"},"
+        "\"credentialMode\":\"env\",\"credentials\":[{\"binding\":{\"kind\":"
+        "\"environment\",\"name\":\"%s\"},\"value\":\"sk-1\",\"usage\":\"opaque_http\"}]}%s%s}",
+        c->harness, strcmp(c->harness, "claude") == 0 ? "anthropic" : "openai",
+        strcmp(c->harness, "claude") == 0 ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY",
+        c->lifecycle ? ",\"lifecycle\":" : "", c->lifecycle ? c->lifecycle : "");
     request_limits_default(&lim);
     r = request_parse(body, strlen(body), &lim, req, err, errlen);
     if (r < 0)
@@ -236,7 +238,8 @@ static void test_daytona_provider_seed_004_rules_through_engine_prepare(void)
 
         memset(&req, 0, sizeof(req));
         r = prepare(c, &t, &req, err, sizeof(err));
-        if (r != c->want || (r == 0 && (t.policy.mode != c->mode || t.policy.idle_ms != c->idle_ms)))
+        if (r != c->want ||
+            (r == 0 && (t.policy.mode != c->mode || t.policy.idle_ms != c->idle_ms)))
             fprintf(stderr, "\n  case \"%s\": r %d (%s) mode %d idle %llu\n", c->name, r, err,
                     r == 0 ? (int)t.policy.mode : -1,
                     r == 0 ? (unsigned long long)t.policy.idle_ms : 0ull);
@@ -270,7 +273,8 @@ static int admit(const char *permission, char *err, size_t errlen)
              "\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"custom\","
              "\"endpoint\":{\"baseUrl\":\"https://models.example.com/v1\"},"
              "\"credentialMode\":\"env\",\"credentials\":[{\"binding\":{\"kind\":"
-             "\"environment\",\"name\":\"OPENAI_API_KEY\"},\"value\":\"sk-1\",\"usage\":\"opaque_http\"}]},"
+             "\"environment\",\"name\":\"OPENAI_API_KEY\"},\"value\":\"sk-1\",\"usage\":\"opaque_"
+             "http\"}]},"
              "\"sandboxPermission\":%s}",
              permission);
     memset(&req, 0, sizeof(req));
@@ -300,8 +304,8 @@ static void test_daytona_provider_admission_fails_closed(void)
                           err, sizeof(err)),
                     0);
     /* never silently widened: what Daytona cannot express is refused, naming it */
-    CU_ASSERT_EQUAL(admit("{\"network\":{\"mode\":\"allowlist\",\"allowlist\":[\"::1/128\"]}}",
-                          err, sizeof(err)),
+    CU_ASSERT_EQUAL(admit("{\"network\":{\"mode\":\"allowlist\",\"allowlist\":[\"::1/128\"]}}", err,
+                          sizeof(err)),
                     AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "sandboxPermission.network"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "::1/128"));
@@ -313,12 +317,11 @@ static void test_daytona_provider_admission_fails_closed(void)
     /* an organization without per-sandbox rules: a strict rule is refused with a named error,
      * a best-effort one runs (the keeper relaxes it and says so) */
     CU_ASSERT_EQUAL_FATAL(configure(no_rules, err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(admit("{\"network\":{\"mode\":\"off\"}}", err, sizeof(err)),
-                    AR_E_UNAVAILABLE);
+    CU_ASSERT_EQUAL(admit("{\"network\":{\"mode\":\"off\"}}", err, sizeof(err)), AR_E_UNAVAILABLE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "sandbox_capability_missing: network off"));
-    CU_ASSERT_EQUAL(admit("{\"enforcement\":\"best_effort\",\"network\":{\"mode\":\"off\"}}", err,
-                          sizeof(err)),
-                    0);
+    CU_ASSERT_EQUAL(
+        admit("{\"enforcement\":\"best_effort\",\"network\":{\"mode\":\"off\"}}", err, sizeof(err)),
+        0);
     CU_ASSERT_EQUAL(admit("{\"network\":{\"mode\":\"on\"}}", err, sizeof(err)), 0);
     daytona_provider_reset();
     /* disabled: never admitted, the request names the provider */
@@ -331,12 +334,10 @@ static void test_daytona_provider_endpoint_host(void)
 {
     char host[64];
 
-    CU_ASSERT_EQUAL(daytona_provider_endpoint_host("https://Api.Example.com:8443/v1", host,
-                                                   sizeof(host)),
-                    0);
+    CU_ASSERT_EQUAL(
+        daytona_provider_endpoint_host("https://Api.Example.com:8443/v1", host, sizeof(host)), 0);
     CU_ASSERT_STRING_EQUAL(host, "Api.Example.com");
-    CU_ASSERT_EQUAL(daytona_provider_endpoint_host("http://127.0.0.1:18080/v1", host,
-                                                   sizeof(host)),
+    CU_ASSERT_EQUAL(daytona_provider_endpoint_host("http://127.0.0.1:18080/v1", host, sizeof(host)),
                     0);
     CU_ASSERT_STRING_EQUAL(host, "127.0.0.1");
     CU_ASSERT_EQUAL(daytona_provider_endpoint_host("http://[::1]:80/", host, sizeof(host)),
@@ -383,13 +384,13 @@ static void test_daytona_plan_maps_paths_and_collects_the_workspace(void)
     CU_ASSERT_EQUAL(symlink("/etc/shadow", path), 0); /* never followed, never uploaded */
 
     sb = description(ws, "/opt/h");
-    CU_ASSERT_EQUAL_FATAL(daytona_plan_build(sb, "/home/daytona", "/srv/harness", &p, err,
-                                             sizeof(err)),
-                          0);
+    CU_ASSERT_EQUAL_FATAL(
+        daytona_plan_build(sb, "/home/daytona", "/srv/harness", &p, err, sizeof(err)), 0);
     CU_ASSERT_STRING_EQUAL(p.workspace, "/home/daytona/workspace");
     CU_ASSERT_STRING_EQUAL(p.state_dir, "/home/daytona/.agent-runner");
     CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "HOME"), "/home/daytona");
-    CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "PATH"), "/srv/harness/node_modules/.bin:/usr/bin:/bin");
+    CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "PATH"),
+                           "/srv/harness/node_modules/.bin:/usr/bin:/bin");
     CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "PI_CODING_AGENT_DIR"), "/home/daytona/.pi/agent");
     CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "CWD"), "/home/daytona/workspace/sub");
     CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "LANG"), "C.UTF-8");
@@ -460,8 +461,7 @@ static void test_daytona_provider_dispositions_and_owners(void)
     CU_ASSERT_EQUAL(provider_disposition(true, TEARDOWN_KILL), PROVIDER_DESTROY);
     CU_ASSERT_EQUAL(provider_disposition(true, TEARDOWN_FAILED_TURN), PROVIDER_DESTROY);
     CU_ASSERT_EQUAL(provider_disposition(false, TEARDOWN_IDLE_EXPIRY), PROVIDER_DESTROY);
-    CU_ASSERT_STRING_EQUAL(provider_disposition_name(PROVIDER_STOP_AND_RETAIN),
-                           "stop_and_retain");
+    CU_ASSERT_STRING_EQUAL(provider_disposition_name(PROVIDER_STOP_AND_RETAIN), "stop_and_retain");
     CU_ASSERT_EQUAL(provider_lease_owner("p:s", "/state/envs/abc", owner, sizeof(owner)), 0);
     CU_ASSERT_STRING_EQUAL(owner, "p:s");
     CU_ASSERT_EQUAL(provider_lease_owner("", "/state/envs/abc", owner, sizeof(owner)), 0);
