@@ -586,6 +586,8 @@ static void teardown(struct keeper *k)
     /* the worker waits for this close as the sign that teardown is complete */
     if (k->client_fd >= 0)
         close(k->client_fd);
+    acp_lines_release(&k->client_in);
+    buf_release(&k->client_out);
 }
 
 static int loop(struct keeper *k)
@@ -850,6 +852,10 @@ int keeper_main(int argc, char **argv)
     if (r < 0) {
         emit_error("%s", err);
         teardown(&k);
+        acp_lines_release(&k.child_lines);
+        buf_release(&k.child_stdin);
+        pool_detach(k.pool);
+        keeper_spec_release(&k.spec);
         return 1;
     }
     slot_set_pids(&k);
