@@ -34,6 +34,8 @@
 
 #define SWEEP_MS 1000
 #define RESPAWN_BACKOFF_MS 200
+/* a rebuilt table's old keepers were told to stop: their remote sandboxes go first */
+#define SANDBOX_SWEEP_GRACE_MS 5000
 
 struct worker_proc {
     pid_t pid;
@@ -51,6 +53,7 @@ struct master {
     int64_t drain_deadline;
     /* scratch for the sweep, sized at start-up: no malloc near the lock */
     struct pool_reclaimed *scratch;
+    bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
 };
 
 static void usage(void)
@@ -282,6 +285,7 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
         }
         /* the keepers a table we are about to rebuild lists: nobody could reach them */
         pool_stop_keepers(p);
+        m->keepers_stopped = true;
     }
     pool_detach(p);
     r = epoch_key(m, true);
@@ -479,7 +483,7 @@ int main(int argc, char **argv)
     log_info("master %d ready: %u workers x %llu threads", (int)getpid(), m.nworkers,
              (unsigned long long)m.cfg.threads);
     /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
-    if (provider_startup_sweep(m.pool) < 0)
+    if (provider_startup_sweep(m.pool, m.keepers_stopped ? SANDBOX_SWEEP_GRACE_MS : 0) < 0)
         log_warn("cannot start the sandbox sweep: %s", strerror(errno));
     loop(&m);
     destroy_all(&m);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../jsonx.h"
@@ -342,7 +343,7 @@ static void sweep_child(struct pool *p)
     free(owners);
 }
 
-pid_t provider_startup_sweep(struct pool *p)
+pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms)
 {
     bool any = false;
     pid_t pid;
@@ -360,6 +361,13 @@ pid_t provider_startup_sweep(struct pool *p)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         signal(SIGTERM, SIG_DFL);
+        if (grace_ms > 0) {
+            struct timespec ts = {.tv_sec = grace_ms / 1000,
+                                  .tv_nsec = (grace_ms % 1000) * 1000000L};
+
+            while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+                ;
+        }
         sweep_child(p);
         _exit(0);
     }

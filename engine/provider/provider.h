@@ -242,10 +242,11 @@ int provider_report_read(const char *env_dir, json_object **ret);
 
 /*
  * Master start-up: run every enabled provider's sweep in a child process (so the master is
- * ready at once) with the owners of the live slots of p. Returns the child's pid (the master
+ * ready at once) with the owners of the live slots of p, after grace_ms (keepers of a table
+ * that was rebuilt are still releasing their sandboxes). Returns the child's pid (the master
  * reaps it like any child), 0 when no provider sweeps, -errno.
  */
-pid_t provider_startup_sweep(struct pool *p);
+pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms);
 
 const char *provider_lease_outcome_name(enum provider_lease_outcome o);
 const char *provider_replacement_reason_name(enum provider_replacement_reason r);
