@@ -36,6 +36,8 @@ const char *ar_strerror(int r)
         return "model unavailable";
     case AR_E_RETRY:
         return "retry";
+    case AR_E_SANDBOX_CAPACITY:
+        return "sandbox provider at capacity";
     default:
         if (r < 0 && r > -4096)
             return strerror(-r);

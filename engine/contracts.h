@@ -36,6 +36,7 @@ enum ar_error {
     AR_E_UNAVAILABLE = -10010,     /* a harness or provider is not installed */
     AR_E_MODEL = -10011,           /* the requested model cannot be selected */
     AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
+    AR_E_SANDBOX_CAPACITY = -10013, /* the sandbox provider refused for capacity (429s) */
 };
 
 /*

@@ -29,7 +29,7 @@ json_object *engine_installed_harnesses(const struct engine_config *cfg)
 }
 
 static int refuse_unusable(const struct run_request *req, const struct provider_ops *provider,
-                           char *err, size_t errlen)
+                           const struct provider_caps *caps, char *err, size_t errlen)
 {
     if (req->custom_tools && json_object_array_length(req->custom_tools) > 0) {
         snprintf(err, errlen, "customTools: harness %s cannot call runner-side tools on this "
@@ -42,19 +42,21 @@ static int refuse_unusable(const struct run_request *req, const struct provider_
                  harness_kind_name(req->harness));
         return AR_E_INVALID_REQUEST;
     }
-    if (req->network == NETWORK_ALLOWLIST && !provider->caps.network_allowlist) {
+    if (req->network == NETWORK_ALLOWLIST && !caps->network_allowlist) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
                               "by the %s sandbox",
                  provider->name);
         return AR_E_INVALID_REQUEST;
     }
-    if (req->network == NETWORK_OFF && req->harness != HARNESS_SCRIPTED) {
+    if (req->network == NETWORK_OFF && req->harness != HARNESS_SCRIPTED &&
+        !caps->network_keeps_endpoints) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"off\" leaves harness %s no "
                               "route to its model endpoint",
                  harness_kind_name(req->harness));
         return AR_E_INVALID_REQUEST;
     }
-    return 0;
+    /* what the run needs against the provider's snapshot: refused before anything starts */
+    return provider->admit ? provider->admit(req, caps, err, errlen) : 0;
 }
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,
@@ -64,6 +66,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                                   .scripted_agent = cfg->scripted_agent,
                                   .logins = &cfg->logins};
     const struct provider_ops *provider = provider_get(req->sandbox);
+    struct provider_caps caps;
     struct lifecycle_input li;
     struct engine_turn t;
     struct buf probe;
@@ -82,7 +85,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         snprintf(err, errlen, "sandbox: provider \"%s\" is not enabled", req->sandbox);
         return AR_E_INVALID_REQUEST;
     }
-    r = refuse_unusable(req, provider, err, errlen);
+    provider_caps_of(provider, &caps);
+    r = refuse_unusable(req, provider, &caps, err, errlen);
     if (r < 0)
         return r;
     buf_init(&probe, PROMPT_TEXT_MAX);
@@ -99,10 +103,12 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     memset(&li, 0, sizeof(li));
     li.credential_mode = req->mc.credential_mode;
     li.harness = req->harness;
-    li.provider_remote = provider->caps.remote;
-    li.provider_reusable_leases = provider->caps.reusable_leases;
+    li.provider_remote = caps.remote;
+    li.provider_reusable_leases = caps.reusable_leases;
     li.runner_mode = cfg->local_mode;
     li.runner_idle_ms = cfg->local_idle_ms;
+    if (provider->runner_lifecycle) /* a provider with settings of its own (rule 3) */
+        provider->runner_lifecycle(&li.runner_mode, &li.runner_idle_ms);
     li.request_mode = req->lifecycle_mode;
     li.request_idle_ms = req->lifecycle_idle_ms;
     r = policy_lifecycle(&li, &t.policy, err, errlen);
@@ -496,6 +502,16 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     return r;
 }
 
+/* The wire code of an acquisition failure (reference/agenta-runner.md §1.13). */
+static const char *acquire_error_code(int r)
+{
+    if (r == AR_E_SANDBOX_CAPACITY)
+        return "sandbox_capacity";
+    if (r == AR_E_CAPACITY)
+        return "runner_capacity";
+    return "runner_error";
+}
+
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
                      bool *limit, enum teardown_reason why)
 {
@@ -516,18 +532,26 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     metrics_cold_start(pool_metrics(cfg->pool), (unsigned)why);
     event_emit(es, event_data_phase("environment_starting"));
     event_stream_flush(es);
-    r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy, &env,
-                            err, sizeof(err));
+    r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
+                            why != TEARDOWN_NONE, &env, err, sizeof(err));
     if (r == -EEXIST) {
         /* another request of the session got there first: run without a seat */
         t->key[0] = '\0';
-        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, &env, err,
-                                sizeof(err));
+        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, false, &env,
+                                err, sizeof(err));
     }
     if (r < 0) {
         log_debug("environment acquisition failed: %s", err);
+        event_emit(es, event_error(err, acquire_error_code(r)));
         run_result_fail(res, "%s", err);
+        emit_done(es, res);
         return;
+    }
+    if (env->lease_report) {
+        trace_run_sandbox(t->trace, env->lease_report);
+        /* a lease the provider downgraded runs per-turn, it never fails the run */
+        if (json_object_get_boolean(jsonx_get(env->lease_report, "downgraded")))
+            t->policy.mode = LIFECYCLE_PER_TURN;
     }
     stream_before_waits(env, es);
     if (cfg->pool)
@@ -640,6 +664,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     bool limit = false, resume, refused = false;
 
     trace = trace_run_start(t->req, t->plan.model_name, trace_id);
+    t->trace = trace;
     result_identity(t, res, trace_id);
     /* platform mode: admission by the first heartbeat, before any side effect */
     if (platform_start(cfg, t->req, t->key, trace_id, es, res, &t->plat) < 0) {
@@ -683,6 +708,7 @@ out:
     platform_finish(t->plat, res, NULL);
     platform_free(t->plat);
     t->plat = NULL;
+    t->trace = NULL;
     if (refused)
         trace_run_discard(trace);
     else

@@ -35,6 +35,8 @@
 #include "policy.h"
 #include "pool.h"
 
+struct trace_run;
+
 struct engine_turn {
     const struct engine_config *cfg;
     struct run_request *req; /* borrowed */
@@ -47,6 +49,7 @@ struct engine_turn {
     struct lifecycle_policy policy; /* for a new session; a live one keeps its admitted one */
     bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
     struct platform *plat;          /* platform mode (platform.h), set while engine_run runs */
+    struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
 };
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,

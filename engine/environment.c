@@ -21,6 +21,7 @@
 #include "util.h"
 
 #define DESTROY_WAIT_MS 10000
+#define KEEPER_ENV_MAX 32
 
 static struct environment *env_new(const struct engine_config *cfg)
 {
@@ -44,6 +45,7 @@ void environment_free(struct environment *env)
     acp_lines_release(&env->lines);
     if (env->agent_caps)
         json_object_put(env->agent_caps);
+    json_object_put(env->lease_report);
     free(env);
 }
 
@@ -121,10 +123,26 @@ out:
     return r;
 }
 
+/* What a remote provider needs to lease the environment's sandbox (provider.h). */
+static int describe_lease(json_object *sb, const struct run_request *req, const char *key,
+                          bool had_lease)
+{
+    struct provider_lease_request lr = {
+        .owner = key,
+        .had_lease = had_lease,
+        .network = req->network,
+        .network_strict = req->network_strict,
+        .allow = jsonx_path(req->root, "sandboxPermission.network.allowlist"),
+        .endpoint = req->mc.base_url,
+    };
+
+    return provider_lease_describe(sb, &lr);
+}
+
 /* The keeper spec of a new environment: where it lives, its slot, and the sandbox to start. */
 static int encode_spec(const struct environment *env, const struct run_request *req,
                        const struct sandbox_plan *plan, uint64_t idle_ms, bool per_turn,
-                       struct buf *out)
+                       const char *key, bool had_lease, struct buf *out)
 {
     const struct engine_config *cfg = env->cfg;
     struct keeper_spec spec = {
@@ -149,7 +167,9 @@ static int encode_spec(const struct environment *env, const struct run_request *
         return -ENOMEM;
     snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
     json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
-    r = keeper_spec_encode(&spec, out);
+    r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
+    if (r >= 0)
+        r = keeper_spec_encode(&spec, out);
     json_object_put(spec.sandbox);
     return r;
 }
@@ -160,7 +180,9 @@ static int spawn_keeper(struct environment *env, const struct buf *spec, char *e
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    char level[64], *argv[2], *envp[3];
+    char level[64], *argv[2], *envp[3 + KEEPER_ENV_MAX];
+    const char *penv[KEEPER_ENV_MAX];
+    size_t npenv = 0;
     struct acp_lines rl;
     struct keeper_msg m;
     char *line = NULL;
@@ -197,7 +219,12 @@ static int spawn_keeper(struct environment *env, const struct buf *spec, char *e
     argv[1] = NULL;
     envp[0] = (char *)"PATH=/usr/bin:/bin";
     envp[1] = level;
-    envp[2] = NULL;
+    /* a remote provider's settings (its API key among them) reach its keepers only */
+    if (env->provider->keeper_env)
+        npenv = env->provider->keeper_env(penv, KEEPER_ENV_MAX);
+    for (size_t i = 0; i < npenv; i++)
+        envp[2 + i] = (char *)penv[i];
+    envp[2 + npenv] = NULL;
     r = -posix_spawn(&pid, cfg->keeper_bin, &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
@@ -224,7 +251,10 @@ static int spawn_keeper(struct environment *env, const struct buf *spec, char *e
     if (r == 0 && m.kind == KEEPER_MSG_ERROR) {
         snprintf(err, errlen, "sandbox failed to start: %.*s",
                  (int)(m.payload_len > 300 ? 300 : m.payload_len), m.payload);
-        r = AR_E_SANDBOX;
+        /* a message that starts with the wire code keeps it (the provider's 429s) */
+        r = m.payload_len > 17 && strncmp(m.payload, "sandbox_capacity:", 17) == 0
+                ? AR_E_SANDBOX_CAPACITY
+                : AR_E_SANDBOX;
         goto out;
     }
     if (r < 0 || m.kind != KEEPER_MSG_READY) {
@@ -260,7 +290,8 @@ static void release_slot(struct environment *env)
 
 int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
                         const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
-                        bool per_turn, struct environment **ret, char *err, size_t errlen)
+                        bool per_turn, bool had_lease, struct environment **ret, char *err,
+                        size_t errlen)
 {
     struct environment *env;
     struct buf spec;
@@ -305,7 +336,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (r < 0)
         goto fail;
     buf_init(&spec, KEEPER_SPEC_MAX);
-    r = encode_spec(env, req, plan, idle_ms, per_turn, &spec);
+    r = encode_spec(env, req, plan, idle_ms, per_turn, key, had_lease, &spec);
     if (r < 0)
         snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
     else
@@ -314,6 +345,15 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (r < 0)
         goto fail;
     started = true;
+    if (env->provider->acquire) {
+        /* what the keeper's lease was (outcome, spans, where the harness works) */
+        r = provider_report_read(env->paths.dir, &env->lease_report);
+        if (r < 0)
+            log_debug("unreadable lease report: %s", ar_strerror(r));
+        if (jsonx_str(env->lease_report, "workspace"))
+            snprintf(env->cwd, sizeof(env->cwd), "%s",
+                     jsonx_str(env->lease_report, "workspace"));
+    }
     r = connect_keeper(env, util_now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
     if (r < 0)
         goto fail;
@@ -639,4 +679,5 @@ void environment_turn_env(struct environment *env, struct turn_env *ret)
     ret->next_id = te_next_id;
     ret->exited = te_exited;
     ret->acp_session = env->acp_session;
+    ret->cwd = env->cwd[0] ? env->cwd : NULL;
 }

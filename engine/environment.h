@@ -52,6 +52,8 @@ struct environment {
     bool warm; /* reconnected to a live harness */
     char acp_session[128];
     json_object *agent_caps; /* initialize result agentCapabilities (owned) */
+    json_object *lease_report; /* a remote provider's lease report (owned) or NULL */
+    char cwd[1024];            /* the harness's working folder ("" = SANDBOX_WORKSPACE) */
     /* called before every wait for the harness (the turn flushes its events there) */
     void (*before_wait)(void *ctx);
     void *before_wait_ctx;
@@ -59,12 +61,15 @@ struct environment {
 
 /*
  * Start a new environment for req with the harness plan. key is the pool key ("" for a
- * per-turn run). idle_ms is the keeper's idle window. On failure err names the problem and
- * nothing is left behind.
+ * per-turn run). idle_ms is the keeper's idle window. had_lease: the session had a live
+ * environment this turn could not use (a remote provider then reports a missing sandbox as a
+ * replacement). On failure err names the problem and nothing is left behind;
+ * AR_E_SANDBOX_CAPACITY when the sandbox provider refused for capacity.
  */
 int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
                         const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
-                        bool per_turn, struct environment **ret, char *err, size_t errlen);
+                        bool per_turn, bool had_lease, struct environment **ret, char *err,
+                        size_t errlen);
 
 /* Attach to the keeper of the checked-out slot h (state busy, owned by the caller). */
 int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,

@@ -1,6 +1,7 @@
 #include "jsonx.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,25 @@ static _Thread_local struct {
 
 #define ARRAY_LEN (sizeof(cache) / sizeof(cache[0]))
 
+/* A thread that ends frees its tokeners (the Daytona bridge starts and ends threads). */
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t cache_key;
+
+static void free_cache(void *unused)
+{
+    (void)unused;
+    for (size_t i = 0; i < ARRAY_LEN; i++) {
+        if (cache[i].tok)
+            json_tokener_free(cache[i].tok);
+        cache[i].tok = NULL;
+    }
+}
+
+static void make_key(void)
+{
+    (void)pthread_key_create(&cache_key, free_cache);
+}
+
 static struct json_tokener *tokener_for(int depth)
 {
     for (size_t i = 0; i < ARRAY_LEN; i++) {
@@ -28,6 +48,8 @@ static struct json_tokener *tokener_for(int depth)
             cache[i].tok = json_tokener_new_ex(depth);
             if (!cache[i].tok)
                 return NULL;
+            if (pthread_once(&key_once, make_key) == 0)
+                (void)pthread_setspecific(cache_key, cache);
             cache[i].depth = depth;
             json_tokener_set_flags(cache[i].tok,
                                    JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);

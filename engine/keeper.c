@@ -33,6 +33,8 @@ struct keeper {
     struct keeper_spec spec;
     const struct provider_ops *provider;
     struct provider_process proc;
+    struct provider_lease lease; /* remote providers: the sandbox this keeper leased */
+    bool leased;
     const char *env_dir;
     const char *socket_path;
     int64_t idle_ms;
@@ -106,6 +108,16 @@ static void emit_ready(struct keeper *k)
                            .sandbox_pid = (int32_t)k->child};
 
     (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
+}
+
+/*
+ * A remote provider keeps its sandbox alive while a turn is in flight (a worker attached, or
+ * a prompt waiting on an approval) and lets its idle backstop run otherwise.
+ */
+static void sandbox_busy(struct keeper *k, bool busy)
+{
+    if (k->provider && k->provider->busy && k->proc.exit_fd >= 0)
+        k->provider->busy(&k->proc, busy);
 }
 
 /* A control line to the attached worker. */
@@ -350,6 +362,7 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
         answer_pending(k, k->awaiting);
         if (!k->awaiting)
             keeper_channel_detached(&k->channel);
+        sandbox_busy(k, k->awaiting);
         return true;
     case KEEPER_MSG_TOOL:
         keeper_channel_from_worker(&k->channel, m.payload, m.payload_len);
@@ -397,6 +410,7 @@ static void client_gone(struct keeper *k)
         cancel_in_flight(k);
         slot_orphaned(k);
         keeper_channel_detached(&k->channel);
+        sandbox_busy(k, false);
     }
     /* a per-turn environment whose worker vanished has nobody to serve: end it now */
     k->deadline = util_now_ms() + (k->per_turn && !k->parked ? 1 : k->idle_ms);
@@ -421,6 +435,7 @@ static void accept_client(struct keeper *k)
     k->parked = false;
     k->awaiting = false;
     k->deadline = 0;
+    sandbox_busy(k, true);
     acp_lines_init(&k->client_in, ACP_LINE_MAX_DEFAULT);
     buf_init(&k->client_out, KEEPER_QUEUE_MAX);
     control_to_client(k, &hello);
@@ -503,10 +518,40 @@ static void reap_child(struct keeper *k)
     }
 }
 
+/* A leased sandbox goes as the reason this keeper ends says (else its slot's drain reason). */
+static void release_lease(struct keeper *k)
+{
+    enum teardown_reason why = (enum teardown_reason)k->reason;
+    int r;
+
+    if (!k->leased)
+        return;
+    if (why == TEARDOWN_NONE && k->pool) {
+        r = pool_session_teardown_reason(k->pool, k->h);
+        why = r > 0 ? (enum teardown_reason)r : TEARDOWN_NONE;
+    }
+    if (why == TEARDOWN_NONE)
+        why = k->per_turn || !k->parked ? TEARDOWN_PER_TURN : TEARDOWN_SHUTDOWN_IDLE;
+    provider_lease_end(k->provider, &k->lease, why, k->pool);
+    k->leased = false;
+}
+
+/* A remote harness's exit is announced on exit_fd (there is no child to reap). */
+static void remote_exited(struct keeper *k)
+{
+    int status = k->provider->exit_status ? k->provider->exit_status(&k->proc) : 255;
+
+    if (status == -EAGAIN)
+        return;
+    k->exit_status = status;
+    k->child_exited = true;
+}
+
 static void teardown(struct keeper *k)
 {
-    if (k->child > 0 && !k->child_exited && k->provider)
+    if (k->provider && (k->proc.exit_fd >= 0 || (k->child > 0 && !k->child_exited)))
         k->provider->stop(&k->proc);
+    release_lease(k);
     if (k->client_fd >= 0 && k->child_exited) {
         struct keeper_msg m = {.kind = KEEPER_MSG_EXIT, .status = k->exit_status};
         control_to_client(k, &m);
@@ -529,6 +574,8 @@ static void teardown(struct keeper *k)
     /* the worker waits for this close as the sign that teardown is complete */
     if (k->client_fd >= 0)
         close(k->client_fd);
+    acp_lines_release(&k->client_in);
+    buf_release(&k->client_out);
 }
 
 static int loop(struct keeper *k)
@@ -536,8 +583,9 @@ static int loop(struct keeper *k)
     bool stop = false;
 
     while (!stop) {
-        struct pollfd p[6 + KEEPER_CHANNEL_POLLFDS];
-        int np = 0, ilisten = -1, iclient = -1, iout = -1, ierr = -1, iin = -1, isig, ich;
+        struct pollfd p[7 + KEEPER_CHANNEL_POLLFDS];
+        int np = 0, ilisten = -1, iclient = -1, iout = -1, ierr = -1, iin = -1, iexit = -1, isig;
+        int ich;
         int timeout = -1;
         size_t nch;
 
@@ -567,6 +615,10 @@ static int loop(struct keeper *k)
         if (k->child_in >= 0 && k->child_stdin.len) {
             iin = np;
             p[np++] = (struct pollfd){.fd = k->child_in, .events = POLLOUT};
+        }
+        if (k->proc.exit_fd >= 0 && !k->child_exited) {
+            iexit = np;
+            p[np++] = (struct pollfd){.fd = k->proc.exit_fd, .events = POLLIN};
         }
         if (k->deadline) {
             int64_t left = k->deadline - util_now_ms();
@@ -620,13 +672,15 @@ static int loop(struct keeper *k)
             read_lines(k, &k->child_out, &k->child_lines, true, &stop);
         if (ierr >= 0 && (p[ierr].revents & (POLLIN | POLLHUP | POLLERR)))
             drain_stderr(k);
+        if (iexit >= 0 && (p[iexit].revents & POLLIN))
+            remote_exited(k);
         if (k->client_fd >= 0 && k->client_out.len) {
             bool broken = false;
             flush_fd(k->client_fd, &k->client_out, &broken);
             if (broken)
                 client_gone(k);
         }
-        if (k->child_exited || (k->child_out < 0 && k->child_err < 0)) {
+        if (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0)) {
             if (!k->child_exited) {
                 while (waitpid(k->child, &k->exit_status, 0) == -1 && errno == EINTR)
                     ;
@@ -679,14 +733,33 @@ static int start_sandbox(struct keeper *k, char *err, size_t errlen)
                  k->spec.provider);
         return -ENOTSUP;
     }
+    k->proc.exit_fd = -1;
+    if (k->provider->acquire) {
+        r = provider_lease_begin(k->provider, &k->spec, k->pool, &k->lease, err, errlen);
+        if (r < 0)
+            return r;
+        k->leased = true;
+    }
     r = k->provider->start(&k->spec, &k->proc, err, errlen);
     if (r < 0)
         return r;
+    if (!k->provider->exit_status)
+        k->proc.exit_fd = -1; /* a local child: its exit comes as SIGCHLD */
+    if (k->leased) {
+        r = provider_report_write(k->spec.env_dir, k->lease.report);
+        if (r < 0)
+            log_debug("cannot write the lease report: %s", strerror(-r));
+    }
     k->child = k->proc.pid;
     k->child_in = k->proc.in_fd;
     k->child_out = k->proc.out_fd;
     k->child_err = k->proc.err_fd;
     return 0;
+}
+
+static const char *env_get(const char *name)
+{
+    return getenv(name);
 }
 
 int keeper_main(int argc, char **argv)
@@ -707,6 +780,7 @@ int keeper_main(int argc, char **argv)
     memset(&k, 0, sizeof(k));
     keeper_channel_init(&k.channel);
     k.listen_fd = k.client_fd = k.sig_fd = k.child_in = k.child_out = k.child_err = -1;
+    k.proc.exit_fd = -1;
     k.log_fd = -1;
     log_setup("keeper", LOG_LEVEL_INFO);
     if (getenv("AGENT_RUNNER_LOG_LEVEL")) {
@@ -716,6 +790,12 @@ int keeper_main(int argc, char **argv)
     }
 
     r = keeper_spec_read(STDIN_FILENO, &k.spec, err, sizeof(err));
+    if (r < 0) {
+        emit_error("%s", err);
+        return 1;
+    }
+    /* remote providers read their settings from the environment the worker handed over */
+    r = provider_configure_all(env_get, err, sizeof(err));
     if (r < 0) {
         emit_error("%s", err);
         return 1;
@@ -774,6 +854,10 @@ int keeper_main(int argc, char **argv)
     if (r < 0) {
         emit_error("%s", err);
         teardown(&k);
+        acp_lines_release(&k.child_lines);
+        buf_release(&k.child_stdin);
+        pool_detach(k.pool);
+        keeper_spec_release(&k.spec);
         return 1;
     }
     slot_set_pids(&k);

@@ -403,6 +403,14 @@ int pool_session_free(struct pool *p, struct pool_handle h, uint8_t reason)
     return 0;
 }
 
+int pool_session_teardown_reason(struct pool *p, struct pool_handle h)
+{
+    int reason = 0;
+
+    WITH_SLOT(p, h, s, reason = s->last_teardown);
+    return reason;
+}
+
 int pool_session_mark_broken(struct pool *p, struct pool_handle h)
 {
     WITH_SLOT(p, h, s, s->flags |= SLOT_F_HISTORY_BROKEN);

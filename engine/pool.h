@@ -209,6 +209,8 @@ int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
 /* Self-locking pool_drain_locked / pool_free_locked. */
 int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason);
 int pool_session_free(struct pool *p, struct pool_handle h, uint8_t reason);
+/* The reason h was drained with (TEARDOWN_NONE when it was not), or -ESTALE. */
+int pool_session_teardown_reason(struct pool *p, struct pool_handle h);
 /* A turn died mid-way: the next turn replays cold. */
 int pool_session_mark_broken(struct pool *p, struct pool_handle h);
 /*

@@ -212,7 +212,8 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
     result = NULL;
 
     params = json_object_new_object();
-    json_object_object_add(params, "cwd", json_object_new_string(SANDBOX_WORKSPACE));
+    json_object_object_add(params, "cwd",
+                           json_object_new_string(te->cwd ? te->cwd : SANDBOX_WORKSPACE));
     json_object_object_add(params, "mcpServers", json_object_new_array());
     r = call(te, "session/new", params, deadline, &result, err, errlen, ret);
     json_object_put(params);

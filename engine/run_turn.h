@@ -45,6 +45,7 @@ struct turn_env {
     int64_t (*next_id)(void *ctx);
     bool (*exited)(void *ctx, int *ret_status);
     const char *acp_session; /* the ACP session the turn runs in */
+    const char *cwd;         /* the harness's working folder (NULL: SANDBOX_WORKSPACE) */
 };
 
 /* What run_turn_open_session learned. */

@@ -27,12 +27,15 @@
 #include "../engine/environment.h"
 #include "../engine/log.h"
 #include "../engine/pool.h"
+#include "../engine/provider/provider.h"
 #include "../engine/util.h"
 #include "config.h"
 #include "worker.h"
 
 #define SWEEP_MS 1000
 #define RESPAWN_BACKOFF_MS 200
+/* a rebuilt table's old keepers were told to stop: their remote sandboxes go first */
+#define SANDBOX_SWEEP_GRACE_MS 5000
 
 struct worker_proc {
     pid_t pid;
@@ -50,6 +53,7 @@ struct master {
     int64_t drain_deadline;
     /* scratch for the sweep, sized at start-up: no malloc near the lock */
     struct pool_reclaimed *scratch;
+    bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
 };
 
 static void usage(void)
@@ -281,6 +285,7 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
         }
         /* the keepers a table we are about to rebuild lists: nobody could reach them */
         pool_stop_keepers(p);
+        m->keepers_stopped = true;
     }
     pool_detach(p);
     r = epoch_key(m, true);
@@ -411,6 +416,11 @@ static uint64_t kernel_boot_id(void)
     return h;
 }
 
+static const char *env_get(const char *name)
+{
+    return getenv(name);
+}
+
 int main(int argc, char **argv)
 {
     struct master m;
@@ -426,6 +436,12 @@ int main(int argc, char **argv)
     }
     if (parse_args(&m, argc, argv) < 0)
         return 2;
+    /* sandbox providers with settings of their own (Daytona); workers inherit them */
+    r = provider_configure_all(env_get, err, sizeof(err));
+    if (r < 0) {
+        log_error("refusing to start: %s", err);
+        return 1;
+    }
     if (!fd0_is_socket()) {
         log_error("refusing to start: fd 0 is not the FastCGI socket (run under spawn-fcgi)");
         return 1;
@@ -466,6 +482,9 @@ int main(int argc, char **argv)
     }
     log_info("master %d ready: %u workers x %llu threads", (int)getpid(), m.nworkers,
              (unsigned long long)m.cfg.threads);
+    /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
+    if (provider_startup_sweep(m.pool, m.keepers_stopped ? SANDBOX_SWEEP_GRACE_MS : 0) < 0)
+        log_warn("cannot start the sandbox sweep: %s", strerror(errno));
     loop(&m);
     destroy_all(&m);
     sweep(&m);

@@ -11,6 +11,7 @@
 #include "../engine/jsonx.h"
 #include "../engine/log.h"
 #include "../engine/login.h"
+#include "../engine/provider/provider.h"
 #include "../engine/request.h"
 #include "../engine/util.h"
 #include "auth.h"
@@ -46,6 +47,7 @@ static void handle_health(const struct route_ctx *rc, struct http_req *h)
     json_object_array_add(engines, json_object_new_string("agent-runner"));
     json_object_object_add(o, "engines", engines);
     json_object_object_add(o, "harnesses", engine_installed_harnesses(&rc->cfg->engine));
+    json_object_object_add(o, "sandboxes", provider_enabled_names());
     http_json(h, 200, o);
     json_object_put(o);
 }
@@ -103,6 +105,10 @@ static void redact_request(const struct run_request *req)
         log_redact_add(jsonx_str(req->tool_callback, "authorization"));
     if (req->telemetry) {
         json_object *hdrs = jsonx_path(req->telemetry, "exporters.otlp.headers");
+
+        /* an exporter without headers is fine (json-c's foreach cannot take NULL) */
+        if (!hdrs || !json_object_is_type(hdrs, json_type_object))
+            return;
         json_object_object_foreach(hdrs, k, v)
         {
             (void)k;

@@ -13,6 +13,10 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      of a cold turn and of a warm follow-up, and their ratio
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
+  6. sandbox:"daytona" against the fake Daytona server with its "real" timing profile
+     (tests/fixtures/fake_daytona.py: published create/start/upload delays): a cold first
+     codex turn (sandbox created), its warm follow-up (same keeper and sandbox), and a
+     follow-up after the idle window stopped the sandbox (resumed), and warm/cold
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
@@ -40,6 +44,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
 
 BIN = stack.BIN
@@ -53,6 +58,7 @@ TARGETS = {
     "warm_p99_64": 50.0,      # ms
     "cold_p50": 25.0,         # ms
     "pi_ratio": 10.0,
+    "daytona_ratio": 4.0,     # seed 004: 30.4 s -> 7.6 s
     "keeper_rss": 4 * MiB,
 }
 
@@ -354,6 +360,107 @@ def bench_pi(st, model, n):
     return cold, warm, ready, rss_sample
 
 
+def codex_body(model, text, project, session, history=None, idle_ms=None):
+    req = {"harness": "codex", "sandbox": "daytona", "model": "fake-model",
+           "projectId": project, "sessionId": session,
+           "messages": history or [{"role": "user", "content": text}],
+           "modelConnection": {"provider": "openai", "deployment": "custom",
+                               "endpoint": {"baseUrl": model.base + "/v1"},
+                               "credentialMode": "env",
+                               "credentials": [{"binding": {"kind": "environment",
+                                                            "name": "OPENAI_API_KEY"},
+                                                "value": "sk-bench", "usage": "opaque_http"}]}}
+    if idle_ms:
+        req["lifecycle"] = {"idleTimeoutMs": idle_ms}
+    return req
+
+
+def timed_result(conn, body):
+    """Seconds to the result record of an NDJSON run (the whole turn), and the result."""
+    t0 = time.monotonic()
+    _, res, _ = timed_stream(conn, body)
+    return time.monotonic() - t0, res
+
+
+def bench_daytona(st, model, dt, n):
+    """n x (cold codex turn, warm follow-up, follow-up after the idle stop) on new sessions
+    on sandbox:"daytona"; whole-turn times (request to result record)."""
+    out = {"cold": [], "warm": [], "resumed": [], "creates": 0, "starts": 0, "uploads": []}
+    idle_ms = 3000
+    conn = tls_connection(st)
+    try:
+        for i in range(n):
+            p, s = "bench-dt", "dt-" + uuid.uuid4().hex[:8]
+            key = f"{p}:{s}"
+            seq = max([c["seq"] for c in dt.calls()] or [0])
+            first = f"Remember the number {i}."
+            t1, res1 = timed_result(conn, codex_body(model, first, p, s, idle_ms=idle_ms))
+            if not res1 or res1.get("ok") is not True:
+                raise RuntimeError(f"daytona cold turn failed: {res1}")
+            hist = [{"role": "user", "content": first},
+                    {"role": "assistant", "content": res1["output"]},
+                    {"role": "user", "content": "Which number?"}]
+            t2, res2 = timed_result(conn, codex_body(model, "", p, s, hist, idle_ms))
+            if not res2 or res2.get("ok") is not True or st.session(key)["turns"] != 2:
+                raise RuntimeError(f"daytona warm follow-up failed or ran cold: {res2}")
+            # the idle window passes: the keeper goes, the sandbox is stopped (not deleted)
+            stack.wait_for(lambda: st.session(key) is None, timeout=60, what="idle expiry")
+            sbs = [sb for sb in dt.state()["sandboxes"]
+                   if sb["labels"].get("agent-runner-lease") == "reusable"
+                   and sb["state"] not in ("destroying", "destroyed")]
+            for sb in sbs:
+                dt.wait_state(sb["id"], ["stopped"], timeout=60)
+            hist += [{"role": "assistant", "content": res2["output"]},
+                     {"role": "user", "content": "And now?"}]
+            t3, res3 = timed_result(conn, codex_body(model, "", p, s, hist, idle_ms))
+            if not res3 or res3.get("ok") is not True:
+                raise RuntimeError(f"daytona resumed follow-up failed: {res3}")
+            calls = dt.calls(seq)
+            out["creates"] += sum(1 for c in calls if c.get("route") == "POST /api/sandbox")
+            out["starts"] += sum(1 for c in calls
+                                 if c.get("route") == "POST /api/sandbox/{id}/start")
+            out["uploads"].append(sum(1 for c in calls if c.get("route") ==
+                                      "POST /toolbox/{id}/files/bulk-upload"))
+            out["cold"].append(t1)
+            out["warm"].append(t2)
+            out["resumed"].append(t3)
+            log(f"  daytona {i + 1}/{n}: cold {t1 * 1000:.0f} ms, warm {t2 * 1000:.0f} ms, "
+                f"resumed {t3 * 1000:.0f} ms")
+            st.ctl("kill", key)
+            for sb in sbs:
+                dt.wait_state(sb["id"], ["gone"], timeout=60)
+    finally:
+        conn.close()
+    return out
+
+
+def daytona_rows(r):
+    t = TARGETS
+    d = r["daytona"]
+    mc, mw, mr = (statistics.median(d[k]) for k in ("cold", "warm", "resumed"))
+    n = len(d["cold"])
+
+    def all_of(k):
+        return ", ".join(f"{x * 1000:.0f}" for x in d[k]) + " ms"
+
+    how = (f"{n} new codex sessions on sandbox:\"daytona\" against tests/fixtures/"
+           f"fake_daytona.py --profile real, request to result record")
+    return [
+        ("6. daytona cold first turn (median)", f"{mc * 1000:.0f} ms", "—",
+         f"{how}; sandbox created ({d['creates']} creates in all), preflight exec, one bulk "
+         f"upload, codex started over a toolbox session; all: {all_of('cold')}", ""),
+        ("6. daytona warm follow-up (median)", f"{mw * 1000:.0f} ms",
+         f"cold/warm >= {t['daytona_ratio']:g} ({verdict(mc / mw >= t['daytona_ratio'])})",
+         f"same keeper, harness and sandbox right after; all: {all_of('warm')}",
+         f"cold/warm = {mc / mw:.1f}x (seed 004: 30.4 s -> 7.6 s = 4.0x)"),
+        ("6. daytona follow-up after the idle stop (median)", f"{mr * 1000:.0f} ms", "—",
+         f"idle window 3 s: the keeper stopped the sandbox; the next turn started it again "
+         f"({d['starts']} starts in all), a fresh codex, bulk uploads per session: "
+         f"{d['uploads']} (1 = the create's only); all: {all_of('resumed')}",
+         f"cold/resumed = {mc / mr:.1f}x"),
+    ]
+
+
 def scripted_rss(st):
     p, s = "bench-rss", "rss-" + uuid.uuid4().hex[:8]
     key = f"{p}:{s}"
@@ -481,6 +588,12 @@ def build_rows(r):
                      "harness pi_core is not installed here: `make harnesses`", ""))
     rows.extend(pool_rows(r["pool"]))
     rows.extend(rss_rows(r["rss"]))
+    if "daytona" in r:
+        rows.extend(daytona_rows(r))
+    else:
+        rows.append(("6. daytona cold / warm / resumed", "not run",
+                     f"cold/warm >= {TARGETS['daytona_ratio']:g}", r.get("daytona_why", ""),
+                     ""))
     return rows
 
 
@@ -604,6 +717,13 @@ How to read it:
   node + pi inside bwrap, ACP initialize and session/new.
 - Pool: one process, no contention; ns/op from a tight loop, hold times from a second loop
   reading CLOCK_MONOTONIC inside each critical section.
+- daytona: whole turns (request to result record) of real codex on `sandbox:"daytona"`
+  against tests/fixtures/fake_daytona.py with `--profile real` (Daytona's published create
+  and start delays, per-call API/toolbox latency, upload costs; each sandbox is a local
+  bubblewrap sandbox). Cold = a new sandbox (create, preflight exec, one bulk upload, harness
+  start, ACP initialize + session/new, the prompt); warm = the same keeper, harness and
+  sandbox; resumed = the session's next turn after its 3 s idle window stopped the sandbox
+  (start, no upload, a fresh harness and a cold replay of the conversation).
 """
     with open(path, "w") as f:
         f.write(text)
@@ -616,12 +736,21 @@ def measure(args, r):
     q = args.quick
     model_tmp = tempfile.mkdtemp(prefix="ar-bench-model.")
     model = stack.FakeModel(model_tmp)
-    st = stack.Stack(workers=2, threads=96, model=model, env={
+    env = {
         "AGENT_RUNNER_LOG_LEVEL": "info",
         "AGENT_RUNNER_SESSION_POOL_MAX": "256",
         "AGENT_RUNNER_MAX_CONCURRENT_RUNS": "100000",
         "AGENT_RUNNER_SESSION_TTL_MS": "600000",
-    })
+    }
+    dt = None
+    try:
+        dt = fake_daytona_ctl.FakeDaytona(profile="real",
+                                          api_key="bench-daytona-" + uuid.uuid4().hex)
+        env["AGENT_RUNNER_DAYTONA_API_URL"] = dt.api_url
+        env["AGENT_RUNNER_DAYTONA_API_KEY"] = dt.key
+    except (OSError, RuntimeError) as e:
+        r["daytona_why"] = f"the fake Daytona server did not start: {e}"
+    st = stack.Stack(workers=2, threads=96, model=model, env=env)
     try:
         log(f"starting the stack in {st.tmp}")
         st.start()
@@ -647,6 +776,12 @@ def measure(args, r):
         else:
             log("pi is not installed (make harnesses): skipping the pi rows")
         r["rss"] = mem
+        codex = "codex" in (health or {}).get("harnesses", [])
+        if dt and codex:
+            log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")
+            r["daytona"] = bench_daytona(st, model, dt, 1 if q else 3)
+        elif dt:
+            r["daytona_why"] = "harness codex is not installed here: `make harnesses`"
         leaks = st.leaks(timeout=15)
         if leaks:
             log("left behind after the runs: " + "; ".join(leaks))
@@ -655,6 +790,9 @@ def measure(args, r):
         st.cleanup()
         model.stop()
         shutil.rmtree(model_tmp, ignore_errors=True)
+        if dt:
+            dt.stop()
+            dt.cleanup()
 
 
 def main():
