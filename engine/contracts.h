@@ -194,6 +194,7 @@ struct run_request {
     const char *traceparent;
 
     enum network_mode network;
+    json_object *network_allowlist; /* borrowed, validated array of CIDR strings, or NULL */
     bool network_strict;
 
     enum lifecycle_mode lifecycle_mode;
@@ -303,6 +304,7 @@ struct run_limits_config {
 };
 
 struct pool;
+struct sandbox_host;
 
 /*
  * What the engine needs from the runner's configuration; read-only while workers run.
@@ -316,6 +318,8 @@ struct engine_config {
     const char *bwrap;          /* bubblewrap binary */
     const char *shm_name;       /* the session table */
     struct pool *pool;          /* attached session table (may be NULL in unit tests) */
+    /* what local sandboxes get on this host (the master's probe; NULL: unconfined tests) */
+    const struct sandbox_host *sandbox;
     uint64_t session_ttl_ms;    /* warm idle window default */
     uint64_t session_pool_max;  /* warm environments kept at most */
     uint64_t approval_ttl_ms;

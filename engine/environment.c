@@ -13,10 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "egress_policy.h"
 #include "jsonx.h"
 #include "keeper_proto.h"
 #include "log.h"
+#include "policy.h"
 #include "run_turn.h"
+#include "sandbox/host.h"
 #include "util.h"
 
 #define DESTROY_WAIT_MS 10000
@@ -120,10 +123,36 @@ out:
     return r;
 }
 
-/* The keeper spec of a new environment: where it lives, its slot, and the sandbox to start. */
+/* Where the run's sandbox may connect, as the keeper spec carries it (NULL + err on failure). */
+static json_object *egress_json(const struct engine_config *cfg, const struct run_request *req,
+                                char *err, size_t errlen)
+{
+    const struct sandbox_host *sh = cfg->sandbox;
+    struct egress_policy *pol = malloc(sizeof(*pol));
+    json_object *o = NULL;
+
+    if (!pol) {
+        snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
+        return NULL;
+    }
+    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports,
+                      pol, err, errlen) == 0) {
+        o = egress_policy_to_json(pol);
+        if (!o)
+            snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
+    }
+    free(pol);
+    return o;
+}
+
+/*
+ * The keeper spec of a new environment: where it lives, its slot, the sandbox to start, and
+ * (local sandboxes on a probed host) its confinement and egress policy.
+ */
 static int encode_spec(const struct environment *env, const struct run_request *req,
-                       const struct sandbox_plan *plan, uint64_t idle_ms, bool per_turn,
-                       struct buf *out)
+                       const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                       bool per_turn, const struct sandbox_env *confine, struct buf *out,
+                       char *err, size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     struct keeper_spec spec = {
@@ -138,15 +167,26 @@ static int encode_spec(const struct environment *env, const struct run_request *
         .shm = cfg->shm_name,
         .slot = env->h.index,
         .generation = env->h.generation,
+        .session_key = key,
+        .harness = harness_kind_name(req->harness),
     };
-    int r;
+    int r = -ENOMEM;
 
+    if (confine) {
+        spec.confined = true;
+        spec.confine = *confine;
+        spec.egress = egress_json(cfg, req, err, errlen);
+        if (!spec.egress)
+            return AR_E_SANDBOX;
+    }
     spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
-                                                req->network == NETWORK_OFF);
-    if (!spec.sandbox)
-        return -ENOMEM;
-    r = keeper_spec_encode(&spec, out);
+                                                cfg->sandbox ? &cfg->sandbox->cfg : NULL);
+    if (spec.sandbox)
+        r = keeper_spec_encode(&spec, out);
+    if (r < 0)
+        snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
     json_object_put(spec.sandbox);
+    json_object_put(spec.egress);
     return r;
 }
 
@@ -246,6 +286,31 @@ out:
     return r;
 }
 
+/*
+ * The workspace and its host confinement: the folder given to the slot's own host uid, the
+ * capped workspace tmpfs, the request's files, then the workspace given to that uid and the
+ * cgroup made. Without a probed host (unit tests) only the files.
+ */
+static int prepare_sandbox(struct environment *env, const struct run_request *req,
+                           struct sandbox_env *confine, char *err, size_t errlen)
+{
+    const struct sandbox_host *sh = env->cfg->sandbox;
+    int r;
+
+    memset(confine, 0, sizeof(*confine));
+    if (sh) {
+        r = sandbox_host_env_prepare(sh, env->has_slot ? env->h.index : 0, env->paths.dir,
+                                     confine, err, errlen);
+        if (r < 0)
+            return AR_E_SANDBOX;
+    }
+    r = env_setup_workspace(&env->paths, req, err, errlen);
+    if (r < 0 || !sh)
+        return r;
+    return sandbox_host_env_seal(sh, env->paths.dir, confine, err, errlen) < 0 ? AR_E_SANDBOX
+                                                                                : 0;
+}
+
 static void release_slot(struct environment *env)
 {
     /* the keeper frees its own slot; free it here only if nobody started */
@@ -259,6 +324,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         bool per_turn, struct environment **ret, char *err, size_t errlen)
 {
     struct environment *env;
+    struct sandbox_env confine;
     struct buf spec;
     bool created = false, started = false;
     int r;
@@ -297,14 +363,13 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     created = true;
     if (env->has_slot)
         (void)pool_session_set_env_dir(cfg->pool, env->h, env->paths.dir);
-    r = env_setup_workspace(&env->paths, req, err, errlen);
+    r = prepare_sandbox(env, req, &confine, err, errlen);
     if (r < 0)
         goto fail;
     buf_init(&spec, KEEPER_SPEC_MAX);
-    r = encode_spec(env, req, plan, idle_ms, per_turn, &spec);
-    if (r < 0)
-        snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
-    else
+    r = encode_spec(env, req, plan, key, idle_ms, per_turn, cfg->sandbox ? &confine : NULL,
+                    &spec, err, errlen);
+    if (r == 0)
         r = spawn_keeper(env, &spec, err, errlen);
     buf_release(&spec);
     if (r < 0)
@@ -321,7 +386,8 @@ fail:
         if (environment_destroy(env, TEARDOWN_FAILED_TURN) < 0)
             log_debug("keeper %d did not finish its teardown", (int)env->keeper_pid);
     } else if (created) {
-        (void)util_rm_rf(env->paths.dir);
+        /* the cgroup, the workspace mount and the folder, whatever exists of them */
+        (void)sandbox_host_reclaim(cfg->sandbox, env->paths.dir);
     }
     release_slot(env);
     environment_free(env);

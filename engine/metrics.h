@@ -14,6 +14,7 @@
  *   agent_runner_first_event_seconds                       histogram: turn start to first output
  *   agent_runner_runs_in_flight                            gauge
  *   agent_runner_admission_rejected_total, agent_runner_worker_restarts_total
+ *   agent_runner_egress_denied_total                       connections sandboxes were refused
  */
 #ifndef AR_METRICS_H
 #define AR_METRICS_H
@@ -58,6 +59,7 @@ struct buf;
 /* Gauges and header counters the pool reads for metrics_render. */
 struct metrics_gauges {
     uint64_t warm_hits;
+    uint64_t egress_denied;
     uint64_t inflight;
     uint64_t admission_rejected;
     uint64_t worker_restarts;

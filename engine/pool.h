@@ -51,6 +51,7 @@ enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_WARM_HITS,
+    PC_EGRESS_DENIED, /* connections a sandbox's egress policy refused */
 };
 
 struct pool_handle {

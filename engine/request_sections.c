@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egress_policy.h"
 #include "jsonx.h"
 #include "util.h"
 
@@ -75,6 +76,29 @@ static bool skill_name_ok(const char *s)
     return true;
 }
 
+/* Every allowlist entry is a CIDR range or a single address (egress_cidr_parse), named when not. */
+static int rq_allowlist(struct rq_ctx *c, json_object *list)
+{
+    size_t n = list ? json_object_array_length(list) : 0;
+
+    if (n > EGRESS_ALLOWLIST_MAX)
+        return rq_fail(c, "sandboxPermission.network.allowlist: at most %d entries",
+                       EGRESS_ALLOWLIST_MAX);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        struct egress_cidr cidr;
+        char why[160];
+
+        if (!e || !json_object_is_type(e, json_type_string))
+            return rq_fail(c, "sandboxPermission.network.allowlist[%zu]: expected a string", i);
+        why[0] = '\0';
+        if (egress_cidr_parse(json_object_get_string(e), &cidr, why, sizeof(why)) < 0)
+            return rq_fail(c, "sandboxPermission.network.allowlist[%zu]: %s", i,
+                           why[0] ? why : "not a CIDR range or address");
+    }
+    return 0;
+}
+
 int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *req)
 {
     static const char *const modes[] = {"on", "off", "allowlist", NULL};
@@ -105,7 +129,11 @@ int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *
         json_object *list = jsonx_get(network, "allowlist");
         if (list && !json_object_is_type(list, json_type_array))
             return rq_fail(c, "sandboxPermission.network.allowlist: expected an array");
+        r = rq_allowlist(c, list);
+        if (r < 0)
+            return r;
         req->network = NETWORK_ALLOWLIST;
+        req->network_allowlist = list;
     }
     return 0;
 }

@@ -27,6 +27,7 @@
 #include "../engine/environment.h"
 #include "../engine/log.h"
 #include "../engine/pool.h"
+#include "../engine/sandbox/host.h"
 #include "../engine/util.h"
 #include "config.h"
 #include "worker.h"
@@ -42,6 +43,7 @@ struct worker_proc {
 
 struct master {
     struct runner_config cfg;
+    struct sandbox_host host;
     struct pool *pool;
     struct worker_proc *workers;
     unsigned nworkers;
@@ -134,6 +136,15 @@ static int worker_index_of(struct master *m, pid_t pid)
     return -1;
 }
 
+/* Remove what a dead keeper's environment left: its cgroup, workspace mount and folder. */
+static void reclaim_env(struct master *m, const char *dir)
+{
+    int r = sandbox_host_reclaim(&m->host, dir);
+
+    if (r < 0)
+        log_warn("cannot remove all of the environment '%s': %s", dir, strerror(-r));
+}
+
 /* Free the slot of a keeper that exited and remove what it left behind. */
 static void keeper_gone(struct master *m, pid_t pid)
 {
@@ -141,7 +152,7 @@ static void keeper_gone(struct master *m, pid_t pid)
 
     if (pool_reclaim_keeper(m->pool, pid, dir) && dir[0]) {
         log_info("keeper %d exited without freeing its slot: reclaimed", (int)pid);
-        (void)util_rm_rf(dir);
+        reclaim_env(m, dir);
     }
 }
 
@@ -183,30 +194,33 @@ static void sweep(struct master *m)
         if (!m->scratch[i].env_dir[0])
             continue;
         log_info("reclaimed the slot of a dead %s", m->scratch[i].keeper_pid ? "keeper" : "worker");
-        (void)util_rm_rf(m->scratch[i].env_dir);
+        reclaim_env(m, m->scratch[i].env_dir);
     }
 }
 
-/* Remove environment folders that no live slot refers to (left by an earlier master). */
+static bool env_in_use(const char *id, void *ctx)
+{
+    struct master *m = ctx;
+    char path[512];
+
+    if (!m->pool)
+        return false;
+    snprintf(path, sizeof(path), "%s/envs/%s", m->cfg.state_dir, id);
+    return pool_dir_in_use(m->pool, path);
+}
+
+/*
+ * Remove the environments no live slot refers to (left by a crashed predecessor, or all of
+ * them at a clean stop): their cgroups, workspace mounts and folders.
+ */
 static void clean_orphan_envs(struct master *m)
 {
-    char envs[512], path[1024];
-    struct dirent *de;
-    DIR *d;
+    int r = sandbox_host_sweep(&m->host, env_in_use, m);
 
-    snprintf(envs, sizeof(envs), "%s/envs", m->cfg.state_dir);
-    (void)util_mkdir_p(envs, 0700);
-    d = opendir(envs);
-    if (!d)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", envs, de->d_name);
-        if (!pool_dir_in_use(m->pool, path))
-            (void)util_rm_rf(path);
-    }
-    closedir(d);
+    if (r > 0)
+        log_info("removed %d environments left behind", r);
+    else if (r < 0)
+        log_warn("start-up sweep: %s", strerror(-r));
 }
 
 /*
@@ -398,6 +412,20 @@ static void loop(struct master *m)
     }
 }
 
+static void log_sandbox(const struct sandbox_host *h)
+{
+    if (h->uids.shared)
+        log_info("sandboxes run as the runner's own user %u (the runner is not root)",
+                 (unsigned)h->uids.runner_uid);
+    else
+        log_info("sandboxes run as host uid/gid %u + slot (%u slots)", (unsigned)h->uids.base,
+                 (unsigned)h->uids.count);
+    if (h->missing[0])
+        log_warn("sandbox limits this host cannot enforce: %s", h->missing);
+    if (!h->net_ok)
+        log_error("sandboxes cannot start: %s", h->net_why);
+}
+
 static uint64_t kernel_boot_id(void)
 {
     char *text = NULL;
@@ -434,11 +462,14 @@ int main(int argc, char **argv)
         log_error("cannot become child subreaper: %s", strerror(errno));
         return 1;
     }
-    r = util_mkdir_p(m.cfg.state_dir, 0711);
+    /* before any thread or worker: the uid range check enumerates users (getpwent) */
+    r = sandbox_host_init(&m.host, m.cfg.instance, m.cfg.state_dir, (uint32_t)m.cfg.slots, err,
+                          sizeof(err));
     if (r < 0) {
-        log_error("cannot create state folder '%s': %s", m.cfg.state_dir, strerror(-r));
+        log_error("refusing to start: %s", err);
         return 1;
     }
+    m.cfg.engine.sandbox = &m.host;
     r = adopt_or_create(&m, kernel_boot_id());
     if (r == 0)
         clean_orphan_envs(&m);
@@ -457,6 +488,7 @@ int main(int argc, char **argv)
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     config_log(&m.cfg);
+    log_sandbox(&m.host);
     for (unsigned i = 0; i < m.nworkers; i++) {
         if (spawn_worker(&m, i) < 0) {
             log_error("cannot fork worker %u: %s", i, strerror(errno));
@@ -472,6 +504,7 @@ int main(int argc, char **argv)
     pool_destroy(m.pool);
     m.pool = NULL;
     clean_orphan_envs(&m);
+    sandbox_host_release(&m.host, true);
     {
         char key[512];
         snprintf(key, sizeof(key), "%s/epoch.key", m.cfg.state_dir);
