@@ -35,6 +35,8 @@ enum ar_error {
     AR_E_UNAVAILABLE = -10010,     /* a harness or provider is not installed */
     AR_E_MODEL = -10011,           /* the requested model cannot be selected */
     AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
+    AR_E_SANDBOX_LIMIT = -10013,   /* a sandbox limit tripped (memory, pids, disk) */
+    AR_E_KEEPER_LOST = -10014,     /* the environment's keeper died (its sandbox with it) */
 };
 
 /*
@@ -289,6 +291,8 @@ enum teardown_reason {
     TEARDOWN_HARNESS_EXITED,
     TEARDOWN_APPROVAL_EXPIRY,
     TEARDOWN_SUPERSEDED,
+    TEARDOWN_SANDBOX_LIMIT, /* the sandbox hit its memory, pids or disk limit */
+    TEARDOWN_KEEPER_DIED,   /* the keeper process died (killed): the master reclaimed it */
     TEARDOWN_COUNT,
 };
 

@@ -441,7 +441,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
 int environment_send(struct environment *env, const struct buf *line)
 {
     if (env->fd < 0 || env->harness_exited)
-        return AR_E_HARNESS_EXITED;
+        return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
     if (util_write_all(env->fd, line->data, line->len) < 0)
         return AR_E_HARNESS_EXITED;
     return 0;
@@ -464,6 +464,53 @@ int environment_request(struct environment *env, const char *method, json_object
     return r;
 }
 
+int environment_check_limits(struct environment *env)
+{
+    const char *code = NULL;
+
+    if (env->limit)
+        return 1;
+    if (!env->cfg->sandbox || !env->paths.dir[0])
+        return 0;
+    if (sandbox_host_tripped(env->cfg->sandbox, env->paths.dir, &code, env->limit_msg,
+                             sizeof(env->limit_msg)) != 1)
+        return 0;
+    env->limit = code;
+    log_info("sandbox limit: %s", env->limit_msg);
+    return 1;
+}
+
+/* The next wait ends at the deadline or the next limit check, whichever comes first. */
+static int64_t wait_until(struct environment *env, int64_t deadline_ms)
+{
+    int64_t now = util_now_ms();
+
+    if (!env->cfg->sandbox)
+        return deadline_ms;
+    if (!env->next_limit_check)
+        env->next_limit_check = now + ENVIRONMENT_LIMIT_POLL_MS;
+    return deadline_ms && deadline_ms < env->next_limit_check ? deadline_ms
+                                                               : env->next_limit_check;
+}
+
+/* The connection to the keeper ended: the harness exited, the keeper failed it, or died. */
+static int connection_over(struct environment *env, const struct keeper_msg *km)
+{
+    env->harness_exited = true;
+    if (km && km->kind == KEEPER_MSG_EXIT) {
+        env->harness_status = km->status;
+    } else if (km && km->kind == KEEPER_MSG_FAIL) {
+        snprintf(env->fail, sizeof(env->fail), "%.*s",
+                 (int)(km->payload_len < sizeof(env->fail) ? km->payload_len
+                                                           : sizeof(env->fail) - 1),
+                 km->payload);
+    } else if (!env->fail[0]) {
+        env->keeper_lost = true;
+        return AR_E_KEEPER_LOST;
+    }
+    return AR_E_HARNESS_EXITED;
+}
+
 int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret)
 {
     char err[160];
@@ -475,23 +522,28 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
         int r;
 
         if (env->fd < 0 || env->harness_exited)
-            return AR_E_HARNESS_EXITED;
-        r = read_line_fd(env->fd, &env->lines, deadline_ms, &line, &len, env);
+            return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+        r = read_line_fd(env->fd, &env->lines, wait_until(env, deadline_ms), &line, &len, env);
+        if (r == -ETIMEDOUT && env->cfg->sandbox && util_now_ms() >= env->next_limit_check) {
+            env->next_limit_check = util_now_ms() + ENVIRONMENT_LIMIT_POLL_MS;
+            if (environment_check_limits(env))
+                return AR_E_SANDBOX_LIMIT;
+            if (!deadline_ms || util_now_ms() < deadline_ms)
+                continue;
+        }
         if (r == -ETIMEDOUT)
             return r;
         if (r == -E2BIG)
             return AR_E_PROTOCOL;
-        if (r < 0) {
-            env->harness_exited = true;
-            return AR_E_HARNESS_EXITED;
-        }
+        if (r < 0)
+            return connection_over(env, NULL);
         if (keeper_proto_decode(line, len, &km) == 0 && km.kind != KEEPER_MSG_ACP) {
-            free(line);
-            if (km.kind == KEEPER_MSG_EXIT) {
-                env->harness_exited = true;
-                env->harness_status = km.status;
-                return AR_E_HARNESS_EXITED;
+            if (km.kind == KEEPER_MSG_EXIT || km.kind == KEEPER_MSG_FAIL) {
+                r = connection_over(env, &km);
+                free(line);
+                return r;
             }
+            free(line);
             /* tool channel lines have no relay on this side yet; other verbs are not ours */
             log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
             continue;
@@ -651,6 +703,30 @@ static int64_t te_next_id(void *ctx)
     return env->next_id++;
 }
 
+/* What the environment knows better than "the harness exited": a limit, the keeper's word. */
+static bool te_failure(void *ctx, char *msg, size_t msglen, const char **ret_code)
+{
+    struct environment *env = ctx;
+
+    if (environment_check_limits(env)) {
+        snprintf(msg, msglen, "%s", env->limit_msg);
+        *ret_code = env->limit;
+        return true;
+    }
+    if (env->fail[0]) {
+        snprintf(msg, msglen, "%s", env->fail);
+        *ret_code = "runner_error";
+        return true;
+    }
+    if (env->keeper_lost) {
+        snprintf(msg, msglen, "the environment's keeper process died during the turn "
+                              "(the sandbox is gone)");
+        *ret_code = "runner_error";
+        return true;
+    }
+    return false;
+}
+
 static bool te_exited(void *ctx, int *ret_status)
 {
     struct environment *env = ctx;
@@ -667,5 +743,6 @@ void environment_turn_env(struct environment *env, struct turn_env *ret)
     ret->recv = te_recv;
     ret->next_id = te_next_id;
     ret->exited = te_exited;
+    ret->failure = te_failure;
     ret->acp_session = env->acp_session;
 }

@@ -454,6 +454,7 @@ int main(int argc, char **argv)
     }
     if (parse_args(&m, argc, argv) < 0)
         return 2;
+    config_admission(&m.cfg);
     if (!fd0_is_socket()) {
         log_error("refusing to start: fd 0 is not the FastCGI socket (run under spawn-fcgi)");
         return 1;
@@ -473,8 +474,17 @@ int main(int argc, char **argv)
     r = adopt_or_create(&m, kernel_boot_id());
     if (r == 0)
         clean_orphan_envs(&m);
+    if (r == -ENOSPC || r == -EFBIG) {
+        log_error("cannot create the session table '%s': /dev/shm has no room for its %zu "
+                  "bytes (%llu slots): %s",
+                  m.cfg.shm_name, pool_segment_size((uint32_t)m.cfg.slots),
+                  (unsigned long long)m.cfg.slots, strerror(-r));
+        sandbox_host_release(&m.host, false);
+        return 1;
+    }
     if (r < 0) {
         log_error("cannot create the session table '%s': %s", m.cfg.shm_name, strerror(-r));
+        sandbox_host_release(&m.host, false);
         return 1;
     }
     m.cfg.engine.pool = m.pool;

@@ -6,7 +6,9 @@ import time
 
 from stack import result_of, script
 
-STACK = {"workers": 2, "threads": 64, "env": {"AGENT_RUNNER_MAX_CONCURRENT_RUNS": "1000"}}
+# 2 x 320 threads: each worker admits 280 runs and keeps 40 threads for probes and control
+# routes (issue 10), so all 500 concurrent turns are admitted
+STACK = {"workers": 2, "threads": 320, "env": {"AGENT_RUNNER_MAX_CONCURRENT_RUNS": "1000"}}
 
 CONCURRENCY = 500
 
