@@ -157,6 +157,7 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_net", NULL, NULL, NULL, NULL, sandbox_net_tests},
     {"dnsmsg", NULL, NULL, NULL, NULL, dnsmsg_tests},
     {"egress_dns", NULL, NULL, NULL, NULL, egress_dns_tests},
+    {"sandbox_host", NULL, NULL, NULL, NULL, sandbox_host_tests},
     CU_SUITE_INFO_NULL,
 };
 

@@ -49,6 +49,7 @@ extern CU_TestInfo egress_proxy_tests[];
 extern CU_TestInfo sandbox_net_tests[];
 extern CU_TestInfo dnsmsg_tests[];
 extern CU_TestInfo egress_dns_tests[];
+extern CU_TestInfo sandbox_host_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")
