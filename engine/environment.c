@@ -719,8 +719,8 @@ static bool te_failure(void *ctx, char *msg, size_t msglen, const char **ret_cod
         return true;
     }
     if (env->keeper_lost) {
-        snprintf(msg, msglen, "the environment's keeper process died during the turn "
-                              "(the sandbox is gone)");
+        snprintf(msg, msglen, "the environment's keeper process died during the turn: its "
+                              "sandbox and the harness in it are gone");
         *ret_code = "runner_error";
         return true;
     }
