@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "contracts.h"
 #include "egress_report.h"
+#include "fstree.h"
 #include "jsonx.h"
 #include "keeper_proto.h"
 #include "log.h"
@@ -495,11 +496,8 @@ static void reap_child(struct keeper *k)
 /* The harness closed its output: wait a moment for its exit, then end it (it may hide). */
 static void await_child(struct keeper *k)
 {
-    for (int i = 0; i < 100 && !k->child_exited; i++) {
+    for (int i = 0; i < 100 && !k->child_exited; i++, usleep(5000))
         reap_child(k);
-        if (!k->child_exited)
-            usleep(5000);
-    }
     if (!k->child_exited) {
         k->provider->stop(&k->proc);
         k->child_exited = true;
@@ -507,10 +505,12 @@ static void await_child(struct keeper *k)
     }
 }
 
-/* The sandbox's cgroup, workspace mount and environment folder (never following a link). */
-static void remove_env(struct keeper *k)
+/* Cgroup and mount first (quick); the folder after the worker was let go (deep trees). */
+static void remove_env(struct keeper *k, bool folder)
 {
-    if (sandbox_host_remove_env(k->spec.confined ? &k->spec.confine.cg : NULL, k->env_dir) < 0)
+    const struct sandbox_cgroup *cg = k->spec.confined ? &k->spec.confine.cg : NULL;
+
+    if ((folder ? fstree_remove(k->env_dir) : sandbox_host_release_env(cg, k->env_dir)) < 0)
         log_warn("cannot remove all of the environment '%s'", k->env_dir);
 }
 
@@ -536,11 +536,12 @@ static void teardown(struct keeper *k)
     if (k->listen_fd >= 0)
         close(k->listen_fd);
     (void)unlink(k->socket_path);
-    remove_env(k);
+    remove_env(k, false);
     slot_release(k);
-    /* the worker waits for this close as the sign that teardown is complete */
+    /* the worker waits for this close as the sign that the sandbox is gone */
     if (k->client_fd >= 0)
         close(k->client_fd);
+    remove_env(k, true);
 }
 
 /* The provider's own fds (the local sandbox's egress proxy and name server). */
@@ -740,7 +741,7 @@ int keeper_main(int argc, char **argv)
     r = listen_on(k.socket_path);
     if (r < 0) {
         emit_error("cannot listen on '%s': %s", k.socket_path, strerror(-r));
-        remove_env(&k);
+        teardown(&k);
         return 1;
     }
     k.listen_fd = r;
@@ -749,7 +750,7 @@ int keeper_main(int argc, char **argv)
     pid = fork();
     if (pid == -1) {
         emit_error("fork: %s", strerror(errno));
-        remove_env(&k);
+        teardown(&k);
         return 1;
     }
     if (pid > 0)
@@ -760,7 +761,7 @@ int keeper_main(int argc, char **argv)
     r = setup_signals();
     if (r < 0) {
         emit_error("signals: %s", strerror(-r));
-        remove_env(&k);
+        teardown(&k);
         return 1;
     }
     k.sig_fd = r;

@@ -41,9 +41,14 @@ struct worker_proc {
     unsigned restarts;
 };
 
+#define RECLAIMERS_MAX 32
+#define STOP_SWEEP_MS 3000
+
 struct master {
     struct runner_config cfg;
     struct sandbox_host host;
+    pid_t reclaimers[RECLAIMERS_MAX]; /* children removing dead keepers' environments */
+    unsigned nreclaimers;
     struct pool *pool;
     struct worker_proc *workers;
     unsigned nworkers;
@@ -136,13 +141,66 @@ static int worker_index_of(struct master *m, pid_t pid)
     return -1;
 }
 
-/* Remove what a dead keeper's environment left: its cgroup, workspace mount and folder. */
+/*
+ * Remove what a dead keeper's environment left: its cgroup, workspace mount and folder. In a
+ * child process: a tree the sandbox built (30,000 levels on a slow disk) may take a minute to
+ * remove, and the master must keep reaping, respawning and answering signals meanwhile. The
+ * master waits for these children only when it stops.
+ */
 static void reclaim_env(struct master *m, const char *dir)
 {
-    int r = sandbox_host_reclaim(&m->host, dir);
+    pid_t pid = m->nreclaimers < RECLAIMERS_MAX ? fork() : -1;
+    int r;
 
+    if (pid > 0) {
+        m->reclaimers[m->nreclaimers++] = pid;
+        return;
+    }
+    if (pid == 0) {
+        sigset_t none;
+
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(m->sig_fd);
+        util_redirect_null(STDIN_FILENO); /* not the FastCGI socket */
+    }
+    r = sandbox_host_reclaim(&m->host, dir);
     if (r < 0)
         log_warn("cannot remove all of the environment '%s': %s", dir, strerror(-r));
+    if (pid == 0)
+        _exit(r < 0 ? 1 : 0);
+}
+
+/* One of the reclaiming children ended: 1 (forgotten), 0 when pid is not one. */
+static int reclaimer_done(struct master *m, pid_t pid)
+{
+    for (unsigned i = 0; i < m->nreclaimers; i++) {
+        if (m->reclaimers[i] == pid) {
+            m->reclaimers[i] = m->reclaimers[--m->nreclaimers];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* At stop: give the removals up to wait_ms; whatever is left the next start sweeps. */
+static void wait_reclaimers(struct master *m, int64_t wait_ms)
+{
+    int64_t deadline = util_now_ms() + wait_ms;
+
+    while (m->nreclaimers > 0 && util_now_ms() < deadline) {
+        pid_t pid = waitpid(-1, NULL, WNOHANG);
+
+        if (pid > 0)
+            (void)reclaimer_done(m, pid);
+        else if (pid == 0)
+            usleep(10000);
+        else if (errno != EINTR)
+            break;
+    }
+    if (m->nreclaimers)
+        log_warn("%u environment removals still running at exit", m->nreclaimers);
+    m->nreclaimers = 0;
 }
 
 /* Free the slot of a keeper that exited and remove what it left behind. */
@@ -164,6 +222,8 @@ static void reap(struct master *m)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         int w = worker_index_of(m, pid);
 
+        if (w < 0 && reclaimer_done(m, pid))
+            continue;
         if (w < 0) {
             keeper_gone(m, pid);
             continue;
@@ -221,6 +281,22 @@ static void clean_orphan_envs(struct master *m)
         log_info("removed %d environments left behind", r);
     else if (r < 0)
         log_warn("start-up sweep: %s", strerror(-r));
+}
+
+/* At a clean stop: remove every environment left, in a child, for a bounded time. */
+static void final_sweep(struct master *m)
+{
+    pid_t pid = m->nreclaimers < RECLAIMERS_MAX ? fork() : -1;
+
+    if (pid == 0) {
+        clean_orphan_envs(m);
+        _exit(0);
+    }
+    if (pid < 0)
+        clean_orphan_envs(m);
+    else
+        m->reclaimers[m->nreclaimers++] = pid;
+    wait_reclaimers(m, STOP_SWEEP_MS);
 }
 
 /*
@@ -513,7 +589,7 @@ int main(int argc, char **argv)
     sweep(&m);
     pool_destroy(m.pool);
     m.pool = NULL;
-    clean_orphan_envs(&m);
+    final_sweep(&m);
     sandbox_host_release(&m.host, true);
     {
         char key[512];

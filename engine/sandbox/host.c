@@ -231,7 +231,7 @@ static void note(int *first, int r)
         *first = r;
 }
 
-int sandbox_host_remove_env(const struct sandbox_cgroup *cg, const char *env_dir)
+int sandbox_host_release_env(const struct sandbox_cgroup *cg, const char *env_dir)
 {
     char ws[PATH_MAX];
     int first = 0;
@@ -240,11 +240,18 @@ int sandbox_host_remove_env(const struct sandbox_cgroup *cg, const char *env_dir
         note(&first, sandbox_cgroup_kill(cg, SANDBOX_HOST_KILL_MS));
         note(&first, sandbox_cgroup_remove(cg));
     }
-    if (!env_dir || !env_dir[0])
-        return first;
-    if ((size_t)snprintf(ws, sizeof(ws), "%s/workspace", env_dir) < sizeof(ws))
+    if (env_dir && env_dir[0] &&
+        (size_t)snprintf(ws, sizeof(ws), "%s/workspace", env_dir) < sizeof(ws))
         note(&first, sandbox_disk_unmount(ws));
-    note(&first, fstree_remove(env_dir));
+    return first;
+}
+
+int sandbox_host_remove_env(const struct sandbox_cgroup *cg, const char *env_dir)
+{
+    int first = sandbox_host_release_env(cg, env_dir);
+
+    if (env_dir && env_dir[0])
+        note(&first, fstree_remove(env_dir));
     return first;
 }
 

@@ -90,6 +90,12 @@ uint64_t sandbox_host_nproc(const struct sandbox_host *h);
  * returns the first error and goes on past it.
  */
 int sandbox_host_remove_env(const struct sandbox_cgroup *cg, const char *env_dir);
+/*
+ * The quick first half of that: the cgroup killed and removed, the workspace unmounted. What
+ * is left is a folder no process of the sandbox can reach; fstree_remove() it (it may take a
+ * while when the workspace was a plain folder holding a deep tree).
+ */
+int sandbox_host_release_env(const struct sandbox_cgroup *cg, const char *env_dir);
 /* The same for an environment known only by its folder (the cgroup is found by its id). */
 int sandbox_host_reclaim(const struct sandbox_host *h, const char *env_dir);
 
