@@ -271,7 +271,8 @@ def test_a_30000_deep_tree_is_removed_at_teardown(ctx):
     assert "depth 30000" in tool_output(recs), tool_output(recs)
     assert result_of(recs)["ok"] is True
     assert ctx.stack.master.poll() is None
-    assert not os.listdir(os.path.join(ctx.stack.state, "envs"))
+    wait_for(lambda: not os.listdir(os.path.join(ctx.stack.state, "envs")), timeout=30,
+             what="the environment folder to go")
     # in a plain folder (no disk cap): the keeper's iterative removal, then the master's
     # removal of a killed keeper's environment, never recursion, never a crash
     ctx.stack.stop_master()
