@@ -101,6 +101,7 @@ def run_scripted(ctx, cmd, **extra):
 
 
 def run_pi(ctx, cmd, **extra):
+    extra.pop("modelConnection", None)  # pi_request names the model (with pi's API key)
     name = "net-" + uuid.uuid4().hex[:10]
     ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": cmd}}},
                             {"text": "done " + name}])
