@@ -371,3 +371,18 @@ def test_200_concurrent_long_turns_get_429_past_the_cap_while_health_answers(ctx
     assert codes.get(200, 0) >= 6 and codes.get(429, 0) >= 100, codes
     assert probes and all(p[0] == 200 for p in probes), probes
     assert any(p[1] == 503 and "saturated" in p[2]["reason"] for p in probes), probes
+
+
+# --- small ones (issue 10 item 6) --------------------------------------------------------
+
+def test_a_harness_line_over_the_cap_is_named(ctx):
+    # 64 MiB of text in one ACP line (plus its JSON framing): more than any line the relay
+    # takes; the turn says so instead of "E2BIG" or "harness exited"
+    status, recs = ctx.stack.stream(scripted_request(script([{"chunk": "a"},
+                                                             {"big": 64 << 20}])))
+    res = result_of(recs)
+    assert status == 200 and res["ok"] is False, res
+    assert "harness output line over 67108864 bytes" in res["error"], res
+    err = [e for e in events_of(recs) if e["type"] == "error"][-1]
+    assert "harness output line over" in err["message"] and err["code"] == "runner_error", err
+    assert "E2BIG" not in res["error"] and "status" not in res["error"], res
