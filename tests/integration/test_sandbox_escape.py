@@ -386,3 +386,60 @@ def test_a_harness_line_over_the_cap_is_named(ctx):
     err = [e for e in events_of(recs) if e["type"] == "error"][-1]
     assert "harness output line over" in err["message"] and err["code"] == "runner_error", err
     assert "E2BIG" not in res["error"] and "status" not in res["error"], res
+
+
+# --- a runner that is not root -------------------------------------------------------------
+
+def test_a_runner_that_is_not_root_maps_sandboxes_to_its_own_user(ctx):
+    """Started as an ordinary user (65534 here), the runner cannot give sandboxes host uids
+    of their own: they run as its user. The network namespace still holds (made through a
+    user namespace of the runner's own), nested user namespaces still fail, and /readyz says
+    which limits this runner cannot enforce."""
+    import subprocess
+    nobody = 65534
+    st = stack.Stack(model=ctx.model, env=dict(LIMITS))
+    os.chown(st.tmp, nobody, nobody)
+
+    def start_master():
+        st.env = st.runner_env()
+        st.master = subprocess.Popen(
+            ["setpriv", f"--reuid={nobody}", f"--regid={nobody}", "--clear-groups",
+             "--inh-caps=-all", "spawn-fcgi", "-n", "-s", st.sock, "-M", "0666", "--",
+             os.path.join(stack.BIN, "agent-runnerd"), "--workers", "1", "--threads", "4"],
+            env=st.env, stdout=subprocess.DEVNULL, stderr=open(st.runner_log, "a"))
+        wait_for(lambda: os.path.exists(st.sock), what="fastcgi socket")
+        wait_for(lambda: len(st.worker_pids()) == 1, what="workers")
+
+    st.start_master = start_master
+    try:
+        st.start()
+        _, _, health = st.request("GET", "/health", token=False)
+        sb = health["sandbox"]
+        assert sb["identity"] == {"mode": "shared", "uid": nobody}, sb
+        assert sb["network"]["namespace"] is True, sb
+        status, _, ready = st.request("GET", "/readyz", token=False)
+        assert status == 200 and ready.get("limitsNotEnforced"), ready
+        print(f"    not root: enforced {sb['enforced']}; not: {ready['limitsNotEnforced'][:80]}...")
+        key = new_key()
+        cmd = probe(ctx) + "; unshare -U true && echo userns=yes || echo userns=no"
+        status, recs = st.stream(scripted_request(
+            script([{"exec": cmd}]), projectId=key[0], sessionId=key[1],
+            modelConnection={"provider": "openai", "deployment": "custom",
+                             "endpoint": {"baseUrl": ctx.model.base + "/v1"},
+                             "credentialMode": "none"}))
+        out = tool_output(recs)
+        assert result_of(recs)["ok"] is True, result_of(recs)
+        assert "model=200" in out and "metadata=000" in out and "userns=no" in out, out
+        s = st.session(f"{key[0]}:{key[1]}")
+        assert uids_of(s["sandboxPid"]) == {nobody}, uids_of(s["sandboxPid"])
+        st.ctl("kill", f"{key[0]}:{key[1]}")
+        assert not st.leaks(), st.leaks()
+    finally:
+        st.stop()
+        st.cleanup()
+
+
+def probe(ctx):
+    c = "curl -s -o /dev/null -w '%{http_code}' --max-time 3"
+    return (f"echo model=$({c} {ctx.model.base}/v1/models); "
+            f"echo metadata=$({c} http://169.254.169.254/)")
