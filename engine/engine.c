@@ -49,8 +49,9 @@ static int refuse_unusable(const struct run_request *req, const struct provider_
         return AR_E_INVALID_REQUEST;
     }
     if (req->network == NETWORK_OFF && !provider->caps.network_off) {
-        snprintf(err, errlen, "sandboxPermission.network.mode: \"off\" cannot be enforced by "
-                              "the %s sandbox",
+        snprintf(err, errlen,
+                 "sandboxPermission.network.mode: \"off\" cannot be enforced by "
+                 "the %s sandbox",
                  provider->name);
         return AR_E_INVALID_REQUEST;
     }

@@ -135,8 +135,8 @@ static json_object *egress_json(const struct engine_config *cfg, const struct ru
         snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
         return NULL;
     }
-    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports,
-                      pol, err, errlen) == 0) {
+    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
+                      err, errlen) == 0) {
         o = egress_policy_to_json(pol);
         if (!o)
             snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
@@ -151,8 +151,8 @@ static json_object *egress_json(const struct engine_config *cfg, const struct ru
  */
 static int encode_spec(const struct environment *env, const struct run_request *req,
                        const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
-                       bool per_turn, const struct sandbox_env *confine, struct buf *out,
-                       char *err, size_t errlen)
+                       bool per_turn, const struct sandbox_env *confine, struct buf *out, char *err,
+                       size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     struct keeper_spec spec = {
@@ -299,16 +299,15 @@ static int prepare_sandbox(struct environment *env, const struct run_request *re
 
     memset(confine, 0, sizeof(*confine));
     if (sh) {
-        r = sandbox_host_env_prepare(sh, env->has_slot ? env->h.index : 0, env->paths.dir,
-                                     confine, err, errlen);
+        r = sandbox_host_env_prepare(sh, env->has_slot ? env->h.index : 0, env->paths.dir, confine,
+                                     err, errlen);
         if (r < 0)
             return AR_E_SANDBOX;
     }
     r = env_setup_workspace(&env->paths, req, err, errlen);
     if (r < 0 || !sh)
         return r;
-    return sandbox_host_env_seal(sh, env->paths.dir, confine, err, errlen) < 0 ? AR_E_SANDBOX
-                                                                                : 0;
+    return sandbox_host_env_seal(sh, env->paths.dir, confine, err, errlen) < 0 ? AR_E_SANDBOX : 0;
 }
 
 static void release_slot(struct environment *env)
@@ -367,8 +366,8 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     if (r < 0)
         goto fail;
     buf_init(&spec, KEEPER_SPEC_MAX);
-    r = encode_spec(env, req, plan, key, idle_ms, per_turn, cfg->sandbox ? &confine : NULL,
-                    &spec, err, errlen);
+    r = encode_spec(env, req, plan, key, idle_ms, per_turn, cfg->sandbox ? &confine : NULL, &spec,
+                    err, errlen);
     if (r == 0)
         r = spawn_keeper(env, &spec, err, errlen);
     buf_release(&spec);
@@ -489,8 +488,7 @@ static int64_t wait_until(struct environment *env, int64_t deadline_ms)
         return deadline_ms;
     if (!env->next_limit_check)
         env->next_limit_check = now + ENVIRONMENT_LIMIT_POLL_MS;
-    return deadline_ms && deadline_ms < env->next_limit_check ? deadline_ms
-                                                               : env->next_limit_check;
+    return deadline_ms && deadline_ms < env->next_limit_check ? deadline_ms : env->next_limit_check;
 }
 
 /* The connection to the keeper ended: the harness exited, the keeper failed it, or died. */
@@ -500,10 +498,10 @@ static int connection_over(struct environment *env, const struct keeper_msg *km)
     if (km && km->kind == KEEPER_MSG_EXIT) {
         env->harness_status = km->status;
     } else if (km && km->kind == KEEPER_MSG_FAIL) {
-        snprintf(env->fail, sizeof(env->fail), "%.*s",
-                 (int)(km->payload_len < sizeof(env->fail) ? km->payload_len
-                                                           : sizeof(env->fail) - 1),
-                 km->payload);
+        snprintf(
+            env->fail, sizeof(env->fail), "%.*s",
+            (int)(km->payload_len < sizeof(env->fail) ? km->payload_len : sizeof(env->fail) - 1),
+            km->payload);
     } else if (!env->fail[0]) {
         env->keeper_lost = true;
         return AR_E_KEEPER_LOST;
@@ -719,8 +717,9 @@ static bool te_failure(void *ctx, char *msg, size_t msglen, const char **ret_cod
         return true;
     }
     if (env->keeper_lost) {
-        snprintf(msg, msglen, "the environment's keeper process died during the turn: its "
-                              "sandbox and the harness in it are gone");
+        snprintf(msg, msglen,
+                 "the environment's keeper process died during the turn: its "
+                 "sandbox and the harness in it are gone");
         *ret_code = "runner_error";
         return true;
     }

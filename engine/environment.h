@@ -48,10 +48,10 @@ struct environment {
     int harness_status;
     bool destroyed;
     bool warm; /* reconnected to a live harness */
-    bool keeper_lost;     /* the keeper's socket closed without "#exit" or "#fail" */
-    char fail[192];       /* why the keeper ended the environment ("#fail"), or "" */
-    const char *limit;    /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
-    char limit_msg[192];  /* and what it says */
+    bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
+    char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
+    const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
+    char limit_msg[192];      /* and what it says */
     int64_t next_limit_check; /* monotonic ms */
     char acp_session[128];
     json_object *agent_caps; /* initialize result agentCapabilities (owned) */

@@ -144,8 +144,8 @@ const char *jsonx_text(json_object *o, size_t *ret_len)
     return s;
 }
 
-int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth,
-                       char *err, size_t errlen)
+int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth, char *err,
+                       size_t errlen)
 {
     size_t elements = 0;
     bool in_string = false, in_token = false;

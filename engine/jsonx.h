@@ -27,8 +27,8 @@ int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char
  * containers. -E2BIG (elements) or -ELOOP (depth) with err naming the limit; malformed text
  * is left to jsonx_parse.
  */
-int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth,
-                       char *err, size_t errlen);
+int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth, char *err,
+                       size_t errlen);
 
 /* The member `key` of an object, or NULL when absent, null, or o is not an object. */
 json_object *jsonx_get(json_object *o, const char *key);

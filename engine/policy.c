@@ -250,8 +250,9 @@ int policy_egress(const struct run_request *req, bool private_egress, const uint
         url = policy_provider_default_url(req->mc.provider);
     why[0] = '\0';
     if (url && egress_policy_add_url(ret, url, why, sizeof(why)) < 0) {
-        snprintf(err, errlen, "modelConnection.endpoint.baseUrl: cannot be named for the sandbox "
-                              "network: %s",
+        snprintf(err, errlen,
+                 "modelConnection.endpoint.baseUrl: cannot be named for the sandbox "
+                 "network: %s",
                  why);
         return AR_E_INVALID_REQUEST;
     }

@@ -705,9 +705,9 @@ uint32_t pool_reclaim_dead(struct pool *p, struct pool_reclaimed *scratch)
         if (!s || s->keeper_pid != scratch[i].keeper_pid)
             continue;
         pool_free_locked(p, scratch[i].h,
-                         s->last_teardown       ? 0
+                         s->last_teardown    ? 0
                          : s->keeper_pid > 0 ? TEARDOWN_KEEPER_DIED
-                                               : TEARDOWN_FAILED_TURN);
+                                             : TEARDOWN_FAILED_TURN);
         scratch[n++] = scratch[i];
     }
     pool_unlock(p);

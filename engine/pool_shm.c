@@ -461,8 +461,7 @@ uint64_t pool_inflight_add(struct pool *p, int idx, int delta)
     if (idx < 0 || idx >= POOL_WORKERS_MAX)
         return 0;
     if (delta >= 0)
-        return __atomic_add_fetch(&p->hdr->inflight[idx].runs, (uint64_t)delta,
-                                  __ATOMIC_RELAXED);
+        return __atomic_add_fetch(&p->hdr->inflight[idx].runs, (uint64_t)delta, __ATOMIC_RELAXED);
     return __atomic_sub_fetch(&p->hdr->inflight[idx].runs, (uint64_t)-delta, __ATOMIC_RELAXED);
 }
 

@@ -443,8 +443,8 @@ static int send_fd(int sock, int fd)
     } u;
     char byte = 'u';
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     struct cmsghdr *c;
 
     memset(&u, 0, sizeof(u));
@@ -464,8 +464,8 @@ static int recv_fd(int sock, int *ret_fd)
     } u;
     char byte;
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     struct cmsghdr *c;
 
     if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
@@ -557,8 +557,7 @@ static int create_unprivileged(const struct sandbox_net_config *cfg, struct sand
         if (r == 0)
             r = recv_fd(sv[0], &n.user_fd);
         if (r < 0)
-            seterr(err, errlen, "sandbox network: the namespace helper failed: %s",
-                   strerror(-r));
+            seterr(err, errlen, "sandbox network: the namespace helper failed: %s", strerror(-r));
     }
     close(sv[0]);
     while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)

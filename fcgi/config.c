@@ -221,9 +221,8 @@ void config_log(const struct runner_config *cfg)
              "pool max %llu, scripted agent '%s'",
              (unsigned long long)cfg->workers, (unsigned long long)cfg->threads,
              (unsigned long long)cfg->worker_runs_max, (unsigned long long)cfg->slots,
-             (unsigned long long)cfg->max_body, (unsigned long long)cfg->runs_max,
-             cfg->state_dir, cfg->harness_dir,
-             cfg->keeper_bin, cfg->bwrap, cfg->shm_name,
+             (unsigned long long)cfg->max_body, (unsigned long long)cfg->runs_max, cfg->state_dir,
+             cfg->harness_dir, cfg->keeper_bin, cfg->bwrap, cfg->shm_name,
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");

@@ -134,8 +134,8 @@ static bool plan_has_file(json_object *files, const char *path)
  * The synthesized /etc: data entries become memfds (--ro-bind-data), host files read-only
  * binds, links symlinks. Paths the plan's files provide (passwd, group) are left to them.
  */
-static int add_etc(struct vec *a, json_object *files, const struct local_command_opts *o,
-                   int *fds, size_t maxfds, size_t *nfds, char *err, size_t errlen)
+static int add_etc(struct vec *a, json_object *files, const struct local_command_opts *o, int *fds,
+                   size_t maxfds, size_t *nfds, char *err, size_t errlen)
 {
     struct sandbox_etc_opts opts = {.host_root = "/",
                                     .hostname = "sandbox",
@@ -596,8 +596,8 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
                               &nfds, err, errlen);
     if (r < 0)
         goto out;
-    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
-        pipe2(errp, O_CLOEXEC) == -1 || pipe2(status, O_CLOEXEC) == -1) {
+    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 || pipe2(errp, O_CLOEXEC) == -1 ||
+        pipe2(status, O_CLOEXEC) == -1) {
         r = -errno;
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto out;
@@ -667,8 +667,8 @@ static void local_stop(struct provider_process *proc)
     proc->priv = NULL;
 }
 
-static size_t local_poll_fds(const struct provider_process *proc, int *fds, size_t max,
-                             int64_t now, int *timeout_ms)
+static size_t local_poll_fds(const struct provider_process *proc, int *fds, size_t max, int64_t now,
+                             int *timeout_ms)
 {
     const struct local_box *box = proc->priv;
     int t;

@@ -67,8 +67,7 @@ json_object *provider_sandbox_description(const struct sandbox_plan *plan, const
         json_object *lim = json_object_new_object();
 
         json_object_object_add(lim, "tmpBytes", json_object_new_int64((int64_t)limits->tmp_max));
-        json_object_object_add(lim, "homeBytes",
-                               json_object_new_int64((int64_t)limits->home_max));
+        json_object_object_add(lim, "homeBytes", json_object_new_int64((int64_t)limits->home_max));
         json_object_object_add(sb, "limits", lim);
     }
     json_object_object_add(sb, "roBinds", json_object_get(plan->ro_binds));

@@ -144,8 +144,7 @@ const char *provider_replacement_reason_name(enum provider_replacement_reason r)
  * runner's tmp and home sizes (NULL: the provider's defaults).
  */
 struct sandbox_config;
-json_object *provider_sandbox_description(const struct sandbox_plan *plan,
-                                          const char *workspace,
+json_object *provider_sandbox_description(const struct sandbox_plan *plan, const char *workspace,
                                           const struct sandbox_config *limits);
 
 extern const struct provider_ops provider_local;
@@ -164,9 +163,8 @@ struct local_command_opts {
     const char *resolv_conf; /* /etc/resolv.conf: the keeper's name server */
 };
 int local_sandbox_command(const char *bwrap, json_object *sandbox,
-                          const struct local_command_opts *opts, char ***ret_argv,
-                          char ***ret_envp, int *fds, size_t maxfds, size_t *ret_nfds,
-                          char *err, size_t errlen);
+                          const struct local_command_opts *opts, char ***ret_argv, char ***ret_envp,
+                          int *fds, size_t maxfds, size_t *ret_nfds, char *err, size_t errlen);
 void provider_argv_free(char **argv);
 
 #endif

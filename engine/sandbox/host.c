@@ -132,8 +132,8 @@ int sandbox_host_init(struct sandbox_host *h, const char *instance, const char *
     collect_missing(h, why);
     probe_network(h);
     if (h->cfg.require_limits && h->missing[0]) {
-        snprintf(err, errlen,
-                 "AGENT_RUNNER_REQUIRE_LIMITS=true but this host cannot enforce: %s", h->missing);
+        snprintf(err, errlen, "AGENT_RUNNER_REQUIRE_LIMITS=true but this host cannot enforce: %s",
+                 h->missing);
         sandbox_host_release(h, false);
         return -EINVAL;
     }
@@ -309,8 +309,8 @@ static void size_text(uint64_t b, char *out, size_t len)
         snprintf(out, len, "%llu %ciB", (unsigned long long)b, units[u]);
 }
 
-int sandbox_host_tripped(const struct sandbox_host *h, const char *env_dir,
-                         const char **ret_code, char *msg, size_t msglen)
+int sandbox_host_tripped(const struct sandbox_host *h, const char *env_dir, const char **ret_code,
+                         char *msg, size_t msglen)
 {
     const char *id = strrchr(env_dir, '/');
     enum sandbox_cgroup_trip trip = SANDBOX_TRIP_NONE;

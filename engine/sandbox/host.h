@@ -41,12 +41,12 @@ struct sandbox_host {
     struct sandbox_config cfg;
     struct sandbox_uid_range uids;
     struct sandbox_cgroup_host cg;
-    bool disk_ok;   /* the workspace cap can be mounted */
-    bool net_ok;    /* network namespaces can be made */
-    int anchor_fd;  /* sandbox_net_anchor(), held while the master runs; -1 */
+    bool disk_ok;  /* the workspace cap can be mounted */
+    bool net_ok;   /* network namespaces can be made */
+    int anchor_fd; /* sandbox_net_anchor(), held while the master runs; -1 */
     char instance[64];
-    char envs[256]; /* <state>/envs, resolved */
-    char net_why[256];                    /* why net_ok is false */
+    char envs[256];                         /* <state>/envs, resolved */
+    char net_why[256];                      /* why net_ok is false */
     char missing[SANDBOX_HOST_MISSING_MAX]; /* configured limits this host lacks; "" none */
 };
 
@@ -111,8 +111,8 @@ int sandbox_host_sweep(const struct sandbox_host *h, bool (*keep)(const char *id
  * ("sandbox_memory_limit", "sandbox_pids_limit", "sandbox_disk_limit") and a message naming
  * the limit; 0 when none tripped. A memory trip (an OOM kill) wins over pids, pids over disk.
  */
-int sandbox_host_tripped(const struct sandbox_host *h, const char *env_dir,
-                         const char **ret_code, char *msg, size_t msglen);
+int sandbox_host_tripped(const struct sandbox_host *h, const char *env_dir, const char **ret_code,
+                         char *msg, size_t msglen);
 
 /* /health: {"identity", "limits", "enforced", "notEnforced", "network"} (a new reference). */
 json_object *sandbox_host_describe(const struct sandbox_host *h);

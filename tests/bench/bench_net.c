@@ -58,9 +58,8 @@ static int run(json_object *policy, int n, int64_t *ret_p50, int64_t *ret_p99, d
         qsort(t, (size_t)n, sizeof(*t), cmp_i64);
         *ret_p50 = t[n / 2];
         *ret_p99 = t[(n * 99) / 100];
-        *ret_cpu = ((double)(c1.tv_sec - c0.tv_sec) * 1e6 +
-                    (double)(c1.tv_nsec - c0.tv_nsec) / 1e3) /
-                   n;
+        *ret_cpu =
+            ((double)(c1.tv_sec - c0.tv_sec) * 1e6 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e3) / n;
     }
     free(t);
     return r;

@@ -60,10 +60,9 @@ static void test_local_command_has_the_minimal_host_view(void)
     size_t nfds = 0;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
-    CU_ASSERT_EQUAL_FATAL(
-        local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64, &nfds, err,
-                              sizeof(err)),
-        0);
+    CU_ASSERT_EQUAL_FATAL(local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64,
+                                                &nfds, err, sizeof(err)),
+                          0);
     CU_ASSERT_EQUAL(find(argv, "--ro-bind", "/etc", "/etc"), -1);
     CU_ASSERT_EQUAL(find(argv, "--bind", "/", NULL), -1);
     CU_ASSERT(find(argv, "--unshare-user", NULL, NULL) > 0);
@@ -140,10 +139,9 @@ static void test_local_sandbox_holds_when_run(void)
         return;
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
-    CU_ASSERT_EQUAL_FATAL(
-        local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64, &nfds, err,
-                              sizeof(err)),
-        0);
+    CU_ASSERT_EQUAL_FATAL(local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64,
+                                                &nfds, err, sizeof(err)),
+                          0);
     CU_ASSERT_EQUAL_FATAL(pipe(pipefd), 0);
     pid = fork();
     CU_ASSERT_FATAL(pid >= 0);

@@ -36,7 +36,7 @@
 #define SKILL_FILE(path) SKILL(",\"files\":[{\"path\":\"" path "\",\"content\":\"c\"}]")
 #define MCP(name, conn) "{\"mcpServers\":[{\"name\":\"" name "\",\"connection\":" conn "}]}"
 #define MCP_HTTP(url) "{\"type\":\"http\",\"url\":\"" url "\"}"
-#define NET_ALLOW(entries)                                                                     \
+#define NET_ALLOW(entries)                                                                         \
     "{\"sandboxPermission\":{\"network\":{\"mode\":\"allowlist\",\"allowlist\":[" entries "]}}}"
 #define LIFE(v) "{\"lifecycle\":{\"idleTimeoutMs\":" v "}}"
 #define TRACE(v) "{\"context\":{\"propagation\":{\"traceparent\":\"" v "\"}}}"
@@ -201,8 +201,9 @@ static const struct refusal refusals[] = {
     {"{\"sandboxPermission\":{\"network\":{\"mode\":\"maybe\"}}}", INVALID,
      "sandboxPermission.network.mode"},
     /* allowlist entries: a CIDR range or one address, each malformed one named */
-    {NET_ALLOW("\"10.0.0.1/8\""), INVALID, "sandboxPermission.network.allowlist[0]: "
-                                           "\"10.0.0.1/8\": host bits set"},
+    {NET_ALLOW("\"10.0.0.1/8\""), INVALID,
+     "sandboxPermission.network.allowlist[0]: "
+     "\"10.0.0.1/8\": host bits set"},
     {NET_ALLOW("\"10.0.0.0/8\",\"example.com\""), INVALID,
      "sandboxPermission.network.allowlist[1]"},
     {NET_ALLOW("\"10.0.0.0/33\""), INVALID, "sandboxPermission.network.allowlist[0]"},

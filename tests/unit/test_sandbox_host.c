@@ -95,11 +95,12 @@ static void test_sandbox_host_probe_prepares_the_folders(void)
     CU_ASSERT_EQUAL(stat(path, &st), 0);
     CU_ASSERT_EQUAL(st.st_mode & 07777, 0711);
     CU_ASSERT_EQUAL(h.uids.shared, geteuid() != 0);
-    CU_ASSERT_EQUAL(sandbox_host_nproc(&h),
-                    h.uids.shared ? 0 : (h.cg.can & SANDBOX_CG_PIDS) ? 128 : 64);
+    CU_ASSERT_EQUAL(sandbox_host_nproc(&h), h.uids.shared                  ? 0
+                                            : (h.cg.can & SANDBOX_CG_PIDS) ? 128
+                                                                           : 64);
     d = sandbox_host_describe(&h);
-    CU_ASSERT_EQUAL(json_object_get_int64(json_object_object_get(
-                        json_object_object_get(d, "limits"), "diskBytes")),
+    CU_ASSERT_EQUAL(json_object_get_int64(
+                        json_object_object_get(json_object_object_get(d, "limits"), "diskBytes")),
                     2 << 20);
     CU_ASSERT_PTR_NOT_NULL(json_object_object_get(d, "notEnforced"));
     printf("\n    enforced here: %s; not: \"%s\"; network namespace: %s\n",
