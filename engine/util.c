@@ -153,46 +153,6 @@ int util_mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-static int rm_rf_at(int parent, const char *name)
-{
-    struct stat st;
-    DIR *d;
-    int fd, r = 0;
-
-    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(parent, name, 0) == -1 && errno != ENOENT ? -errno : 0;
-
-    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd == -1)
-        return -errno;
-    d = fdopendir(fd);
-    if (!d) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
-    for (struct dirent *de = readdir(d); de; de = readdir(d)) {
-        int k;
-
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        k = rm_rf_at(dirfd(d), de->d_name);
-        if (k < 0 && r == 0)
-            r = k;
-    }
-    closedir(d);
-    if (unlinkat(parent, name, AT_REMOVEDIR) == -1 && errno != ENOENT && r == 0)
-        r = -errno;
-    return r;
-}
-
-int util_rm_rf(const char *path)
-{
-    return rm_rf_at(AT_FDCWD, path);
-}
-
 int util_write_file(const char *path, const void *data, size_t len, mode_t mode)
 {
     int fd, r;

@@ -39,8 +39,6 @@ void util_hex_encode(const uint8_t *in, size_t len, char *out);
 
 /* mkdir -p with the given mode for every created component. */
 int util_mkdir_p(const char *path, mode_t mode);
-/* Remove a directory tree without following symlinks; a missing path is success. */
-int util_rm_rf(const char *path);
 /* Create or replace path with exactly len bytes of data (O_NOFOLLOW, mode). */
 int util_write_file(const char *path, const void *data, size_t len, mode_t mode);
 /*
