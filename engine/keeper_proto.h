@@ -23,7 +23,9 @@
  *                       "#await <ms>"    the turn paused on approvals: its prompt stays in
  *                                        flight, the harness's requests stay unanswered
  *                       "#destroy"       tear everything down now; the keeper closes the
- *                                        socket as the last step of its teardown
+ *                                        socket once the sandbox is gone (processes, cgroup,
+ *                                        workspace mount, slot); only the folder's removal
+ *                                        comes after
  *                       "#claim <json>"  bind a spare keeper (started with a placeholder spec,
  *                                        no slot) to a session: a struct keeper_spec whose
  *                                        slot, idle window and per-turn flag replace the
