@@ -311,9 +311,6 @@ def test_amplification_bodies_leave_worker_rss_flat(ctx):
     body = b'{"x":[' + b"{}," * ((8 << 20) // 3 - 10)
     body = body[:-1] + b"]}"
     assert len(body) <= 8 << 20
-    # one warm-up each way, so both workers have their buffers before the baseline
-    for _ in range(4):
-        ctx.stack.request("POST", "/run", raw=body)
     before = worker_rss_kib(ctx)
     for _ in range(20):
         status, _, doc = ctx.stack.request("POST", "/run", raw=body)
