@@ -315,11 +315,14 @@ def test_network_rules_map_from_sandbox_permission(ctx):
     # the listed entries plus the run's model endpoint, never wider
     assert sorted(body["networkAllowList"].split(",")) == ["10.1.0.0/16", "127.0.0.1/32"], body
     assert body["domainAllowList"] == "example.com", body
-    # what Daytona cannot express is refused before anything starts
-    status, doc = ctx.stack.stream(pi_request(
+    # what Daytona cannot express is refused before anything starts (streamed: 200 with the
+    # refusal in the stream, issue 13)
+    status, recs = ctx.stack.stream(pi_request(
         ctx.model, "x", sandbox="daytona",
         sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["2001:db8::/32"]}}))
-    assert status == 400 and "sandboxPermission.network" in doc["error"], doc
+    evs, res = events_of(recs), result_of(recs)
+    assert status == 200 and [e["type"] for e in evs] == ["error", "done"], (status, recs)
+    assert res["ok"] is False and "sandboxPermission.network" in res["error"], res
     assert not sandboxes()
 
 
