@@ -105,7 +105,8 @@ static size_t parse_id(const char *s, size_t len, uint32_t *ret)
         v = v * 10 + (uint64_t)(s[n] - '0');
         n++;
     }
-    if (n == 0 || s[0] == '0' || v > DAYTONA_RELAY_ID_MAX || (n < len && s[n] >= '0' && s[n] <= '9'))
+    if (n == 0 || s[0] == '0' || v > DAYTONA_RELAY_ID_MAX ||
+        (n < len && s[n] >= '0' && s[n] <= '9'))
         return 0;
     *ret = (uint32_t)v;
     return n;
