@@ -59,9 +59,9 @@ static void test_daytona_relay_base64_round_trips_every_byte(void)
         buf_reset(&dec);
         CU_ASSERT_EQUAL(daytona_relay_b64_encode(all, n, &enc), 0);
         CU_ASSERT_EQUAL(enc.len % 4, 0);
-        CU_ASSERT_PTR_NULL(memchr(enc.data, '\n', enc.len));
+        CU_ASSERT_PTR_NULL(strchr(buf_str(&enc), '\n'));
         CU_ASSERT_EQUAL(daytona_relay_b64_decode(enc.data, enc.len, &dec), 0);
-        CU_ASSERT_TRUE(dec.len == n && memcmp(dec.data, all, n) == 0);
+        CU_ASSERT_TRUE(dec.len == n && (n == 0 || memcmp(dec.data, all, n) == 0));
     }
     buf_reset(&enc);
     CU_ASSERT_EQUAL(daytona_relay_b64_encode("foobar", 4, &enc), 0);
