@@ -86,6 +86,7 @@ function onData(id, c, chunk) {
 
 const server = net.createServer((sock) => {
     if (closing || conns.size >= CONNS_MAX) return sock.destroy();
+    while (conns.has(nextId)) nextId = nextId >= ID_MAX ? 1 : nextId + 1; // never reused while open
     const id = nextId;
     nextId = nextId >= ID_MAX ? 1 : nextId + 1;
     const c = { sock, pending: [], pendingLen: 0 };
