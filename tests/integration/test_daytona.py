@@ -505,6 +505,47 @@ def test_an_asked_pi_tool_call_on_daytona_parks_and_approve_resumes_it(ctx):
     wait_gone([sbid])
 
 
+KILL_RELAY = ("for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in "
+              "*channel-relay.js*) kill ${p#/proc/} && echo killed;; esac; done")
+
+
+def test_a_relay_that_dies_leaves_pi_gated_calls_blocked(ctx):
+    """The relay in the sandbox is killed under a warm pi: pi's channel closes, its next gated
+    call is blocked (never ungated), and nothing of the command happens."""
+    p, s, key = session()
+    tag = uuid.uuid4().hex[:10]
+    since = last_seq()
+    try:
+        ctx.model.script(f"dpi-first-{tag}", [{"text": "ready"}])
+        GATE_KEYS[tag] = model_key()
+        req = pi_request(ctx.model, f"Hi [[script:dpi-first-{tag}]]", key=GATE_KEYS[tag],
+                         sandbox="daytona", projectId=p, sessionId=s,
+                         permissions={"default": "ask"}, lifecycle={"mode": "warm"})
+        res, _ = run(ctx, req)
+        assert res["ok"] is True, res
+        sbid = warm_sandbox_of(since)
+        assert "killed" in D.execute(sbid, KILL_RELAY)["result"]
+        wait_for(lambda: "channel-relay" not in D.execute(sbid, "ps -eo args")["result"],
+                 what="the relay gone")
+        name, _, res2, evs = gated_pi_turn(ctx, {"default": "ask"}, p, s, tag,
+                                           messages=follow_up(
+                                               req, res, f"Make the file [[script:dpi-{tag}]]")
+                                           ["messages"])
+        assert not [e for e in evs if e["type"] == "interaction_request"], evs
+        # pi goes on with the call blocked (fail closed), and tells the model so
+        assert res2["ok"] is True, res2
+        blocked = [e for e in evs if e["type"] == "tool_result"]
+        assert len(blocked) == 1 and blocked[0]["isError"] is True, evs
+        assert "permission channel is unavailable" in blocked[0]["output"], blocked
+        told = json.dumps(seen_by_model(ctx, name)[-1]["body"])
+        assert "permission channel is unavailable" in told, told
+        check = f"test -e ~/workspace/{tag}; echo exists=$?"
+        assert "exists=1" in D.execute(sbid, check)["result"], "a gated command ran ungated"
+    finally:
+        kill(ctx, key)
+    wait_gone([sbid])
+
+
 def test_no_credential_in_logs_labels_or_the_fake_call_log_and_nothing_left(ctx):
     texts = {"runner log": ctx.stack.log_text()}
     with open(D.calls_log) as f:
