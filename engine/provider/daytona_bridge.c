@@ -623,6 +623,11 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
         r = upload(c, b, m, &lf, err, errlen);
     if (r < 0)
         goto out;
+    if (h->before_start) {
+        r = h->before_start(h->before_start_ctx, err, errlen);
+        if (r < 0)
+            goto out;
+    }
     t0 = util_now_ms();
     r = start_session(c, b, lf.launch_path, h->command, err, errlen);
     if (r >= 0)

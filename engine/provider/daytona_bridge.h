@@ -70,6 +70,10 @@ struct daytona_harness {
     const char *command;   /* instead of files/env/argv/cwd: this shell command as it is,
                               nothing uploaded (it must hold no credential: the session's
                               command list shows it). The keeper channel relay */
+    /* called after the upload, right before the harness is started (may be NULL): a
+       failure (< 0, err set) ends the start with nothing left of it */
+    int (*before_start)(void *ctx, char *err, size_t errlen);
+    void *before_start_ctx;
 };
 
 /* The env file text: NAME='value' lines (single quotes escaped). Names are validated. */

@@ -19,8 +19,9 @@
  *
  * The keeper channel: a sandbox description with "channelRelay" first gets the relay started
  * in the sandbox (a bridge of its own running daytona_plan's relay_command; nothing uploaded)
- * and the keeper waits for its "ready" before it starts the harness, so the socket at the
- * harness's RUNNER_CHANNEL exists before anything could look for it. The pump
+ * and the harness's bridge waits for its "ready" after the upload, before it starts the
+ * harness (before_start), so the socket at the harness's RUNNER_CHANNEL exists before
+ * anything could look for it and the relay's start overlaps the upload. The pump
  * (daytona_relay) is the started process's priv: the keeper's poll loop services it through
  * poll_fds/service. Stop ends the harness, then the relay (its session deleted).
  *
@@ -65,6 +66,7 @@ static struct {
     struct daytona_bridge *bridge;
     struct daytona_bridge *relay_bridge; /* the keeper channel relay's session */
     struct daytona_relay *relay;         /* its pump */
+    int64_t relay_t0;
     json_object *report;
     bool lost; /* the harness was lost (not a clean exit) */
 } ks;
@@ -397,7 +399,10 @@ static void stop_relay(void)
     }
 }
 
-/* The keeper channel relay in the sandbox, connected to the keeper's own channel socket. */
+/*
+ * The keeper channel relay in the sandbox, its pump connected to the keeper's own channel
+ * socket. It starts while the harness's files upload; relay_ready() waits for it.
+ */
 static int start_relay(const struct daytona_settings *s, const struct keeper_spec *spec,
                        char *err, size_t errlen)
 {
@@ -410,6 +415,7 @@ static int start_relay(const struct daytona_settings *s, const struct keeper_spe
     if ((size_t)snprintf(sock, sizeof(sock), "%s/" KEEPER_CHANNEL_DIR "/" KEEPER_CHANNEL_SOCKET,
                          spec->env_dir) >= sizeof(sock))
         return -ENAMETOOLONG;
+    ks.relay_t0 = util_now_ms();
     r = daytona_bridge_start(&s->cfg, &ks.lease.sb, &h, ks.m, &ks.relay_bridge, &fds, why,
                              sizeof(why));
     if (r < 0) {
@@ -417,13 +423,29 @@ static int start_relay(const struct daytona_settings *s, const struct keeper_spe
         return r;
     }
     r = daytona_relay_new(fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, sock, &ks.relay);
-    if (r >= 0)
-        r = daytona_relay_wait_ready(ks.relay, RELAY_READY_MS, why, sizeof(why));
-    if (r < 0) {
-        snprintf(err, errlen, "sandbox: %s", why[0] ? why : strerror(-r));
+    if (r < 0)
         stop_relay();
+    return r;
+}
+
+/* Before the harness starts: the relay listens on its RUNNER_CHANNEL, or nothing starts. */
+static int relay_ready(void *ctx, char *err, size_t errlen)
+{
+    char why[512] = "";
+    int r;
+
+    (void)ctx;
+    if (!ks.relay)
+        return 0;
+    r = daytona_relay_wait_ready(ks.relay, RELAY_READY_MS, why, sizeof(why));
+    if (r < 0) {
+        snprintf(err, errlen, "sandbox_unavailable: %s", why[0] ? why : strerror(-r));
         return r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO ? AR_E_UNAVAILABLE : r;
     }
+    json_object_object_add(ks.report, "channelRelayMs",
+                           json_object_new_int64(util_now_ms() - ks.relay_t0));
+    log_debug("daytona: the keeper channel relay is ready after %lld ms",
+              (long long)(util_now_ms() - ks.relay_t0));
     return 0;
 }
 
@@ -463,7 +485,8 @@ int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process
                                  .state_dir = ks.plan.state_dir,
                                  .activity_ms = half > 0 && half < DAYTONA_BRIDGE_ACTIVITY_MS
                                                     ? half
-                                                    : DAYTONA_BRIDGE_ACTIVITY_MS};
+                                                    : DAYTONA_BRIDGE_ACTIVITY_MS,
+                                 .before_start = relay_ready};
     if (ks.plan.relay_command) {
         r = start_relay(s, spec, err, errlen);
         if (r < 0)
