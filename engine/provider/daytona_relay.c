@@ -162,7 +162,7 @@ int daytona_relay_frame_data(uint32_t id, const void *data, size_t len, struct b
         r = daytona_relay_b64_encode(data, len, out);
     if (r >= 0)
         r = buf_append_char(out, '\n');
-    if (r < 0) {
+    if (r < 0 && out->data) {
         out->len = mark; /* nothing half-framed stays queued */
         out->data[mark] = '\0';
     }
