@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -533,6 +534,28 @@ static void close_pair(int p[2])
             close(p[i]);
 }
 
+/*
+ * One stdio channel of the harness, like a pipe: [0] the reading end, [1] the writing end. A
+ * socket pair, not a pipe: a process in the sandbox (the agent's own code runs
+ * as the harness's uid) can open a pipe through /proc/<harness pid>/fd/0 and write forged client
+ * messages (a permission answer) into the harness's stdin; a socket cannot be opened that way
+ * (ENXIO), and an unnamed one cannot be connected to.
+ */
+static int stdio_pair(int p[2])
+{
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) == -1)
+        return -errno;
+    /* the reverse direction is closed: a write against it fails (EPIPE) */
+    if (shutdown(p[0], SHUT_WR) == -1 || shutdown(p[1], SHUT_RD) == -1) {
+        int r = -errno;
+
+        close_pair(p);
+        p[0] = p[1] = -1;
+        return r;
+    }
+    return 0;
+}
+
 /* The child's verdict: 0 once bwrap is exec'ed (the status pipe closed empty), or its error. */
 static int child_verdict(int fd, char *err, size_t errlen)
 {
@@ -599,10 +622,8 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
                               &nfds, err, errlen);
     if (r < 0)
         goto out;
-    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 || pipe2(errp, O_CLOEXEC) == -1 ||
-        pipe2(status, O_CLOEXEC) == -1) {
-        r = -errno;
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
+    if ((r = stdio_pair(in)) < 0 || (r = stdio_pair(out)) < 0 || (r = stdio_pair(errp)) < 0 || (r = pipe2(status, O_CLOEXEC) == -1 ? -errno : 0) < 0) {
+        snprintf(err, errlen, "stdio: %s", strerror(-r));
         goto out;
     }
     pid = fork();
