@@ -479,3 +479,26 @@ def test_malformed_harness_lines_leave_the_runner_standing(ctx):
     assert ctx.stack.master.poll() is None
     status, recs = ctx.stack.stream(scripted_request("after"), timeout=60)
     assert status == 200 and result_of(recs)["ok"] is True, result_of(recs)
+
+
+# --- writable places outside the caps --------------------------------------------------------
+
+DEV_FILL = ("r() { \"$@\" >/dev/null 2>&1 && echo yes || echo no; }; "
+            "echo devfile=$(r sh -c 'echo x > /dev/evil'); "
+            "dd if=/dev/zero of=/dev/shm/fill bs=1M count=160 2>/dev/null; "
+            "echo shm_mib=$(( $(stat -c %s /dev/shm/fill 2>/dev/null || echo 0) >> 20 )); "
+            "rm -f /dev/shm/fill; "
+            "echo shm_usable=$(r python3 -c 'import multiprocessing as m; m.Lock()'); "
+            "echo null=$(r sh -c 'echo x > /dev/null')")
+
+
+def test_dev_is_not_an_uncapped_tmpfs(ctx):
+    # bubblewrap's /dev is a tmpfs owned by the sandbox user with no size: /dev and /dev/shm
+    # took half the host's RAM past the /tmp and home caps (the memory cgroup, where there is
+    # one, was the only bound)
+    out = run(ctx, DEV_FILL)
+    print("    " + out.replace("\n", "; "))
+    d = kv(out)
+    assert d["devfile"] == "no", d
+    assert int(d["shm_mib"]) <= 64, d
+    assert d["shm_usable"] == "yes" and d["null"] == "yes", d
