@@ -308,12 +308,22 @@ def udp(name, addr):
     except OSError as e:
         print(f"{name}=" + (e.strerror or type(e).__name__))
 udp("udp_host", (hostaddr, 9))
+try:
+    c = socket.socket(socket.AF_UNIX); c.connect("\0" + sys.argv[4])
+    print("host_abstract=connected")
+except OSError as e:
+    print("host_abstract=" + e.strerror)
 udp("udp_loopback", ("127.0.0.1", 9))
 # (a datagram to any port 53 is the keeper's name server by design: not tried here)
 """
 
 
 def test_network_side_doors_are_closed(ctx):
+    # an abstract unix socket of the host's network namespace
+    abstract = "rt-host-" + uuid.uuid4().hex[:8]
+    host_sock = socket.socket(socket.AF_UNIX)
+    host_sock.bind("\0" + abstract)
+    host_sock.listen(1)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         s.connect(("192.0.2.123", 9))
@@ -323,14 +333,15 @@ def test_network_side_doors_are_closed(ctx):
     finally:
         s.close()
     before = ctx.model.requests()
-    out = run(ctx, py(NET, str(ctx.model.port), str(ctx.stack.port), hostaddr),
+    out = run(ctx, py(NET, str(ctx.model.port), str(ctx.stack.port), hostaddr, abstract),
               modelConnection={"provider": "openai", "deployment": "custom",
                                "endpoint": {"baseUrl": ctx.model.base + "/v1"},
                                "credentialMode": "none"})
+    host_sock.close()
     print("    " + out.replace("\n", "; "))
     for ln in out.splitlines():
         if "=" in ln:
-            assert not ln.endswith("=answered"), ln
+            assert not ln.endswith("=answered") and not ln.endswith("=connected"), ln
     assert "proxy_direct=" in out, out
     assert len(ctx.model.requests()) == len(before)
 
@@ -502,3 +513,36 @@ def test_dev_is_not_an_uncapped_tmpfs(ctx):
     assert d["devfile"] == "no", d
     assert int(d["shm_mib"]) <= 64, d
     assert d["shm_usable"] == "yes" and d["null"] == "yes", d
+
+
+# --- symlinks the runner might follow -------------------------------------------------------
+
+def test_workspace_symlinks_to_host_paths_are_never_followed(ctx):
+    # a host canary the sandbox cannot see, but whose path a symlink can name
+    canary_dir = os.path.join(ctx.stack.tmp, "canary")
+    os.makedirs(canary_dir, exist_ok=True)
+    canary = os.path.join(canary_dir, "precious")
+    with open(canary, "w") as f:
+        f.write("precious")
+    key = new_key()
+    names = ["AGENTS.md", "CLAUDE.md", "harness.log", "keeper.sock", "channel", "notes.txt",
+             ".agents/skills", ".claude/skills", "deep/a/b/c"]
+    cmd = "; ".join(
+        ["mkdir -p .agents .claude deep/a/b"]
+        + [f"ln -sfn {canary_dir} {n}" for n in names if n != "notes.txt"]
+        + [f"ln -sfn {canary} notes.txt",
+           "mkfifo fifo-AGENTS.md",
+           "ln /usr/bin/passwd hard 2>/dev/null && echo hardlink=yes || echo hardlink=no",
+           "echo planted"])
+    out = run(ctx, cmd, key=key, agentsMd="# rules\n")
+    assert "planted" in out and "hardlink=no" in out, out
+    # a warm turn with the same request, then the operator's kill and the teardown
+    out = run(ctx, "ls -la /workspace | wc -l", key=key, agentsMd="# rules\n")
+    ctx.stack.ctl("kill", f"{key[0]}:{key[1]}")
+    wait_for(lambda: ctx.stack.session(f"{key[0]}:{key[1]}") is None, timeout=30,
+             what="the teardown")
+    assert ctx.stack.leaks() == []
+    with open(canary) as f:
+        assert f.read() == "precious"
+    assert sorted(os.listdir(canary_dir)) == ["precious"], os.listdir(canary_dir)
+    assert os.stat(canary).st_uid == 0
