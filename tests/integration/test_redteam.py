@@ -440,6 +440,24 @@ STUBBORN = ("for i in 1 2 3; do setsid sh -c 'trap \"\" TERM HUP INT; sleep 3000
             ">/dev/null 2>&1 </dev/null & sleep 0.5; echo spawned")
 
 
+def host_cgroups(pid):
+    """The cgroup folders (every hierarchy) holding pid, as the host sees them."""
+    out = []
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if "agent-runner" not in path:
+                continue
+            names = [c.replace("name=", "") for c in ctrls.split(",") if c] or ["unified"]
+            for n in names:
+                for base in (f"/sys/fs/cgroup/{n}", "/sys/fs/cgroup"):
+                    d = base + path
+                    if os.path.isdir(d):
+                        out.append(d)
+                        break
+    return out
+
+
 def stubborn_pids(tag):
     return [p for p, (_, cmd) in proc_table().items() if tag in cmd]
 
@@ -450,11 +468,20 @@ def test_processes_that_ignore_sigterm_die_with_their_session(ctx):
     key = new_key()
     out = run(ctx, STUBBORN.replace("{tag}", tag), key=key)
     assert "spawned" in out, out
+    sess = ctx.stack.session(f"{key[0]}:{key[1]}")
+    cgroups = host_cgroups(sess["sandboxPid"])
     try:
         assert len(stubborn_pids(tag)) >= 4, "the stubborn processes did not start"
+        assert cgroups, "no cgroup directory found for the sandbox"
     finally:
         ctx.stack.ctl("kill", f"{key[0]}:{key[1]}")
     wait_for(lambda: not stubborn_pids(tag), timeout=30, what="the stubborn processes to go")
+    # nothing of the environment is left on the host: its cgroups, its workspace mount
+    env_id = os.path.basename(sess["envDir"])
+    wait_for(lambda: not any(os.path.exists(c) for c in cgroups), timeout=30,
+             what="the sandbox's cgroups to go")
+    with open("/proc/self/mountinfo") as f:
+        assert env_id not in f.read(), f"a mount of {env_id} is left"
     # per-turn environment: gone at the end of the turn
     tag2 = "rt" + uuid.uuid4().hex[:8]
     out = run(ctx, STUBBORN.replace("{tag}", tag2))
