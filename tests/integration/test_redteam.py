@@ -293,6 +293,8 @@ tcp("alias_nginx", socket.AF_INET, ("127.9.9.9", nginx_port))
 tcp("hostaddr_nginx", socket.AF_INET, (hostaddr, nginx_port))
 tcp("v4mapped_model_other_port", socket.AF_INET6, ("::ffff:127.0.0.1", model_port + 1, 0, 0))
 tcp("metadata_v6", socket.AF_INET6, ("fd00:ec2::254", 80))
+if sys.argv[5]:
+    tcp("hostaddr6_nginx", socket.AF_INET6, (sys.argv[5], nginx_port))
 tcp("multicast", socket.AF_INET, ("224.0.0.1", 80))
 tcp("broadcast", socket.AF_INET, ("255.255.255.255", 80))
 # the keeper's proxy and name server listen on the sandbox's own loopback: straight at them
@@ -333,7 +335,16 @@ def test_network_side_doors_are_closed(ctx):
     finally:
         s.close()
     before = ctx.model.requests()
-    out = run(ctx, py(NET, str(ctx.model.port), str(ctx.stack.port), hostaddr, abstract),
+    s6 = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        s6.connect(("2001:db8::1", 9))
+        hostaddr6 = s6.getsockname()[0]
+    except OSError:
+        hostaddr6 = ""
+    finally:
+        s6.close()
+    out = run(ctx, py(NET, str(ctx.model.port), str(ctx.stack.port), hostaddr, abstract,
+                      f"'{hostaddr6}'"),
               modelConnection={"provider": "openai", "deployment": "custom",
                                "endpoint": {"baseUrl": ctx.model.base + "/v1"},
                                "credentialMode": "none"})
