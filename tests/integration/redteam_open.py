@@ -107,3 +107,21 @@ def test_allowlist_mode_does_not_send_arbitrary_names_to_the_hosts_resolver(ctx)
     print(f"    {out}")
     assert out["off"] == "rcode=5", out
     assert out["allowlist"] == "rcode=5", out
+
+
+def test_pi_bash_tool_code_cannot_report_usage(ctx):
+    """The same through real pi: its bash tool (model-written code) reaches the channel, and
+    the forged cost lands in the turn's result usage."""
+    import uuid
+    from stack import pi_request
+    b64 = base64.b64encode(FORGER.encode()).decode()
+    cmd = f"echo {b64} | base64 -d > /tmp/f.py; timeout 5 python3 /tmp/f.py usage 2>&1"
+    name = "forge-" + uuid.uuid4().hex[:8]
+    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": cmd}}},
+                            {"text": "done"}])
+    status, recs = ctx.stack.stream(pi_request(ctx.model, f"go [[script:{name}]]",
+                                               permissions={"default": "allow"}))
+    res = result_of(recs)
+    print(f"    result usage: {res.get('usage')}")
+    assert res["ok"] is True, res
+    assert res["usage"]["cost"] < 99999999, res["usage"]
