@@ -133,7 +133,10 @@ for p in ("/proc/sysrq-trigger", "/proc/kcore", "/sys/kernel", "/proc/kmsg",
 def test_identity_capabilities_and_system_calls(ctx):
     suid = py(IDENTITY)
     # a setuid binary gains nothing under no_new_privs: su as root fails
-    out = run(ctx, suid + "; echo su=$(su -c id root </dev/null >/dev/null 2>&1 && echo yes "
+    out = run(ctx, suid + "; echo harnessdir=$(touch \"$(dirname \"$(readlink /proc/$PPID/exe)"
+              "\")/rt-planted\" 2>/dev/null && echo writable || echo ro)"
+              "; echo nofile=$(ulimit -n)"
+              "; echo su=$(su -c id root </dev/null >/dev/null 2>&1 && echo yes "
               "|| echo no); echo mountbin=$(mount -t tmpfs none /tmp >/dev/null 2>&1 "
               "&& echo yes || echo no)")
     print("    " + out.replace("\n", "; "))
@@ -160,6 +163,8 @@ def test_identity_capabilities_and_system_calls(ctx):
         if k.startswith("read:"):
             assert v != "ok", (k, v)
     assert d["su"] == "no" and d["mountbin"] == "no", d
+    # the harness's own folder is read-only
+    assert d["harnessdir"] == "ro", d
 
 
 # --- tool code cannot speak for the harness -----------------------------------------------
@@ -513,7 +518,7 @@ def test_malformed_harness_lines_leave_the_runner_standing(ctx):
                       + '"},"options":[]}}'},
         {"malformed": '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"x",'
                       '"update":{"sessionUpdate":"agent_message_chunk","content":{"type":'
-                      '"text","text":"\\ud800\\udfff\\u0000 nul"}}}}'},
+                      '"text","text":"\\ud800\\udfff\\u0000 nul \\ud800 lone \\udfff"}}}}'},
         {"malformed": '{"jsonrpc":"2.0","id":99999999999999999999999,"error":{"code":"x"}}'},
         {"malformed": "\x7f" * 1000},
         {"chunk": "still standing"},
