@@ -259,7 +259,7 @@ def test_two_live_sessions_cannot_see_signal_or_reach_each_other(ctx):
         def a_holder():
             t = proc_table()
             return next((p for p, (_, cmd) in t.items()
-                         if "holder.py " + tag in cmd and not cmd.startswith("[zombie]")), None)
+                         if cmd.startswith("python3 /tmp/holder.py " + tag)), None)
         host_pid = wait_for(a_holder, timeout=60, step=0.2, what="session A's holder")
         out = run(ctx, py(PEEK, tag, str(host_pid)), key=b)
         print("    session B saw: " + out.replace("\n", "; "))
