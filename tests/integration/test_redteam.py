@@ -589,3 +589,43 @@ def test_workspace_symlinks_to_host_paths_are_never_followed(ctx):
         assert f.read() == "precious"
     assert sorted(os.listdir(canary_dir)) == ["precious"], os.listdir(canary_dir)
     assert os.stat(canary).st_uid == 0
+
+
+# --- the egress proxy under a connection flood --------------------------------------------
+
+CONN_FLOOD = r"""
+import socket, sys, time
+port = int(sys.argv[1])
+held = []
+for i in range(3000):
+    s = socket.socket(); s.setblocking(False)
+    s.connect_ex(("127.0.0.1", port)); held.append(s)
+time.sleep(2)
+ok = 0
+for s in held:
+    if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+        try:
+            s.send(b"G"); ok += 1
+        except OSError:
+            pass
+print(f"held={ok}")
+for s in held:
+    s.close()
+"""
+
+
+def test_a_connection_flood_is_capped_by_the_keepers_proxy(ctx):
+    named = {"provider": "openai", "deployment": "custom",
+             "endpoint": {"baseUrl": ctx.model.base + "/v1"}, "credentialMode": "none"}
+    key = new_key()
+    out = run(ctx, py(CONN_FLOOD, str(ctx.model.port)) + "; curl -s -o /dev/null -w "
+              f"'after=%{{http_code}}' --max-time 10 {ctx.model.base}/v1/models",
+              key=key, modelConnection=named)
+    print("    " + out.replace("\n", "; "))
+    d = kv(out)
+    # the keeper relays at most its per-sandbox cap; the rest are reset, and it still serves
+    assert 0 < int(d["held"]) <= 1024, d
+    assert d["after"] == "200", d
+    out = run(ctx, "echo next-turn", key=key, modelConnection=named)
+    assert "next-turn" in out
+    ctx.stack.ctl("kill", f"{key[0]}:{key[1]}")
