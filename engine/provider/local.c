@@ -370,6 +370,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     /* bwrap leaves /proc/sys writable (its cover check looks at the folder's mode only) */
     vec_add3(&a, "--ro-bind", "/proc/sys", "/proc/sys");
     vec_add3(&a, "--dev", "/dev", NULL);
+    /* bwrap's /dev is a tmpfs of the sandbox user with no size: a capped /dev/shm in it, and
+     * /dev itself read-only below (the device nodes are mounts of their own and stay usable) */
+    add_sized_tmpfs(&a, SANDBOX_SHM_BYTES, "/dev/shm");
     add_sized_tmpfs(&a, limit_bytes(sb, "tmpBytes", defaults.tmp_max), "/tmp");
     add_sized_tmpfs(&a, limit_bytes(sb, "homeBytes", defaults.home_max), SANDBOX_HOME);
     arr = jsonx_get(sb, "roBinds");
@@ -394,6 +397,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     r = add_seccomp(&a, fds, maxfds, &nfds, err, errlen);
     if (r < 0)
         goto fail;
+    vec_add3(&a, "--remount-ro", "/dev", NULL);
     /* last: the root tmpfs (and the /etc in it) becomes read-only */
     vec_add3(&a, "--remount-ro", "/", NULL);
     vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
