@@ -147,6 +147,11 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     t.client_gone_cancels = req->session_id == NULL;
     sandbox_plan_init(&t.plan);
     r = t.harness->plan(&paths, req, &t.plan, err, errlen);
+    if (r == 0) {
+        r = harness_channel_token(&t.plan);
+        if (r < 0)
+            snprintf(err, errlen, "cannot make the channel token: %s", ar_strerror(r));
+    }
     /* a warm environment is bound to the operator login it was given (runtime_provided) */
     if (r == 0 && t.plan.has_login && login_epoch_mix(cfg->epoch_key, t.epoch,
                                                        t.plan.login_digest) < 0) {

@@ -188,6 +188,7 @@ static int encode_spec(const struct environment *env, const struct run_request *
         .generation = env->h.generation,
         .session_key = key,
         .harness = harness_kind_name(req->harness),
+        .channel_token = plan->channel_token,
     };
     char channel[sizeof(env->paths.dir) + 16];
     int r = -ENOMEM;

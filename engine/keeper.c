@@ -827,6 +827,7 @@ int keeper_main(int argc, char **argv)
     }
     log_ctx_set(NULL, k.spec.session_key, NULL, k.spec.harness);
     k.env_dir = k.spec.env_dir;
+    log_redact_add(k.spec.channel_token);
     k.socket_path = k.spec.socket;
     k.idle_ms = (int64_t)k.spec.idle_ms;
     attach_ms = (int64_t)k.spec.attach_timeout_ms;
@@ -871,7 +872,7 @@ int keeper_main(int argc, char **argv)
     egress_report_init(&k.egress, k.pool);
     k.proc.on_egress = egress_report_event;
     k.proc.ctx = &k.egress;
-    r = keeper_channel_open(&k.channel, k.env_dir,
+    r = keeper_channel_open(&k.channel, k.env_dir, k.spec.channel_token,
                             &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
                             err, sizeof(err));
     if (r == 0)

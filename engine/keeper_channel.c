@@ -26,12 +26,18 @@ void keeper_channel_init(struct keeper_channel *kc)
     kc->next_serial = 1;
 }
 
-int keeper_channel_open(struct keeper_channel *kc, const char *env_dir,
+int keeper_channel_open(struct keeper_channel *kc, const char *env_dir, const char *token,
                         const struct keeper_channel_worker *w, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd, r;
 
+    if (!token || strlen(token) < TOOL_CHANNEL_TOKEN_LEN || strlen(token) > TOOL_CHANNEL_TOKEN_MAX) {
+        snprintf(err, errlen, "tool channel: the environment's token must be %d-%d bytes",
+                 TOOL_CHANNEL_TOKEN_LEN, TOOL_CHANNEL_TOKEN_MAX);
+        return -EINVAL;
+    }
+    memcpy(kc->token, token, strlen(token) + 1);
     if ((size_t)snprintf(kc->dir, sizeof(kc->dir), "%s/%s", env_dir, KEEPER_CHANNEL_DIR) >=
             sizeof(kc->dir) ||
         (size_t)snprintf(kc->path, sizeof(kc->path), "%s/%s", kc->dir, KEEPER_CHANNEL_SOCKET) >=
@@ -225,7 +231,50 @@ static void relay_request(struct keeper_channel *kc, struct keeper_channel_conn 
     }
 }
 
-static void on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, const char *line,
+/* got equals the environment's token, in time that does not depend on where they differ */
+static bool token_matches(const struct keeper_channel *kc, const char *got)
+{
+    size_t n = strlen(kc->token);
+    unsigned char diff = 0;
+
+    if (!got || strlen(got) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(kc->token[i] ^ got[i]);
+    return diff == 0;
+}
+
+/*
+ * The authentication gate: a connection is taken at its word only after a hello with the
+ * environment's token. False when the line ends the connection (it was answered with an
+ * error naming the problem); a good hello marks c authenticated and loses its token, which
+ * never travels further.
+ */
+static bool authenticate(struct keeper_channel *kc, struct keeper_channel_conn *c,
+                         const struct acp_msg *m, const struct tool_channel_msg *tm, int decoded)
+{
+    const char *why;
+
+    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO && token_matches(kc, tm->token)) {
+        c->authed = true;
+        json_object_object_del(m->params, "token");
+        return true;
+    }
+    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO)
+        why = tm->token ? "channel: wrong token" : KEEPER_CHANNEL_HELLO_FIRST;
+    else if (c->authed)
+        return true;
+    else
+        why = KEEPER_CHANNEL_HELLO_FIRST;
+    kc->refused++;
+    answer_error(c, m->kind == ACP_REQUEST ? m->id : NULL, KEEPER_CHANNEL_UNAUTHORIZED, why);
+    if (warn_allowed(kc))
+        log_warn("tool channel: refusing a connection: %s", why);
+    return false;
+}
+
+/* One line of connection c; false when the connection is to be closed. */
+static bool on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, const char *line,
                     size_t len)
 {
     struct tool_channel_msg tm;
@@ -235,10 +284,20 @@ static void on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, co
 
     if (acp_decode(line, len, &m, err, sizeof(err)) < 0) {
         kc->dropped++;
+        if (!c->authed) {
+            kc->refused++;
+            answer_error(c, NULL, KEEPER_CHANNEL_UNAUTHORIZED, KEEPER_CHANNEL_HELLO_FIRST);
+            return false;
+        }
         answer_error(c, NULL, ACP_INVALID_REQUEST, err);
-        return;
+        return true;
     }
+    memset(&tm, 0, sizeof(tm));
     r = tool_channel_decode(&m, &tm, err, sizeof(err));
+    if (!authenticate(kc, c, &m, &tm, r)) {
+        acp_msg_release(&m);
+        return false;
+    }
     if (r == -EBADMSG) {
         kc->dropped++; /* a response: the runner asked nothing */
     } else if (r < 0 && m.kind == ACP_REQUEST) {
@@ -254,7 +313,10 @@ static void on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, co
         answer_alone(c, m.id, tm.kind);
     }
     acp_msg_release(&m);
+    return true;
 }
+
+static bool conn_flush(struct keeper_channel *kc, size_t i);
 
 static void conn_read(struct keeper_channel *kc, size_t i)
 {
@@ -273,9 +335,15 @@ static void conn_read(struct keeper_channel *kc, size_t i)
         return;
     }
     while ((r = acp_lines_next(&c->in, &line, &len)) == 1) {
-        if (len > 0)
-            on_line(kc, c, line, len);
+        bool keep = len == 0 || on_line(kc, c, line, len);
+
         free(line);
+        if (!keep) {
+            /* the error that says why goes out first (conn_flush closes a broken one) */
+            if (conn_flush(kc, i))
+                conn_close(kc, i);
+            return;
+        }
     }
     if (r < 0) {
         if (warn_allowed(kc))
@@ -323,6 +391,7 @@ static void accept_conn(struct keeper_channel *kc)
     c = &kc->conns[kc->nconns++];
     c->fd = fd;
     c->serial = kc->next_serial++;
+    c->authed = false;
     acp_lines_init(&c->in, TOOL_CHANNEL_LINE_MAX);
     buf_init(&c->out, KEEPER_CHANNEL_OUT_MAX);
 }

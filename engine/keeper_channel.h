@@ -9,6 +9,16 @@
  * connections may come and go (pi opens one per loaded extension, the agenta-tools MCP bridge
  * its own), at most KEEPER_CHANNEL_CONNS_MAX at once.
  *
+ * Authentication. The socket is open to every process of the sandbox, tool code the model
+ * wrote among them, so a connection is trusted only after its first request, a hello that
+ * carries the environment's channel secret (params.token, constant-time compare). The secret
+ * reaches the harness side only (RUNNER_CHANNEL_TOKEN: pi's extension and agent-runner-mcp
+ * read it and remove it from their environment before any tool runs). Anything else first
+ * is answered KEEPER_CHANNEL_UNAUTHORIZED "channel: hello with the environment's token
+ * first", a hello with another token "channel: wrong token", and the connection is closed;
+ * refusals are logged rate-limited and counted. The token is removed from a hello before it
+ * is relayed: it never reaches the worker.
+ *
  * Relay. Every connection picks its own request ids, so ids collide across connections: a
  * request relayed to the attached worker gets a keeper-wide id (an integer never reused over
  * the keeper's life) and the worker's answer is routed back to the connection that asked,
@@ -37,12 +47,15 @@
 
 #include "acp.h"
 #include "buf.h"
+#include "tool_channel.h"
 
 #define KEEPER_CHANNEL_DIR "channel"
 #define KEEPER_CHANNEL_SOCKET "channel.sock"
 #define KEEPER_CHANNEL_CONNS_MAX 16
 #define KEEPER_CHANNEL_PENDING_MAX 64
 #define KEEPER_CHANNEL_WARNS_PER_S 5 /* warnings the sandbox provokes, per second */
+#define KEEPER_CHANNEL_UNAUTHORIZED (-32001) /* the JSON-RPC error of a refused connection */
+#define KEEPER_CHANNEL_HELLO_FIRST "channel: hello with the environment's token first"
 #define KEEPER_CHANNEL_OUT_MAX (16u * 1024 * 1024) /* queued towards one connection */
 /* The most pollfds keeper_channel_pollfds contributes. */
 #define KEEPER_CHANNEL_POLLFDS (1 + KEEPER_CHANNEL_CONNS_MAX)
@@ -50,6 +63,7 @@
 struct keeper_channel_conn {
     int fd;
     uint64_t serial; /* never reused: a pending request names its connection by it */
+    bool authed;     /* said hello with the environment's token */
     struct acp_lines in;
     struct buf out;
 };
@@ -82,6 +96,8 @@ struct keeper_channel {
     int64_t next_id;
     uint64_t next_serial;
     uint64_t dropped; /* lines nobody took: notifications while alone, malformed lines */
+    uint64_t refused; /* connections closed for not saying hello with the token first */
+    char token[TOOL_CHANNEL_TOKEN_MAX + 1]; /* the environment's channel secret */
     int64_t warn_window_ms; /* warn_allowed's one-second window */
     unsigned warn_logged;
     uint64_t warn_suppressed;
@@ -94,11 +110,13 @@ struct keeper_channel {
 /* An unopened channel (listen_fd -1): every other call is a no-op on it. */
 void keeper_channel_init(struct keeper_channel *kc);
 /*
- * Create <env_dir>/channel (0711) and listen on channel.sock in it (0666); lines for the
- * worker go through w (borrowed: it must outlive kc). On failure err names the problem (a
- * path too long for a unix socket, a mkdir or bind error).
+ * Create <env_dir>/channel (0711) and listen on channel.sock in it (0666); connections must
+ * say hello with token (copied; TOOL_CHANNEL_TOKEN_LEN..TOOL_CHANNEL_TOKEN_MAX bytes, else
+ * -EINVAL) first; lines for the worker go through w (borrowed: it must outlive kc). On
+ * failure err names the problem (a bad token, a path too long for a unix socket, a mkdir or
+ * bind error).
  */
-int keeper_channel_open(struct keeper_channel *kc, const char *env_dir,
+int keeper_channel_open(struct keeper_channel *kc, const char *env_dir, const char *token,
                         const struct keeper_channel_worker *w, char *err, size_t errlen);
 /* Close every connection and the socket (the folder goes with the environment folder). */
 void keeper_channel_close(struct keeper_channel *kc);

@@ -129,6 +129,9 @@ struct keeper_spec {
     uint32_t slot;
     uint32_t generation;
     json_object *sandbox; /* the sandbox description (provider/provider.h) */
+    /* the keeper channel's secret (keeper_channel.h): the harness side says it in its hello;
+     * required, KEEPER_SPEC_TOKEN_MIN..MAX lower-case hex digits; never logged */
+    const char *channel_token;
     const char *session_key; /* the pool key, for the keeper's log lines (may be NULL) */
     const char *harness;     /* the harness's name, for log lines (may be NULL) */
     /* local provider: the host identity, RLIMIT_NPROC and cgroup the worker prepared */
@@ -143,7 +146,7 @@ struct keeper_spec {
 /* The spec as one JSON document appended to out. */
 int keeper_spec_encode(const struct keeper_spec *s, struct buf *out);
 /*
- * Parse and check a spec: envDir, socket and sandbox are required, idleMs must be > 0, a slot
+ * Parse and check a spec: envDir, socket, sandbox and channelToken are required, idleMs must be > 0, a slot
  * needs shm + slot + generation. On failure err names the problem and nothing is kept.
  * attachTimeoutMs defaults to KEEPER_SPEC_ATTACH_DEFAULT_MS, provider to "local".
  */
@@ -154,5 +157,7 @@ void keeper_spec_release(struct keeper_spec *s);
 int keeper_spec_read(int fd, struct keeper_spec *ret, char *err, size_t errlen);
 
 #define KEEPER_SPEC_ATTACH_DEFAULT_MS 30000u
+#define KEEPER_SPEC_TOKEN_MIN 32
+#define KEEPER_SPEC_TOKEN_MAX 64
 
 #endif

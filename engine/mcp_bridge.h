@@ -37,6 +37,7 @@
 #include <json-c/json.h>
 
 #include "buf.h"
+#include "tool_channel.h"
 
 #define MCP_BRIDGE_NAME "agenta-tools"
 #define MCP_BRIDGE_VERSION "0.1.0"
@@ -63,6 +64,9 @@ struct mcp_bridge {
     size_t npending;
     uint64_t calls;              /* for generated toolCallIds */
     char id_salt[17];
+    /* the environment's channel secret sent in every hello ("" = none): the program reads it
+     * from $RUNNER_CHANNEL_TOKEN and removes it from its environment */
+    char token[TOOL_CHANNEL_TOKEN_MAX + 1];
     /* (re)open the channel: 0 when it is up now, else -errno and a reason in err */
     int (*reconnect)(void *ctx, char *err, size_t errlen);
     void *reconnect_ctx;

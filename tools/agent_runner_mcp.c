@@ -4,6 +4,11 @@
  * to the runner over the keeper channel at $RUNNER_CHANNEL; the protocol work is in
  * engine/mcp_bridge.c, this file only moves bytes.
  *
+ * The keeper channel takes nothing before a hello with the environment's secret: it comes in
+ * $RUNNER_CHANNEL_TOKEN (the harness's mcpServers entry), which is read and removed from the
+ * environment at start, after the process made itself non-dumpable so that other processes of
+ * the sandbox's uid (tool code) cannot read its /proc/<pid>/environ, memory or fds.
+ *
  * No network, no credentials, nothing but libc and json-c. stdin/stdout carry MCP (one
  * JSON-RPC message per line); stderr gets a line when something is wrong. Exits 0 when stdin
  * closes (the harness is done), 1 when the tools file is missing or broken (the harness then
@@ -16,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -162,17 +168,37 @@ static int load_tools(struct mcp_bridge *b)
     return r;
 }
 
+/* The channel secret from $RUNNER_CHANNEL_TOKEN, removed from the environment ("" when unset). */
+static void take_token(char *out, size_t outlen)
+{
+    const char *t = getenv("RUNNER_CHANNEL_TOKEN");
+
+    out[0] = '\0';
+    if (t && strlen(t) < outlen)
+        memcpy(out, t, strlen(t) + 1);
+    else if (t)
+        say("RUNNER_CHANNEL_TOKEN is too long: the channel will refuse the hello");
+    (void)unsetenv("RUNNER_CHANNEL_TOKEN");
+}
+
 int main(void)
 {
     struct framer in = {0}, chan = {0};
     struct mcp_bridge b;
-    char chunk[READ_CHUNK], err[256];
+    char chunk[READ_CHUNK], err[256], token[TOOL_CHANNEL_TOKEN_MAX + 1];
 
+    /* first: the secret below must not be readable through /proc by tool code */
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+        say("prctl(PR_SET_DUMPABLE): %s", strerror(errno));
+        return 2;
+    }
+    take_token(token, sizeof(token));
     signal(SIGPIPE, SIG_IGN);
     if (load_tools(&b) < 0) {
         mcp_bridge_release(&b);
         return 1;
     }
+    memcpy(b.token, token, sizeof(b.token));
     buf_init(&in.line, HARNESS_LINE_MAX);
     buf_init(&chan.line, TOOL_CHANNEL_LINE_MAX);
     channel_path = getenv("RUNNER_CHANNEL");

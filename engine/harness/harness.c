@@ -9,6 +9,7 @@
 #include <openssl/sha.h>
 
 #include "../jsonx.h"
+#include "../log.h"
 #include "../util.h"
 
 
@@ -157,6 +158,18 @@ bool harness_plan_allows_all(json_object *permissions)
             return false;
     }
     return true;
+}
+
+int harness_channel_token(struct sandbox_plan *plan)
+{
+    int r = util_random_hex(plan->channel_token, HARNESS_CHANNEL_TOKEN_LEN / 2);
+
+    if (r < 0)
+        return r;
+    log_redact_add(plan->channel_token);
+    if (plan->channel_env)
+        harness_setenv(plan, "RUNNER_CHANNEL_TOKEN", plan->channel_token);
+    return 0;
 }
 
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req)

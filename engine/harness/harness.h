@@ -18,6 +18,8 @@
 #include "../contracts.h"
 #include "../login.h"
 
+#define HARNESS_CHANNEL_TOKEN_LEN 32
+
 struct harness_paths {
     const char *harness_dir;    /* the project folder holding node_modules/ */
     const char *scripted_agent; /* the scripted test agent binary, or NULL */
@@ -37,6 +39,14 @@ struct sandbox_plan {
     /* pi gates its built-in tools through the keeper channel: a session whose extension did
      * not say hello with gating on must not run a turn */
     bool channel_gating;
+    /* the keeper channel's secret (keeper_channel.h), 128 random bits as hex, made per plan
+     * by harness_channel_token: the keeper spec carries it to the keeper */
+    char channel_token[HARNESS_CHANNEL_TOKEN_LEN + 1];
+    /* the harness process itself speaks the channel (pi's extension, the scripted agent): its
+     * environment gets RUNNER_CHANNEL_TOKEN, which it reads and removes before it starts any
+     * tool. Other harnesses' tools would inherit it: they get it only in the environment of
+     * the agent-runner-mcp server the runner adds to session/new. */
+    bool channel_env;
 };
 
 struct harness_ops {
@@ -86,6 +96,12 @@ void harness_node_argv(const struct harness_paths *paths, struct sandbox_plan *p
  * rule that denies or asks. Anything else (no plan: allow_reads) needs the harness to ask.
  */
 bool harness_plan_allows_all(json_object *permissions);
+/*
+ * Make the plan's channel secret (plan->channel_token; RUNNER_CHANNEL_TOKEN in its environment
+ * when plan->channel_env) and add it to this thread's log redaction set. -errno from
+ * getrandom.
+ */
+int harness_channel_token(struct sandbox_plan *plan);
 /* Add modelConnection.environment and every credential (binding name -> value). */
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req);
 void harness_setenv(struct sandbox_plan *plan, const char *name, const char *value);

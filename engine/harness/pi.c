@@ -103,6 +103,7 @@ static void pi_launch_env(const struct harness_paths *paths, const struct run_re
     harness_base_env(plan, path);
     snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
     harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);
+    plan->channel_env = true; /* the extension takes the token (harnesses/extension) */
     plan->channel_gating = harness_pi_gating_active(req->permissions);
     if (plan->channel_gating)
         harness_setenv(plan, "RUNNER_GATE_BUILTINS", "1");

@@ -27,6 +27,7 @@ static int scripted_plan(const struct harness_paths *paths, const struct run_req
     json_object_array_add(plan->argv, json_object_new_string(paths->scripted_agent));
     json_object_array_add(plan->ro_binds, json_object_new_string(dirname(dir)));
     harness_base_env(plan, NULL);
+    plan->channel_env = true; /* it speaks the channel like pi's extension */
     harness_connection_env(plan, req);
     if (req->model && req->model[0]) {
         snprintf(plan->model_id, sizeof(plan->model_id), "%s", req->model);

@@ -11,7 +11,8 @@
  * Channel: the unix stream socket named by $RUNNER_CHANNEL (the keeper binds it at
  * /run/agent-runner/channel.sock), newline-delimited JSON-RPC 2.0, one object per line.
  * This side chooses the request ids (integers from 1) and sends:
- *   request  hello            {client:"pi-extension", version, gating, tools}  -> {protocol:1}
+ *   request  hello            {client:"pi-extension", version, gating, tools, token}
+ *                             -> {protocol:1}
  *   request  tool/permission  {toolCallId, toolName, input}
  *                             -> {outcome:"allow"} | {outcome:"deny", message} | {outcome:"cancelled"}
  *   request  tool/call        {toolCallId, toolName, arguments}
@@ -23,6 +24,9 @@
  *
  * Environment:
  *   RUNNER_CHANNEL        socket path; unset = no channel
+ *   RUNNER_CHANNEL_TOKEN  the environment's channel secret: the keeper takes nothing from a
+ *                         connection before a hello that carries it. Taken when this module
+ *                         loads and deleted from process.env, so no tool pi starts inherits it
  *   RUNNER_GATE_BUILTINS  "1": every tool call except the runner's own tools waits for
  *                         tool/permission (the built-ins read bash edit write grep find ls,
  *                         and any tool another extension adds)
@@ -42,6 +46,18 @@ const MAX_LINE = 16 * 1024 * 1024; /* a longer line from the runner is a protoco
 const MAX_TOOLS_FILE = 8 * 1024 * 1024;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const BUILTINS = new Set(["read", "bash", "edit", "write", "grep", "find", "ls"]);
+
+/*
+ * The channel secret, taken out of the environment before pi runs any tool (a bash child
+ * inherits process.env as it is at spawn). Kept on globalThis as well: pi loads the extension
+ * again after a session replacement, when the variable is long gone.
+ */
+const TOKEN_KEY = Symbol.for("agent-runner.channel-token");
+if (process.env.RUNNER_CHANNEL_TOKEN !== undefined) {
+    globalThis[TOKEN_KEY] = process.env.RUNNER_CHANNEL_TOKEN;
+    delete process.env.RUNNER_CHANNEL_TOKEN;
+}
+const CHANNEL_TOKEN = globalThis[TOKEN_KEY] || "";
 
 function log(msg) {
     /* stderr only: pi's stdout carries its RPC protocol */
@@ -399,7 +415,7 @@ export default async function agentRunner(pi) {
         }
         const hello = await channel.request("hello", {
             client: "pi-extension", version: VERSION, gating,
-            tools: tools.map((t) => t.name),
+            tools: tools.map((t) => t.name), token: CHANNEL_TOKEN,
         });
         if (!hello || hello.protocol !== PROTOCOL)
             channel.fail(`the runner speaks protocol ${JSON.stringify(hello?.protocol)}, not ${PROTOCOL}`);

@@ -8,7 +8,10 @@
  *   W        the worker answers the oldest open request (allow)
  *   A        a worker attaches / detaches  G        the worker says "#park"/"#await" (flip)
  *   D        keeper_channel_detached       anything else: the whole line comes from the sandbox
+ * The channel's token is FUZZ_TOKEN: the seeds start with a hello that carries it.
  * Properties checked after every step:
+ *   - nothing a connection sends before its hello with the token reaches the worker, and a
+ *     relayed hello never carries the token;
  *   - every line queued to the worker is "@tool <json>": a request with an integer id the
  *     keeper tracks as open (hello, tool/permission, tool/call) or a usage/error notification;
  *     nothing is queued while no worker takes lines;
@@ -31,6 +34,8 @@
 #include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "fuzz.h"
+
+#define FUZZ_TOKEN "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0"
 
 static char scratch[64];
 
@@ -96,6 +101,7 @@ static void check_worker_lines(struct state *s)
             FUZZ_CHECK(is_open(&s->kc, json_object_get_int64(id)));
             FUZZ_CHECK(strcmp(method, "hello") == 0 || strcmp(method, "tool/permission") == 0 ||
                        strcmp(method, "tool/call") == 0);
+            FUZZ_CHECK(!jsonx_get(jsonx_get(o, "params"), "token"));
         } else {
             FUZZ_CHECK(strcmp(method, "usage") == 0 || strcmp(method, "error") == 0);
         }
@@ -194,11 +200,17 @@ static void step(struct state *s, const char *line, size_t len)
         pump(s);
         break;
     case 'S':
-        sandbox_says(s, line + 1, len - 1);
+    default: {
+        bool authed = s->kc.nconns > 0 && s->kc.conns[0].authed;
+
+        if (line[0] == 'S')
+            sandbox_says(s, line + 1, len - 1);
+        else
+            sandbox_says(s, line, len);
+        if (!authed && !(s->kc.nconns > 0 && s->kc.conns[0].authed))
+            FUZZ_CHECK(s->out.len == before);
         break;
-    default:
-        sandbox_says(s, line, len);
-        break;
+    }
     }
     if (!takes)
         FUZZ_CHECK(s->out.len == before);
@@ -225,7 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     s->worker_fd = 1;
     buf_init(&s->out, 64u << 20);
     FUZZ_CHECK(
-        keeper_channel_open(&s->kc, scratch,
+        keeper_channel_open(&s->kc, scratch, FUZZ_TOKEN,
                             &(struct keeper_channel_worker){&s->worker_fd, &s->gone, &s->out}, err,
                             sizeof(err)) == 0);
     FUZZ_CHECK(strlen(s->kc.path) < sizeof(sa.sun_path));

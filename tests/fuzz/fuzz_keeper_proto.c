@@ -71,6 +71,7 @@ static void check_spec(const char *text, size_t len)
     FUZZ_CHECK(back.idle_ms == s.idle_ms && back.attach_timeout_ms == s.attach_timeout_ms);
     FUZZ_CHECK(back.per_turn == s.per_turn && back.has_slot == (s.has_slot && s.shm));
     FUZZ_CHECK(strcmp(back.provider, s.provider) == 0);
+    FUZZ_CHECK(s.channel_token && strcmp(back.channel_token, s.channel_token) == 0);
     if (back.has_slot)
         FUZZ_CHECK(back.slot == s.slot && back.generation == s.generation);
     keeper_spec_release(&back);

@@ -263,13 +263,16 @@ def keeper_proto_seeds():
     spec = {"envDir": "/state/envs/e1", "socket": "/state/envs/e1/keeper.sock",
             "idleMs": 60000, "perTurn": False, "attachTimeoutMs": 30000, "provider": "local",
             "bwrap": "/usr/bin/bwrap", "shm": "/agent-runner.default", "slot": 3,
-            "generation": 17,
+            "generation": 17, "channelToken": "0123456789abcdef" * 2,
             "sandbox": {"workspace": "/state/envs/e1/workspace", "network": "on",
                         "roBinds": [], "files": [], "env": {"PATH": "/usr/bin"},
                         "argv": ["pi-acp"], "cwd": "/workspace"}}
     specs = {
         "spec": j(spec),
-        "spec-spare": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {}}),
+        "spec-spare": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
+                         "channelToken": "ab" * 16}),
+        "spec-bad-token": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
+                             "channelToken": "AB" * 16}),
         "spec-bad-slot": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
                             "shm": "/x", "slot": -1, "generation": 1}),
         "spec-not-object": "[1,2,3]",
@@ -326,8 +329,12 @@ def egress_cidr_seeds():
 
 def keeper_channel_seeds():
     t = "keeper_channel"
+    token = "f0" * 16  # fuzz_keeper_channel.c's FUZZ_TOKEN
     hello = j({"jsonrpc": "2.0", "id": 1, "method": "hello",
-               "params": {"client": "pi-extension", "version": "1", "gating": True}})
+               "params": {"client": "pi-extension", "version": "1", "gating": True,
+                          "token": token}})
+    tokenless = j({"jsonrpc": "2.0", "id": 1, "method": "hello",
+                   "params": {"client": "pi-extension", "version": "1", "gating": True}})
     perm = j({"jsonrpc": "2.0", "id": 2, "method": "tool/permission",
               "params": {"toolCallId": "call_1", "toolName": "bash",
                          "input": {"command": "rm -rf /"}}})
@@ -339,12 +346,17 @@ def keeper_channel_seeds():
     write(t, "relay-and-answer", "\n".join(["S" + hello, "W", "S" + perm, "S" + usage, "W",
                                             "S" + call, "S" + error, "D"]))
     write(t, "alone", "\n".join(["A", "S" + hello, "S" + perm, "S" + call, "S" + usage]))
+    write(t, "unauthenticated", "\n".join(["S" + usage, "S" + perm]))
+    write(t, "tokenless-hello", "\n".join(["S" + tokenless, "S" + error]))
+    write(t, "wrong-token", "\n".join([
+        "S" + j({"jsonrpc": "2.0", "id": 1, "method": "hello",
+                 "params": {"client": "x", "token": "f1" * 16}}), "S" + usage]))
     write(t, "held-across-await", "\n".join([
-        "S" + perm, "G", "S" + call,
+        "S" + hello, "W", "S" + perm, "G", "S" + call,
         "J" + j({"jsonrpc": "2.0", "id": 1, "result": {"outcome": "deny", "message": "no"}}),
         "G", "S" + perm, "D"]))
     write(t, "malformed", "\n".join([
-        "Snot json", "S{}", "S[1,2]", "S" + j({"jsonrpc": "2.0", "id": 3}),
+        "S" + hello, "W", "Snot json", "S{}", "S[1,2]", "S" + j({"jsonrpc": "2.0", "id": 3}),
         "S" + j({"jsonrpc": "2.0", "id": 4, "method": "tool/steal", "params": {}}),
         "S" + j({"jsonrpc": "2.0", "id": 5, "method": "tool/permission",
                  "params": {"toolCallId": "bad id!", "toolName": "x"}}),
@@ -353,12 +365,12 @@ def keeper_channel_seeds():
                  "params": {"client": "x"}}),
         "W"]))
     write(t, "worker-junk", "\n".join([
-        "S" + perm, "Jgarbage", "J" + j({"jsonrpc": "2.0", "id": 999, "result": {}}),
+        "S" + hello, "W", "S" + perm, "Jgarbage", "J" + j({"jsonrpc": "2.0", "id": 999, "result": {}}),
         "J" + j({"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": "x"}}),
         "J" + j({"jsonrpc": "2.0", "id": 1, "result": {}}), "J" + j({"jsonrpc": "2.0",
                                                                     "method": "hello"})]))
     write(t, "many-open", "\n".join(
-        ["S" + j({"jsonrpc": "2.0", "id": i, "method": "tool/call",
+        ["S" + hello, "W"] + ["S" + j({"jsonrpc": "2.0", "id": i, "method": "tool/call",
                   "params": {"toolCallId": "c%d" % i, "toolName": "t"}}) for i in range(80)]
         + ["D"]))
 

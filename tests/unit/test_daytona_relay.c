@@ -83,6 +83,8 @@ static void test_daytona_relay_base64_round_trips_every_byte(void)
 
 /* ---- the pump against a real keeper channel --------------------------------------------- */
 
+#define RELAY_TOKEN "0123456789abcdef0123456789abcdef"
+
 struct fixture {
     char dir[64];
     struct keeper_channel kc;
@@ -109,7 +111,7 @@ static void fx_init(struct fixture *f)
     buf_init(&f->wout, 1 << 20);
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
-        keeper_channel_open(&f->kc, f->dir,
+        keeper_channel_open(&f->kc, f->dir, RELAY_TOKEN,
                             &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->wout}, err,
                             sizeof(err)),
         0);
@@ -185,9 +187,10 @@ static void settle(struct fixture *f)
         round_once(f, 10);
 }
 
+/* the channel's token travels through the relay like any other byte of a hello */
 #define HELLO                                                                                      \
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":\"pi-extension\","  \
-    "\"version\":\"1\",\"gating\":true}}"
+    "\"version\":\"1\",\"gating\":true,\"token\":\"" RELAY_TOKEN "\"}}"
 
 /* A channel request as the sandbox would send it, framed for connection id. */
 static void relay_sends(struct fixture *f, uint32_t id, const char *json)

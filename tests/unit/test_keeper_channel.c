@@ -21,6 +21,11 @@
 #include "../../engine/util.h"
 #include "suites.h"
 
+#define TOKEN "0123456789abcdef0123456789abcdef"
+#define HELLO_TOKEN                                                                                \
+    "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"hello\",\"params\":{\"client\":"       \
+    "\"pi-extension\",\"version\":\"1\",\"gating\":true,\"token\":\"" TOKEN "\"}}"
+
 struct fixture {
     char dir[64];
     struct keeper_channel kc;
@@ -40,7 +45,7 @@ static void fx_init(struct fixture *f, bool attached)
     buf_init(&f->out, 1 << 20);
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
-        keeper_channel_open(&f->kc, f->dir,
+        keeper_channel_open(&f->kc, f->dir, TOKEN,
                             &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->out}, err,
                             sizeof(err)),
         0);
@@ -141,6 +146,63 @@ static json_object *worker_lines(struct fixture *f)
     return arr;
 }
 
+/*
+ * A client that said hello with the token and heard the answer: the keeper's own while no
+ * worker is attached, else the worker's (the relayed hello must have lost its token).
+ */
+static int authed_client(struct fixture *f)
+{
+    size_t before = f->kc.nconns;
+    int fd = client(f);
+    json_object *a;
+
+    for (int i = 0; i < 20 && f->kc.nconns == before; i++)
+        pump(f, 50);
+    say(fd, HELLO_TOKEN);
+    if (f->worker_fd >= 0 && !f->gone) {
+        json_object *w;
+        char answer[128];
+
+        for (int i = 0; i < 40 && f->kc.npending == 0; i++)
+            pump(f, 20);
+        w = worker_lines(f);
+        CU_ASSERT_EQUAL_FATAL(json_object_array_length(w), 1);
+        CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(json_object_array_get_idx(w, 0), "method")),
+                               "hello");
+        CU_ASSERT_PTR_NULL(jsonx_path(json_object_array_get_idx(w, 0), "params.token"));
+        CU_ASSERT_PTR_NOT_NULL(jsonx_path(json_object_array_get_idx(w, 0), "params.gating"));
+        snprintf(answer, sizeof(answer), "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"result\":{"
+                                         "\"protocol\":1}}",
+                 (long long)json_object_get_int64(jsonx_get(json_object_array_get_idx(w, 0), "id")));
+        json_object_put(w);
+        keeper_channel_from_worker(&f->kc, answer, strlen(answer));
+    }
+    a = hear(f, fd);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(a, "id")), "h");
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(a, "result.protocol")), 1);
+    json_object_put(a);
+    return fd;
+}
+
+/* True when the keeper closed fd (read sees its end), pumping meanwhile. */
+static bool closed_by_keeper(struct fixture *f, int fd)
+{
+    char c[4096];
+
+    for (int i = 0; i < 40; i++) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+
+        pump(f, 20);
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        n = read(fd, c, sizeof(c));
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return true;
+    }
+    return false;
+}
+
 static void test_keeper_channel_folder_and_socket_modes(void)
 {
     struct fixture f;
@@ -166,12 +228,7 @@ static void test_keeper_channel_answers_alone(void)
     int fd;
 
     fx_init(&f, false);
-    fd = client(&f);
-    say(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
-            "\"pi-extension\",\"version\":\"1\",\"gating\":true}}");
-    a = hear(&f, fd);
-    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(a, "result.protocol")), 1);
-    json_object_put(a);
+    fd = authed_client(&f);
     say(fd, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"tool/permission\",\"params\":{"
             "\"toolCallId\":\"call_1\",\"toolName\":\"bash\",\"input\":{\"command\":\"ls\"}}}");
     a = hear(&f, fd);
@@ -217,10 +274,8 @@ static void test_keeper_channel_relays_with_keeper_ids_and_routes_answers(void)
     int c1, c2;
 
     fx_init(&f, true);
-    c1 = client(&f);
-    c2 = client(&f);
-    for (int i = 0; i < 20 && f.kc.nconns < 2; i++)
-        pump(&f, 50);
+    c1 = authed_client(&f);
+    c2 = authed_client(&f);
     say(c1, PERMISSION_ID1);
     say(c2, PERMISSION_ID1); /* the same id on another connection */
     say(c2, "{\"jsonrpc\":\"2.0\",\"method\":\"usage\",\"params\":{\"input\":7}}");
@@ -270,7 +325,7 @@ static void test_keeper_channel_held_across_await_then_answered_alone(void)
     int fd;
 
     fx_init(&f, true);
-    fd = client(&f);
+    fd = authed_client(&f);
     say(fd, PERMISSION_ID1);
     for (int i = 0; i < 40 && f.kc.npending < 1; i++)
         pump(&f, 20);
@@ -341,7 +396,102 @@ static void test_keeper_channel_drops_a_connection_over_the_line_limit(void)
     fx_release(&f);
 }
 
+/* What tool code that connects on its own may send first: each is refused and closed. */
+static void test_keeper_channel_refuses_connections_without_the_token(void)
+{
+    static const struct {
+        const char *line;
+        const char *why;
+    } cases[] = {
+        {"{\"jsonrpc\":\"2.0\",\"method\":\"usage\",\"params\":{\"input\":1,\"cost\":"
+         "99999999.5}}",
+         KEEPER_CHANNEL_HELLO_FIRST},
+        {"{\"jsonrpc\":\"2.0\",\"method\":\"error\",\"params\":{\"message\":\"forged\","
+         "\"code\":\"model_unavailable\"}}",
+         KEEPER_CHANNEL_HELLO_FIRST},
+        {PERMISSION_ID1, KEEPER_CHANNEL_HELLO_FIRST},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
+         "\"pi-extension\",\"gating\":true}}",
+         KEEPER_CHANNEL_HELLO_FIRST},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
+         "\"pi-extension\",\"token\":\"0123456789abcdef0123456789abcdee\"}}",
+         "channel: wrong token"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
+         "\"pi-extension\",\"token\":\"" TOKEN "0\"}}",
+         "channel: wrong token"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":"
+         "\"pi-extension\",\"token\":\"\"}}",
+         "channel: wrong token"},
+        {"not json at all", KEEPER_CHANNEL_HELLO_FIRST},
+    };
+    struct fixture f;
+    json_object *a;
+    int good, fd;
+
+    fx_init(&f, true);
+    good = authed_client(&f);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fd = client(&f);
+        for (int j = 0; j < 20 && f.kc.nconns < 2; j++)
+            pump(&f, 50);
+        say(fd, cases[i].line);
+        a = hear(&f, fd);
+        CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(a, "error.code")),
+                        KEEPER_CHANNEL_UNAUTHORIZED);
+        CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(a, "error"), "message")), cases[i].why);
+        json_object_put(a);
+        CU_ASSERT_TRUE(closed_by_keeper(&f, fd));
+        CU_ASSERT_EQUAL(f.kc.nconns, 1);
+        close(fd);
+        CU_ASSERT_EQUAL(f.kc.refused, i + 1);
+    }
+    CU_ASSERT_EQUAL(f.out.len, 0); /* nothing reached the worker */
+    CU_ASSERT_EQUAL(f.kc.npending, 0);
+    /* the authenticated connection is untouched and still relays */
+    say(good, "{\"jsonrpc\":\"2.0\",\"method\":\"usage\",\"params\":{\"input\":7}}");
+    for (int i = 0; i < 40 && f.out.len == 0; i++)
+        pump(&f, 20);
+    a = worker_lines(&f);
+    CU_ASSERT_EQUAL(json_object_array_length(a), 1);
+    json_object_put(a);
+    /* a later hello on it with a wrong token ends it too */
+    say(good, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"hello\",\"params\":{\"client\":"
+              "\"x\",\"token\":\"ffffffffffffffffffffffffffffffff\"}}");
+    a = hear(&f, good);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(a, "error"), "message")), "channel: wrong token");
+    json_object_put(a);
+    CU_ASSERT_TRUE(closed_by_keeper(&f, good));
+    close(good);
+    fx_release(&f);
+}
+
+static void test_keeper_channel_open_refuses_a_bad_token(void)
+{
+    struct keeper_channel kc;
+    bool gone = false;
+    int wfd = -1;
+    struct buf out;
+    char err[256];
+
+    buf_init(&out, 1024);
+    keeper_channel_init(&kc);
+    CU_ASSERT_EQUAL(keeper_channel_open(&kc, "/tmp", NULL,
+                                        &(struct keeper_channel_worker){&wfd, &gone, &out}, err,
+                                        sizeof(err)),
+                    -EINVAL);
+    CU_ASSERT_EQUAL(keeper_channel_open(&kc, "/tmp", "short",
+                                        &(struct keeper_channel_worker){&wfd, &gone, &out}, err,
+                                        sizeof(err)),
+                    -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "token"));
+    CU_ASSERT_EQUAL(kc.listen_fd, -1);
+    buf_release(&out);
+}
+
 CU_TestInfo keeper_channel_tests[] = {
+    {"test_keeper_channel_refuses_connections_without_the_token",
+     test_keeper_channel_refuses_connections_without_the_token},
+    {"test_keeper_channel_open_refuses_a_bad_token", test_keeper_channel_open_refuses_a_bad_token},
     {"test_keeper_channel_folder_and_socket_modes", test_keeper_channel_folder_and_socket_modes},
     {"test_keeper_channel_answers_alone", test_keeper_channel_answers_alone},
     {"test_keeper_channel_relays_with_keeper_ids_and_routes_answers",
