@@ -29,6 +29,7 @@ SANDBOX_HOME = "/home/agent"
 AGENT_DIR = SANDBOX_HOME + "/.pi/agent"
 CHANNEL_DIR = "/run/agent-runner"
 CHANNEL = CHANNEL_DIR + "/channel.sock"
+CHANNEL_TOKEN = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"  # RUNNER_CHANNEL_TOKEN of a test sandbox
 TOOLS_FILE = SANDBOX_HOME + "/.agent-runner/tools.json"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -125,6 +126,7 @@ class PiSandbox:
             e["PI_ACP_PI_COMMAND"] = self.pi_command
         if self.channel_dir:
             e["RUNNER_CHANNEL"] = CHANNEL
+            e["RUNNER_CHANNEL_TOKEN"] = CHANNEL_TOKEN
         if self.gate:
             e["RUNNER_GATE_BUILTINS"] = "1"
         if self.tools is not None:
