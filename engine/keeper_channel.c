@@ -32,7 +32,8 @@ int keeper_channel_open(struct keeper_channel *kc, const char *env_dir, const ch
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd, r;
 
-    if (!token || strlen(token) < TOOL_CHANNEL_TOKEN_LEN || strlen(token) > TOOL_CHANNEL_TOKEN_MAX) {
+    if (!token || strlen(token) < TOOL_CHANNEL_TOKEN_LEN ||
+        strlen(token) > TOOL_CHANNEL_TOKEN_MAX) {
         snprintf(err, errlen, "tool channel: the environment's token must be %d-%d bytes",
                  TOOL_CHANNEL_TOKEN_LEN, TOOL_CHANNEL_TOKEN_MAX);
         return -EINVAL;

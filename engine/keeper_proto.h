@@ -146,8 +146,8 @@ struct keeper_spec {
 /* The spec as one JSON document appended to out. */
 int keeper_spec_encode(const struct keeper_spec *s, struct buf *out);
 /*
- * Parse and check a spec: envDir, socket, sandbox and channelToken are required, idleMs must be > 0, a slot
- * needs shm + slot + generation. On failure err names the problem and nothing is kept.
+ * Parse and check a spec: envDir, socket, sandbox and channelToken are required, idleMs must be >
+ * 0, a slot needs shm + slot + generation. On failure err names the problem and nothing is kept.
  * attachTimeoutMs defaults to KEEPER_SPEC_ATTACH_DEFAULT_MS, provider to "local".
  */
 int keeper_spec_decode(const char *text, size_t len, struct keeper_spec *ret, char *err,

@@ -263,8 +263,8 @@ int tool_channel_encode_call_result(struct buf *out, json_object *id, const char
     return encode_result(out, id, res);
 }
 
-int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client,
-                              const char *version, const char *token)
+int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, const char *version,
+                              const char *token)
 {
     json_object *p = json_object_new_object();
     int r;

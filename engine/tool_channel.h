@@ -97,8 +97,8 @@ int tool_channel_encode_call_result(struct buf *out, json_object *id, const char
 /* ---- sandbox side ----------------------------------------------------------------------- */
 
 /* token: the environment's channel secret (NULL or "": none is sent) */
-int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client,
-                              const char *version, const char *token);
+int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, const char *version,
+                              const char *token);
 int tool_channel_encode_call(struct buf *out, int64_t id, const char *tool_call_id,
                              const char *tool_name, json_object *arguments);
 int tool_channel_encode_permission(struct buf *out, int64_t id, const char *tool_call_id,

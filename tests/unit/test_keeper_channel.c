@@ -23,7 +23,7 @@
 
 #define TOKEN "0123456789abcdef0123456789abcdef"
 #define HELLO_TOKEN                                                                                \
-    "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"hello\",\"params\":{\"client\":"       \
+    "{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"hello\",\"params\":{\"client\":"               \
     "\"pi-extension\",\"version\":\"1\",\"gating\":true,\"token\":\"" TOKEN "\"}}"
 
 struct fixture {
@@ -171,9 +171,11 @@ static int authed_client(struct fixture *f)
                                "hello");
         CU_ASSERT_PTR_NULL(jsonx_path(json_object_array_get_idx(w, 0), "params.token"));
         CU_ASSERT_PTR_NOT_NULL(jsonx_path(json_object_array_get_idx(w, 0), "params.gating"));
-        snprintf(answer, sizeof(answer), "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"result\":{"
-                                         "\"protocol\":1}}",
-                 (long long)json_object_get_int64(jsonx_get(json_object_array_get_idx(w, 0), "id")));
+        snprintf(
+            answer, sizeof(answer),
+            "{\"jsonrpc\":\"2.0\",\"id\":%lld,\"result\":{"
+            "\"protocol\":1}}",
+            (long long)json_object_get_int64(jsonx_get(json_object_array_get_idx(w, 0), "id")));
         json_object_put(w);
         keeper_channel_from_worker(&f->kc, answer, strlen(answer));
     }
@@ -458,7 +460,8 @@ static void test_keeper_channel_refuses_connections_without_the_token(void)
     say(good, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"hello\",\"params\":{\"client\":"
               "\"x\",\"token\":\"ffffffffffffffffffffffffffffffff\"}}");
     a = hear(&f, good);
-    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(a, "error"), "message")), "channel: wrong token");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(a, "error"), "message")),
+                           "channel: wrong token");
     json_object_put(a);
     CU_ASSERT_TRUE(closed_by_keeper(&f, good));
     close(good);
