@@ -3,10 +3,12 @@
  * codex's approval policy and rules, opencode's permission block) and on which Node.
  * The plans only need a harness folder path; nothing is read from it.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../engine/harness/harness.h"
 #include "../../engine/jsonx.h"
+#include "../../engine/log.h"
 #include "../../engine/request.h"
 #include "suites.h"
 
@@ -246,7 +248,55 @@ static void test_harness_pi_builtins_and_allow_all(void)
     json_object_put(plan);
 }
 
+/*
+ * The channel secret: 32 hex digits, fresh per plan, in the environment only of harnesses that
+ * speak the channel themselves (claude's tools would inherit it from claude), and in the log
+ * redaction set.
+ */
+static void test_harness_channel_token_only_where_the_harness_speaks_the_channel(void)
+{
+    static const struct {
+        enum harness_kind kind;
+        const char *name;
+        const char *mc;
+        bool in_env;
+    } cases[] = {
+        {HARNESS_PI, "pi_core", MC_OPENAI, true},
+        {HARNESS_CLAUDE, "claude", MC_ANTHROPIC, false},
+        {HARNESS_OPENCODE, "opencode", MC_OPENAI, false},
+    };
+    char first[HARNESS_CHANNEL_TOKEN_LEN + 1] = "";
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct planned p;
+        const char *t;
+        char *scrubbed;
+
+        plan_for(&p, cases[i].kind, cases[i].name, cases[i].mc, "");
+        CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+        CU_ASSERT_EQUAL_FATAL(harness_channel_token(&p.plan), 0);
+        t = p.plan.channel_token;
+        CU_ASSERT_EQUAL(strlen(t), HARNESS_CHANNEL_TOKEN_LEN);
+        CU_ASSERT_EQUAL(strspn(t, "0123456789abcdef"), HARNESS_CHANNEL_TOKEN_LEN);
+        CU_ASSERT_STRING_NOT_EQUAL(t, first);
+        snprintf(first, sizeof(first), "%s", t);
+        if (cases[i].in_env) {
+            CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL_TOKEN")), t);
+        } else {
+            CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_CHANNEL_TOKEN"));
+        }
+        scrubbed = log_redact_copy(t, 256);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(scrubbed);
+        CU_ASSERT_PTR_NULL(strstr(scrubbed, t));
+        free(scrubbed);
+        planned_release(&p);
+    }
+    log_redact_clear();
+}
+
 CU_TestInfo harness_tests[] = {
+    {"test_harness_channel_token_only_where_the_harness_speaks_the_channel",
+     test_harness_channel_token_only_where_the_harness_speaks_the_channel},
     {"test_harness_pi_gates_unless_the_plan_allows_all_builtins",
      test_harness_pi_gates_unless_the_plan_allows_all_builtins},
     {"test_harness_pi_launch_and_settings", test_harness_pi_launch_and_settings},
