@@ -174,6 +174,7 @@ static CU_SuiteInfo suites[] = {
     {"daytona_bridge", NULL, NULL, NULL, NULL, daytona_bridge_tests},
     {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     {"login", NULL, NULL, NULL, NULL, login_tests},
+    {"log", NULL, NULL, NULL, NULL, log_tests},
     CU_SUITE_INFO_NULL,
 };
 

@@ -16,6 +16,7 @@
 #include "../../engine/events.h"
 
 extern CU_TestInfo acp_tests[];
+extern CU_TestInfo log_tests[];
 extern CU_TestInfo request_tests[];
 extern CU_TestInfo events_tests[];
 extern CU_TestInfo run_turn_tests[];
