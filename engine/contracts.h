@@ -312,6 +312,16 @@ struct run_limits_config {
 
 struct pool;
 struct agenta_config;
+struct tool_runner_resolve;
+
+/* Runner-executed tools (tool_runner.h): what the operator configured. */
+struct tools_config {
+    const char *mcp_bin;       /* agent-runner-mcp, bound read-only into sandboxes */
+    const char *mcp_allowlist; /* AGENT_RUNNER_MCP_HOST_ALLOWLIST (comma-separated), or NULL */
+    const char *ca_file;       /* AGENT_RUNNER_TOOLS_CA_FILE: CA bundle for https MCP servers */
+    /* AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only): host names resolved to given addresses */
+    const struct tool_runner_resolve *test_resolve;
+};
 
 /*
  * What the engine needs from the runner's configuration; read-only while workers run.
@@ -337,6 +347,7 @@ struct engine_config {
     uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
     uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
     struct login_dirs logins;   /* the operator's harness logins (runtime_provided) */
+    struct tools_config tools;  /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
 };
