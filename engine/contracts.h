@@ -268,15 +268,23 @@ json_object *run_result_to_json(const struct run_result *res);
  * A permission gate the harness is waiting on (its request is unanswered): a turn that paused
  * parks its gates with the session; the next request's answers resume them.
  */
+/* What a parked gate holds open: a permission request, or a runner tool's tool/call. */
+enum gate_kind {
+    GATE_PERMISSION = 0, /* ACP session/request_permission or the channel's tool/permission */
+    GATE_CALL,           /* a runner tool's tool/call waiting for approval (permission "ask") */
+    GATE_CLIENT,         /* a client tool's tool/call waiting for the browser's result */
+};
+
 struct approval_gate {
     char tool_call_id[96];
     char token[48];
-    char request_id[64]; /* the agent's JSON-RPC id of the permission request, as JSON text */
-    char tool_name[64];
+    char request_id[64]; /* the JSON-RPC id of the open request (permission or tool/call) */
+    char tool_name[80];  /* a runner tool's name is up to 64 bytes */
     char allow_option[48];  /* the allow_once option to answer "approved" with */
     char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
-    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
+    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved / answered */
     bool channel; /* asked over the keeper channel (pi's tool/permission): answered there */
+    uint8_t kind; /* enum gate_kind; CALL and CLIENT are always channel requests */
 };
 
 /* Teardown reasons (reference/agenta-runner.md §3.16). */

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "environment.h"
@@ -14,6 +16,7 @@
 #include "request.h"
 #include "trace.h"
 #include "run_turn.h"
+#include "tool_runner.h"
 #include "transcript.h"
 #include "util.h"
 
@@ -31,17 +34,6 @@ json_object *engine_installed_harnesses(const struct engine_config *cfg)
 static int refuse_unusable(const struct run_request *req, const struct provider_ops *provider,
                            char *err, size_t errlen)
 {
-    if (req->custom_tools && json_object_array_length(req->custom_tools) > 0) {
-        snprintf(err, errlen, "customTools: harness %s cannot call runner-side tools on this "
-                              "runner (no tool relay)",
-                 harness_kind_name(req->harness));
-        return AR_E_INVALID_REQUEST;
-    }
-    if (req->mcp_servers && json_object_array_length(req->mcp_servers) > 0) {
-        snprintf(err, errlen, "mcpServers: harness %s cannot use MCP servers on this runner",
-                 harness_kind_name(req->harness));
-        return AR_E_INVALID_REQUEST;
-    }
     if (req->network == NETWORK_ALLOWLIST && !provider->caps.network_allowlist) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
                               "by the %s sandbox",
@@ -110,6 +102,10 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         return r;
     if (identity_pool_key(req, t.key, sizeof(t.key)) < 0)
         t.key[0] = '\0';
+    /* the run's tools: checked now (a code tool, a bad MCP server config: 400) */
+    r = tool_runner_new(&cfg->tools, req, &t.tools, err, errlen);
+    if (r < 0)
+        return r == -ENOMEM ? r : AR_E_INVALID_REQUEST;
     r = identity_config_fp(req, t.config_fp);
     if (r == 0)
         r = identity_history_fp(req->messages, req->nmessages - 1, NULL, 0, t.prior_fp);
@@ -117,11 +113,15 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         r = identity_credential_epoch(req, cfg->epoch_key, t.epoch);
     if (r < 0) {
         snprintf(err, errlen, "cannot fingerprint the request: %s", ar_strerror(r));
+        tool_runner_free(t.tools);
         return r;
     }
     t.client_gone_cancels = req->session_id == NULL;
     sandbox_plan_init(&t.plan);
     r = t.harness->plan(&paths, req, &t.plan, err, errlen);
+    if (r == 0 && tool_runner_any(t.tools))
+        harness_add_runner_tools(&t.plan, req->harness, cfg->tools.mcp_bin,
+                                 TOOL_RUNNER_TOOLS_FILE);
     /* a warm environment is bound to the operator login it was given (runtime_provided) */
     if (r == 0 && t.plan.has_login && login_epoch_mix(cfg->epoch_key, t.epoch,
                                                        t.plan.login_digest) < 0) {
@@ -138,6 +138,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
 
 void engine_turn_release(struct engine_turn *t)
 {
+    tool_runner_free(t->tools);
     if (t->plan.argv)
         sandbox_plan_release(&t->plan);
     memset(t, 0, sizeof(*t));
@@ -372,12 +373,109 @@ static enum permission stored_decision(void *ctx, const char *tool, json_object 
     return transcript_stored_decision(ctx, tool, args);
 }
 
+/* ---- the turn's view of the run's tools (run_turn.h struct turn_tools) -------------------- */
+
+struct tool_hooks {
+    struct engine_turn *t;
+    const struct environment *env;
+    struct turn_tools ops;
+};
+
+static int hook_find(void *ctx, const char *name, const struct tool_spec **ret, char *err,
+                     size_t errlen)
+{
+    struct tool_hooks *h = ctx;
+
+    return tool_runner_find(h->t->tools, name, ret, err, errlen);
+}
+
+static int hook_exec(void *ctx, const struct tool_spec *spec, const char *call_id,
+                     json_object *args, bool (*stop)(void *stop_ctx), void *stop_ctx,
+                     struct tool_result *ret)
+{
+    struct tool_hooks *h = ctx;
+
+    return tool_runner_exec(h->t->tools, spec, call_id, args, h->t->req->session_id, stop,
+                            stop_ctx, ret);
+}
+
+/* A parked call's arguments: <environment>/calls/<token>.json, outside anything the sandbox
+ * sees, gone with the environment. */
+static int stash_path(const struct tool_hooks *h, const char *token, char *out, size_t outlen)
+{
+    for (const char *p = token; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return -EINVAL;
+    if (snprintf(out, outlen, "%s/calls/%s.json", h->env->paths.dir, token) >= (int)outlen)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+static int hook_stash(void *ctx, const char *token, json_object *args)
+{
+    struct tool_hooks *h = ctx;
+    char dir[sizeof(h->env->paths.dir) + 8], path[PATH_MAX];
+    size_t len;
+    const char *text = jsonx_text(args, &len);
+    int r = stash_path(h, token, path, sizeof(path));
+
+    if (r < 0 || !text)
+        return r < 0 ? r : -ENOMEM;
+    snprintf(dir, sizeof(dir), "%s/calls", h->env->paths.dir);
+    r = util_mkdir_p(dir, 0700);
+    if (r == 0)
+        r = util_write_file(path, text, len, 0600);
+    return r;
+}
+
+static json_object *hook_unstash(void *ctx, const char *token)
+{
+    struct tool_hooks *h = ctx;
+    char path[PATH_MAX], err[128], *data = NULL;
+    json_object *args = NULL;
+    size_t len = 0;
+
+    if (stash_path(h, token, path, sizeof(path)) < 0 ||
+        util_read_file(path, TOOL_CHANNEL_LINE_MAX, &data, &len) < 0)
+        return NULL;
+    (void)unlink(path);
+    if (jsonx_parse(data, len, 256, &args, err, sizeof(err)) < 0)
+        args = NULL;
+    free(data);
+    return args;
+}
+
+static json_object *hook_client_output(void *ctx, const char *call_id, const char *tool,
+                                       json_object *args, bool *ret_is_error)
+{
+    struct tool_hooks *h = ctx;
+
+    return transcript_client_output(h->t->req, call_id, tool, args, ret_is_error);
+}
+
+static const struct turn_tools *tool_hooks_init(struct tool_hooks *h, struct engine_turn *t,
+                                                const struct environment *env)
+{
+    if (!t->tools)
+        return NULL;
+    h->t = t;
+    h->env = env;
+    h->ops = (struct turn_tools){.find = hook_find,
+                                 .exec = hook_exec,
+                                 .stash = hook_stash,
+                                 .unstash = hook_unstash,
+                                 .client_output = hook_client_output,
+                                 .ctx = h};
+    return &h->ops;
+}
+
 static struct turn_options turn_options(struct engine_turn *t, json_object *prompt,
                                         struct cancel_probe *probe)
 {
     struct turn_options opt;
 
     memset(&opt, 0, sizeof(opt));
+    opt.harness = t->req->harness;
     opt.prompt = prompt;
     opt.limits = &t->cfg->limits;
     opt.permissions = t->req->permissions;
@@ -414,6 +512,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                                       .source = LIFECYCLE_FROM_ADMITTED};
     bool resume = lk->outcome == POOL_LOOKUP_RESUME;
     struct environment *env = NULL;
+    struct tool_hooks hooks;
     struct cancel_probe probe;
     struct turn_env te;
     struct turn_outcome out;
@@ -447,6 +546,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                              es);
     }
     opt = turn_options(t, prompt, &probe);
+    opt.tools = tool_hooks_init(&hooks, t, env);
     if (resume) {
         opt.resume_prompt_id = lk->s.prompt_id;
         opt.resume = lk->s.gates;
@@ -474,7 +574,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
 static int open_session(const struct engine_turn *t, struct environment *env, char *err,
                         size_t errlen)
 {
-    struct turn_session sess = {.agent_caps = NULL};
+    struct turn_session sess = {.agent_caps = NULL, .mcp_servers = t->plan.session_mcp};
     struct turn_env te;
     int r;
 
@@ -496,6 +596,33 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     return r;
 }
 
+/*
+ * A cold start with tools: the MCP servers are reached and listed (SSRF guard first) and the
+ * public specs become the sandbox's tool file. An error names the server at fault.
+ */
+static int tools_into_plan(struct engine_turn *t, char *err, size_t errlen)
+{
+    struct buf specs;
+    int r;
+
+    if (!tool_runner_any(t->tools) || t->tools_file)
+        return 0;
+    r = tool_runner_connect(t->tools, err, errlen);
+    if (r < 0)
+        return r;
+    buf_init(&specs, TOOL_PUBLIC_MAX);
+    r = tool_runner_public_json(t->tools, &specs);
+    if (r == 0) {
+        harness_add_file(&t->plan, TOOL_RUNNER_TOOLS_FILE, buf_str(&specs), 0644);
+        t->tools_file = true;
+    } else {
+        snprintf(err, errlen, "the run's tools do not fit the sandbox's tool list (%s)",
+                 ar_strerror(r));
+    }
+    buf_release(&specs);
+    return r;
+}
+
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
                      bool *limit, enum teardown_reason why)
 {
@@ -503,6 +630,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     const struct run_request *req = t->req;
     bool warm_policy = t->policy.mode == LIFECYCLE_WARM;
     struct environment *env = NULL;
+    struct tool_hooks hooks;
     struct cancel_probe probe;
     struct turn_env te;
     struct turn_outcome out;
@@ -516,6 +644,13 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     metrics_cold_start(pool_metrics(cfg->pool), (unsigned)why);
     event_emit(es, event_data_phase("environment_starting"));
     event_stream_flush(es);
+    if (tools_into_plan(t, err, sizeof(err)) < 0) {
+        log_debug("run tools unavailable: %s", err);
+        event_emit(es, event_error(err, "runner_error"));
+        run_result_fail(res, "%s", err);
+        emit_done(es, res);
+        return;
+    }
     r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy, &env,
                             err, sizeof(err));
     if (r == -EEXIST) {
@@ -559,6 +694,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
                                   .es = es, .on_client_gone = t->client_gone_cancels,
                                   .plat = t->plat};
     opt = turn_options(t, prompt, &probe);
+    opt.tools = tool_hooks_init(&hooks, t, env);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);

@@ -30,7 +30,10 @@ struct tool_runner {
     struct tool_set *set;
     struct mcp_client_config *servers; /* set->nservers, with their header values */
     struct mcp_client **clients;       /* set->nservers, NULL until connected */
+    bool *listed;                      /* set->nservers: its tools joined the set */
     bool connected;
+    int connect_rc;                    /* a failed connect is not tried again in this turn */
+    char connect_err[1024];
     CURL *curl;
     atomic_int cancel;
 };
@@ -144,7 +147,8 @@ int tool_runner_new(const struct tools_config *cfg, const struct run_request *re
     n = r->set->nservers;
     r->servers = calloc(n ? n : 1, sizeof(*r->servers));
     r->clients = calloc(n ? n : 1, sizeof(*r->clients));
-    if (!r->servers || !r->clients) {
+    r->listed = calloc(n ? n : 1, sizeof(*r->listed));
+    if (!r->servers || !r->clients || !r->listed) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -174,6 +178,7 @@ void tool_runner_free(struct tool_runner *r)
             mcp_client_config_release(&r->servers[i]);
     }
     free(r->clients);
+    free(r->listed);
     free(r->servers);
     tool_set_free(r->set);
     if (r->curl)
@@ -208,31 +213,36 @@ int tool_runner_connect(struct tool_runner *r, char *err, size_t errlen)
                  .resolve_ctx = r->cfg ? (void *)r->cfg->test_resolve : NULL},
         .ca_file = r->cfg ? r->cfg->ca_file : NULL,
     };
-    char why[512];
+    char why[768];
     int rc = 0;
 
     if (r->connected)
         return 0;
+    if (r->connect_rc < 0) {
+        snprintf(err, errlen, "%s", r->connect_err);
+        return r->connect_rc;
+    }
     redact_secrets(r);
     for (size_t i = 0; i < r->set->nservers; i++) {
         json_object *listed = NULL;
 
-        if (!r->clients[i]) {
+        if (r->listed[i])
+            continue;
+        if (!r->clients[i])
             rc = mcp_client_open(&r->servers[i], &opt, &r->clients[i], why, sizeof(why));
-            if (rc < 0) {
-                snprintf(err, errlen, "mcpServers[%zu] \"%s\": %s", i, r->set->servers[i].name,
-                         why);
-                return rc;
-            }
-        }
-        rc = mcp_client_list_tools(r->clients[i], &listed, why, sizeof(why));
+        if (rc == 0)
+            rc = mcp_client_list_tools(r->clients[i], &listed, why, sizeof(why));
         if (rc == 0)
             rc = tool_set_add_mcp_tools(r->set, i, listed, why, sizeof(why));
         json_object_put(listed);
         if (rc < 0) {
-            snprintf(err, errlen, "mcpServers[%zu] \"%s\": %s", i, r->set->servers[i].name, why);
+            snprintf(r->connect_err, sizeof(r->connect_err), "mcpServers[%zu] \"%s\": %s", i,
+                     r->set->servers[i].name, why);
+            snprintf(err, errlen, "%s", r->connect_err);
+            r->connect_rc = rc;
             return rc;
         }
+        r->listed[i] = true;
         log_debug("mcp server '%s': %s, session %s", r->set->servers[i].name,
                   mcp_client_protocol(r->clients[i]),
                   mcp_client_session(r->clients[i])[0] ? "held" : "none");

@@ -151,8 +151,18 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
 
     if (!id)
         return 0;
-    turn_close_block(st, es);
     t = turn_find_tool(st, id);
+    if (t && (t->runner || t->hidden))
+        return 0; /* a runner tool: the runner reports it */
+    if (!t && turn_runner_tool_of(st, update, NULL, 0)) {
+        t = turn_add_tool(st, id);
+        if (!t)
+            return -ENOMEM;
+        t->hidden = true;
+        t->name = util_xstrdup(name);
+        return 0;
+    }
+    turn_close_block(st, es);
     if (!t) {
         t = turn_add_tool(st, id);
         if (!t)
@@ -317,7 +327,7 @@ size_t turn_settle_denied(struct turn_state *st, struct event_stream *es)
         json_object *input = NULL;
         char err[64];
 
-        if (!t->denied || t->done)
+        if (!t->denied || t->done || t->hidden || t->runner)
             continue;
         if (t->unannounced) {
             if (t->input &&
@@ -388,12 +398,90 @@ json_object *turn_interaction_request(const struct approval_gate *g, json_object
     return ev;
 }
 
+/* The runner tool named after the agenta-tools server in s ("mcp__agenta-tools__x",
+ * "agenta-tools_x", codex's "mcp__agenta_tools" namespace), or false. */
+static bool after_server_name(const char *s, char *name, size_t namelen)
+{
+    static const char *const servers[] = {"agenta-tools", "agenta_tools"};
+    const char *p = NULL;
+    size_t n;
+
+    for (size_t i = 0; s && !p && i < ARRAY_SIZE(servers); i++) {
+        p = strstr(s, servers[i]);
+        if (p)
+            p += strlen(servers[i]);
+    }
+    if (!p)
+        return false;
+    n = strspn(p, "_./:");
+    if (n == 0)
+        return false;
+    p += n;
+    n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+    if (n == 0)
+        return false;
+    if (name && namelen)
+        snprintf(name, namelen, "%.*s", (int)(n < namelen ? n : namelen - 1), p);
+    return true;
+}
+
+bool turn_runner_tool_of(const struct turn_state *st, json_object *tool_call, char *name,
+                         size_t namelen)
+{
+    json_object *raw = jsonx_get(tool_call, "rawInput");
+    const char *n = tool_name_of(tool_call), *server = jsonx_str(raw, "server");
+
+    if (st->kind == HARNESS_PI || st->kind == HARNESS_SCRIPTED) {
+        /* pi names the tool itself (no pi built-in can be a runner tool) */
+        if (!n || !st->is_runner || !st->is_runner(st->is_runner_ctx, n))
+            return false;
+        if (name && namelen)
+            snprintf(name, namelen, "%s", n);
+        return true;
+    }
+    /* codex: rawInput {server, tool, arguments} */
+    if (server && (strcmp(server, "agenta-tools") == 0 || strcmp(server, "agenta_tools") == 0) &&
+        jsonx_str(raw, "tool")) {
+        if (name && namelen)
+            snprintf(name, namelen, "%s", jsonx_str(raw, "tool"));
+        return true;
+    }
+    return after_server_name(n, name, namelen) ||
+           after_server_name(jsonx_str(tool_call, "title"), name, namelen);
+}
+
+json_object *turn_client_tool_request(const struct approval_gate *g, json_object *args,
+                                      json_object *render)
+{
+    json_object *ev = event_new("interaction_request"), *payload = json_object_new_object();
+    json_object *tc = json_object_new_object();
+
+    json_object_object_add(ev, "id", json_object_new_string(g->token));
+    json_object_object_add(ev, "kind", json_object_new_string("client_tool"));
+    json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
+    json_object_object_add(payload, "toolName", json_object_new_string(g->tool_name));
+    json_object_object_add(payload, "input",
+                           args ? json_object_get(args) : json_object_new_object());
+    if (render)
+        json_object_object_add(payload, "render", json_object_get(render));
+    json_object_object_add(tc, "toolCallId", json_object_new_string(g->tool_call_id));
+    json_object_object_add(tc, "title", json_object_new_string(g->tool_name));
+    json_object_object_add(tc, "resolvedName", json_object_new_string(g->tool_name));
+    json_object_object_add(tc, "rawInput", args ? json_object_get(args) : json_object_new_object());
+    json_object_object_add(payload, "toolCall", tc);
+    json_object_object_add(payload, "interactionToken", json_object_new_string(g->token));
+    json_object_object_add(ev, "payload", payload);
+    return ev;
+}
+
 json_object *turn_interaction_response(const struct approval_gate *g)
 {
     json_object *ev = event_new("interaction_response"), *payload = json_object_new_object();
 
     json_object_object_add(ev, "id", json_object_new_string(g->token));
-    json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
+    json_object_object_add(ev, "kind", json_object_new_string(g->kind == GATE_CLIENT
+                                                                  ? "client_tool"
+                                                                  : "user_approval"));
     json_object_object_add(payload, "approved", json_object_new_boolean(g->decision == 1));
     json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
     json_object_object_add(ev, "payload", payload);
@@ -405,7 +493,7 @@ void turn_settle_open_tools(struct turn_state *st, struct event_stream *es)
 {
     for (size_t i = 0; i < st->ntools; i++) {
         struct turn_tool *t = &st->tools[i];
-        if (t->done)
+        if (t->done || t->hidden)
             continue;
         t->done = true;
         event_emit(es, event_tool_result(t->id, "INTERRUPTED_BY_USER: the turn was cancelled "
@@ -445,7 +533,8 @@ void turn_record_tool_ids(const struct turn_state *st, struct run_result *res)
     if (!res->tool_call_ids)
         res->tool_call_ids = json_object_new_array();
     for (size_t i = 0; i < st->ntools; i++)
-        json_object_array_add(res->tool_call_ids, json_object_new_string(st->tools[i].id));
+        if (!st->tools[i].hidden) /* the ids the client saw in events */
+            json_object_array_add(res->tool_call_ids, json_object_new_string(st->tools[i].id));
 }
 
 uint32_t turn_caps_to_bits(const struct harness_caps *c)
