@@ -82,3 +82,177 @@ def test_callback_tool_gets_agentas_body_and_its_answer_reaches_the_agent(ctx):
     assert tr["id"] == "call_1" and tr["isError"] is False and not tr.get("denied"), tr
     assert '\\"call_id\\": \\"call_1\\"' in tr["output"] or "call_1" in tr["output"], tr
     assert "tool get_user: " in res["output"] and "call_1" in res["output"], res["output"]
+
+
+WEATHER = {"name": "get_weather", "description": "Look up weather for a city",
+           "inputSchema": {"type": "object", "properties": {"city": {"type": "string"},
+                                                            "description": {"type": "string"}}},
+           "kind": "callback", "ephemeralArgs": ["description"],
+           "call": {"method": "POST", "path": "/api/workflows/invoke",
+                    "body": {"references": {"workflow_revision": {"id": "rev_abc123"}}},
+                    "args_into": "data.inputs",
+                    "context": {"meta.variant": "$ctx.workflow.variant.id",
+                                "meta.session": "$ctx.session.id"}}}
+
+
+def test_direct_call_fills_ctx_tokens_and_args_into(ctx):
+    CB.reset()
+    p, s = ids()
+    res, evs = turn(ctx, [call("get_weather", "w1", city="Oslo", description="why I call")],
+                    tools=[WEATHER], p=p, s=s)
+    assert res["ok"] is True, res
+    [d] = CB.direct_calls(path="/api/workflows/invoke")
+    assert d["method"] == "POST", d
+    assert d["headers"]["authorization"] == CB.authorization, d["headers"]
+    # args at data.inputs (minus the ephemeral one), the fixed body, the $ctx bindings
+    assert d["body"] == {"references": {"workflow_revision": {"id": "rev_abc123"}},
+                         "data": {"inputs": {"city": "Oslo"}},
+                         "meta": {"variant": "var_abc", "session": s}}, d["body"]
+    [tr] = of(evs, "tool_result")
+    assert tr["isError"] is False and "/api/workflows/invoke" in tr["output"], tr
+    ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+def test_callback_500_and_timeout_are_tool_errors_and_the_turn_goes_on(ctx):
+    CB.reset()
+    CB.script_tool("tools__fail", {"http_status": 500})
+    CB.script_tool("tools__slow", {"delay": 14})
+    res, evs = turn(ctx, [call("fails", "f1"), call("slow", "s1"), {"chunk": " still here"}],
+                    tools=[callback_tool("fails", "tools__fail"),
+                           callback_tool("slow", "tools__slow", timeoutMs=1)])
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    tr = {e["id"]: e for e in of(evs, "tool_result")}
+    assert tr["f1"]["isError"] is True and "500" in tr["f1"]["output"], tr["f1"]
+    assert tr["s1"]["isError"] is True and "tim" in tr["s1"]["output"].lower(), tr["s1"]
+    assert "tool fails error: " in res["output"] and "tool slow error: " in res["output"], res
+    assert res["output"].endswith(" still here"), res["output"]
+    assert not of(evs, "error"), evs
+
+
+def test_a_large_result_is_capped_with_the_note(ctx):
+    CB.reset()
+    CB.script_tool("tools__big", {"size": 150000})
+    res, evs = turn(ctx, [call("big", "b1")], tools=[callback_tool("big", "tools__big")])
+    [tr] = of(evs, "tool_result")
+    assert tr["isError"] is False, tr
+    assert len(tr["output"].encode()) <= 100000, len(tr["output"])
+    assert "bytes omitted]" in tr["output"] and "Narrow" in tr["output"], tr["output"][-300:]
+    assert tr["output"].startswith("<<BEGIN:"), tr["output"][:40]
+
+
+def test_render_hints_and_a_denied_tool(ctx):
+    CB.reset()
+    render = {"kind": "component", "component": "UserCard"}
+    res, evs = turn(ctx, [call("get_user", "u1"), call("nope", "n1"), {"chunk": " ok"}],
+                    tools=[callback_tool(render=render),
+                           callback_tool("nope", "tools__nope", permission="deny")])
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    tc = {e["id"]: e for e in of(evs, "tool_call")}
+    tr = {e["id"]: e for e in of(evs, "tool_result")}
+    assert tc["u1"]["render"] == render and tr["u1"]["render"] == render, (tc, tr)
+    assert tr["n1"]["denied"] is True and tr["n1"]["isError"] is True, tr["n1"]
+    assert tr["n1"]["output"] == "Tool 'nope' is denied by policy.", tr["n1"]
+    assert not CB.tool_calls("tools__nope"), "a denied tool was called"
+    assert "tool nope error: Tool 'nope' is denied by policy." in res["output"], res
+
+
+def answer(call_id, approved, token, role="user"):
+    return {"role": role, "content": [{"type": "tool_result", "toolCallId": call_id,
+                                       "output": {"approved": approved,
+                                                  "interactionToken": token}}]}
+
+
+def paused(ctx, steps, tools, **extra):
+    p, s = ids()
+    first = [{"role": "user", "content": script(steps)}]
+    res, evs = turn(ctx, None, tools, p, s, messages=first, **extra)
+    assert res["ok"] is True and res["stopReason"] == "paused", res
+    reqs = of(evs, "interaction_request")
+    assert len(reqs) == 1, reqs
+    sess = ctx.stack.session(f"{p}:{s}")
+    assert sess["state"] == "awaiting_approval", sess
+    return p, s, first, reqs[0], sess, res
+
+
+def test_ask_parks_and_approve_runs_the_call_on_the_same_process(ctx):
+    CB.reset()
+    p, s, first, req, sess, res = paused(
+        ctx, [{"pid": True}, call("get_user", "a1"), {"pid": True}],
+        [callback_tool(permission="ask")])
+    assert req["kind"] == "user_approval" and req["payload"]["toolCallId"] == "a1", req
+    assert req["payload"]["toolCall"]["resolvedName"] == "get_user", req
+    assert req["payload"]["availableReplies"] == ["once", "reject"], req
+    assert not CB.tool_calls(CALL_REF), "ran before approval"
+    before_pid = res["output"]
+    res, evs = turn(ctx, None, [callback_tool(permission="ask")], p, s,
+                    messages=first + [answer("a1", True, req["id"])])
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    assert of(evs, "interaction_response")[0]["payload"] == {"approved": True,
+                                                            "toolCallId": "a1"}, evs
+    [c] = CB.tool_calls(CALL_REF)
+    assert c["body"]["data"]["id"] == "a1", c
+    [tr] = of(evs, "tool_result")
+    assert tr["id"] == "a1" and tr["isError"] is False, tr
+    after = ctx.stack.session(f"{p}:{s}")
+    assert after["keeperPid"] == sess["keeperPid"], (sess, after)
+    # the same agent process went on: the tool's answer, then the pid it printed before
+    assert before_pid.startswith("pid:"), before_pid
+    assert res["output"].startswith("tool get_user: ") and res["output"].endswith(before_pid), \
+        res["output"]
+    ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+def test_ask_then_deny_never_calls_the_tool(ctx):
+    CB.reset()
+    tools = [callback_tool(permission="ask")]
+    p, s, first, req, sess, _ = paused(ctx, [call("get_user", "a2"), {"chunk": " went on"}],
+                                       tools)
+    res, evs = turn(ctx, None, tools, p, s, messages=first + [answer("a2", False, req["id"])])
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    [tr] = of(evs, "tool_result")
+    assert tr["denied"] is True and tr["isError"] is True, tr
+    assert not CB.tool_calls(CALL_REF)
+    assert res["output"].endswith(" went on"), res
+    ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+CLIENT = {"name": "pick_color", "description": "Let the user pick a color in the browser",
+          "inputSchema": {"type": "object", "properties": {"palette": {"type": "string"}}},
+          "kind": "client", "render": {"kind": "component", "component": "ColorPicker"}}
+
+
+def test_client_tool_pauses_and_resumes_with_the_browser_result(ctx):
+    p, s, first, req, sess, _ = paused(
+        ctx, [call("pick_color", "cc1", palette="warm"), {"chunk": " thanks"}], [CLIENT])
+    assert req["kind"] == "client_tool", req
+    pl = req["payload"]
+    assert pl["toolCallId"] == "cc1" and pl["toolName"] == "pick_color", pl
+    assert pl["input"] == {"palette": "warm"} and pl["render"] == CLIENT["render"], pl
+    browser = {"role": "user", "content": [{"type": "tool_result", "toolCallId": "cc1",
+                                            "toolName": "pick_color",
+                                            "output": {"color": "#ff8800"}}]}
+    res, evs = turn(ctx, None, [CLIENT], p, s, messages=first + [browser])
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    assert 'tool pick_color: {"color":"#ff8800"}' in res["output"], res["output"]
+    assert res["output"].endswith(" thanks"), res["output"]
+    [tr] = of(evs, "tool_result")
+    assert tr["id"] == "cc1" and tr["isError"] is False, tr
+    after = ctx.stack.session(f"{p}:{s}")
+    assert after["keeperPid"] == sess["keeperPid"], (sess, after)
+    ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+def test_client_tool_result_after_the_session_is_gone_replays_cold(ctx):
+    p, s, first, req, sess, _ = paused(ctx, [call("pick_color", "cc2", palette="cold")],
+                                       [CLIENT])
+    ctx.stack.ctl("kill", f"{p}:{s}")
+    history = first + [{"role": "assistant", "content": [
+        {"type": "tool_call", "toolCallId": "cc2", "toolName": "pick_color",
+         "input": {"palette": "cold"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "toolCallId": "cc2",
+                                      "toolName": "pick_color", "output": {"color": "#0044ff"}}]}]
+    res, evs = turn(ctx, None, [CLIENT], p, s, messages=history)
+    assert res["ok"] is True, res
+    # the scripted agent echoes a cold replay: the browser's result is in it
+    assert "#0044ff" in res["output"] and "Conversation so far" in res["output"], res["output"]
+    ctx.stack.ctl("kill", f"{p}:{s}")
