@@ -301,8 +301,8 @@ static int exec_now(struct tool_runner *r, const struct tool_spec *spec, const c
     case TOOL_EXEC_MCP:
         buf_init(&missing, 64 * 1024);
         rc = tool_spec_check_required(spec, args, &missing);
-        if (rc == 1)
-            rc = tool_result_set(ret, true, buf_str(&missing));
+        if (rc == 1) /* the model's mistake: a tool error before any request */
+            rc = tool_result_set(ret, true, buf_str(&missing)) < 0 ? -ENOMEM : 1;
         buf_release(&missing);
         if (rc != 0)
             return rc < 0 ? rc : 0;

@@ -256,3 +256,79 @@ def test_client_tool_result_after_the_session_is_gone_replays_cold(ctx):
     # the scripted agent echoes a cold replay: the browser's result is in it
     assert "#0044ff" in res["output"] and "Conversation so far" in res["output"], res["output"]
     ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+DOCS = MCP.add_server("docs", tools=[
+    {"name": "search", "description": "Search the docs",
+     "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}},
+                     "required": ["q"]}},
+    {"name": "delete_all", "description": "Delete every doc"}])
+
+
+def mcp_config(server=DOCS, host="mcp.test", **policy):
+    return server.config(url=server.url_for(host), **policy)
+
+
+def test_mcp_tool_is_listed_and_called_with_its_header_credential(ctx):
+    MCP.reset()
+    res, evs = turn(ctx, [{"exec": "cat /home/agent/.agent-runner/tools.json"},
+                          call("docs__search", "m1", q="warm sessions")],
+                    mcpServers=[mcp_config()])
+    assert res["ok"] is True, res
+    tools = json.loads(of(evs, "tool_result")[0]["output"])
+    assert sorted(t["name"] for t in tools) == ["docs__delete_all", "docs__search"], tools
+    assert all(set(t) <= {"name", "description", "inputSchema"} for t in tools), tools
+    calls = DOCS.calls("tools/call")
+    assert len(calls) == 1, calls
+    assert calls[0]["headers"][DOCS.header_name] == DOCS.header_value, calls[0]["headers"]
+    assert calls[0]["tool"] == "search" and calls[0]["arguments"] == {"q": "warm sessions"}, calls
+    tr = [e for e in of(evs, "tool_result") if e["id"] == "m1"][0]
+    assert tr["isError"] is False, tr
+    assert json.loads(tr["output"]) == {"tool": "search", "arguments": {"q": "warm sessions"}}, tr
+    assert "tool docs__search: " in res["output"], res["output"]
+
+
+def test_mcp_include_list_filters_and_server_permission_applies(ctx):
+    MCP.reset()
+    res, evs = turn(ctx, [{"exec": "cat /home/agent/.agent-runner/tools.json"},
+                          call("docs__delete_all", "m2"), call("docs__search", "m3", q="x"),
+                          {"chunk": " end"}],
+                    mcpServers=[mcp_config(mode="include", names=["search"],
+                                           permission="deny")])
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    tools = json.loads(of(evs, "tool_result")[0]["output"])
+    assert [t["name"] for t in tools] == ["docs__search"], tools
+    tr = {e["id"]: e for e in of(evs, "tool_result")}
+    assert tr["m2"]["isError"] is True and "no tool named" in tr["m2"]["output"], tr["m2"]
+    assert tr["m3"]["denied"] is True, tr["m3"]
+    assert not DOCS.calls("tools/call"), "a filtered or denied tool reached the server"
+
+
+def test_mcp_missing_required_argument_is_a_tool_error(ctx):
+    MCP.reset()
+    res, evs = turn(ctx, [call("docs__search", "m4")], mcpServers=[mcp_config()])
+    [tr] = [e for e in of(evs, "tool_result") if e["id"] == "m4"]
+    assert tr["isError"] is True and "missing required argument" in tr["output"], tr
+    assert not DOCS.calls("tools/call")
+
+
+def test_mcp_ssrf_cases_are_refused_naming_the_server(ctx):
+    port = MCP.port
+    cases = {
+        "http": f"http://mcp-plain.example:{port}/mcp/docs",
+        "localhost": f"https://localhost:{port}/mcp/docs",
+        "private": "https://10.1.2.3/mcp/docs",
+        "metadata": "https://169.254.169.254/latest/meta-data",
+        "rebound": f"https://evil.test:{port}/mcp/docs",
+    }
+    for case, url in cases.items():
+        MCP.reset()
+        cfg = DOCS.config(url=url)
+        cfg["name"] = "srv_" + case
+        res, evs = turn(ctx, [call("x", "s1")], mcpServers=[cfg])
+        assert res["ok"] is False, (case, res)
+        assert f'"srv_{case}"' in res["error"], (case, res["error"])
+        err = of(evs, "error")
+        assert err and f'"srv_{case}"' in err[0]["message"], (case, evs)
+        assert DOCS.header_value not in res["error"], case
+        assert not MCP.calls(), (case, MCP.calls())
