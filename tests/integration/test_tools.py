@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import uuid
 
-from fakes import FakeCallback, FakeMcp
+from fakes import FakeAgentaApi, FakeCallback, FakeMcp
 from stack import events_of, result_of, script
 
 FAKES = tempfile.mkdtemp(prefix="ar-tools-fakes.")
@@ -332,3 +332,89 @@ def test_mcp_ssrf_cases_are_refused_naming_the_server(ctx):
         assert err and f'"srv_{case}"' in err[0]["message"], (case, evs)
         assert DOCS.header_value not in res["error"], case
         assert not MCP.calls(), (case, MCP.calls())
+
+
+def test_warm_session_keeps_its_tools_and_takes_a_rotated_authorization(ctx):
+    CB.reset()
+    p, s = ids()
+    tools = [callback_tool()]
+    res, _ = turn(ctx, [call("get_user", "w1")], tools, p, s)
+    assert res["ok"] is True, res
+    first = ctx.stack.session(f"{p}:{s}")
+    rotated = "Access cb-rotated-" + uuid.uuid4().hex[:8]
+    CB.set_authorization(rotated)
+    # a follow-up carries the new message only (as Agenta's platform sends it)
+    req_cb = {"endpoint": CB.endpoint, "authorization": rotated}
+    res, evs = turn(ctx, [call("get_user", "w2")], tools, p, s, toolCallback=req_cb)
+    assert res["ok"] is True, res
+    again = ctx.stack.session(f"{p}:{s}")
+    assert again["keeperPid"] == first["keeperPid"], "a rotated authorization tore it down"
+    calls = CB.tool_calls(CALL_REF)
+    assert [c["headers"]["authorization"] for c in calls] == [CB.initial_authorization,
+                                                              rotated], calls
+    # another tool set is another environment
+    res, _ = turn(ctx, None, tools + [callback_tool("other", "tools__other")], p, s,
+                  messages=[{"role": "user", "content": "hello"}], toolCallback=req_cb)
+    assert res["ok"] is True, res
+    assert ctx.stack.session(f"{p}:{s}")["keeperPid"] != first["keeperPid"]
+    assert ctx.stack.recent_reason(f"{p}:{s}") == "runtime-incompatible"
+    ctx.stack.ctl("kill", f"{p}:{s}")
+    CB.reset()
+
+
+def test_warm_session_takes_a_rotated_mcp_credential(ctx):
+    MCP.reset()
+    p, s = ids()
+    srv = MCP.add_server("rot", tools=["lookup"])
+    res, _ = turn(ctx, [call("rot__lookup", "r1")], p=p, s=s,
+                  mcpServers=[mcp_config(srv)])
+    assert res["ok"] is True and "tool rot__lookup: " in res["output"], res
+    first = ctx.stack.session(f"{p}:{s}")
+    srv2 = MCP.add_server("rot", tools=["lookup"])  # the same server, a new credential
+    assert srv2.header_value != srv.header_value
+    res, _ = turn(ctx, [call("rot__lookup", "r2")], p=p, s=s, mcpServers=[mcp_config(srv2)])
+    assert res["ok"] is True and "tool rot__lookup: " in res["output"], res
+    assert ctx.stack.session(f"{p}:{s}")["keeperPid"] == first["keeperPid"]
+    calls = srv2.calls("tools/call")
+    assert calls[-1]["headers"][srv2.header_name] == srv2.header_value, calls
+    ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+API = FakeAgentaApi(os.path.join(FAKES, "api"))
+
+
+def test_no_tool_credential_in_the_sandbox_logs_or_spans(ctx):
+    CB.reset()
+    MCP.reset()
+    secrets = [CB.authorization, DOCS.header_value]
+    greps = " ".join(f"-e '{v}'" for v in secrets)
+    res, evs = turn(ctx, [
+        {"env": True},
+        {"exec": f"grep -rIl {greps} /home /tmp /workspace /run /etc 2>/dev/null; echo scanned"},
+        call("get_user", "g1"), call("docs__search", "g2", q="creds")],
+        tools=[callback_tool()], mcpServers=[mcp_config()], telemetry={
+            "capture": {"content": {"enabled": True}},
+            "exporters": {"otlp": {"endpoint": API.otlp_endpoint,
+                                   "headers": {"authorization": API.credential}}}})
+    assert res["ok"] is True, res
+    env_dump = res["output"]
+    assert "RUNNER_TOOLS_FILE=/home/agent/.agent-runner/tools.json" in env_dump, env_dump
+    scan = [e for e in of(evs, "tool_result") if e["id"] == "exec"][0]["output"]
+    assert scan.strip() == "scanned", scan
+    # both calls really carried their credentials
+    assert CB.tool_calls(CALL_REF)[0]["headers"]["authorization"] == CB.authorization
+    assert DOCS.calls("tools/call")[0]["headers"][DOCS.header_name] == DOCS.header_value
+    log = ctx.stack.log_text()
+    for v in secrets:
+        assert v not in env_dump and v not in log, v[:10]
+    traces = wait_for_traces()
+    text = json.dumps(traces)
+    for v in secrets:
+        assert v not in text, v[:10]
+    assert "execute_tool get_user" in text and "execute_tool docs__search" in text, \
+        text[:2000]
+
+
+def wait_for_traces():
+    from stack import wait_for
+    return wait_for(lambda: API.traces(), timeout=20, what="exported trace")
