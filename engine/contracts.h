@@ -276,7 +276,7 @@ enum gate_kind {
 };
 
 struct approval_gate {
-    char tool_call_id[96];
+    char tool_call_id[160]; /* pi's Responses ids join two ids: "call_...|fc_..." */
     char token[48];
     char request_id[64]; /* the JSON-RPC id of the open request (permission or tool/call) */
     char tool_name[80];  /* a runner tool's name is up to 64 bytes */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/harness.h"
+#include "identity.h"
 #include "jsonx.h"
 #include "log.h"
 #include "policy.h"
@@ -313,7 +314,7 @@ struct turn_loop {
     struct turn_state st;
     struct approval_gate gates[APPROVAL_GATES_MAX];
     size_t ngates;
-    char waiting_for[APPROVAL_GATES_MAX][96]; /* approved calls still running (resume) */
+    char waiting_for[APPROVAL_GATES_MAX][160]; /* approved calls still running (resume) */
     size_t nwaiting;
     int64_t prompt_id;
     int64_t quiet_until;     /* pause once nothing arrived until then (0 = none) */
@@ -365,6 +366,22 @@ static void answer_call(const struct turn_env *te, const char *id_json, const ch
     json_object_put(id);
 }
 
+/* The arguments of a runner call, canonical: the harness's own report is matched by them. */
+static void runner_call_input(struct turn_loop *L, const char *id, json_object *args)
+{
+    struct turn_tool *t = turn_find_tool(&L->st, id);
+    struct buf canon;
+
+    if (!t)
+        return;
+    buf_init(&canon, CANONICAL_ARGS_MAX);
+    if (identity_canonical(args, &canon) == 0) {
+        free(t->input);
+        t->input = util_xstrdup(buf_str(&canon));
+    }
+    buf_release(&canon);
+}
+
 /* The runner's own tool_call event for a call (its spec's render hint, when known). */
 static void runner_call_announce(struct turn_loop *L, const char *id, const char *name,
                                  json_object *args, json_object *render)
@@ -382,6 +399,7 @@ static void runner_call_announce(struct turn_loop *L, const char *id, const char
         free(t->name);
         t->name = util_xstrdup(name);
     }
+    runner_call_input(L, id, args);
     turn_close_block(&L->st, L->es);
     ev = event_tool_call(id, name, args);
     if (ev && render)
@@ -517,11 +535,17 @@ static void runner_call_park(struct turn_loop *L, enum gate_kind kind, const cha
     const struct turn_tools *tt = L->opt->tools;
     struct approval_gate *g;
 
-    if (L->ngates >= APPROVAL_GATES_MAX || strlen(id_json) >= sizeof(g->request_id) ||
-        strlen(call_id) >= sizeof(g->tool_call_id) || strlen(spec->name) >= sizeof(g->tool_name)) {
+    if (L->ngates >= APPROVAL_GATES_MAX) {
         runner_call_deny(L, id_json, call_id, spec,
                          "agent-runner: too many calls are waiting for an answer; the call was "
                          "not run");
+        return;
+    }
+    if (strlen(id_json) >= sizeof(g->request_id) || strlen(call_id) >= sizeof(g->tool_call_id) ||
+        strlen(spec->name) >= sizeof(g->tool_name)) {
+        runner_call_deny(L, id_json, call_id, spec,
+                         "agent-runner: the call's id is too long to wait for an answer; the "
+                         "call was not run");
         return;
     }
     g = &L->gates[L->ngates];
@@ -634,6 +658,7 @@ static void answer_parked(struct turn_loop *L, const struct approval_gate *g,
     args = tt->unstash(tt->ctx, g->token);
     if (!args)
         args = json_object_new_object();
+    runner_call_input(L, g->tool_call_id, args);
     if (a == TURN_CHANNEL_DENY) {
         char msg[256];
 

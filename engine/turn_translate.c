@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "identity.h"
 #include "jsonx.h"
 #include "util.h"
 
@@ -141,6 +142,71 @@ static void tool_output(json_object *update, struct buf *out)
     }
 }
 
+/* The arguments of a runner tool call as the harness reports them, canonical. */
+static char *runner_args_of(json_object *update)
+{
+    json_object *raw = jsonx_get(update, "rawInput"), *args = raw;
+    struct buf b;
+    char *out = NULL;
+
+    /* codex: {server, tool, arguments} */
+    if (jsonx_str(raw, "server") && jsonx_str(raw, "tool"))
+        args = jsonx_get(raw, "arguments");
+    if (!args)
+        return NULL;
+    buf_init(&b, CANONICAL_ARGS_MAX);
+    if (identity_canonical(args, &b) == 0)
+        out = util_xstrdup(buf_str(&b));
+    buf_release(&b);
+    return out;
+}
+
+/*
+ * The harness's own report of a runner tool call (hidden). When it finishes: the runner's
+ * call of the same tool with the same arguments (codex and opencode give the bridge no id of
+ * theirs) describes it; one the runner never saw — the harness refused it itself, e.g.
+ * claude's own settings deny the tool — gets its events here, under the runner's name.
+ */
+static int hidden_update(struct turn_state *st, struct turn_tool *t, json_object *update,
+                         struct event_stream *es)
+{
+    const char *status = jsonx_str(update, "status");
+    json_object *raw = jsonx_get(update, "rawInput"), *input = NULL;
+    char *args = runner_args_of(update), err[64];
+    struct buf out;
+
+    if (args) {
+        free(t->input);
+        t->input = args;
+    }
+    if (!status || (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0) ||
+        t->done)
+        return 0;
+    t->done = true;
+    for (size_t i = 0; i < st->ntools; i++) {
+        struct turn_tool *r = &st->tools[i];
+
+        if (!r->runner || r->matched || !r->name || !t->name || strcmp(r->name, t->name) != 0)
+            continue;
+        if (t->input && r->input && strcmp(t->input, r->input) != 0)
+            continue;
+        r->matched = true;
+        return 0; /* the runner's own events describe it */
+    }
+    t->hidden = false; /* a call the runner never saw: report the harness's view */
+    turn_close_block(st, es);
+    if (t->input && jsonx_parse(t->input, strlen(t->input), 64, &input, err, sizeof(err)) < 0)
+        input = NULL;
+    event_emit(es, event_tool_call(t->id, t->name, input ? input : raw));
+    json_object_put(input);
+    buf_init(&out, TOOL_OUTPUT_MAX);
+    tool_output(update, &out);
+    event_emit(es, event_tool_result(t->id, buf_str(&out), strcmp(status, "failed") == 0,
+                                     false));
+    buf_release(&out);
+    return 0;
+}
+
 static int tool_update(struct turn_state *st, json_object *update, struct event_stream *es,
                        bool announce)
 {
@@ -152,16 +218,21 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
     if (!id)
         return 0;
     t = turn_find_tool(st, id);
-    if (t && (t->runner || t->hidden))
+    if (t && t->runner)
         return 0; /* a runner tool: the runner reports it */
-    if (!t && turn_runner_tool_of(st, update, NULL, 0)) {
-        t = turn_add_tool(st, id);
-        if (!t)
-            return -ENOMEM;
-        t->hidden = true;
-        t->name = util_xstrdup(name);
-        return 0;
+    if (!t) {
+        char runner[TURN_RUNNER_NAME_MAX];
+
+        if (turn_runner_tool_of(st, update, runner, sizeof(runner))) {
+            t = turn_add_tool(st, id);
+            if (!t)
+                return -ENOMEM;
+            t->hidden = true;
+            t->name = util_xstrdup(runner);
+        }
     }
+    if (t && t->hidden)
+        return hidden_update(st, t, update, es);
     turn_close_block(st, es);
     if (!t) {
         t = turn_add_tool(st, id);

@@ -31,7 +31,10 @@ struct turn_tool {
     bool unannounced; /* known only from its permission request: no tool_call event yet */
     bool hidden;      /* the harness's view of a runner tool call: no events of its own */
     bool runner;      /* a runner-executed call: its events come from the runner itself */
+    bool matched;     /* runner: a hidden report of the harness was found to be this call */
 };
+
+#define TURN_RUNNER_NAME_MAX 160
 
 struct turn_state {
     int open; /* 0 none, 1 message, 2 thought */

@@ -125,3 +125,186 @@ def test_codex_callback_tool(ctx):
 
 def test_opencode_callback_tool(ctx):
     callback_turn(ctx, "opencode")
+
+
+def golden(name):
+    with open(os.path.join(ROOT, "tests", "fixtures", "agenta-golden", name)) as f:
+        return json.load(f)
+
+
+def run_golden(ctx, name, harness, model_steps, adapt):
+    """Agenta's golden request as sent, except what must point at this test's fakes."""
+    CB.reset()
+    req = golden(name)
+    tag = uuid.uuid4().hex[:10]
+    script = f"golden-{harness}-{tag}"
+    ctx.model.script(script, model_steps(tag))
+    req["messages"][0]["content"] = f"hi [[script:{script}]]"
+    req["toolCallback"]["endpoint"] = CB.endpoint
+    CB.set_authorization(req["toolCallback"]["authorization"])
+    adapt(req)
+    try:
+        status, recs = ctx.stack.stream(req)
+    finally:
+        CB.set_authorization(CB.initial_authorization)
+    assert status == 200, status
+    return tag, script, result_of(recs), events_of(recs)
+
+
+def pi_golden_adapt(ctx):
+    def adapt(req):
+        mc = req["modelConnection"]
+        mc["endpoint"]["baseUrl"] = ctx.model.base + "/v1"
+        # the golden's route is pi's built-in openai-codex provider (ChatGPT's codex API);
+        # the fake model speaks OpenAI's APIs: the same request on pi's "openai" provider
+        mc["provider"] = "openai"
+        req["model"] = "openai/gpt-5.5"
+        # "off" leaves a real harness no route to its model on this runner (README)
+        req["sandboxPermission"]["network"]["mode"] = "on"
+        req["telemetry"]["exporters"]["otlp"]["endpoint"] = "http://127.0.0.1:9/v1/traces"
+    return adapt
+
+
+def test_golden_pi_request_runs(ctx):
+    """get_user (readOnly, a callback with a context binding) runs under allow_reads; the
+    model's answer follows."""
+    tag, script, res, evs = run_golden(
+        ctx, "run_request.pi_core.json", "pi_core",
+        lambda t: [{"tool": {"name": "get_user", "arguments": {}}}, {"text": f"golden {t}"}],
+        pi_golden_adapt(ctx))
+    assert res["ok"] is True and res["output"].endswith(f"golden {tag}"), res
+    [c] = CB.tool_calls(CALL_REF)
+    assert c["headers"]["authorization"] == "Access tok-123", c["headers"]
+    assert c["headers"]["x-agenta-run-kind"] == "test", c["headers"]
+    assert c["body"]["data"]["function"] == {
+        "name": CALL_REF, "arguments": {"target": {"workflow_variant_id": "var_abc"}}}, c["body"]
+    # pi's Responses call ids join two ids with "|": the runner takes them as they are
+    [tc] = of(evs, "tool_call")
+    assert tc["name"] == "get_user" and c["body"]["data"]["id"] == tc["id"], (tc, c)
+    [tr] = of(evs, "tool_result")
+    assert tr["isError"] is False and CALL_REF in tr["output"], tr
+    told = " ".join(tool_results_seen_by_model(model_requests(ctx, script)[-1]))
+    assert CALL_REF in told, told
+
+
+def test_golden_pi_request_asks_before_get_weather(ctx):
+    """get_weather (a direct call, not readOnly) asks under allow_reads: the turn pauses with
+    the approval's interaction_request and nothing was called."""
+    tag, script, res, evs = run_golden(
+        ctx, "run_request.pi_core.json", "pi_core",
+        lambda t: [{"tool": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+                   {"text": f"golden {t}"}], pi_golden_adapt(ctx))
+    assert res["ok"] is True and res["stopReason"] == "paused", res
+    [req] = of(evs, "interaction_request")
+    assert req["kind"] == "user_approval", req
+    assert req["payload"]["toolCall"]["resolvedName"] == "get_weather", req
+    assert req["payload"]["toolCall"]["rawInput"] == {"city": "Oslo"}, req
+    assert not CB.direct_calls(), CB.direct_calls()
+
+
+def test_golden_claude_request_runs(ctx):
+    """The golden claude request: permissions default "deny" (no rule names get_user) and its
+    own .claude/settings.json denies mcp__agenta-tools__get_user: the model's call is refused,
+    the callback never called, the turn goes on to the model's answer."""
+    def adapt(req):
+        mc = req["modelConnection"]
+        mc["endpoint"]["baseUrl"] = ctx.model.base
+
+    tag, script, res, evs = run_golden(
+        ctx, "run_request.claude.json", "claude",
+        lambda t: [{"tool": model_tool("claude", "get_user", {})}, {"text": f"golden {t}"}],
+        adapt)
+    assert res["ok"] is True and res["output"].endswith(f"golden {tag}"), res
+    assert not CB.tool_calls(), CB.tool_calls()
+    # its settings took the tool away from claude: it reports the refusal itself, under the
+    # runner's name for the tool
+    [tr] = of(evs, "tool_result")
+    assert tr["isError"] is True and "get_user" in tr["output"], tr
+    [tc] = of(evs, "tool_call")
+    assert tc["name"] == "get_user", tc
+    told = " ".join(tool_results_seen_by_model(model_requests(ctx, script)[-1]))
+    assert "get_user" in told or "denied" in told.lower() or "permission" in told.lower(), told
+
+
+DOCS = MCP.add_server("docs", tools=[
+    {"name": "search", "description": "Search the docs",
+     "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}},
+                     "required": ["q"]}}])
+
+
+def test_pi_gets_mcp_tools_too(ctx):
+    MCP.reset()
+    tag = uuid.uuid4().hex[:10]
+    DOCS.script("search", {"text": f"found {tag}"})
+    name = f"pi-mcp-{tag}"
+    ctx.model.script(name, [{"tool": {"name": "docs__search", "arguments": {"q": "warm"}}},
+                            {"text": f"done {tag}"}])
+    req = harness_request(ctx, "pi_core", f"Search [[script:{name}]]", "sk-" + tag,
+                          permissions={"default": "allow"},
+                          mcpServers=[DOCS.config(url=DOCS.url_for("mcp.test"))])
+    status, recs = ctx.stack.stream(req)
+    res, evs = result_of(recs), events_of(recs)
+    assert res["ok"] is True and res["output"].endswith(f"done {tag}"), res
+    [c] = DOCS.calls("tools/call")
+    assert c["headers"][DOCS.header_name] == DOCS.header_value, c["headers"]
+    assert c["arguments"] == {"q": "warm"}, c
+    [tr] = of(evs, "tool_result")
+    assert tr["output"] == f"found {tag}", tr
+    told = " ".join(tool_results_seen_by_model(model_requests(ctx, name)[-1]))
+    assert f"found {tag}" in told, told
+    # pi offered the MCP tool to the model under the runner's name
+    offered = json.dumps(model_requests(ctx, name)[0]["body"].get("tools"))
+    assert "docs__search" in offered, offered[:500]
+
+
+def ask_then_approve(ctx, harness):
+    """permission "ask" on a callback tool: the turn parks with the call open on the live
+    process; the approval resumes that process, the call runs, its answer reaches the model."""
+    CB.reset()
+    tag = uuid.uuid4().hex[:10]
+    p, s = "proj-" + tag[:6], "sess-" + tag
+    CB.script_tool(CALL_REF, {"content": f"approved user {tag}"})
+    name = f"ask-{harness}-{tag}"
+    ctx.model.script(name, [{"tool": model_tool(harness, "get_user", {"login": "x"})},
+                            {"text": f"done {tag}"}])
+    tool = dict(GET_USER, permission="ask")
+    first = [{"role": "user", "content": f"Who? [[script:{name}]]"}]
+    base = harness_request(ctx, harness, "", "sk-" + tag, permissions={"default": "allow"},
+                           customTools=[tool], projectId=p, sessionId=s,
+                           toolCallback={"endpoint": CB.endpoint,
+                                         "authorization": CB.authorization},
+                           runContext={"workflow": {"variant": {"id": "var_abc"}}})
+    try:
+        status, recs = ctx.stack.stream(dict(base, messages=first))
+        res, evs = result_of(recs), events_of(recs)
+        assert res["ok"] is True and res["stopReason"] == "paused", res
+        [req] = of(evs, "interaction_request")
+        assert req["payload"]["toolCall"]["resolvedName"] == "get_user", req
+        assert not CB.tool_calls(), "ran before approval"
+        parked = ctx.stack.session(f"{p}:{s}")
+        assert parked["state"] == "awaiting_approval", parked
+        answer = {"role": "user", "content": [{"type": "tool_result",
+                                               "toolCallId": req["payload"]["toolCallId"],
+                                               "output": {"approved": True,
+                                                          "interactionToken": req["id"]}}]}
+        status, recs = ctx.stack.stream(dict(base, messages=first + [answer]))
+        res, evs = result_of(recs), events_of(recs)
+        assert res["ok"] is True and res["output"].endswith(f"done {tag}"), res
+        assert len(CB.tool_calls(CALL_REF)) == 1, (CB.tool_calls(), evs)
+        [tr] = of(evs, "tool_result")
+        assert tr["output"] == f"approved user {tag}", tr
+        after = ctx.stack.session(f"{p}:{s}")
+        assert after["keeperPid"] == parked["keeperPid"], (parked, after)
+        assert after["sandboxPid"] == parked["sandboxPid"], (parked, after)
+        told = " ".join(tool_results_seen_by_model(model_requests(ctx, name)[-1]))
+        assert f"approved user {tag}" in told, told
+    finally:
+        ctx.stack.ctl("kill", f"{p}:{s}", check=False)
+
+
+def test_pi_ask_parks_and_approve_resumes_the_same_process(ctx):
+    ask_then_approve(ctx, "pi_core")
+
+
+def test_claude_ask_parks_and_approve_resumes_the_same_process(ctx):
+    ask_then_approve(ctx, "claude")
