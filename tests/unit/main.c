@@ -175,6 +175,7 @@ static CU_SuiteInfo suites[] = {
     {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     {"login", NULL, NULL, NULL, NULL, login_tests},
     {"log", NULL, NULL, NULL, NULL, log_tests},
+    {"tool_runner", NULL, NULL, NULL, NULL, tool_runner_tests},
     CU_SUITE_INFO_NULL,
 };
 
