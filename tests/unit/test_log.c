@@ -39,14 +39,18 @@ static char *capture_line(const char *msg)
 /* a request with more than 32 credentials (the old per-thread cap): every one is scrubbed */
 static void test_log_redacts_more_than_32_secrets(void)
 {
-    char secrets[100][24], msg[4096] = "";
+    char secrets[100][32], msg[4096] = "";
+    size_t used = 0;
     char *line;
 
     for (int i = 0; i < 100; i++) {
+        int n;
+
         snprintf(secrets[i], sizeof(secrets[i]), "secret-%03d-value", i);
         log_redact_add(secrets[i]);
-        strcat(msg, secrets[i]);
-        strcat(msg, " ");
+        n = snprintf(msg + used, sizeof(msg) - used, "%s ", secrets[i]);
+        CU_ASSERT_FATAL(n > 0 && (size_t)n < sizeof(msg) - used);
+        used += (size_t)n;
     }
     line = capture_line(msg);
     CU_ASSERT_PTR_NOT_NULL_FATAL(line);
