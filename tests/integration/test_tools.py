@@ -383,27 +383,70 @@ def test_warm_session_takes_a_rotated_mcp_credential(ctx):
 API = FakeAgentaApi(os.path.join(FAKES, "api"))
 
 
+def sandbox_scan(secrets):
+    """A shell step that looks for the secrets everywhere the sandbox can read: its files, every
+    process's environment and command line. The values are sent reversed (`rev` turns them
+    back inside), so the prompt itself never carries a credential into the sandbox. A canary
+    written first proves the scan finds what is there."""
+    canary = "canary-" + uuid.uuid4().hex
+    secrets = list(secrets) + [canary]
+    pats = " ".join(f"-e \"$(printf %s '{v[::-1]}' | rev)\"" for v in secrets)
+    return {"exec": f"printf %s \"$(printf %s '{canary[::-1]}' | rev)\" > /tmp/canary.txt; "
+                    f"grep -rIl {pats} /home /tmp /workspace /run /etc 2>/dev/null; "
+                    f"for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do "
+                    f"tr '\\0' '\\n' < $f 2>/dev/null | grep -q -F {pats} && echo $f; done; "
+                    f"echo scanned"}
+
+
+def host_scan(root, secrets):
+    """Files under root (the runner's state: environment folders, parked calls) holding any of
+    the secrets, read as bytes."""
+    hits = []
+    for d, _, files in os.walk(root):
+        for n in files:
+            path = os.path.join(d, n)
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:
+                continue
+            hits += [f"{path}: {v[:6]}..." for v in secrets if v.encode() in data]
+    return hits
+
+
 def test_no_tool_credential_in_the_sandbox_logs_or_spans(ctx):
+    """The callback authorization and an MCP header credential, both used in the turn, appear
+    nowhere in the sandbox (environment of every process, command lines, files), in the
+    runner's state folder on the host (with a call parked for approval), in the runner log or
+    in the exported spans."""
     CB.reset()
     MCP.reset()
+    p, s = ids()
     secrets = [CB.authorization, DOCS.header_value]
-    greps = " ".join(f"-e '{v}'" for v in secrets)
+    tools = [callback_tool(), callback_tool("ask_me", "tools__ask", permission="ask")]
     res, evs = turn(ctx, [
-        {"env": True},
-        {"exec": f"grep -rIl {greps} /home /tmp /workspace /run /etc 2>/dev/null; echo scanned"},
-        call("get_user", "g1"), call("docs__search", "g2", q="creds")],
-        tools=[callback_tool()], mcpServers=[mcp_config()], telemetry={
+        {"env": True}, sandbox_scan(secrets),
+        call("get_user", "g1"), call("docs__search", "g2", q="creds"), call("ask_me", "g3", reason="parked-arg")],
+        tools=tools, p=p, s=s, mcpServers=[mcp_config()], telemetry={
             "capture": {"content": {"enabled": True}},
             "exporters": {"otlp": {"endpoint": API.otlp_endpoint,
                                    "headers": {"authorization": API.credential}}}})
-    assert res["ok"] is True, res
+    assert res["ok"] is True and res["stopReason"] == "paused", res
     env_dump = res["output"]
     assert "RUNNER_TOOLS_FILE=/home/agent/.agent-runner/tools.json" in env_dump, env_dump
     scan = [e for e in of(evs, "tool_result") if e["id"] == "exec"][0]["output"]
-    assert scan.strip() == "scanned", scan
+    assert scan.split() == ["/tmp/canary.txt", "scanned"], scan
     # both calls really carried their credentials
     assert CB.tool_calls(CALL_REF)[0]["headers"]["authorization"] == CB.authorization
     assert DOCS.calls("tools/call")[0]["headers"][DOCS.header_name] == DOCS.header_value
+    # the parked call's arguments are in the environment folder, its credential is not
+    assert ctx.stack.session(f"{p}:{s}")["state"] == "awaiting_approval"
+    parked = [os.path.join(d, n) for d, _, fs in os.walk(ctx.stack.state) for n in fs
+              if os.path.basename(d) == "calls" and n.endswith(".json")]
+    assert len(parked) == 1, parked
+    with open(parked[0]) as f:
+        assert "parked-arg" in f.read()  # the call's arguments, kept for the approval
+    assert host_scan(ctx.stack.state, secrets) == []
     log = ctx.stack.log_text()
     for v in secrets:
         assert v not in env_dump and v not in log, v[:10]
@@ -413,6 +456,7 @@ def test_no_tool_credential_in_the_sandbox_logs_or_spans(ctx):
         assert v not in text, v[:10]
     assert "execute_tool get_user" in text and "execute_tool docs__search" in text, \
         text[:2000]
+    ctx.stack.ctl("kill", f"{p}:{s}")
 
 
 def wait_for_traces():
