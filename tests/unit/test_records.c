@@ -564,7 +564,7 @@ static void test_records_refuse_bad_parameters(void)
 /* The mark is a file every worker (another process) sees, and names the session inside. */
 static void test_records_incomplete_mark_is_shared_by_processes(void)
 {
-    char dir[] = "/tmp/ar-records-XXXXXX", sub[128], path[256], *data = NULL;
+    char dir[] = "/tmp/ar-records-XXXXXX", sub[128], path[512], *data = NULL;
     size_t len = 0, nfiles = 0;
     struct dirent *de;
     pid_t pid;
