@@ -697,6 +697,7 @@ static void loop_resume(struct turn_loop *L)
             struct turn_tool *t = turn_find_tool(&L->st, g->tool_call_id);
             if (t)
                 t->runner = true; /* the runner reports it, whatever the harness says */
+            L->st.resumed_runner_calls++;
         }
 
         if (g->decision < 0) {

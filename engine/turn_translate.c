@@ -186,13 +186,21 @@ static int hidden_update(struct turn_state *st, struct turn_tool *t, json_object
     for (size_t i = 0; i < st->ntools; i++) {
         struct turn_tool *r = &st->tools[i];
 
-        if (!r->runner || r->matched || !r->name || !t->name || strcmp(r->name, t->name) != 0)
+        if (!r->runner || r->matched || !r->name)
+            continue;
+        if (!t->name) { /* the anonymous report of a resumed call: the first one open */
+            r->matched = true;
+            return 0;
+        }
+        if (strcmp(r->name, t->name) != 0)
             continue;
         if (t->input && r->input && strcmp(t->input, r->input) != 0)
             continue;
         r->matched = true;
         return 0; /* the runner's own events describe it */
     }
+    if (!t->name)
+        return 0; /* nothing says which call it was: the runner reported its calls itself */
     t->hidden = false; /* a call the runner never saw: report the harness's view */
     turn_close_block(st, es);
     if (t->input && jsonx_parse(t->input, strlen(t->input), 64, &input, err, sizeof(err)) < 0)
@@ -229,6 +237,12 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
                 return -ENOMEM;
             t->hidden = true;
             t->name = util_xstrdup(runner);
+        } else if (st->resumed_runner_calls > 0 && !name && !raw &&
+                   !jsonx_get(update, "kind")) {
+            t = turn_add_tool(st, id); /* a resumed runner call, in the harness's words */
+            if (!t)
+                return -ENOMEM;
+            t->hidden = true;
         }
     }
     if (t && t->hidden)

@@ -56,6 +56,13 @@ struct turn_state {
     enum harness_kind kind;
     bool (*is_runner)(void *ctx, const char *name);
     void *is_runner_ctx;
+    /*
+     * Runner calls this (resumed) turn answers the gates of. The harness announced its view
+     * of them in the paused turn under ids of its own the runner never learns (codex,
+     * opencode); after the resume it reports them with the id alone (no title, no input): an
+     * unknown call reported that way is one of these, hidden like any runner tool report.
+     */
+    unsigned resumed_runner_calls;
     /* usage per model call seen so far (usage_update with a count, the channel's usage) */
     unsigned call_usages;
     bool channel_usage;     /* the channel reported them (pi): their sum is the turn's */

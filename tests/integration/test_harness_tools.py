@@ -291,8 +291,10 @@ def ask_then_approve(ctx, harness):
         res, evs = result_of(recs), events_of(recs)
         assert res["ok"] is True and res["output"].endswith(f"done {tag}"), res
         assert len(CB.tool_calls(CALL_REF)) == 1, (CB.tool_calls(), evs)
-        [tr] = of(evs, "tool_result")
-        assert tr["output"] == f"approved user {tag}", tr
+        trs = of(evs, "tool_result")
+        assert len(trs) == 1, (harness, evs)  # the harness's own view of the call stays hidden
+        assert all(e["id"] == trs[0]["id"] for e in of(evs, "tool_call")), (harness, evs)
+        assert trs[0]["output"] == f"approved user {tag}", trs
         after = ctx.stack.session(f"{p}:{s}")
         assert after["keeperPid"] == parked["keeperPid"], (parked, after)
         assert after["sandboxPid"] == parked["sandboxPid"], (parked, after)
@@ -308,3 +310,118 @@ def test_pi_ask_parks_and_approve_resumes_the_same_process(ctx):
 
 def test_claude_ask_parks_and_approve_resumes_the_same_process(ctx):
     ask_then_approve(ctx, "claude")
+
+
+PICK = {"name": "pick_color", "description": "Let the user pick a color in the browser",
+        "inputSchema": {"type": "object", "properties": {"palette": {"type": "string"}}},
+        "kind": "client", "render": {"kind": "component", "component": "ColorPicker"}}
+
+
+def client_tool_pause_resume(ctx, harness):
+    """A client tool: the turn ends paused with interaction_request client_tool and the call
+    open on the live process; the request carrying the browser's tool_result resumes that
+    process, and the browser's output reaches the model as the tool's answer."""
+    tag = uuid.uuid4().hex[:10]
+    p, s = "proj-" + tag[:6], "sess-" + tag
+    name = f"client-{harness}-{tag}"
+    ctx.model.script(name, [{"tool": model_tool(harness, "pick_color", {"palette": "warm"})},
+                            {"text": f"done {tag}"}])
+    first = [{"role": "user", "content": f"Pick one [[script:{name}]]"}]
+    base = harness_request(ctx, harness, "", "sk-" + tag, permissions={"default": "allow"},
+                           customTools=[PICK], projectId=p, sessionId=s)
+    try:
+        status, recs = ctx.stack.stream(dict(base, messages=first))
+        res, evs = result_of(recs), events_of(recs)
+        assert res["ok"] is True and res["stopReason"] == "paused", (harness, res)
+        [req] = of(evs, "interaction_request")
+        assert req["kind"] == "client_tool", req
+        pl = req["payload"]
+        assert pl["toolName"] == "pick_color" and pl["input"] == {"palette": "warm"}, pl
+        assert pl["render"] == PICK["render"], pl
+        parked = ctx.stack.session(f"{p}:{s}")
+        assert parked["state"] == "awaiting_approval", parked
+        color = f"#{tag[:6]}"
+        browser = {"role": "user", "content": [{"type": "tool_result",
+                                                "toolCallId": pl["toolCallId"],
+                                                "toolName": "pick_color",
+                                                "output": {"color": color}}]}
+        status, recs = ctx.stack.stream(dict(base, messages=first + [browser]))
+        res, evs = result_of(recs), events_of(recs)
+        assert res["ok"] is True and res["output"].endswith(f"done {tag}"), (harness, res)
+        # one report of the call: the runner's (the harness's own view of it stays hidden)
+        [tr] = of(evs, "tool_result")
+        assert tr["id"] == pl["toolCallId"], (harness, evs)
+        assert tr["isError"] is False and color in tr["output"], tr
+        assert all(e["id"] == pl["toolCallId"] for e in of(evs, "tool_call")), (harness, evs)
+        after = ctx.stack.session(f"{p}:{s}")
+        assert after["keeperPid"] == parked["keeperPid"], (parked, after)
+        assert after["sandboxPid"] == parked["sandboxPid"], (parked, after)
+        told = " ".join(tool_results_seen_by_model(model_requests(ctx, name)[-1]))
+        assert color in told, (harness, told)
+    finally:
+        ctx.stack.ctl("kill", f"{p}:{s}", check=False)
+
+
+def test_pi_client_tool_pauses_and_resumes_with_the_browser_result(ctx):
+    client_tool_pause_resume(ctx, "pi_core")
+
+
+def test_claude_client_tool_pauses_and_resumes_with_the_browser_result(ctx):
+    client_tool_pause_resume(ctx, "claude")
+
+
+def test_codex_client_tool_pauses_and_resumes_with_the_browser_result(ctx):
+    client_tool_pause_resume(ctx, "codex")
+
+
+def test_opencode_client_tool_pauses_and_resumes_with_the_browser_result(ctx):
+    client_tool_pause_resume(ctx, "opencode")
+
+
+def test_codex_ask_parks_and_approve_resumes_the_same_process(ctx):
+    ask_then_approve(ctx, "codex")
+
+
+def test_opencode_ask_parks_and_approve_resumes_the_same_process(ctx):
+    ask_then_approve(ctx, "opencode")
+
+
+def deny_turn(ctx, harness):
+    """permission "deny" on a callback tool: the runner refuses the call (denied tool_result,
+    the callback never called) and the model reads the refusal; the turn goes on."""
+    CB.reset()
+    tag = uuid.uuid4().hex[:10]
+    name = f"deny-{harness}-{tag}"
+    ctx.model.script(name, [{"tool": model_tool(harness, "get_user", {"login": "x"})},
+                            {"text": f"done {tag}"}])
+    req = harness_request(ctx, harness, f"Who? [[script:{name}]]", "sk-" + tag,
+                          permissions={"default": "allow"},
+                          customTools=[dict(GET_USER, permission="deny")],
+                          toolCallback={"endpoint": CB.endpoint,
+                                        "authorization": CB.authorization})
+    status, recs = ctx.stack.stream(req)
+    res, evs = result_of(recs), events_of(recs)
+    assert status == 200 and res["ok"] is True, (harness, res)
+    assert res["output"].endswith(f"done {tag}"), res["output"]
+    assert not CB.tool_calls(), CB.tool_calls()
+    [tr] = of(evs, "tool_result")
+    assert tr["denied"] is True and tr["isError"] is True, tr
+    assert tr["output"] == "Tool 'get_user' is denied by policy.", tr
+    told = " ".join(tool_results_seen_by_model(model_requests(ctx, name)[-1]))
+    assert "denied by policy" in told, (harness, told)
+
+
+def test_pi_deny(ctx):
+    deny_turn(ctx, "pi_core")
+
+
+def test_claude_deny(ctx):
+    deny_turn(ctx, "claude")
+
+
+def test_codex_deny(ctx):
+    deny_turn(ctx, "codex")
+
+
+def test_opencode_deny(ctx):
+    deny_turn(ctx, "opencode")
