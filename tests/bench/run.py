@@ -13,9 +13,14 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      of a cold turn and of a warm follow-up, and their ratio
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
+  6. what a runner-executed tool call adds over the callback's own time, scripted agent and
+     pi (tests/bench/bench_tools.py), against Agenta's 300 ms file-relay poll
 
-usage: run.py [--out BENCHMARKS.md] [--quick] [--profile DIR] [--wait-idle S]
+usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
+  --only     comma-separated parts to run: warm (1), cold (2), pi (3), pool (4), rss (5),
+             tools (6); the table shows only their rows and BENCHMARKS.md is left alone
+             (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
   --wait-idle  wait up to S seconds (default 120) until other work leaves the machine < 25 %
@@ -41,10 +46,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import stack  # noqa: E402
+import bench_tools  # noqa: E402
 
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper", "acp-scripted",
-            "agent-runner-ctl")
+            "agent-runner-ctl", "agent-runner-mcp")
+PARTS = ("warm", "cold", "pi", "pool", "rss", "tools")
 MiB = 1024 * 1024
 
 TARGETS = {
@@ -428,7 +435,7 @@ def verdict(ok):
 
 def build_rows(r):
     rows = []
-    w1, w16, w64, cold = r["w1"], r["w16"], r["w64"], r["cold"]
+    w1, w16, w64, cold = r.get("w1"), r.get("w16"), r.get("w64"), r.get("cold")
 
     def lg(res):
         runs = res.get("runs", [res])
@@ -445,7 +452,27 @@ def build_rows(r):
         return (f"; [user,assistant,user] follow-ups alone: p50 {fmt_ms(f['p50_ms'])}, "
                 f"p99 {fmt_ms(f['p99_ms'])}")
 
+    if w1:
+        rows.extend(warm_rows(w1, w16, w64, lg, followup))
+    if cold:
+        rows.extend(cold_rows(cold, w1, lg))
+    if "pi_cold" in r:
+        rows.extend(pi_rows(r))
+    elif "pi" in r["parts"]:
+        rows.append(("3. pi first message_delta, cold and warm", "not run", "cold/warm >= 10",
+                     "harness pi_core is not installed here: `make harnesses`", ""))
+    if "pool" in r:
+        rows.extend(pool_rows(r["pool"]))
+    if "rss" in r:
+        rows.extend(rss_rows(r["rss"]))
+    if "tools" in r:
+        rows.extend(bench_tools.rows(r["tools"], fmt_ms))
+    return rows
+
+
+def warm_rows(w1, w16, w64, lg, followup):
     t = TARGETS
+    rows = []
     rows.append(("1. warm turn p50, 1 session", fmt_ms(w1["all"]["p50_ms"]),
                  f"<= {t['warm_p50_1']:g} ms ({verdict(w1['all']['p50_ms'] <= t['warm_p50_1'])})",
                  lg(w1) + spread(w1, "p50_ms") + followup(w1) + spread(w1, "cpu") +
@@ -465,22 +492,22 @@ def build_rows(r):
                  f"<= {t['warm_p99_64']:g} ms "
                  f"({verdict(w64['all']['p99_ms'] <= t['warm_p99_64'])})",
                  f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}" + spread(w64, "p99_ms"), ""))
+    return rows
+
+
+def cold_rows(cold, w1, lg):
+    t = TARGETS
+    rows = []
+    ratio = (f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
+             "(warm: 1-session run)" if w1 else "")
     rows.append(("2. cold local turn p50", fmt_ms(cold["all"]["p50_ms"]),
                  f"<= {t['cold_p50']:g} ms ({verdict(cold['all']['p50_ms'] <= t['cold_p50'])})",
-                 lg(cold) + spread(cold, "cpu") + spread(cold, "other"), f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
-                           "(warm: 1-session run)"))
+                 lg(cold) + spread(cold, "cpu") + spread(cold, "other"), ratio))
     rows.append(("2. cold local turn p99", fmt_ms(cold["all"]["p99_ms"]), "—",
                  f"same run; p50 of the parts: environment_ready (keeper + bwrap + agent + ACP "
                  f"initialize + session/new) at {fmt_ms(cold['environment_ready']['p50_ms'])}, "
                  f"first message_delta at {fmt_ms(cold['first_delta']['p50_ms'])}, result (after "
                  f"the per-turn teardown) at {fmt_ms(cold['all']['p50_ms'])}", ""))
-    if "pi_cold" in r:
-        rows.extend(pi_rows(r))
-    else:
-        rows.append(("3. pi first message_delta, cold and warm", "not run", "cold/warm >= 10",
-                     "harness pi_core is not installed here: `make harnesses`", ""))
-    rows.extend(pool_rows(r["pool"]))
-    rows.extend(rss_rows(r["rss"]))
     return rows
 
 
@@ -604,6 +631,12 @@ How to read it:
   node + pi inside bwrap, ACP initialize and session/new.
 - Pool: one process, no contention; ns/op from a tight loop, hold times from a second loop
   reading CLOCK_MONOTONIC inside each critical section.
+- Tool calls (6): a callback tool the runner executes (harness -> keeper channel -> worker ->
+  libcurl -> callback -> back); the callback is a keep-alive server in the driver that times
+  itself (first request byte to last answer byte), and that time is subtracted from each
+  call's round trip. Scripted: the round trip timed inside the agent. pi: from the fake
+  model's answer asking for the tool to pi's next model request, so pi's own handling of a
+  tool call is in it. Agenta's runner relays tool calls through files polled every 300 ms.
 """
     with open(path, "w") as f:
         f.write(text)
@@ -622,31 +655,43 @@ def measure(args, r):
         "AGENT_RUNNER_MAX_CONCURRENT_RUNS": "100000",
         "AGENT_RUNNER_SESSION_TTL_MS": "600000",
     })
+    parts = r["parts"]
     try:
         log(f"starting the stack in {st.tmp}")
         st.start()
         # warm-up: first turns pay page faults and lazy binding in nginx and the workers
         loadgen(st, "--sessions", "4", "--turns", "50", "--prefix", "warmup")
         runs = 1 if q else 3
-        r["w1"] = repeated(st, runs, "--sessions", "1", "--turns", "300" if q else "3000")
-        r["w16"] = repeated(st, runs, "--sessions", "16", "--turns", "40" if q else "300")
-        r["w64"] = repeated(st, runs, "--sessions", "64", "--turns", "20" if q else "120")
-        r["cold"] = repeated(st, 1, "--cold", "--sessions", "1", "--turns",
-                             "40" if q else "300")
+        if "warm" in parts:
+            r["w1"] = repeated(st, runs, "--sessions", "1", "--turns", "300" if q else "3000")
+            r["w16"] = repeated(st, runs, "--sessions", "16", "--turns", "40" if q else "300")
+            r["w64"] = repeated(st, runs, "--sessions", "64", "--turns", "20" if q else "120")
+        if "cold" in parts:
+            r["cold"] = repeated(st, 1, "--cold", "--sessions", "1", "--turns",
+                                 "40" if q else "300")
         if args.profile:
             profile_run(st, args.profile)
         workers = sorted(st.worker_pids())
         mem = {"master": proc_status(st.master.pid), "worker": proc_status(workers[0]),
                "worker2": rss(workers[1]) if len(workers) > 1 else 0}
-        mem["scripted"] = scripted_rss(st)
+        if "rss" in parts:
+            mem["scripted"] = scripted_rss(st)
         status, _, health = st.request("GET", "/health", token=False)
-        if status == 200 and "pi_core" in (health or {}).get("harnesses", []):
+        have_pi = status == 200 and "pi_core" in (health or {}).get("harnesses", [])
+        if have_pi and ("pi" in parts or "rss" in parts):
             log("running pi turns")
-            r["pi_cold"], r["pi_warm"], r["pi_ready"], mem["pi"] = bench_pi(st, model,
-                                                                            2 if q else 5)
-        else:
+            r["pi_cold"], r["pi_warm"], r["pi_ready"], pi_rss = bench_pi(st, model,
+                                                                         2 if q else 5)
+            if "rss" in parts:
+                mem["pi"] = pi_rss
+            if "pi" not in parts:
+                del r["pi_cold"], r["pi_warm"], r["pi_ready"]
+        elif not have_pi:
             log("pi is not installed (make harnesses): skipping the pi rows")
-        r["rss"] = mem
+        if "tools" in parts:
+            r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
+        if "rss" in parts:
+            r["rss"] = mem
         leaks = st.leaks(timeout=15)
         if leaks:
             log("left behind after the runs: " + "; ".join(leaks))
@@ -661,10 +706,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(stack.ROOT, "BENCHMARKS.md"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", metavar="PARTS", default=",".join(PARTS),
+                    help="comma-separated parts: " + ", ".join(PARTS))
     ap.add_argument("--profile", metavar="DIR")
     ap.add_argument("--wait-idle", type=float, default=120, metavar="S",
                     help="wait up to S seconds for other work on the machine to calm down")
     args = ap.parse_args()
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not parts or parts - set(PARTS):
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(parts - set(PARTS))) or '(none)'}; "
+                 f"expected some of {', '.join(PARTS)}")
     t_all = time.monotonic()
     for prog in PROGRAMS:
         if not os.access(os.path.join(BIN, prog), os.X_OK):
@@ -672,7 +723,7 @@ def main():
     # run a private copy of the programs: a rebuild in the work tree while the benchmark runs
     # (another make in the same checkout) must not swap binaries under a running stack
     bin_copy = tempfile.mkdtemp(prefix="ar-bench-bin.")
-    r = {}
+    r = {"parts": parts}
     try:
         os.chmod(bin_copy, 0o755)
         for prog in PROGRAMS:
@@ -686,7 +737,8 @@ def main():
             log(f"the machine is {busy * 100:.0f} % busy with other work: waiting (at most "
                 f"{deadline - time.monotonic():.0f} s more)")
         mach = machine()
-        r["pool"] = bench_pool()
+        if "pool" in parts:
+            r["pool"] = bench_pool()
         measure(args, r)
     finally:
         shutil.rmtree(bin_copy, ignore_errors=True)
@@ -699,9 +751,13 @@ def main():
     print(f"\nmachine: {mach['cpu']}, {mach['cores']} cores, kernel {mach['kernel']}, "
           f"{mach['date']}; {mach['busy_before'] * 100:.0f} % busy before the run; "
           f"{wall:.0f} s")
-    write_markdown(args.out, mach, table, r, wall)
-    log(f"wrote {args.out}")
-    errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") for x in r[k]["runs"])
+    if parts == set(PARTS):
+        write_markdown(args.out, mach, table, r, wall)
+        log(f"wrote {args.out}")
+    else:
+        log(f"--only {args.only}: {args.out} left alone (it holds the whole table)")
+    errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") if k in r
+                 for x in r[k]["runs"])
     if errors:
         log(f"{errors} turns were wrong (see the loadgen errors above)")
     return 1 if errors else 0
