@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "request.h"
 #include "trace.h"
 #include "run_turn.h"
+#include "engine_tools.h"
 #include "tool_runner.h"
 #include "transcript.h"
 #include "util.h"
@@ -373,102 +373,6 @@ static enum permission stored_decision(void *ctx, const char *tool, json_object 
     return transcript_stored_decision(ctx, tool, args);
 }
 
-/* ---- the turn's view of the run's tools (run_turn.h struct turn_tools) -------------------- */
-
-struct tool_hooks {
-    struct engine_turn *t;
-    const struct environment *env;
-    struct turn_tools ops;
-};
-
-static int hook_find(void *ctx, const char *name, const struct tool_spec **ret, char *err,
-                     size_t errlen)
-{
-    struct tool_hooks *h = ctx;
-
-    return tool_runner_find(h->t->tools, name, ret, err, errlen);
-}
-
-static int hook_exec(void *ctx, const struct tool_spec *spec, const char *call_id,
-                     json_object *args, bool (*stop)(void *stop_ctx), void *stop_ctx,
-                     struct tool_result *ret)
-{
-    struct tool_hooks *h = ctx;
-
-    return tool_runner_exec(h->t->tools, spec, call_id, args, h->t->req->session_id, stop,
-                            stop_ctx, ret);
-}
-
-/* A parked call's arguments: <environment>/calls/<token>.json, outside anything the sandbox
- * sees, gone with the environment. */
-static int stash_path(const struct tool_hooks *h, const char *token, char *out, size_t outlen)
-{
-    for (const char *p = token; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return -EINVAL;
-    if (snprintf(out, outlen, "%s/calls/%s.json", h->env->paths.dir, token) >= (int)outlen)
-        return -ENAMETOOLONG;
-    return 0;
-}
-
-static int hook_stash(void *ctx, const char *token, json_object *args)
-{
-    struct tool_hooks *h = ctx;
-    char dir[sizeof(h->env->paths.dir) + 8], path[PATH_MAX];
-    size_t len;
-    const char *text = jsonx_text(args, &len);
-    int r = stash_path(h, token, path, sizeof(path));
-
-    if (r < 0 || !text)
-        return r < 0 ? r : -ENOMEM;
-    snprintf(dir, sizeof(dir), "%s/calls", h->env->paths.dir);
-    r = util_mkdir_p(dir, 0700);
-    if (r == 0)
-        r = util_write_file(path, text, len, 0600);
-    return r;
-}
-
-static json_object *hook_unstash(void *ctx, const char *token)
-{
-    struct tool_hooks *h = ctx;
-    char path[PATH_MAX], err[128], *data = NULL;
-    json_object *args = NULL;
-    size_t len = 0;
-
-    if (stash_path(h, token, path, sizeof(path)) < 0 ||
-        util_read_file(path, TOOL_CHANNEL_LINE_MAX, &data, &len) < 0)
-        return NULL;
-    (void)unlink(path);
-    if (jsonx_parse(data, len, 256, &args, err, sizeof(err)) < 0)
-        args = NULL;
-    free(data);
-    return args;
-}
-
-static json_object *hook_client_output(void *ctx, const char *call_id, const char *tool,
-                                       json_object *args, bool *ret_is_error)
-{
-    struct tool_hooks *h = ctx;
-
-    return transcript_client_output(h->t->req, call_id, tool, args, ret_is_error);
-}
-
-static const struct turn_tools *tool_hooks_init(struct tool_hooks *h, struct engine_turn *t,
-                                                const struct environment *env)
-{
-    if (!t->tools)
-        return NULL;
-    h->t = t;
-    h->env = env;
-    h->ops = (struct turn_tools){.find = hook_find,
-                                 .exec = hook_exec,
-                                 .stash = hook_stash,
-                                 .unstash = hook_unstash,
-                                 .client_output = hook_client_output,
-                                 .ctx = h};
-    return &h->ops;
-}
-
 static struct turn_options turn_options(struct engine_turn *t, json_object *prompt,
                                         struct cancel_probe *probe)
 {
@@ -512,7 +416,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                                       .source = LIFECYCLE_FROM_ADMITTED};
     bool resume = lk->outcome == POOL_LOOKUP_RESUME;
     struct environment *env = NULL;
-    struct tool_hooks hooks;
+    struct engine_tools hooks;
     struct cancel_probe probe;
     struct turn_env te;
     struct turn_outcome out;
@@ -546,7 +450,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                              es);
     }
     opt = turn_options(t, prompt, &probe);
-    opt.tools = tool_hooks_init(&hooks, t, env);
+    opt.tools = engine_tools_init(&hooks, t, env);
     if (resume) {
         opt.resume_prompt_id = lk->s.prompt_id;
         opt.resume = lk->s.gates;
@@ -596,33 +500,6 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     return r;
 }
 
-/*
- * A cold start with tools: the MCP servers are reached and listed (SSRF guard first) and the
- * public specs become the sandbox's tool file. An error names the server at fault.
- */
-static int tools_into_plan(struct engine_turn *t, char *err, size_t errlen)
-{
-    struct buf specs;
-    int r;
-
-    if (!tool_runner_any(t->tools) || t->tools_file)
-        return 0;
-    r = tool_runner_connect(t->tools, err, errlen);
-    if (r < 0)
-        return r;
-    buf_init(&specs, TOOL_PUBLIC_MAX);
-    r = tool_runner_public_json(t->tools, &specs);
-    if (r == 0) {
-        harness_add_file(&t->plan, TOOL_RUNNER_TOOLS_FILE, buf_str(&specs), 0644);
-        t->tools_file = true;
-    } else {
-        snprintf(err, errlen, "the run's tools do not fit the sandbox's tool list (%s)",
-                 ar_strerror(r));
-    }
-    buf_release(&specs);
-    return r;
-}
-
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
                      bool *limit, enum teardown_reason why)
 {
@@ -630,7 +507,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     const struct run_request *req = t->req;
     bool warm_policy = t->policy.mode == LIFECYCLE_WARM;
     struct environment *env = NULL;
-    struct tool_hooks hooks;
+    struct engine_tools hooks;
     struct cancel_probe probe;
     struct turn_env te;
     struct turn_outcome out;
@@ -644,7 +521,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     metrics_cold_start(pool_metrics(cfg->pool), (unsigned)why);
     event_emit(es, event_data_phase("environment_starting"));
     event_stream_flush(es);
-    if (tools_into_plan(t, err, sizeof(err)) < 0) {
+    if (engine_tools_into_plan(t, err, sizeof(err)) < 0) {
         log_debug("run tools unavailable: %s", err);
         event_emit(es, event_error(err, "runner_error"));
         run_result_fail(res, "%s", err);
@@ -694,7 +571,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
                                   .es = es, .on_client_gone = t->client_gone_cancels,
                                   .plat = t->plat};
     opt = turn_options(t, prompt, &probe);
-    opt.tools = tool_hooks_init(&hooks, t, env);
+    opt.tools = engine_tools_init(&hooks, t, env);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
