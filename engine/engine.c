@@ -2,9 +2,9 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include "environment.h"
@@ -32,21 +32,41 @@ json_object *engine_installed_harnesses(const struct engine_config *cfg)
 }
 
 static int refuse_unusable(const struct run_request *req, const struct provider_ops *provider,
-                           char *err, size_t errlen)
+                           const struct provider_caps *caps, char *err, size_t errlen)
 {
-    if (req->network == NETWORK_ALLOWLIST && !provider->caps.network_allowlist) {
+    if (req->network == NETWORK_ALLOWLIST && !caps->network_allowlist) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
                               "by the %s sandbox",
                  provider->name);
         return AR_E_INVALID_REQUEST;
     }
-    if (req->network == NETWORK_OFF && req->harness != HARNESS_SCRIPTED) {
+    if (req->network == NETWORK_ALLOWLIST && req->network_allow_names &&
+        !caps->network_allowlist_names) {
+        json_object *e = json_object_array_get_idx(req->network_allowlist,
+                                                    req->network_allow_name_at);
+
+        snprintf(err, errlen,
+                 "sandboxPermission.network.allowlist[%zu]: \"%s\" is a host name; the %s "
+                 "sandbox enforces CIDR ranges and addresses only",
+                 req->network_allow_name_at, e ? json_object_get_string(e) : "", provider->name);
+        return AR_E_INVALID_REQUEST;
+    }
+    if (req->network == NETWORK_OFF && !caps->network_off) {
+        snprintf(err, errlen,
+                 "sandboxPermission.network.mode: \"off\" cannot be enforced by "
+                 "the %s sandbox",
+                 provider->name);
+        return AR_E_INVALID_REQUEST;
+    }
+    if (req->network == NETWORK_OFF && req->harness != HARNESS_SCRIPTED &&
+        !caps->network_keeps_endpoints) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"off\" leaves harness %s no "
                               "route to its model endpoint",
                  harness_kind_name(req->harness));
         return AR_E_INVALID_REQUEST;
     }
-    return 0;
+    /* what the run needs against the provider's snapshot: refused before anything starts */
+    return provider->admit ? provider->admit(req, caps, err, errlen) : 0;
 }
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,
@@ -56,6 +76,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                                   .scripted_agent = cfg->scripted_agent,
                                   .logins = &cfg->logins};
     const struct provider_ops *provider = provider_get(req->sandbox);
+    struct provider_caps caps;
     struct lifecycle_input li;
     struct engine_turn t;
     struct buf probe;
@@ -74,7 +95,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         snprintf(err, errlen, "sandbox: provider \"%s\" is not enabled", req->sandbox);
         return AR_E_INVALID_REQUEST;
     }
-    r = refuse_unusable(req, provider, err, errlen);
+    provider_caps_of(provider, &caps);
+    r = refuse_unusable(req, provider, &caps, err, errlen);
     if (r < 0)
         return r;
     buf_init(&probe, PROMPT_TEXT_MAX);
@@ -91,10 +113,12 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     memset(&li, 0, sizeof(li));
     li.credential_mode = req->mc.credential_mode;
     li.harness = req->harness;
-    li.provider_remote = provider->caps.remote;
-    li.provider_reusable_leases = provider->caps.reusable_leases;
+    li.provider_remote = caps.remote;
+    li.provider_reusable_leases = caps.reusable_leases;
     li.runner_mode = cfg->local_mode;
     li.runner_idle_ms = cfg->local_idle_ms;
+    if (provider->runner_lifecycle) /* a provider with settings of its own (rule 3) */
+        provider->runner_lifecycle(&li.runner_mode, &li.runner_idle_ms);
     li.request_mode = req->lifecycle_mode;
     li.request_idle_ms = req->lifecycle_idle_ms;
     r = policy_lifecycle(&li, &t.policy, err, errlen);
@@ -202,10 +226,12 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     return environment_kill(cfg->pool, key, reason);
 }
 
-bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs)
+bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs,
+                  uint64_t worker_max)
 {
-    pool_inflight_add(cfg->pool, inflight_slot, 1);
-    if (pool_inflight_total(cfg->pool) > max_runs) {
+    uint64_t mine = pool_inflight_add(cfg->pool, inflight_slot, 1);
+
+    if (mine > worker_max || pool_inflight_total(cfg->pool) > max_runs) {
         pool_inflight_add(cfg->pool, inflight_slot, -1);
         pool_counter_add(cfg->pool, PC_ADMISSION_REJECTED, 1);
         return false;
@@ -261,7 +287,11 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     /* the client must still be there for a session run to be kept: ask before deciding */
     event_stream_flush(es);
     (void)event_stream_client_alive(es);
-    if (turn_rc < 0 || env->harness_exited)
+    if (env->limit)
+        reason = TEARDOWN_SANDBOX_LIMIT;
+    else if (env->keeper_lost)
+        reason = TEARDOWN_KEEPER_DIED;
+    else if (turn_rc < 0 || env->harness_exited)
         reason = TEARDOWN_FAILED_TURN;
     else if (es->client_gone && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
@@ -295,6 +325,24 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     } else {
         environment_destroy(env, reason);
     }
+}
+
+/*
+ * A limit the sandbox hit without ending the turn (a tool's process OOM-killed, a refused
+ * fork, a full workspace): the turn fails naming it, and the environment is torn down.
+ */
+static int after_turn_limits(struct environment *env, struct event_stream *es,
+                             struct run_result *res, struct turn_outcome *out, int turn_rc)
+{
+    if (turn_rc < 0 || !environment_check_limits(env))
+        return turn_rc;
+    event_emit(es, event_error(env->limit_msg, env->limit));
+    run_result_fail(res, "%s", env->limit_msg);
+    free(res->stop_reason);
+    res->stop_reason = NULL;
+    out->limit_tripped = true;
+    out->paused = false;
+    return AR_E_SANDBOX_LIMIT;
 }
 
 static void emit_done(struct event_stream *es, struct run_result *res)
@@ -461,6 +509,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
+    r = r == AR_E_RETRY ? r : after_turn_limits(env, es, res, &out, r);
     *limit = out.limit_tripped;
     if (r == AR_E_RETRY) {
         log_debug("warm turn of '%s' failed before any output: retrying cold", t->key);
@@ -500,6 +549,16 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     return r;
 }
 
+/* The wire code of an acquisition failure (reference/agenta-runner.md §1.13). */
+static const char *acquire_error_code(int r)
+{
+    if (r == AR_E_SANDBOX_CAPACITY)
+        return "sandbox_capacity";
+    if (r == AR_E_CAPACITY)
+        return "runner_capacity";
+    return "runner_error";
+}
+
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
                      bool *limit, enum teardown_reason why)
 {
@@ -528,29 +587,43 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         emit_done(es, res);
         return;
     }
-    r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy, &env,
-                            err, sizeof(err));
+    r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
+                            why != TEARDOWN_NONE, &env, err, sizeof(err));
     if (r == -EEXIST) {
         /* another request of the session got there first: run without a seat */
         t->key[0] = '\0';
-        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, &env, err,
-                                sizeof(err));
+        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, false, &env,
+                                err, sizeof(err));
     }
     if (r < 0) {
         log_debug("environment acquisition failed: %s", err);
+        event_emit(es, event_error(err, acquire_error_code(r)));
         run_result_fail(res, "%s", err);
+        emit_done(es, res);
         return;
+    }
+    if (env->lease_report) {
+        trace_run_sandbox(t->trace, env->lease_report);
+        /* a lease the provider downgraded runs per-turn, it never fails the run */
+        if (json_object_get_boolean(jsonx_get(env->lease_report, "downgraded")))
+            t->policy.mode = LIFECYCLE_PER_TURN;
     }
     stream_before_waits(env, es);
     if (cfg->pool)
         metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn,
                         (util_now_ns() - spawn_start) / 1000);
     r = open_session(t, env, err, sizeof(err));
+    if (r < 0 && environment_check_limits(env)) {
+        snprintf(err, sizeof(err), "%s", env->limit_msg);
+        event_emit(es, event_error(err, env->limit));
+    } else if (r < 0) {
+        event_emit(es, event_error(err, r == AR_E_MODEL ? "model_unavailable" : "runner_error"));
+    }
     if (r < 0) {
         log_debug("harness session failed: %s", err);
-        event_emit(es, event_error(err, r == AR_E_MODEL ? "model_unavailable" : "runner_error"));
         run_result_fail(res, "%s", err);
-        environment_destroy(env, TEARDOWN_FAILED_TURN);
+        *limit = env->limit != NULL;
+        environment_destroy(env, env->limit ? TEARDOWN_SANDBOX_LIMIT : TEARDOWN_FAILED_TURN);
         environment_free(env);
         emit_done(es, res);
         return;
@@ -575,6 +648,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
+    r = after_turn_limits(env, es, res, &out, r);
     *limit = out.limit_tripped;
     finish_environment(t, env, es, res, r, &out, &t->policy);
     environment_free(env);
@@ -653,6 +727,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     bool limit = false, resume, refused = false;
 
     trace = trace_run_start(t->req, t->plan.model_name, trace_id);
+    t->trace = trace;
     result_identity(t, res, trace_id);
     /* platform mode: admission by the first heartbeat, before any side effect */
     if (platform_start(cfg, t->req, t->key, trace_id, es, res, &t->plat) < 0) {
@@ -696,6 +771,7 @@ out:
     platform_finish(t->plat, res, NULL);
     platform_free(t->plat);
     t->plat = NULL;
+    t->trace = NULL;
     if (refused)
         trace_run_discard(trace);
     else

@@ -50,8 +50,15 @@ struct environment {
     int harness_status;
     bool destroyed;
     bool warm; /* reconnected to a live harness */
+    bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
+    char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
+    const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
+    char limit_msg[192];      /* and what it says */
+    int64_t next_limit_check; /* monotonic ms */
     char acp_session[128];
     json_object *agent_caps; /* initialize result agentCapabilities (owned) */
+    json_object *lease_report; /* a remote provider's lease report (owned) or NULL */
+    char cwd[1024];            /* the harness's working folder ("" = SANDBOX_WORKSPACE) */
     /* called before every wait for the harness (the turn flushes its events there) */
     void (*before_wait)(void *ctx);
     void *before_wait_ctx;
@@ -59,12 +66,15 @@ struct environment {
 
 /*
  * Start a new environment for req with the harness plan. key is the pool key ("" for a
- * per-turn run). idle_ms is the keeper's idle window. On failure err names the problem and
- * nothing is left behind.
+ * per-turn run). idle_ms is the keeper's idle window. had_lease: the session had a live
+ * environment this turn could not use (a remote provider then reports a missing sandbox as a
+ * replacement). On failure err names the problem and nothing is left behind;
+ * AR_E_SANDBOX_CAPACITY when the sandbox provider refused for capacity.
  */
 int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
                         const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
-                        bool per_turn, struct environment **ret, char *err, size_t errlen);
+                        bool per_turn, bool had_lease, struct environment **ret, char *err,
+                        size_t errlen);
 
 /* Attach to the keeper of the checked-out slot h (state busy, owned by the caller). */
 int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
@@ -86,6 +96,15 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
  * approval-expiry). The slot must already be parked by the caller.
  */
 int environment_park(struct environment *env, uint64_t window_ms, bool awaiting);
+/*
+ * Did the sandbox hit one of its limits (an OOM kill, a refused fork, a full workspace)?
+ * 1 with env->limit and env->limit_msg set (and kept: a trip stays a trip), 0 when not (or
+ * no probed host). environment_recv() asks every ENVIRONMENT_LIMIT_POLL_MS while it waits
+ * and returns AR_E_SANDBOX_LIMIT on a trip; the engine asks again after every turn.
+ */
+#define ENVIRONMENT_LIMIT_POLL_MS 250
+int environment_check_limits(struct environment *env);
+
 /* Tear it down and wait for the teardown to finish (bounded). */
 int environment_destroy(struct environment *env, enum teardown_reason reason);
 /* Release the struct (does not tear down: destroy or park first). NULL is a no-op. */

@@ -1,6 +1,8 @@
 #include "jsonx.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +17,25 @@ static _Thread_local struct {
 
 #define ARRAY_LEN (sizeof(cache) / sizeof(cache[0]))
 
+/* A thread that ends frees its tokeners (the Daytona bridge starts and ends threads). */
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t cache_key;
+
+static void free_cache(void *unused)
+{
+    (void)unused;
+    for (size_t i = 0; i < ARRAY_LEN; i++) {
+        if (cache[i].tok)
+            json_tokener_free(cache[i].tok);
+        cache[i].tok = NULL;
+    }
+}
+
+static void make_key(void)
+{
+    (void)pthread_key_create(&cache_key, free_cache);
+}
+
 static struct json_tokener *tokener_for(int depth)
 {
     for (size_t i = 0; i < ARRAY_LEN; i++) {
@@ -28,6 +49,8 @@ static struct json_tokener *tokener_for(int depth)
             cache[i].tok = json_tokener_new_ex(depth);
             if (!cache[i].tok)
                 return NULL;
+            if (pthread_once(&key_once, make_key) == 0)
+                (void)pthread_setspecific(cache_key, cache);
             cache[i].depth = depth;
             json_tokener_set_flags(cache[i].tok,
                                    JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -141,4 +164,61 @@ const char *jsonx_text(json_object *o, size_t *ret_len)
     if (ret_len)
         *ret_len = n;
     return s;
+}
+
+int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth, char *err,
+                       size_t errlen)
+{
+    size_t elements = 0;
+    bool in_string = false, in_token = false;
+    int depth = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = data[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        switch (c) {
+        case ' ':
+        case '\n':
+        case '\r':
+        case '\t':
+            continue;
+        case '{':
+        case '[':
+            if (++depth > max_depth) {
+                snprintf(err, errlen, "nested deeper than %d levels", max_depth);
+                return -ELOOP;
+            }
+            elements++;
+            in_token = false;
+            break;
+        case '}':
+        case ']':
+            depth--;
+            in_token = true;
+            continue;
+        case ',':
+        case ':':
+            in_token = false;
+            continue;
+        default: /* a string (a member name counts too: it costs as much), number, literal */
+            in_string = c == '"';
+            if (in_token)
+                continue;
+            in_token = true;
+            elements++;
+            break;
+        }
+        if (elements > max_elements) {
+            snprintf(err, errlen, "more than %zu JSON elements", max_elements);
+            return -E2BIG;
+        }
+    }
+    return 0;
 }

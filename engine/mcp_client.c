@@ -513,7 +513,7 @@ static int request(struct mcp_client *c, const char *method, json_object *params
     }
     if (strcmp(method, "initialize") == 0 && res.captured[0]) {
         size_t n = strlen(res.captured);
-        bool ok = n < sizeof(c->session);
+        bool ok = n <= SESSION_MAX;
 
         for (const char *p = res.captured; ok && *p; p++)
             ok = *p >= 0x21 && *p <= 0x7e;

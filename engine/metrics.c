@@ -6,6 +6,7 @@
 #include "buf.h"
 #include "contracts.h"
 #include "harness/harness.h"
+#include "provider/provider.h"
 
 /* Upper bounds of the histogram buckets, in seconds. */
 static const double bounds[METRIC_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -118,6 +119,73 @@ void metrics_observe(struct metric_histogram *h, int64_t micros)
     add(&h->sum_us, (uint64_t)micros);
 }
 
+void metrics_lease(struct pool_metrics *m, unsigned outcome, unsigned reason, int64_t acquire_ms)
+{
+    if (!m || outcome >= METRIC_LEASE_OUTCOMES || reason >= METRIC_LEASE_REASONS)
+        return;
+    add(&m->leases[outcome][reason], 1);
+    metrics_observe(&m->sandbox_acquire, acquire_ms * 1000);
+}
+
+void metrics_release(struct pool_metrics *m, unsigned disposition)
+{
+    if (m && disposition < METRIC_DISPOSITIONS)
+        add(&m->releases[disposition], 1);
+}
+
+void metrics_sweep(struct pool_metrics *m, enum metric_sweep_action a, uint64_t n)
+{
+    if (m && (unsigned)a < METRIC_SWEEP_ACTIONS && n)
+        add(&m->sweeps[a], n);
+}
+
+uint64_t metrics_leases_total(const struct pool_metrics *m, unsigned outcome)
+{
+    uint64_t sum = 0;
+
+    for (unsigned r = 0; outcome < METRIC_LEASE_OUTCOMES && r < METRIC_LEASE_REASONS; r++)
+        sum += get(&m->leases[outcome][r]);
+    return sum;
+}
+
+static void histogram(struct buf *out, const char *name, const char *help,
+                      const struct metric_histogram *h);
+
+/* The remote-lease families: every outcome/reason pair that can happen, zeros included. */
+static void render_leases(const struct pool_metrics *m, struct buf *out)
+{
+    static const char *const sweep_names[] = {"adopted", "kept", "deleted", "failed"};
+
+    buf_append_str(out, "# HELP agent_runner_sandbox_leases_total Remote sandbox acquisitions "
+                        "by outcome (and why a sandbox was replaced).\n"
+                        "# TYPE agent_runner_sandbox_leases_total counter\n");
+    for (unsigned o = 0; o < METRIC_LEASE_OUTCOMES; o++)
+        for (unsigned r = 0; r < METRIC_LEASE_REASONS; r++) {
+            if ((o == PROVIDER_LEASE_REPLACEMENT) != (r != PROVIDER_REPLACED_NONE))
+                continue;
+            buf_printf(out, "agent_runner_sandbox_leases_total{outcome=\"%s\",reason=\"%s\"} %llu\n",
+                       provider_lease_outcome_name((enum provider_lease_outcome)o),
+                       r ? provider_replacement_reason_name((enum provider_replacement_reason)r)
+                         : "none",
+                       (unsigned long long)get(&m->leases[o][r]));
+        }
+    buf_append_str(out, "# HELP agent_runner_sandbox_releases_total Remote sandboxes released, by "
+                        "what was done with them.\n"
+                        "# TYPE agent_runner_sandbox_releases_total counter\n");
+    for (unsigned d = 0; d < METRIC_DISPOSITIONS; d++)
+        buf_printf(out, "agent_runner_sandbox_releases_total{disposition=\"%s\"} %llu\n",
+                   provider_disposition_name((enum provider_disposition)d),
+                   (unsigned long long)get(&m->releases[d]));
+    buf_append_str(out, "# HELP agent_runner_sandbox_sweep_total Remote sandboxes a start-up "
+                        "sweep adopted, kept, deleted or failed to handle.\n"
+                        "# TYPE agent_runner_sandbox_sweep_total counter\n");
+    for (unsigned a = 0; a < METRIC_SWEEP_ACTIONS; a++)
+        buf_printf(out, "agent_runner_sandbox_sweep_total{action=\"%s\"} %llu\n", sweep_names[a],
+                   (unsigned long long)get(&m->sweeps[a]));
+    histogram(out, "agent_runner_sandbox_acquire_seconds",
+              "Time to acquire a remote sandbox lease (resume or create).", &m->sandbox_acquire);
+}
+
 /* Label values are provider names from requests: escape what the exposition format needs. */
 static void label_value(struct buf *out, const char *v)
 {
@@ -178,6 +246,8 @@ int metrics_render(const struct pool_metrics *m, const struct metrics_gauges *g,
             }
     counter(out, "agent_runner_warm_hits_total", "Turns that ran on a live environment.",
             g->warm_hits);
+    counter(out, "agent_runner_egress_denied_total",
+            "Connections from sandboxes that their egress policy refused.", g->egress_denied);
     buf_append_str(out, "# HELP agent_runner_cold_starts_total Turns that started a new "
                         "environment, by why (miss, or the mismatch that evicted the old one).\n"
                         "# TYPE agent_runner_cold_starts_total counter\n");
@@ -218,5 +288,6 @@ int metrics_render(const struct pool_metrics *m, const struct metrics_gauges *g,
     counter(out, "agent_runner_shm_repairs_total",
             "Times a process died holding the session table lock and the table was repaired.",
             g->repairs);
+    render_leases(m, out);
     return 0;
 }

@@ -14,6 +14,12 @@
  *   agent_runner_first_event_seconds                       histogram: turn start to first output
  *   agent_runner_runs_in_flight                            gauge
  *   agent_runner_admission_rejected_total, agent_runner_worker_restarts_total
+ *   agent_runner_sandbox_leases_total{outcome,reason}      remote leases: created, resumed,
+ *                                                          replacement (+ why)
+ *   agent_runner_sandbox_releases_total{disposition}       keep_running, stop_and_retain, destroy
+ *   agent_runner_sandbox_sweep_total{action}               restart sweep: adopted kept deleted failed
+ *   agent_runner_sandbox_acquire_seconds                   histogram: remote lease acquisition
+ *   agent_runner_egress_denied_total                       connections sandboxes were refused
  */
 #ifndef AR_METRICS_H
 #define AR_METRICS_H
@@ -28,6 +34,12 @@
 #define METRIC_REASONS 24
 #define METRIC_BUCKETS 13
 #define METRIC_STATES 8
+#define METRIC_LEASE_OUTCOMES 3 /* enum provider_lease_outcome */
+#define METRIC_LEASE_REASONS 5  /* enum provider_replacement_reason */
+#define METRIC_DISPOSITIONS 3   /* enum provider_disposition */
+#define METRIC_SWEEP_ACTIONS 4
+
+enum metric_sweep_action { SWEEP_ADOPTED = 0, SWEEP_KEPT, SWEEP_DELETED, SWEEP_FAILED };
 
 enum metric_outcome {
     OUTCOME_OK = 0,
@@ -51,6 +63,10 @@ struct pool_metrics {
     uint64_t teardowns[METRIC_REASONS];
     struct metric_histogram keeper_spawn;
     struct metric_histogram first_event;
+    uint64_t leases[METRIC_LEASE_OUTCOMES][METRIC_LEASE_REASONS];
+    uint64_t releases[METRIC_DISPOSITIONS];
+    uint64_t sweeps[METRIC_SWEEP_ACTIONS];
+    struct metric_histogram sandbox_acquire;
 };
 
 struct buf;
@@ -58,6 +74,7 @@ struct buf;
 /* Gauges and header counters the pool reads for metrics_render. */
 struct metrics_gauges {
     uint64_t warm_hits;
+    uint64_t egress_denied;
     uint64_t inflight;
     uint64_t admission_rejected;
     uint64_t worker_restarts;
@@ -80,6 +97,12 @@ void metrics_turn(struct pool_metrics *m, unsigned harness, unsigned provider,
 void metrics_cold_start(struct pool_metrics *m, unsigned reason);
 void metrics_teardown(struct pool_metrics *m, unsigned reason);
 void metrics_observe(struct metric_histogram *h, int64_t micros);
+/* A remote lease was acquired (outcome, reason: provider.h values) in acquire_ms. */
+void metrics_lease(struct pool_metrics *m, unsigned outcome, unsigned reason, int64_t acquire_ms);
+/* A remote lease was released with a disposition (provider.h). */
+void metrics_release(struct pool_metrics *m, unsigned disposition);
+void metrics_sweep(struct pool_metrics *m, enum metric_sweep_action a, uint64_t n);
+uint64_t metrics_leases_total(const struct pool_metrics *m, unsigned outcome);
 
 /* Totals over every label (agent-runner-ctl stats). */
 uint64_t metrics_turns_total(const struct pool_metrics *m, enum metric_outcome outcome);

@@ -51,6 +51,7 @@ enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_WARM_HITS,
+    PC_EGRESS_DENIED, /* connections a sandbox's egress policy refused */
 };
 
 struct pool_handle {
@@ -209,6 +210,8 @@ int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
 /* Self-locking pool_drain_locked / pool_free_locked. */
 int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason);
 int pool_session_free(struct pool *p, struct pool_handle h, uint8_t reason);
+/* The reason h was drained with (TEARDOWN_NONE when it was not), or -ESTALE. */
+int pool_session_teardown_reason(struct pool *p, struct pool_handle h);
 /* A turn died mid-way: the next turn replays cold. */
 int pool_session_mark_broken(struct pool *p, struct pool_handle h);
 /*
@@ -360,8 +363,8 @@ void pool_counter_add(struct pool *p, unsigned idx, uint64_t n);
 uint64_t pool_counter_get(const struct pool *p, unsigned idx);
 /* A worker claims its in-flight entry: the index, or -ENOSPC. */
 int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start);
-/* Add (or, with a negative delta, take) runs on the caller's own entry. */
-void pool_inflight_add(struct pool *p, int idx, int delta);
+/* Add (or, with a negative delta, take) runs on the caller's own entry; returns its new count. */
+uint64_t pool_inflight_add(struct pool *p, int idx, int delta);
 /* Runs in flight over every live worker. */
 uint64_t pool_inflight_total(const struct pool *p);
 /* Master: free the entries of processes that are gone (pid given: that one; 0: all dead). */

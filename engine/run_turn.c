@@ -214,10 +214,11 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
     result = NULL;
 
     params = json_object_new_object();
-    json_object_object_add(params, "cwd", json_object_new_string(SANDBOX_WORKSPACE));
-    json_object_object_add(params, "mcpServers", ret->mcp_servers
-                                                     ? json_object_get(ret->mcp_servers)
-                                                     : json_object_new_array());
+    json_object_object_add(params, "cwd",
+                           json_object_new_string(te->cwd ? te->cwd : SANDBOX_WORKSPACE));
+    json_object_object_add(params, "mcpServers",
+                           ret->mcp_servers ? json_object_get(ret->mcp_servers)
+                                            : json_object_new_array());
     r = call(te, "session/new", params, deadline, &result, err, errlen, ret);
     json_object_put(params);
     if (r < 0)
@@ -417,9 +418,14 @@ static void on_deadline(struct turn_loop *L, int64_t now)
 
 static void on_lost(struct turn_loop *L, int r)
 {
+    const char *code = NULL;
+    char msg[256];
     int status = 0;
 
-    if (L->te->exited(L->te->ctx, &status))
+    if (L->te->failure && L->te->failure(L->te->ctx, msg, sizeof(msg), &code)) {
+        loop_fail(L, LOOP_FAIL, r, "%s", msg);
+        L->code = code;
+    } else if (L->te->exited(L->te->ctx, &status))
         loop_fail(L, LOOP_FAIL, r, "the harness exited during the turn (status %d)", status);
     else
         loop_fail(L, LOOP_FAIL, r, "lost the harness: %s", ar_strerror(r));
@@ -677,9 +683,15 @@ static void finish_paused(struct turn_loop *L)
 }
 
 /* The one exit: what the turn's end means for the result, the events and the caller. */
+/* A sandbox limit tripped (its turn fails with the limit's name, never retried silently). */
+static bool sandbox_limit(const struct turn_loop *L)
+{
+    return L->code && strncmp(L->code, "sandbox_", 8) == 0;
+}
+
 static int loop_finish(struct turn_loop *L)
 {
-    bool silent = L->opt->retry_if_silent && L->es->nevents == L->start_events;
+    bool silent = L->opt->retry_if_silent && L->es->nevents == L->start_events && !sandbox_limit(L);
     int rc = 0;
 
     switch (L->exit) {
@@ -693,10 +705,11 @@ static int loop_finish(struct turn_loop *L)
         }
         turn_close_block(&L->st, L->es);
         turn_record_tool_ids(&L->st, L->res);
-        event_emit(L->es,
-                   event_error(L->why, L->rc == AR_E_TIMEOUT ? "run_limit" : "runner_error"));
+        event_emit(L->es, event_error(L->why, L->code                 ? L->code
+                                              : L->rc == AR_E_TIMEOUT ? "run_limit"
+                                                                      : "runner_error"));
         run_result_fail(L->res, "%s", L->why);
-        L->out->limit_tripped = L->rc == AR_E_TIMEOUT;
+        L->out->limit_tripped = L->rc == AR_E_TIMEOUT || sandbox_limit(L);
         rc = L->rc < 0 ? L->rc : AR_E_PROTOCOL;
         break;
     case LOOP_FAIL_REUSABLE:

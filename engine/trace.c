@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #define TRACE_QUEUE_MAX 64
 #define TRACE_TOOLS_MAX 128
+#define TRACE_SANDBOX_MAX 8
 #define TRACE_VALUE_MAX 4000
 #define EXPORT_TIMEOUT_MS 5000L
 #define EXPORT_CONNECT_MS 2000L
@@ -43,6 +45,8 @@ struct trace_run {
     struct span turn;
     struct span tools[TRACE_TOOLS_MAX];
     size_t ntools;
+    struct span sandbox[TRACE_SANDBOX_MAX]; /* sandbox.acquire, sandbox.exec */
+    size_t nsandbox;
 };
 
 static const char *const allowlist[] = {TRACE_ATTR_ALLOWLIST};
@@ -95,6 +99,43 @@ static void attr_int(struct span *s, const char *key, int64_t value)
     json_object_object_add(v, "intValue", json_object_new_string(num));
     json_object_object_add(kv, "key", json_object_new_string(key));
     json_object_object_add(kv, "value", v);
+    json_object_array_add(s->attrs, kv);
+}
+
+/* A JSON value as an attribute: string, bool, int, or a finite double. */
+static void attr_json(struct span *s, const char *key, json_object *v)
+{
+    json_object *kv, *val;
+    char num[32];
+
+    if (!v || !trace_attr_allowed(key))
+        return;
+    switch (json_object_get_type(v)) {
+    case json_type_string:
+        attr_str(s, key, json_object_get_string(v));
+        return;
+    case json_type_int:
+        attr_int(s, key, json_object_get_int64(v));
+        return;
+    case json_type_boolean:
+        val = json_object_new_object();
+        json_object_object_add(val, "boolValue",
+                               json_object_new_boolean(json_object_get_boolean(v)));
+        break;
+    case json_type_double:
+        if (!isfinite(json_object_get_double(v)))
+            return;
+        val = json_object_new_object();
+        snprintf(num, sizeof(num), "%.17g", json_object_get_double(v));
+        json_object_object_add(val, "doubleValue", json_object_new_double_s(
+                                                       json_object_get_double(v), num));
+        break;
+    default:
+        return;
+    }
+    kv = json_object_new_object();
+    json_object_object_add(kv, "key", json_object_new_string(key));
+    json_object_object_add(kv, "value", val);
     json_object_array_add(s->attrs, kv);
 }
 
@@ -174,6 +215,53 @@ void trace_run_environment(struct trace_run *t, const char *kind)
 {
     if (t)
         attr_str(&t->turn, "agent_runner.environment", kind);
+}
+
+void trace_run_sandbox(struct trace_run *t, json_object *report)
+{
+    const char *outcome = jsonx_str(report, "outcome"), *reason = jsonx_str(report, "reason");
+    json_object *execs = jsonx_get(report, "execs"), *up = jsonx_get(report, "upload");
+    int64_t now = wall_ns();
+    struct span *s;
+
+    if (!t || !report)
+        return;
+    attr_str(&t->turn, "agent_runner.sandbox.provider", jsonx_str(report, "provider"));
+    attr_str(&t->turn, "agent_runner.sandbox.lease.outcome", outcome);
+    attr_str(&t->turn, "agent_runner.sandbox.lease.reason", reason);
+    if (t->nsandbox < TRACE_SANDBOX_MAX) {
+        s = &t->sandbox[t->nsandbox++];
+        span_start(s, "sandbox.acquire", t->turn.id);
+        s->start_ns = now - json_object_get_int64(jsonx_get(report, "acquireMs")) * 1000000;
+        s->end_ns = now;
+        attr_str(s, "agent_runner.sandbox.provider", jsonx_str(report, "provider"));
+        attr_str(s, "agent_runner.sandbox.lease.outcome", outcome);
+        attr_str(s, "agent_runner.sandbox.lease.reason", reason);
+        attr_str(s, "agent_runner.sandbox.sandbox_id", jsonx_str(report, "sandbox"));
+        attr_json(s, "agent_runner.sandbox.acquire.wall_ms", jsonx_get(report, "acquireMs"));
+        attr_json(s, "agent_runner.sandbox.upload.files", jsonx_get(up, "uploaded"));
+        attr_json(s, "agent_runner.sandbox.upload.bytes", jsonx_get(up, "bytes"));
+    }
+    for (size_t i = 0; execs && json_object_is_type(execs, json_type_array) &&
+                       i < json_object_array_length(execs) && t->nsandbox < TRACE_SANDBOX_MAX;
+         i++) {
+        json_object *e = json_object_array_get_idx(execs, i), *attrs = jsonx_get(e, "attrs");
+
+        s = &t->sandbox[t->nsandbox++];
+        span_start(s, "sandbox.exec", t->turn.id);
+        s->start_ns = json_object_get_int64(jsonx_get(e, "startNs"));
+        s->end_ns = json_object_get_int64(jsonx_get(e, "endNs"));
+        if (s->start_ns <= 0 || s->end_ns < s->start_ns)
+            s->start_ns = s->end_ns = now;
+        if (attrs && json_object_is_type(attrs, json_type_object)) {
+            json_object_object_foreach(attrs, key, val)
+            {
+                attr_json(s, key, val);
+            }
+        }
+        s->error = !jsonx_str(attrs, "agent_runner.sandbox.outcome") ||
+                   strcmp(jsonx_str(attrs, "agent_runner.sandbox.outcome"), "ok") != 0;
+    }
 }
 
 void trace_run_event(struct trace_run *t, json_object *ev)
@@ -374,6 +462,8 @@ void trace_run_finish(struct trace_run *t, const struct run_result *res)
     json_object_array_add(spans, span_json(t->trace_id, &t->turn, end));
     for (size_t i = 0; i < t->ntools; i++)
         json_object_array_add(spans, span_json(t->trace_id, &t->tools[i], end));
+    for (size_t i = 0; i < t->nsandbox; i++)
+        json_object_array_add(spans, span_json(t->trace_id, &t->sandbox[i], end));
     scope = json_object_new_object();
     json_object_object_add(scope, "name", json_object_new_string("agent-runner"));
     json_object_object_add(scope, "version", json_object_new_string(AR_VERSION));
@@ -417,6 +507,8 @@ void trace_run_finish(struct trace_run *t, const struct run_result *res)
     json_object_put(t->turn.attrs);
     for (size_t i = 0; i < t->ntools; i++)
         json_object_put(t->tools[i].attrs);
+    for (size_t i = 0; i < t->nsandbox; i++)
+        json_object_put(t->sandbox[i].attrs);
     free(t);
 }
 

@@ -28,7 +28,13 @@
         "gen_ai.response.finish_reasons", "gen_ai.tool.name", "gen_ai.tool.call.id",            \
         "gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "agent_runner.turn.id",       \
         "agent_runner.harness", "agent_runner.environment", "agent_runner.tool.denied",        \
-        "error.type"
+        "error.type", "agent_runner.sandbox.provider", "agent_runner.sandbox.lease.outcome",    \
+        "agent_runner.sandbox.lease.reason", "agent_runner.sandbox.sandbox_id",                 \
+        "agent_runner.sandbox.acquire.wall_ms", "agent_runner.sandbox.upload.files",           \
+        "agent_runner.sandbox.upload.bytes", "agent_runner.sandbox.exec.command",              \
+        "agent_runner.sandbox.exec.exit_code", "agent_runner.sandbox.exec.wall_ms",            \
+        "agent_runner.sandbox.exec.timed_out", "agent_runner.sandbox.exec.critical_path",      \
+        "agent_runner.sandbox.exec.reconnects", "agent_runner.sandbox.outcome"
 
 struct trace_run;
 
@@ -43,6 +49,12 @@ struct trace_run *trace_run_start(const struct run_request *req, const char *mod
 void trace_run_event(struct trace_run *t, json_object *ev);
 /* Note that the turn ran on a warm/cold environment. */
 void trace_run_environment(struct trace_run *t, const char *kind);
+/*
+ * A remote sandbox's lease report (provider.h, borrowed): its outcome on the turn span, a
+ * sandbox.acquire span and one sandbox.exec span per command the provider ran, children of
+ * the turn. Attributes pass the allowlist; a number that is not finite is left out.
+ */
+void trace_run_sandbox(struct trace_run *t, json_object *report);
 /* End every span, queue the export, free t. NULL is a no-op. */
 void trace_run_finish(struct trace_run *t, const struct run_result *res);
 /* Free t without exporting anything (a run refused before it started). NULL is a no-op. */

@@ -48,7 +48,7 @@ struct turn_loop {
     bool cancelling;
     enum loop_exit exit;
     int rc;           /* LOOP_FAIL / LOOP_FAIL_REUSABLE: why, as an error code */
-    const char *code; /* LOOP_FAIL_REUSABLE: the error event's code (NULL: provider_error) */
+    const char *code; /* the error event's code when one was named (NULL: the default one) */
     char why[256];
     /* the last model failure the channel reported (pi-acp hides it), and its code */
     char model_error[256];

@@ -8,6 +8,7 @@
 #include <openssl/hmac.h>
 
 #include "../util.h"
+#include "provider.h"
 
 /* ---- configuration and capabilities --------------------------------------------------- */
 
@@ -309,21 +310,16 @@ const char *daytona_resume_action_name(enum daytona_resume_action a)
 
 enum daytona_disposition daytona_lease_disposition(bool reusable, int teardown_reason)
 {
-    if (teardown_reason == TEARDOWN_NONE)
-        return reusable ? DAYTONA_KEEP_RUNNING : DAYTONA_DESTROY;
-    if (!reusable)
-        return DAYTONA_DESTROY;
-    switch (teardown_reason) {
-    case TEARDOWN_IDLE_EXPIRY:
-    case TEARDOWN_APPROVAL_EXPIRY:
-    case TEARDOWN_CAPACITY_EVICTION:
-    case TEARDOWN_SHUTDOWN_IDLE:
-    case TEARDOWN_SESSION_INCOMPATIBLE:
-    case TEARDOWN_CONTINUITY_INVALID:
+    /* one rule for every remote provider: provider_disposition (provider.h) */
+    switch (provider_disposition(reusable, (enum teardown_reason)teardown_reason)) {
+    case PROVIDER_KEEP_RUNNING:
+        return DAYTONA_KEEP_RUNNING;
+    case PROVIDER_STOP_AND_RETAIN:
         return DAYTONA_STOP_AND_RETAIN;
-    default:
-        return DAYTONA_DESTROY;
+    case PROVIDER_DESTROY:
+        break;
     }
+    return DAYTONA_DESTROY;
 }
 
 const char *daytona_disposition_name(enum daytona_disposition d)

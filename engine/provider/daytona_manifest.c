@@ -1,10 +1,12 @@
 #include "daytona_manifest.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
 #include <openssl/evp.h>
 
 #include "../util.h"
@@ -39,6 +41,7 @@ struct manifest_entry {
 struct daytona_manifest {
     struct manifest_entry *e;
     size_t n, cap;
+    char *record; /* the record's path in the sandbox, or NULL */
 };
 
 int daytona_manifest_new(struct daytona_manifest **ret)
@@ -64,6 +67,7 @@ void daytona_manifest_free(struct daytona_manifest *m)
         return;
     daytona_manifest_clear(m);
     free(m->e);
+    free(m->record);
     free(m);
 }
 
@@ -138,6 +142,119 @@ int daytona_manifest_put(struct daytona_manifest *m, const char *path, const cha
     }
     memcpy(e->digest, digest, 65);
     return 0;
+}
+
+/* ---- the record in the sandbox ---------------------------------------------------------- */
+
+#define RECORD_MAX (4u * 1024 * 1024)
+
+int daytona_manifest_set_record(struct daytona_manifest *m, const char *path)
+{
+    char *copy = NULL;
+
+    if (path) {
+        copy = strdup(path);
+        if (!copy)
+            return -ENOMEM;
+    }
+    free(m->record);
+    m->record = copy;
+    return 0;
+}
+
+int daytona_manifest_serialize(const struct daytona_manifest *m, struct buf *out)
+{
+    json_object *doc = json_object_new_object(), *files = json_object_new_object();
+    const char *text;
+    int r;
+
+    if (!doc || !files) {
+        json_object_put(doc);
+        json_object_put(files);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->n; i++)
+        json_object_object_add(files, m->e[i].path, json_object_new_string(m->e[i].digest));
+    json_object_object_add(doc, "v", json_object_new_int(1));
+    json_object_object_add(doc, "files", files);
+    text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+    r = text ? buf_append_str(out, text) : -ENOMEM;
+    json_object_put(doc);
+    return r;
+}
+
+int daytona_manifest_parse(struct daytona_manifest *m, const char *text, size_t len)
+{
+    json_tokener *tok = json_tokener_new_ex(8);
+    json_object *doc = NULL, *files, *v;
+    int r = 0;
+
+    daytona_manifest_clear(m);
+    if (!tok)
+        return -ENOMEM;
+    if (len <= INT32_MAX)
+        doc = json_tokener_parse_ex(tok, text, (int)len);
+    json_tokener_free(tok);
+    files = doc ? json_object_object_get(doc, "files") : NULL;
+    v = doc ? json_object_object_get(doc, "v") : NULL;
+    if (!files || !json_object_is_type(files, json_type_object) || !v ||
+        json_object_get_int(v) != 1) {
+        json_object_put(doc);
+        return -EBADMSG;
+    }
+    json_object_object_foreach(files, path, digest)
+    {
+        if (!json_object_is_type(digest, json_type_string) || path[0] != '/' ||
+            json_object_get_string_len(digest) != 64) {
+            r = -EBADMSG;
+            break;
+        }
+        r = daytona_manifest_put(m, path, json_object_get_string(digest));
+        if (r < 0)
+            break;
+    }
+    json_object_put(doc);
+    if (r < 0)
+        daytona_manifest_clear(m);
+    return r;
+}
+
+int daytona_manifest_restore(struct daytona_manifest *m, struct daytona_client *c, const char *tb)
+{
+    struct buf text;
+    int r;
+
+    daytona_manifest_clear(m);
+    if (!m->record)
+        return 0;
+    buf_init(&text, RECORD_MAX);
+    r = daytona_toolbox_download(c, tb, m->record, &text);
+    if (r == 0 && daytona_manifest_parse(m, text.data ? text.data : "", text.len) < 0)
+        r = 0; /* unreadable: start empty, upload everything once */
+    else if (r == -ENOENT || r == -EACCES || r == -EINVAL || r == -E2BIG)
+        r = 0; /* no record (or not ours to read): the same */
+    buf_release(&text);
+    return r;
+}
+
+/* The record as it will be once the files idx[0..ns) landed. */
+static int record_after(const struct daytona_manifest *m, const struct daytona_manifest_file *files,
+                        const size_t *idx, char (*dig)[65], size_t ns, struct buf *out)
+{
+    struct daytona_manifest *next;
+    int r;
+
+    r = daytona_manifest_new(&next);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; r >= 0 && i < m->n; i++)
+        r = daytona_manifest_put(next, m->e[i].path, m->e[i].digest);
+    for (size_t k = 0; r >= 0 && k < ns; k++)
+        r = daytona_manifest_put(next, files[idx[k]].path, dig[idx[k]]);
+    if (r >= 0)
+        r = daytona_manifest_serialize(next, out);
+    daytona_manifest_free(next);
+    return r;
 }
 
 /* ---- sync ----------------------------------------------------------------------------- */
@@ -236,6 +353,7 @@ int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct dayto
     int64_t t0 = util_now_ms();
     struct daytona_manifest_stats st = {.files = (unsigned)n};
     struct daytona_toolbox_file *send = NULL;
+    struct buf record;
     char(*dig)[65] = NULL;
     size_t *idx = NULL, ns = 0;
     int r = 0;
@@ -244,7 +362,8 @@ int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct dayto
         snprintf(err, errlen, "too many files to upload (%zu, at most %d)", n, UPLOAD_FILES_MAX);
         return -E2BIG;
     }
-    send = calloc(n ? n : 1, sizeof(*send));
+    buf_init(&record, RECORD_MAX);
+    send = calloc(n + 1, sizeof(*send)); /* + the record */
     dig = calloc(n ? n : 1, sizeof(*dig));
     idx = calloc(n ? n : 1, sizeof(*idx));
     if (!send || !dig || !idx) {
@@ -268,7 +387,15 @@ int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct dayto
         st.bytes += files[i].len;
     }
     if (ns > 0) {
-        r = daytona_toolbox_upload(c, tb, send, ns);
+        size_t nsend = ns;
+
+        if (m->record) {
+            r = record_after(m, files, idx, dig, ns, &record);
+            if (r < 0)
+                goto out;
+            send[nsend++] = (struct daytona_toolbox_file){m->record, record.data, record.len};
+        }
+        r = daytona_toolbox_upload(c, tb, send, nsend);
         if (r < 0) {
             snprintf(err, errlen, "upload: %s",
                      daytona_client_message(c)[0] ? daytona_client_message(c)
@@ -290,6 +417,7 @@ int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct dayto
         *ret = st;
     r = 0;
 out:
+    buf_release(&record);
     free(send);
     free(dig);
     free(idx);

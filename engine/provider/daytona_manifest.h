@@ -42,8 +42,26 @@ struct daytona_manifest_stats {
 };
 
 /*
- * Upload what the manifest does not already hold, in one bulk upload, then fix modes that are
- * not 0644. The manifest records a file only after it landed.
+ * The manifest's record in the sandbox (an absolute path, e.g. in our 0700 state folder):
+ * from now on every sync that uploads something also writes the manifest as it will be after
+ * that upload to this file, in the same bulk upload, so a later keeper (a resumed sandbox, a
+ * restarted runner) starts from what the sandbox really holds. NULL turns it off.
+ */
+int daytona_manifest_set_record(struct daytona_manifest *m, const char *path);
+/*
+ * Replace the manifest with the sandbox's record (one download). A sandbox without one, or
+ * with one that does not parse, leaves the manifest empty (everything is uploaded once): 0.
+ * < 0 only when the sandbox could not be asked.
+ */
+int daytona_manifest_restore(struct daytona_manifest *m, struct daytona_client *c, const char *tb);
+/* The record's text: {"v":1,"files":{path: digest}} (also parsed by restore). */
+int daytona_manifest_serialize(const struct daytona_manifest *m, struct buf *out);
+int daytona_manifest_parse(struct daytona_manifest *m, const char *text, size_t len);
+
+/*
+ * Upload what the manifest does not already hold, in one bulk upload (with the record, when
+ * one is set), then fix modes that are not 0644. The manifest records a file only after it
+ * landed.
  */
 int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct daytona_manifest *m,
                           const struct daytona_manifest_file *files, size_t n,

@@ -1,4 +1,4 @@
-"""Benchmark row 6 for tests/bench/run.py: what a runner-executed tool call adds over the
+"""Benchmark row 7 for tests/bench/run.py: what a runner-executed tool call adds over the
 callback server's own time (issue 14, "Measured").
 
 The path measured: the harness calls one of the run's tools (tool/call on the keeper channel),
@@ -269,20 +269,20 @@ def rows(t, fmt_ms):
 
     out = []
     s = t["scripted"]
-    out.append(("6. runner tool call overhead p50, scripted agent", fmt_ms(s["p50"]),
+    out.append(("7. runner tool call overhead p50, scripted agent", fmt_ms(s["p50"]),
                 f"<= {TARGET_P50_MS:g} ms ({verdict(s['p50'])})",
                 f"{s['n']} callback-tool calls (acp-scripted runner_tool, repeat, one per-turn "
                 f"run each) harness -> keeper -> worker -> callback -> worker -> keeper -> "
                 f"harness, round trip in the agent minus the callback's own time; round trip "
                 f"p50 {fmt_ms(s['rtt_p50'])}, callback's own p50 {fmt_ms(s['own_p50'])}",
                 f"Agenta's 300 ms poll / p50 = {AGENTA_POLL_MS / max(s['p50'], 1e-6):.0f}x"))
-    out.append(("6. runner tool call overhead p99, scripted agent", fmt_ms(s["p99"]), "—",
+    out.append(("7. runner tool call overhead p99, scripted agent", fmt_ms(s["p99"]), "—",
                 f"same calls; round trip p99 {fmt_ms(s['rtt_p99'])}, max overhead "
                 f"{fmt_ms(s['max'])}",
                 f"Agenta's 300 ms poll / p99 = {AGENTA_POLL_MS / max(s['p99'], 1e-6):.0f}x"))
     if "pi" in t:
         p = t["pi"]
-        out.append(("6. runner tool call overhead p50, pi", fmt_ms(p["p50"]), "—",
+        out.append(("7. runner tool call overhead p50, pi", fmt_ms(p["p50"]), "—",
                     f"{p['n']} calls of a callback tool by pi_core (fake_model.py scripts the "
                     f"calls in a row): model answer written -> pi's next model request, minus "
                     f"the callback's own time; includes pi's own tool-call handling (stream "
@@ -290,11 +290,11 @@ def rows(t, fmt_ms):
                     f"same gap for pi's built-in ls (no runner tool, no callback; pi's own "
                     f"handling of a tool call, for comparison): p50 {fmt_ms(p['ls_p50'])}",
                     f"Agenta's 300 ms poll / p50 = {AGENTA_POLL_MS / max(p['p50'], 1e-6):.0f}x"))
-        out.append(("6. runner tool call overhead p99, pi", fmt_ms(p["p99"]), "—",
+        out.append(("7. runner tool call overhead p99, pi", fmt_ms(p["p99"]), "—",
                     f"same calls; gap p99 {fmt_ms(p['rtt_p99'])}; built-in ls gap p99 "
                     f"{fmt_ms(p['ls_p99'])}",
                     f"Agenta's 300 ms poll / p99 = {AGENTA_POLL_MS / max(p['p99'], 1e-6):.0f}x"))
     else:
-        out.append(("6. runner tool call overhead, pi", "not run", "—",
+        out.append(("7. runner tool call overhead, pi", "not run", "—",
                     "harness pi_core is not installed here: `make harnesses`", ""))
     return out

@@ -11,16 +11,23 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   2. cold local turns (no sessionId: new keeper + bwrap + agent per turn), cold/warm p50
   3. real pi (pi_core) against tests/fixtures/fake_model.py: time to the first message_delta
      of a cold turn and of a warm follow-up, and their ratio
+  2. (network) what a sandbox's own network namespace, egress proxy and name server add to a
+     cold start: the keeper's sandbox_egress_new + free (build/bin/bench-net)
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
-  6. what a runner-executed tool call adds over the callback's own time, scripted agent and
+  6. sandbox:"daytona" against the fake Daytona server with its "real" timing profile
+     (tests/fixtures/fake_daytona.py: published create/start/upload delays): a cold first
+     codex turn (sandbox created), its warm follow-up (same keeper and sandbox), and a
+     follow-up after the idle window stopped the sandbox (resumed), and warm/cold
+  7. what a runner-executed tool call adds over the callback's own time, scripted agent and
      pi (tests/bench/bench_tools.py), against Agenta's 300 ms file-relay poll
+The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
-  --only     comma-separated parts to run: warm (1), cold (2), pi (3), pool (4), rss (5),
-             tools (6); the table shows only their rows and BENCHMARKS.md is left alone
-             (`make bench BENCH_ARGS="--only tools"`)
+  --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
+             rss (5), daytona (6), tools (7); the table shows only their rows and
+             BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
   --wait-idle  wait up to S seconds (default 120) until other work leaves the machine < 25 %
@@ -35,7 +42,6 @@ import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,25 +51,15 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
-import stack  # noqa: E402
 import bench_tools  # noqa: E402
+import fake_daytona_ctl  # noqa: E402
+import stack  # noqa: E402
+from bench_table import build_rows, render, write_markdown  # noqa: E402
 
 BIN = stack.BIN
-PROGRAMS = ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper", "acp-scripted",
-            "agent-runner-ctl", "agent-runner-mcp")
-PARTS = ("warm", "cold", "pi", "pool", "rss", "tools")
-MiB = 1024 * 1024
-
-TARGETS = {
-    "warm_p50_1": 1.0,        # ms
-    "warm_tps_64": 3000.0,    # turns/s
-    "warm_p99_64": 50.0,      # ms
-    "cold_p50": 25.0,         # ms
-    "pi_ratio": 10.0,
-    "keeper_rss": 4 * MiB,
-}
-
-
+PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
+            "acp-scripted", "agent-runner-ctl", "agent-runner-mcp")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools")
 def use_bin(path):
     global BIN
     BIN = path
@@ -138,14 +134,6 @@ def proc_status(pid):
 
 def rss(pid):
     return proc_status(pid).get("VmRSS", 0)
-
-
-def mib(n):
-    return f"{n / MiB:.2f} MiB"
-
-
-def fmt_ms(v):
-    return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -234,24 +222,6 @@ def repeated(st, runs, *args):
     return mid
 
 
-def spread(res, what):
-    runs = res.get("runs", [res])
-    if what == "other":
-        vals = [r["other"] * 100 for r in runs]
-        return (f"; CPU outside the stack and driver: {min(vals):.0f}-{max(vals):.0f} %"
-                if len(runs) > 1 else f"; CPU outside the stack and driver: {vals[0]:.0f} %")
-    if what == "cpu":
-        return (f"; CPU per turn: stack {res['stack_cpu_s'] / res['turns'] * 1e6:.0f} us, "
-                f"driver {res['driver_cpu_s'] / res['turns'] * 1e6:.0f} us")
-    if len(runs) < 2:
-        return ""
-    if what == "tps":
-        vals = [r["turns_per_s"] for r in runs]
-        return f"; {len(runs)} runs: {min(vals):.0f}-{max(vals):.0f} turns/s"
-    vals = [r["all"][what] for r in runs]
-    return f"; {len(runs)} runs: {min(vals):.3g}-{max(vals):.3g} ms"
-
-
 def tls_connection(st, timeout=300):
     c = st.connection(timeout)
     c.connect()  # the TLS handshake happens before any clock starts
@@ -321,6 +291,18 @@ def bench_pool():
     return res
 
 
+def bench_net():
+    cmd = [os.path.join(BIN, "bench-net"), "--iters", "300"]
+    log("running " + " ".join(cmd[1:]))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        log("bench-net failed: " + out.stderr.strip())
+        return {"error": out.stderr.strip() or f"exit {out.returncode}"}
+    res = json.loads(out.stdout)
+    res["cmd"] = "bench-net --iters 300"
+    return res
+
+
 def pi_body(model, text, project, session, history=None):
     req = stack.pi_request(model, text, projectId=project, sessionId=session)
     if history:
@@ -359,6 +341,80 @@ def bench_pi(st, model, n):
     finally:
         conn.close()
     return cold, warm, ready, rss_sample
+
+
+def codex_body(model, text, project, session, history=None, idle_ms=None):
+    req = {"harness": "codex", "sandbox": "daytona", "model": "fake-model",
+           "projectId": project, "sessionId": session,
+           "messages": history or [{"role": "user", "content": text}],
+           "modelConnection": {"provider": "openai", "deployment": "custom",
+                               "endpoint": {"baseUrl": model.base + "/v1"},
+                               "credentialMode": "env",
+                               "credentials": [{"binding": {"kind": "environment",
+                                                            "name": "OPENAI_API_KEY"},
+                                                "value": "sk-bench", "usage": "opaque_http"}]}}
+    if idle_ms:
+        req["lifecycle"] = {"idleTimeoutMs": idle_ms}
+    return req
+
+
+def timed_result(conn, body):
+    """Seconds to the result record of an NDJSON run (the whole turn), and the result."""
+    t0 = time.monotonic()
+    _, res, _ = timed_stream(conn, body)
+    return time.monotonic() - t0, res
+
+
+def bench_daytona(st, model, dt, n):
+    """n x (cold codex turn, warm follow-up, follow-up after the idle stop) on new sessions
+    on sandbox:"daytona"; whole-turn times (request to result record)."""
+    out = {"cold": [], "warm": [], "resumed": [], "creates": 0, "starts": 0, "uploads": []}
+    idle_ms = 3000
+    conn = tls_connection(st)
+    try:
+        for i in range(n):
+            p, s = "bench-dt", "dt-" + uuid.uuid4().hex[:8]
+            key = f"{p}:{s}"
+            seq = max([c["seq"] for c in dt.calls()] or [0])
+            first = f"Remember the number {i}."
+            t1, res1 = timed_result(conn, codex_body(model, first, p, s, idle_ms=idle_ms))
+            if not res1 or res1.get("ok") is not True:
+                raise RuntimeError(f"daytona cold turn failed: {res1}")
+            hist = [{"role": "user", "content": first},
+                    {"role": "assistant", "content": res1["output"]},
+                    {"role": "user", "content": "Which number?"}]
+            t2, res2 = timed_result(conn, codex_body(model, "", p, s, hist, idle_ms))
+            if not res2 or res2.get("ok") is not True or st.session(key)["turns"] != 2:
+                raise RuntimeError(f"daytona warm follow-up failed or ran cold: {res2}")
+            # the idle window passes: the keeper goes, the sandbox is stopped (not deleted)
+            stack.wait_for(lambda: st.session(key) is None, timeout=60, what="idle expiry")
+            sbs = [sb for sb in dt.state()["sandboxes"]
+                   if sb["labels"].get("agent-runner-lease") == "reusable"
+                   and sb["state"] not in ("destroying", "destroyed")]
+            for sb in sbs:
+                dt.wait_state(sb["id"], ["stopped"], timeout=60)
+            hist += [{"role": "assistant", "content": res2["output"]},
+                     {"role": "user", "content": "And now?"}]
+            t3, res3 = timed_result(conn, codex_body(model, "", p, s, hist, idle_ms))
+            if not res3 or res3.get("ok") is not True:
+                raise RuntimeError(f"daytona resumed follow-up failed: {res3}")
+            calls = dt.calls(seq)
+            out["creates"] += sum(1 for c in calls if c.get("route") == "POST /api/sandbox")
+            out["starts"] += sum(1 for c in calls
+                                 if c.get("route") == "POST /api/sandbox/{id}/start")
+            out["uploads"].append(sum(1 for c in calls if c.get("route") ==
+                                      "POST /toolbox/{id}/files/bulk-upload"))
+            out["cold"].append(t1)
+            out["warm"].append(t2)
+            out["resumed"].append(t3)
+            log(f"  daytona {i + 1}/{n}: cold {t1 * 1000:.0f} ms, warm {t2 * 1000:.0f} ms, "
+                f"resumed {t3 * 1000:.0f} ms")
+            st.ctl("kill", key)
+            for sb in sbs:
+                dt.wait_state(sb["id"], ["gone"], timeout=60)
+    finally:
+        conn.close()
+    return out
 
 
 def scripted_rss(st):
@@ -427,235 +483,31 @@ def profile_run(st, outdir):
         f"{res2['turns_per_s']:.0f} turns/s under strace)")
 
 
-# --- the table -------------------------------------------------------------------------------
-
-def verdict(ok):
-    return "met" if ok else "**missed**"
-
-
-def build_rows(r):
-    rows = []
-    w1, w16, w64, cold = r.get("w1"), r.get("w16"), r.get("w64"), r.get("cold")
-
-    def lg(res):
-        runs = res.get("runs", [res])
-        errors = sum(x["errors"] for x in runs)
-        each = f"{len(runs)} x " if len(runs) > 1 else ""
-        extra = (f"{each}{res['turns']} warm turns, {errors} errors, "
-                 f"{sum(x['new_connections'] for x in runs)} new connections")
-        if res["mode"] == "cold":
-            extra = f"{each}{res['turns']} cold turns, {errors} errors"
-        return f"`{res['cmd']}` ({extra})"
-
-    def followup(res):
-        f = res["followup"]
-        return (f"; [user,assistant,user] follow-ups alone: p50 {fmt_ms(f['p50_ms'])}, "
-                f"p99 {fmt_ms(f['p99_ms'])}")
-
-    if w1:
-        rows.extend(warm_rows(w1, w16, w64, lg, followup))
-    if cold:
-        rows.extend(cold_rows(cold, w1, lg))
-    if "pi_cold" in r:
-        rows.extend(pi_rows(r))
-    elif "pi" in r["parts"]:
-        rows.append(("3. pi first message_delta, cold and warm", "not run", "cold/warm >= 10",
-                     "harness pi_core is not installed here: `make harnesses`", ""))
-    if "pool" in r:
-        rows.extend(pool_rows(r["pool"]))
-    if "rss" in r:
-        rows.extend(rss_rows(r["rss"]))
-    if "tools" in r:
-        rows.extend(bench_tools.rows(r["tools"], fmt_ms))
-    return rows
-
-
-def warm_rows(w1, w16, w64, lg, followup):
-    t = TARGETS
-    rows = []
-    rows.append(("1. warm turn p50, 1 session", fmt_ms(w1["all"]["p50_ms"]),
-                 f"<= {t['warm_p50_1']:g} ms ({verdict(w1['all']['p50_ms'] <= t['warm_p50_1'])})",
-                 lg(w1) + spread(w1, "p50_ms") + followup(w1) + spread(w1, "cpu") +
-                 spread(w1, "other"), ""))
-    rows.append(("1. warm turn p99, 1 session", fmt_ms(w1["all"]["p99_ms"]), "—",
-                 f"same run; {w1['turns_per_s']:.0f} turns/s" + spread(w1, "p99_ms"), ""))
-    rows.append(("1. warm turns/s, 16 sessions", f"{w16['turns_per_s']:.0f} turns/s", "—",
-                 lg(w16) + spread(w16, "tps") + spread(w16, "cpu") + spread(w16, "other"),
-                 f"{w16['turns_per_s'] / w1['turns_per_s']:.2f}x the 1-session rate"))
-    rows.append(("1. warm turn p99, 16 sessions", fmt_ms(w16["all"]["p99_ms"]), "—",
-                 f"same run; p50 {fmt_ms(w16['all']['p50_ms'])}" + spread(w16, "p99_ms"), ""))
-    rows.append(("1. warm turns/s, 64 sessions", f"{w64['turns_per_s']:.0f} turns/s",
-                 f">= {t['warm_tps_64']:g} ({verdict(w64['turns_per_s'] >= t['warm_tps_64'])})",
-                 lg(w64) + spread(w64, "tps") + spread(w64, "cpu") + spread(w64, "other"),
-                 f"{w64['turns_per_s'] / w16['turns_per_s']:.2f}x the 16-session rate"))
-    rows.append(("1. warm turn p99, 64 sessions", fmt_ms(w64["all"]["p99_ms"]),
-                 f"<= {t['warm_p99_64']:g} ms "
-                 f"({verdict(w64['all']['p99_ms'] <= t['warm_p99_64'])})",
-                 f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}" + spread(w64, "p99_ms"), ""))
-    return rows
-
-
-def cold_rows(cold, w1, lg):
-    t = TARGETS
-    rows = []
-    ratio = (f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
-             "(warm: 1-session run)" if w1 else "")
-    rows.append(("2. cold local turn p50", fmt_ms(cold["all"]["p50_ms"]),
-                 f"<= {t['cold_p50']:g} ms ({verdict(cold['all']['p50_ms'] <= t['cold_p50'])})",
-                 lg(cold) + spread(cold, "cpu") + spread(cold, "other"), ratio))
-    rows.append(("2. cold local turn p99", fmt_ms(cold["all"]["p99_ms"]), "—",
-                 f"same run; p50 of the parts: environment_ready (keeper + bwrap + agent + ACP "
-                 f"initialize + session/new) at {fmt_ms(cold['environment_ready']['p50_ms'])}, "
-                 f"first message_delta at {fmt_ms(cold['first_delta']['p50_ms'])}, result (after "
-                 f"the per-turn teardown) at {fmt_ms(cold['all']['p50_ms'])}", ""))
-    return rows
-
-
-def pi_rows(r):
-    t = TARGETS
-    rows = []
-    pc, pw = r["pi_cold"], r["pi_warm"]
-    mc, mw = statistics.median(pc), statistics.median(pw)
-    mr = statistics.median(r["pi_ready"])
-    rows.append(("3. pi first message_delta, cold turn (median)", f"{mc * 1000:.0f} ms", "—",
-                 f"{len(pc)} new sessions, pi_core vs fake_model.py, one keep-alive TLS "
-                 f"connection; all: " + ", ".join(f"{x * 1000:.0f}" for x in pc) + " ms; "
-                 f"environment_ready (keeper + bwrap + node/pi start + ACP initialize + "
-                 f"session/new) at {mr * 1000:.0f} ms (median)",
-                 f"{mr / mc * 100:.0f} % of it before the prompt is sent"))
-    rows.append(("3. pi first message_delta, warm follow-up (median)", f"{mw * 1000:.1f} ms",
-                 f"cold/warm >= {t['pi_ratio']:g} ({verdict(mc / mw >= t['pi_ratio'])})",
-                 "[user, assistant, user] on the same session right after; all: " +
-                 ", ".join(f"{x * 1000:.1f}" for x in pw) + " ms",
-                 f"cold/warm = {mc / mw:.1f}x"))
-    return rows
-
-
-def pool_rows(pool):
-    rows = []
-    for key, label in (("lookup", "lookup (pool_find_locked, hit)"),
-                       ("reserve_free", "reserve + free"),
-                       ("park_checkout", "checkout + park"),
-                       ("lock_unlock", "pool_lock + pool_unlock alone")):
-        v = pool[key]
-        note = ("two critical sections per op; hold times per section"
-                if key in ("reserve_free", "park_checkout") else "")
-        rows.append((f"4. pool {label}, 10,000 slots", f"{v['ns_per_op']:.0f} ns/op", "—",
-                     f"`{pool['cmd']}`: lock hold p50 {v['hold_p50_ns']:.0f} ns, "
-                     f"p99 {v['hold_p99_ns']:.0f} ns" + (f" ({note})" if note else ""),
-                     f"{v['ns_per_op'] / pool['lock_unlock']['ns_per_op']:.1f}x lock+unlock"
-                     if key != "lock_unlock" else
-                     f"clock read inside a hold: {pool['clock_read_ns']} ns"))
-    return rows
-
-
-def rss_rows(m):
-    t = TARGETS
-    rows = []
-
-    def parts(ps):
-        return (f"anon {mib(ps.get('RssAnon', 0))}, file {mib(ps.get('RssFile', 0))}, "
-                f"shmem {mib(ps.get('RssShmem', 0))}")
-
-    rows.append(("5. RSS master", mib(m["master"].get("VmRSS", 0)), "—",
-                 "VmRSS of the agent-runnerd master after the load runs; " +
-                 parts(m["master"]), ""))
-    rows.append(("5. RSS one worker", mib(m["worker"].get("VmRSS", 0)), "—",
-                 f"VmRSS of a worker (2 workers x 96 threads) after the load runs; " +
-                 parts(m["worker"]) + f"; the other worker {mib(m['worker2'])}", ""))
-    for harness in ("scripted", "pi"):
-        if harness not in m:
-            continue
-        ks, sandbox, npids, names = m[harness]
-        kr = ks.get("VmRSS", 0)
-        rows.append((f"5. RSS idle keeper ({harness}), harness excluded", mib(kr),
-                     f"<= 4 MiB ({verdict(kr <= t['keeper_rss'])})",
-                     "keeperPid from `agent-runner-ctl sessions --json`; " + parts(ks), ""))
-        rows.append((f"5. RSS idle keeper ({harness}), sandbox + harness included",
-                     mib(kr + sandbox), "—",
-                     f"keeper + sandboxPid and its {npids - 1} descendants ({names}); "
-                     f"VmRSS summed (shared pages counted per process)",
-                     f"harness side {sandbox / max(kr, 1):.1f}x the keeper"))
-    return rows
-
-
-def render(rows):
-    head = ("figure", "value", "target", "command / parameters", "ratio")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
-    return "\n".join(lines)
-
-
-def write_markdown(path, mach, table, r, wall):
-    w = r["w64"]
-    text = f"""# Benchmarks
-
-Written by `make bench` (tests/bench/run.py) — do not edit by hand; run it again.
-
-Machine: {mach['cpu']}, {mach['cores']} cores, {mach['memory']}, kernel {mach['kernel']};
-{mach['nginx']}, {mach['curl']}, {mach['bwrap']}, node {mach['node']}.
-Date: {mach['date']}. Before the run the machine was {mach['busy_before'] * 100:.0f} % busy
-with other work (load average {' '.join(mach['loadavg'])}); after it, load average
-{' '.join(r['loadavg_after'])}. The whole run took {wall:.0f} s.
-
-Everything runs on this one machine and shares its {mach['cores']} cores: nginx (1 worker
-process, TLS), the FastCGI master and 2 workers x 96 threads, one keeper + bwrap + agent per
-environment, and the load driver (build/bin/loadgen, libcurl, one keep-alive connection per
-session). Log level `info`; `AGENT_RUNNER_SESSION_POOL_MAX=256`,
-`AGENT_RUNNER_MAX_CONCURRENT_RUNS=100000`.
-
-{table}
-
-How to read it:
-- A warm turn is measured from handing the request to libcurl to the arrival of the final
-  NDJSON `{{"kind":"result"}}` record. Every result is checked: HTTP 200, `ok:true`, and the
-  output exactly `echo[k]: <text>` with the agent's own prompt count k (a turn that silently
-  went cold would answer `echo[1]: Conversation so far: ...` and count as an error).
-- Warm turns alternate a one-message `[user]` turn and a `[user, assistant, user]` follow-up
-  on the same session (`--chain 1`). A fixed three-message window cannot stay warm for more
-  than one follow-up: the runner compares the follow-up's earlier user texts with the user
-  texts of the previous turn (engine/identity.c), so `[u2, a2, u3]` after `[u1, a1, u2]` is
-  continuity-invalid and replays cold. A one-message turn needs no history check.
-- Throughput counts the warm turns of the measured phase over its wall time (all sessions
-  warm before the clock starts; each session's cold turn and its final `/kill` are not
-  counted).
-- CPU per turn (from /proc over the measured phase): "stack" is nginx, the master, the
-  workers, the keepers, sandboxes and agents (with the children they reaped), "driver" is
-  loadgen. "CPU outside the stack and driver" is the rest of the machine's busy time in the
-  same window as a share of both cores: other jobs and kernel threads. When it is high the
-  figures are low; the run waits up to 120 s for the machine to calm down before it starts.
-- Cold turns carry no sessionId: a keeper, a bwrap sandbox and the scripted agent are
-  started, the turn runs, and the environment is torn down before the result is sent.
-- pi: first `message_delta` on an already open TLS connection; the cold turn includes starting
-  node + pi inside bwrap, ACP initialize and session/new.
-- Pool: one process, no contention; ns/op from a tight loop, hold times from a second loop
-  reading CLOCK_MONOTONIC inside each critical section.
-- Tool calls (6): a callback tool the runner executes (harness -> keeper channel -> worker ->
-  libcurl -> callback -> back); the callback is a keep-alive server in the driver that times
-  itself (first request byte to last answer byte), and that time is subtracted from each
-  call's round trip. Scripted: the round trip timed inside the agent. pi: from the fake
-  model's answer asking for the tool to pi's next model request, so pi's own handling of a
-  tool call is in it. Agenta's runner relays tool calls through files polled every 300 ms.
-"""
-    with open(path, "w") as f:
-        f.write(text)
-
-
 # --- main ------------------------------------------------------------------------------------
 
 def measure(args, r):
     """Everything on the stack; fills r."""
     q = args.quick
+    parts = r["parts"]
     model_tmp = tempfile.mkdtemp(prefix="ar-bench-model.")
     model = stack.FakeModel(model_tmp)
-    st = stack.Stack(workers=2, threads=96, model=model, env={
+    env = {
         "AGENT_RUNNER_LOG_LEVEL": "info",
         "AGENT_RUNNER_SESSION_POOL_MAX": "256",
         "AGENT_RUNNER_MAX_CONCURRENT_RUNS": "100000",
         "AGENT_RUNNER_SESSION_TTL_MS": "600000",
-    })
-    parts = r["parts"]
+    }
+    dt = None
+    try:
+        if "daytona" not in parts:
+            raise RuntimeError("not selected (--only)")
+        dt = fake_daytona_ctl.FakeDaytona(profile="real",
+                                          api_key="bench-daytona-" + uuid.uuid4().hex)
+        env["AGENT_RUNNER_DAYTONA_API_URL"] = dt.api_url
+        env["AGENT_RUNNER_DAYTONA_API_KEY"] = dt.key
+    except (OSError, RuntimeError) as e:
+        r["daytona_why"] = f"the fake Daytona server did not start: {e}"
+    st = stack.Stack(workers=2, threads=96, model=model, env=env)
     try:
         log(f"starting the stack in {st.tmp}")
         st.start()
@@ -688,10 +540,16 @@ def measure(args, r):
                 del r["pi_cold"], r["pi_warm"], r["pi_ready"]
         elif not have_pi:
             log("pi is not installed (make harnesses): skipping the pi rows")
-        if "tools" in parts:
-            r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
         if "rss" in parts:
             r["rss"] = mem
+        if "tools" in parts:
+            r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
+        codex = "codex" in (health or {}).get("harnesses", [])
+        if dt and codex:
+            log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")
+            r["daytona"] = bench_daytona(st, model, dt, 1 if q else 3)
+        elif dt:
+            r["daytona_why"] = "harness codex is not installed here: `make harnesses`"
         leaks = st.leaks(timeout=15)
         if leaks:
             log("left behind after the runs: " + "; ".join(leaks))
@@ -700,6 +558,9 @@ def measure(args, r):
         st.cleanup()
         model.stop()
         shutil.rmtree(model_tmp, ignore_errors=True)
+        if dt:
+            dt.stop()
+            dt.cleanup()
 
 
 def main():
@@ -739,6 +600,8 @@ def main():
         mach = machine()
         if "pool" in parts:
             r["pool"] = bench_pool()
+        if "net" in parts:
+            r["net"] = bench_net()
         measure(args, r)
     finally:
         shutil.rmtree(bin_copy, ignore_errors=True)

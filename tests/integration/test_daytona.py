@@ -1,0 +1,430 @@
+"""sandbox:"daytona" end to end through the real stack: nginx -> worker -> keeper -> the Daytona
+API, against the fake Daytona server (tests/fixtures/fake_daytona.py: each sandbox is a real
+bubblewrap sandbox, so the real harnesses run in it over toolbox process sessions).
+
+The fake is started when this module is imported (run.py loads the module before it starts the
+stack) and its API URL and key reach the runner through STACK's environment. Every test leaves
+no session behind (the stack's leak check) and no sandbox in the fake except where it says so;
+the last test stops the fake and checks that nothing of it is left.
+"""
+
+import atexit
+import http.server
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import fake_daytona_ctl  # noqa: E402
+from stack import events_of, pi_request, result_of, wait_for  # noqa: E402
+
+API_KEY = "fake-daytona-key-" + uuid.uuid4().hex
+D = fake_daytona_ctl.FakeDaytona(api_key=API_KEY)
+atexit.register(lambda: (D.stop(), D.cleanup()))
+
+STACK = {"workers": 2, "threads": 8,
+         "env": {"AGENT_RUNNER_DAYTONA_API_URL": D.api_url,
+                 "AGENT_RUNNER_DAYTONA_API_KEY": API_KEY}}
+
+CREATE = "POST /api/sandbox"
+START = "POST /api/sandbox/{id}/start"
+STOP = "POST /api/sandbox/{id}/stop"
+DELETE = "DELETE /api/sandbox/{id}"
+UPLOAD = "POST /toolbox/{id}/files/bulk-upload"
+MODEL_KEYS = []
+
+
+def model_key():
+    k = "sk-model-" + uuid.uuid4().hex
+    MODEL_KEYS.append(k)
+    return k
+
+
+def session():
+    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    return p, s, f"{p}:{s}"
+
+
+def codex_request(ctx, prompt, key, **extra):
+    req = {"harness": "codex", "sandbox": "daytona", "model": "fake-model",
+           "messages": [{"role": "user", "content": prompt}],
+           "modelConnection": {"provider": "openai", "deployment": "custom",
+                               "endpoint": {"baseUrl": ctx.model.base + "/v1"},
+                               "credentialMode": "env",
+                               "credentials": [{"binding": {"kind": "environment",
+                                                            "name": "OPENAI_API_KEY"},
+                                                "value": key, "usage": "opaque_http"}]}}
+    req.update(extra)
+    return req
+
+
+def follow_up(req, res, prompt):
+    req = dict(req)
+    req["messages"] = req["messages"] + [{"role": "assistant", "content": res["output"]},
+                                         {"role": "user", "content": prompt}]
+    return req
+
+
+def run(ctx, req):
+    status, recs = ctx.stack.stream(req)
+    assert status == 200, (status, recs)
+    return result_of(recs), events_of(recs)
+
+
+def calls_since(since, route=None):
+    return [c for c in D.calls(since) if route is None or c.get("route") == route]
+
+
+def last_seq():
+    calls = D.calls()
+    return calls[-1]["seq"] if calls else 0
+
+
+def sandboxes(live_only=True):
+    out = []
+    for sb in D.state()["sandboxes"]:
+        if live_only and sb["state"] in ("destroying", "destroyed"):
+            continue
+        out.append(sb)
+    return out
+
+
+def metric(ctx, name):
+    status, _, text = ctx.stack.request("GET", "/metrics")
+    assert status == 200
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def kill(ctx, key):
+    ctx.stack.ctl("kill", key)
+
+
+def wait_gone(ids):
+    for i in ids:
+        D.wait_state(i, ["gone"], timeout=30)
+
+
+REPLY = "Hello from the fake model."
+
+
+# ---- turns -----------------------------------------------------------------------------------
+
+
+def test_daytona_is_listed_in_health(ctx):
+    status, _, doc = ctx.stack.request("GET", "/health", token=False)
+    assert status == 200 and doc["sandboxes"] == ["local", "daytona"], doc
+
+
+def test_a_pi_turn_runs_per_turn_and_deletes_its_sandbox(ctx):
+    p, s, key = session()
+    since = last_seq()
+    res, evs = run(ctx, pi_request(ctx.model, "Say hello", key=model_key(), sandbox="daytona",
+                                   projectId=p, sessionId=s))
+    assert res["ok"] is True and res["output"] == REPLY, res
+    # pi is not a measured harness: per-turn by default, nothing parked
+    assert ctx.stack.session(key) is None
+    creates = calls_since(since, CREATE)
+    assert len(creates) == 1, creates
+    body = creates[0]["body"]
+    assert body["autoDeleteInterval"] == 0 and body["autoStopInterval"] == 15, body
+    assert not body.get("envKeys"), f"the create env must hold nothing: {body}"
+    labels = body["labels"]
+    assert labels["agent-runner-lease"] == "per_turn", labels
+    for v in labels.values():
+        assert p not in v and s not in v, labels
+    deleted = calls_since(since, DELETE)
+    assert len(deleted) == 1 and deleted[0]["status"] == 200, deleted
+    wait_gone([deleted[0]["sandbox"]])
+    assert metric(ctx, 'agent_runner_sandbox_leases_total{outcome="created",reason="none"}') >= 1
+
+
+def test_a_codex_turn_is_warm_and_its_follow_up_reuses_the_sandbox(ctx):
+    p, s, key = session()
+    mkey = model_key()
+    since = last_seq()
+    req = codex_request(ctx, "Say hello", mkey, projectId=p, sessionId=s,
+                        agentsMd="# Rules\nBe brief.\n")
+    res, _ = run(ctx, req)
+    assert res["ok"] is True and res["output"].endswith(REPLY), res
+    # codex is measured: warm by default on a provider with reusable leases
+    sess = wait_for(lambda: ctx.stack.session(key), what="a parked session")
+    keeper = sess["keeperPid"]
+    creates = calls_since(since, CREATE)
+    assert len(creates) == 1
+    body = creates[0]["body"]
+    # the 300 s remote idle window is the sandbox's auto-stop; auto-delete is the backstop
+    assert body["autoStopInterval"] == 5 and body["autoDeleteInterval"] == 1440, body
+    assert body["labels"]["agent-runner-lease"] == "reusable"
+    sbid = creates[0]["sandbox"] if creates[0].get("sandbox") else None
+    sbs = [sb for sb in sandboxes() if sb["labels"].get("agent-runner-lease") == "reusable"]
+    assert len(sbs) == 1, sbs
+    sbid = sbs[0]["id"]
+    assert sbs[0]["name"].startswith("ar-") and s not in sbs[0]["name"]
+    # workspace once: the agents file went up with the harness files in one bulk upload
+    ups = calls_since(since, UPLOAD)
+    assert len(ups) == 1, ups
+    paths = [f["path"] for f in ups[0]["files"]]
+    assert any(x.endswith("/workspace/AGENTS.md") for x in paths), paths
+    assert any(x.endswith("/.codex/config.toml") for x in paths), paths
+    # the follow-up: the same keeper, the same sandbox, nothing created or uploaded
+    since2 = last_seq()
+    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    assert res2["ok"] is True and res2["output"].endswith(REPLY), res2
+    assert ctx.stack.session(key)["keeperPid"] == keeper
+    assert not calls_since(since2, CREATE) and not calls_since(since2, UPLOAD)
+    assert not calls_since(since2, START)
+    # the key of this runner never reaches the sandbox; the model key only in the 0600 env file
+    out = D.execute(sbid, "env; ls -l ~/.agent-runner; cat ~/.agent-runner/harness.env")
+    text = out["result"]
+    assert API_KEY not in text, "the Daytona API key reached the sandbox"
+    assert "-rw-------" in text and mkey in text, text
+    assert mkey not in D.execute(sbid, "env")["result"], "the model key is in the sandbox env"
+    kill(ctx, key)
+    wait_gone([sbid])
+
+
+def test_the_idle_window_stops_the_sandbox_and_the_next_turn_resumes_it(ctx):
+    p, s, key = session()
+    mkey = model_key()
+    req = codex_request(ctx, "Say hello", mkey, projectId=p, sessionId=s,
+                        lifecycle={"idleTimeoutMs": 1500})
+    since = last_seq()
+    res, _ = run(ctx, req)
+    assert res["ok"] is True, res
+    sbid = [sb for sb in sandboxes() if sb["labels"].get("agent-runner-lease") == "reusable"][0]
+    sbid = sbid["id"]
+    assert calls_since(since, CREATE)[0]["body"]["autoStopInterval"] == 1
+    # past the idle window the keeper goes and the sandbox is stopped, not deleted
+    wait_for(lambda: ctx.stack.session(key) is None, timeout=30, what="idle expiry")
+    D.wait_state(sbid, ["stopped"], timeout=30)
+    assert not calls_since(since, DELETE)
+    assert ctx.stack.recent_reason(key) == "idle-expiry"
+    # the next turn of the session starts it again: resumed, nothing re-uploaded
+    since2 = last_seq()
+    resumed_before = metric(ctx, 'agent_runner_sandbox_leases_total{outcome="resumed",'
+                                 'reason="none"}')
+    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    assert res2["ok"] is True and res2["output"].endswith(REPLY), res2
+    assert not calls_since(since2, CREATE)
+    assert len(calls_since(since2, START)) == 1
+    assert not calls_since(since2, UPLOAD), calls_since(since2, UPLOAD)
+    assert D.get(sbid)["state"] == "started"
+    assert metric(ctx, 'agent_runner_sandbox_leases_total{outcome="resumed",reason="none"}') == \
+        resumed_before + 1
+    assert "sandbox lease: resumed" in ctx.stack.log_text()
+    kill(ctx, key)
+    wait_gone([sbid])
+
+
+def test_a_server_side_auto_stop_under_a_warm_keeper_keeps_the_sandbox(ctx):
+    """The fake's clock runs past the sandbox's auto-stop while its keeper is still warm: the
+    harness is lost with the stopped sandbox, the keeper goes without deleting it, and the
+    next turn resumes it."""
+    p, s, key = session()
+    req = codex_request(ctx, "Say hello", model_key(), projectId=p, sessionId=s,
+                        lifecycle={"idleTimeoutMs": 10 * 60 * 1000})
+    res, _ = run(ctx, req)
+    assert res["ok"] is True, res
+    sbid = [sb for sb in sandboxes() if sb["labels"].get("agent-runner-lease") == "reusable"]
+    sbid = sbid[0]["id"]
+    assert D.get(sbid)["autoStopInterval"] == 10
+    since = last_seq()
+    D.advance(11 * 60)
+    D.wait_state(sbid, ["stopped"], timeout=30)
+    wait_for(lambda: ctx.stack.session(key) is None, timeout=30, what="the keeper to go")
+    assert not calls_since(since, DELETE), "a sandbox stopped by its backstop was deleted"
+    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    assert res2["ok"] is True, res2
+    assert D.get(sbid)["state"] == "started"
+    kill(ctx, key)
+    wait_gone([sbid])
+
+
+def test_an_error_state_gives_a_replacement_with_its_reason(ctx):
+    p, s, key = session()
+    req = codex_request(ctx, "Say hello", model_key(), projectId=p, sessionId=s,
+                        lifecycle={"idleTimeoutMs": 1000})
+    res, _ = run(ctx, req)
+    assert res["ok"] is True, res
+    old = [sb for sb in sandboxes() if sb["labels"].get("agent-runner-lease") == "reusable"]
+    old = old[0]["id"]
+    wait_for(lambda: ctx.stack.session(key) is None, timeout=30, what="idle expiry")
+    D.wait_state(old, ["stopped"], timeout=30)
+    # the runtime lost the container behind our back
+    D.ctl("POST", f"/sandbox/{old}/state", {"state": "error", "noSuchContainer": True})
+    before = metric(ctx, 'agent_runner_sandbox_leases_total{outcome="replacement",'
+                         'reason="expired"}')
+    since = last_seq()
+    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    assert res2["ok"] is True and res2["output"].endswith(REPLY), res2
+    assert len(calls_since(since, CREATE)) == 1
+    D.wait_state(old, ["gone"], timeout=30)  # the errored one was deleted
+    assert metric(ctx, 'agent_runner_sandbox_leases_total{outcome="replacement",'
+                       'reason="expired"}') == before + 1
+    assert "sandbox lease: replacement (expired)" in ctx.stack.log_text()
+    new = [sb for sb in sandboxes() if sb["labels"].get("agent-runner-lease") == "reusable"]
+    kill(ctx, key)
+    wait_gone([sb["id"] for sb in new])
+
+
+def test_a_429_on_create_is_retried_then_surfaced_as_sandbox_capacity(ctx):
+    since = last_seq()
+    # two 429s: waited out with the server's Retry-After, then created
+    D.inject(kind="rate_limit", scope="sandbox-create", count=2, retryAfter=1)
+    res, _ = run(ctx, pi_request(ctx.model, "Say hello", key=model_key(), sandbox="daytona"))
+    assert res["ok"] is True, res
+    statuses = [c["status"] for c in calls_since(since, CREATE)]
+    assert statuses == [429, 429, 200], statuses
+    # 429s that do not stop: bounded retries, then the run fails with sandbox_capacity
+    D.inject(kind="rate_limit", scope="sandbox-create", count=-1, retryAfter=1)
+    try:
+        since = last_seq()
+        t0 = time.monotonic()
+        res, evs = run(ctx, pi_request(ctx.model, "Say hello", key=model_key(),
+                                       sandbox="daytona"))
+        took = time.monotonic() - t0
+    finally:
+        D.clear_injections()
+    assert res["ok"] is False and "sandbox_capacity" in res["error"], res
+    errors = [e for e in evs if e["type"] == "error"]
+    assert errors and errors[0]["code"] == "sandbox_capacity", evs
+    assert evs[-1]["type"] == "done", evs
+    creates = calls_since(since, CREATE)
+    assert [c["status"] for c in creates] == [429] * 4, creates  # 1 + 3 retries
+    assert took >= 3, took  # it waited the Retry-After between them
+    assert not sandboxes(), sandboxes()
+
+
+def test_network_rules_map_from_sandbox_permission(ctx):
+    since = last_seq()
+    req = pi_request(ctx.model, "Say hello", key=model_key(), sandbox="daytona",
+                     sandboxPermission={"network": {"mode": "allowlist",
+                                                    "allowlist": ["10.1.0.0/16", "example.com"]}})
+    res, _ = run(ctx, req)
+    assert res["ok"] is True, res
+    body = calls_since(since, CREATE)[0]["body"]
+    # the listed entries plus the run's model endpoint, never wider
+    assert sorted(body["networkAllowList"].split(",")) == ["10.1.0.0/16", "127.0.0.1/32"], body
+    assert body["domainAllowList"] == "example.com", body
+    # what Daytona cannot express is refused before anything starts
+    status, doc = ctx.stack.stream(pi_request(
+        ctx.model, "x", sandbox="daytona",
+        sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["2001:db8::/32"]}}))
+    assert status == 400 and "sandboxPermission.network" in doc["error"], doc
+    assert not sandboxes()
+
+
+def test_the_trace_carries_the_lease_and_sandbox_exec_spans(ctx):
+    received = []
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("content-length", 0))
+            received.append(json.loads(self.rfile.read(n)))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        req = pi_request(ctx.model, "Say hello", key=model_key(), sandbox="daytona",
+                         telemetry={"exporters": {"otlp": {
+                             "endpoint": f"http://127.0.0.1:{server.server_port}"}}})
+        res, _ = run(ctx, req)
+        assert res["ok"] is True, res
+        wait_for(lambda: received, what="an OTLP export")
+    finally:
+        server.shutdown()
+    spans = [sp for rs in received[0]["resourceSpans"] for ss in rs["scopeSpans"]
+             for sp in ss["spans"]]
+    by = {}
+    for sp in spans:
+        by.setdefault(sp["name"], []).append(sp)
+    turn = by["turn"][0]
+    attrs = {a["key"]: a["value"] for a in turn["attributes"]}
+    assert attrs["agent_runner.sandbox.lease.outcome"]["stringValue"] == "created", attrs
+    acq = by["sandbox.acquire"][0]
+    ex = by["sandbox.exec"][0]
+    assert acq["parentSpanId"] == turn["spanId"] and ex["parentSpanId"] == turn["spanId"]
+    ea = {a["key"]: a["value"] for a in ex["attributes"]}
+    assert ea["agent_runner.sandbox.exec.command"]["stringValue"] == "mkdir", ea
+    assert ea["agent_runner.sandbox.outcome"]["stringValue"] == "ok", ea
+    hashed = ea["agent_runner.sandbox.sandbox_id"]["stringValue"]
+    assert len(hashed) == 12, hashed
+    ids = {sb["id"] for sb in D.state()["sandboxes"]}
+    text = json.dumps(received)
+    for i in ids:
+        assert i not in text, "a raw sandbox id is on the trace"
+    assert API_KEY not in text
+    for sp in by["sandbox.exec"] + by["sandbox.acquire"]:
+        for a in sp["attributes"]:
+            assert a["key"].startswith("agent_runner.sandbox."), a
+
+
+def test_a_killed_and_restarted_runner_adopts_its_warm_sandbox_and_deletes_an_orphan(ctx):
+    p, s, key = session()
+    req = codex_request(ctx, "Say hello", model_key(), projectId=p, sessionId=s)
+    res, _ = run(ctx, req)
+    assert res["ok"] is True, res
+    keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]
+    warm = [sb for sb in sandboxes() if sb["labels"].get("agent-runner-lease") == "reusable"]
+    assert len(warm) == 1
+    warm = warm[0]
+    instance = warm["labels"]["agent-runner-instance"]
+    # an orphan of this runner (its keeper died with a crash) and one of another runner
+    orphan = D.create(name="orphan-" + uuid.uuid4().hex[:6], labels={
+        "agent-runner-instance": instance, "agent-runner-pool": uuid.uuid4().hex,
+        "agent-runner-lease": "per_turn"})
+    foreign = D.create(name="foreign-" + uuid.uuid4().hex[:6], labels={
+        "agent-runner-instance": "someone-else@elsewhere", "agent-runner-lease": "per_turn"})
+    D.wait_state(orphan["id"], ["started"])
+    old_workers = set(ctx.stack.worker_pids())
+    ctx.stack.master.send_signal(signal.SIGKILL)
+    ctx.stack.master.wait()
+    wait_for(lambda: not any(os.path.exists(f"/proc/{w}") and
+                             open(f"/proc/{w}/stat").read().split()[2] != "Z"
+                             for w in old_workers), what="old workers gone")
+    assert os.path.exists(f"/proc/{keeper}")
+    ctx.stack.start_master()
+    # the start-up sweep deletes the orphan, keeps (adopts) the live session's sandbox
+    D.wait_state(orphan["id"], ["gone"], timeout=60)
+    wait_for(lambda: metric(ctx, 'agent_runner_sandbox_sweep_total{action="adopted"}') >= 1,
+             timeout=30, what="the sweep's adoption")
+    assert D.get(warm["id"])["state"] == "started"
+    assert D.get(foreign["id"])["state"] == "started", "another runner's sandbox was touched"
+    # and the session is still warm on the same keeper and sandbox
+    since = last_seq()
+    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    assert res2["ok"] is True, res2
+    assert ctx.stack.session(key)["keeperPid"] == keeper
+    assert not calls_since(since, CREATE)
+    kill(ctx, key)
+    D.delete(foreign["id"])
+    wait_gone([warm["id"]])
+
+
+def test_no_credential_in_logs_labels_or_the_fake_call_log_and_nothing_left(ctx):
+    texts = {"runner log": ctx.stack.log_text()}
+    with open(D.calls_log) as f:
+        texts["fake call log"] = f.read()
+    texts["labels"] = json.dumps([sb["labels"] for sb in D.state()["sandboxes"]])
+    for what, text in texts.items():
+        assert API_KEY not in text, f"the Daytona API key is in the {what}"
+        for k in MODEL_KEYS:
+            assert k not in text, f"a model key is in the {what}"
+    # every sandbox the tests made is gone (deleted, or stopped ones the tests deleted)
+    left = [(sb["name"], sb["state"]) for sb in sandboxes()]
+    assert not left, left
+    assert D.stop() == 0
