@@ -84,6 +84,23 @@ def test_callback_tool_gets_agentas_body_and_its_answer_reaches_the_agent(ctx):
     assert "tool get_user: " in res["output"] and "call_1" in res["output"], res["output"]
 
 
+def test_tools_work_in_a_sandbox_without_network(ctx):
+    """network "off": the sandbox reaches nothing, yet its tools run — the call crosses the
+    keeper channel and the runner makes the request from the host."""
+    CB.reset()
+    res, evs = turn(ctx, [{"exec": "curl -s -m 2 -o /dev/null " + CB.endpoint + "; echo rc=$?"},
+                          call("get_user", "n1"), {"chunk": " done"}],
+                    tools=[callback_tool()], sandboxPermission={"network": {"mode": "off"}})
+    assert res["ok"] is True and res["stopReason"] == "end_turn", res
+    ex = [e for e in of(evs, "tool_result") if e["id"] == "exec"][0]
+    rc = int(ex["output"].strip().rsplit("rc=", 1)[1])
+    assert rc not in (0, 127), ex  # curl ran and could not connect
+    [c] = CB.tool_calls(CALL_REF)
+    assert c["headers"]["authorization"] == CB.authorization, c["headers"]
+    tr = [e for e in of(evs, "tool_result") if e["id"] == "n1"][0]
+    assert tr["isError"] is False, tr
+
+
 WEATHER = {"name": "get_weather", "description": "Look up weather for a city",
            "inputSchema": {"type": "object", "properties": {"city": {"type": "string"},
                                                             "description": {"type": "string"}}},
