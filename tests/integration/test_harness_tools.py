@@ -90,11 +90,12 @@ def callback_turn(ctx, harness):
     c = calls[0]
     assert c["headers"]["authorization"] == CB.authorization, c["headers"]
     assert c["headers"]["content-type"].startswith("application/json"), c["headers"]
-    assert c["body"]["data"]["type"] == "function", c["body"]
-    assert c["body"]["data"]["function"] == {
-        "name": CALL_REF, "arguments": {"login": "octocat",
-                                        "target": {"workflow_variant_id": "var_abc"}}}, c
+    assert c["headers"]["x-agenta-run-kind"] == "test", c["headers"]
     call_id = c["body"]["data"]["id"]
+    # exactly Agenta's body: nothing else, the binding applied over the model's arguments
+    assert c["body"] == {"data": {"id": call_id, "type": "function", "function": {
+        "name": CALL_REF, "arguments": {"login": "octocat",
+                                        "target": {"workflow_variant_id": "var_abc"}}}}}, c
     # the runner reported the call with the harness's call id (pi, claude) or the bridge's
     [tc] = [e for e in of(evs, "tool_call") if e["id"] == call_id]
     assert tc["name"] == "get_user" and tc["input"] == {"login": "octocat"}, tc
@@ -159,8 +160,7 @@ def pi_golden_adapt(ctx):
         # the fake model speaks OpenAI's APIs: the same request on pi's "openai" provider
         mc["provider"] = "openai"
         req["model"] = "openai/gpt-5.5"
-        # "off" leaves a real harness no route to its model on this runner (README)
-        req["sandboxPermission"]["network"]["mode"] = "on"
+        # sandboxPermission as sent: network "off" leaves the sandbox only its model endpoint
         req["telemetry"]["exporters"]["otlp"]["endpoint"] = "http://127.0.0.1:9/v1/traces"
     return adapt
 
