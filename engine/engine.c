@@ -97,6 +97,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     }
     provider_caps_of(provider, &caps);
     r = refuse_unusable(req, provider, &caps, err, errlen);
+    if (r == 0)
+        r = engine_tools_usable(req, caps.remote, provider->name, err, errlen);
     if (r < 0)
         return r;
     buf_init(&probe, PROMPT_TEXT_MAX);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/harness.h"
 #include "jsonx.h"
 #include "tool_channel.h"
 #include "tool_runner.h"
@@ -86,6 +87,25 @@ static json_object *hook_client_output(void *ctx, const char *call_id, const cha
     struct engine_tools *h = ctx;
 
     return transcript_client_output(h->t->req, call_id, tool, args, ret_is_error);
+}
+
+static bool nonempty(json_object *a)
+{
+    return a && json_object_is_type(a, json_type_array) && json_object_array_length(a) > 0;
+}
+
+int engine_tools_usable(const struct run_request *req, bool remote, const char *provider,
+                        char *err, size_t errlen)
+{
+    if (!remote || req->harness == HARNESS_PI || req->harness == HARNESS_SCRIPTED ||
+        (!nonempty(req->custom_tools) && !nonempty(req->mcp_servers)))
+        return 0;
+    snprintf(err, errlen,
+             "customTools/mcpServers: harness %s reaches the run's tools through the "
+             "agenta-tools MCP bridge, which the %s sandbox cannot run (use sandbox \"local\", "
+             "or harness pi)",
+             harness_kind_name(req->harness), provider);
+    return AR_E_INVALID_REQUEST;
 }
 
 const struct turn_tools *engine_tools_init(struct engine_tools *h, struct engine_turn *t,

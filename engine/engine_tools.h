@@ -23,6 +23,15 @@ struct engine_tools {
     struct turn_tools ops;
 };
 
+/*
+ * Whether the run's tools can reach its harness in this sandbox: claude, codex and opencode
+ * reach them through agent-runner-mcp, a host program bound into a local sandbox, which a
+ * remote sandbox does not have: AR_E_INVALID_REQUEST naming the fields, the harness and the
+ * provider. pi and the scripted agent reach them through the keeper channel (relayed into a
+ * remote sandbox).
+ */
+int engine_tools_usable(const struct run_request *req, bool remote, const char *provider,
+                        char *err, size_t errlen);
 /* The turn's hooks over t's tools in env (h filled, returned); NULL when the run has none. */
 const struct turn_tools *engine_tools_init(struct engine_tools *h, struct engine_turn *t,
                                            const struct environment *env);

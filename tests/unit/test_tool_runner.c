@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../engine/engine_tools.h"
 #include "../../engine/jsonx.h"
 #include "../../engine/request.h"
 #include "../../engine/tool_runner.h"
@@ -369,6 +370,37 @@ static void test_tool_runner_resolve_override(void)
     CU_ASSERT_EQUAL(tool_runner_resolve_parse("=1.2.3.4", &m, err, sizeof(err)), -EINVAL);
 }
 
+/* A remote sandbox has no agent-runner-mcp: claude/codex/opencode runs with tools are refused
+ * before anything starts; pi (the keeper channel is relayed) and runs without tools are not. */
+static void test_tool_runner_remote_sandbox_refuses_the_mcp_bridge_harnesses(void)
+{
+    static const char *const bodies[] = {
+        "{\"harness\":\"claude\",\"customTools\":[{\"name\":\"pick\",\"kind\":\"client\"}]}",
+        "{\"harness\":\"pi_core\",\"customTools\":[{\"name\":\"pick\",\"kind\":\"client\"}]}",
+        "{\"harness\":\"codex\"}",
+    };
+    static const int remote_rc[] = {AR_E_INVALID_REQUEST, 0, 0};
+    struct request_limits lim;
+    char err[512];
+
+    request_limits_default(&lim);
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+        struct run_request req;
+
+        CU_ASSERT_EQUAL_FATAL(
+            request_parse(bodies[i], strlen(bodies[i]), &lim, &req, err, sizeof(err)), 0);
+        err[0] = '\0';
+        CU_ASSERT_EQUAL(engine_tools_usable(&req, true, "daytona", err, sizeof(err)), remote_rc[i]);
+        if (remote_rc[i] < 0) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, "customTools"));
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, "claude"));
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, "daytona"));
+        }
+        CU_ASSERT_EQUAL(engine_tools_usable(&req, false, "local", err, sizeof(err)), 0);
+        run_request_release(&req);
+    }
+}
+
 CU_TestInfo tool_runner_tests[] = {
     {"test_tool_runner_none_without_tools", test_tool_runner_none_without_tools},
     {"test_tool_runner_refuses_code_tools_at_plan_time",
@@ -385,5 +417,7 @@ CU_TestInfo tool_runner_tests[] = {
     {"test_tool_runner_stop_cancels_a_running_call",
      test_tool_runner_stop_cancels_a_running_call},
     {"test_tool_runner_resolve_override", test_tool_runner_resolve_override},
+    {"test_tool_runner_remote_sandbox_refuses_the_mcp_bridge_harnesses",
+     test_tool_runner_remote_sandbox_refuses_the_mcp_bridge_harnesses},
     CU_TEST_INFO_NULL,
 };
