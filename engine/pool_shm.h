@@ -19,7 +19,7 @@
 #include "pool.h"
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 10u
+#define POOL_LAYOUT_VERSION 11u /* > 10 of both i14 (gate kinds) and sbx (sandbox fields) */
 #define POOL_APPROVALS_MAX APPROVAL_GATES_MAX
 #define POOL_COUNTERS_MAX 128
 

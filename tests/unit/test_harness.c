@@ -283,7 +283,24 @@ static void test_harness_channel_token_only_where_the_harness_speaks_the_channel
         if (cases[i].in_env) {
             CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL_TOKEN")), t);
         } else {
+            json_object *server, *env;
+            bool found = false;
+
             CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_CHANNEL_TOKEN"));
+            /* its agenta-tools MCP server gets it in its environment, not its command line */
+            harness_add_runner_tools(&p.plan, cases[i].kind, "/opt/agent-runner-mcp",
+                                     "/run/tools.json");
+            server = json_object_array_get_idx(p.plan.session_mcp, 0);
+            env = jsonx_get(server, "env");
+            for (size_t j = 0; env && j < json_object_array_length(env); j++) {
+                json_object *v = json_object_array_get_idx(env, j);
+
+                if (strcmp(TEST_STR(jsonx_str(v, "name")), "RUNNER_CHANNEL_TOKEN") == 0)
+                    found = strcmp(TEST_STR(jsonx_str(v, "value")), t) == 0;
+            }
+            CU_ASSERT_TRUE(found);
+            CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_text(jsonx_get(server, "args"), NULL)), t));
+            CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_str(server, "command")), t));
         }
         scrubbed = log_redact_copy(t, 256);
         CU_ASSERT_PTR_NOT_NULL_FATAL(scrubbed);
