@@ -599,6 +599,39 @@ def test_pi_bash_tool_code_cannot_raise_an_approval(ctx):
     check_permission_unasked(recs)
 
 
+def channel_token_of(keeper_pid):
+    """The environment's channel token, read as root on the host from the environment of a
+    process under the keeper (bubblewrap gets the harness's environment)."""
+    from stack import descendants
+    for pid in [keeper_pid] + descendants(keeper_pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for kv in env:
+            if kv.startswith(b"RUNNER_CHANNEL_TOKEN="):
+                return kv.split(b"=", 1)[1].decode()
+    return None
+
+
+def test_the_channel_token_is_in_no_log_event_or_result(ctx):
+    key = new_key()
+    status, recs = ctx.stack.stream(scripted_request(
+        script([{"channel_notify": {"method": "usage", "params": {"input": 3, "cost": 0.5}}},
+                {"exec": "echo ran"}]), projectId=key[0], sessionId=key[1]), timeout=300)
+    assert status == 200, (status, recs)
+    assert result_of(recs)["ok"] is True, result_of(recs)
+    # the scripted agent said hello with the token: its usage was counted
+    assert any(e["type"] == "usage" and e.get("cost") == 0.5 for e in events_of(recs)), recs
+    sess = ctx.stack.session(f"{key[0]}:{key[1]}")
+    token = channel_token_of(sess["keeperPid"])
+    ctx.stack.ctl("kill", f"{key[0]}:{key[1]}")
+    assert token and len(token) == 32, token
+    assert token not in json.dumps(recs), "the channel token reached the events"
+    assert token not in ctx.stack.log_text(), "the channel token reached the runner log"
+
+
 REFUSAL_FLOOD = r"""
 import socket
 for i in range(1000):
