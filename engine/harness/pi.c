@@ -99,9 +99,7 @@ static bool pi_installed(const struct harness_paths *paths)
                                "node_modules/@mariozechner/pi-coding-agent/dist/cli.js") &&
            harness_file_exists(paths->harness_dir, HARNESS_NODE) &&
            harness_file_exists(paths->harness_dir, "extension/index.js") &&
-           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch") &&
-           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-spare") &&
-           harness_file_exists(paths->harness_dir, PI_SPARE_BIN "/pi");
+           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch");
 }
 
 /* How pi-acp starts pi, and the keeper channel the extension gates pi's tools through. */
