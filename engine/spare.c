@@ -42,6 +42,10 @@ int spare_settings_parse(const char *text, struct spare_settings *ret, char *err
     size_t total = strlen(p);
 
     settings_default(&s);
+    if (strcmp(p, "0") == 0 || strcmp(p, "off") == 0 || strcmp(p, "none") == 0) {
+        memset(&s, 0, sizeof(s)); /* every harness off */
+        p += total;
+    }
     if (total >= SPARE_SETTINGS_TEXT_MAX) {
         snprintf(err, errlen, "AGENT_RUNNER_SPARES: longer than %d bytes",
                  SPARE_SETTINGS_TEXT_MAX - 1);

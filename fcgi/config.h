@@ -36,6 +36,7 @@ struct runner_config {
     char *codex_home;        /* the operator's harness login folders ("" = not configured) */
     char *claude_config_dir;
     char *pi_agent_dir;
+    char *spares; /* AGENT_RUNNER_SPARES as given (engine.spares: parsed) */
     char shm_name[96];
     struct agenta_config agenta; /* platform mode: AGENTA_API_INTERNAL_URL, AGENTA_* */
     struct engine_config engine;
