@@ -40,14 +40,15 @@ FUZZ_OBJ     := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/fuzz_%.o) $(BUILD)/tests/fu
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
 UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
-BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o
+BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o \
+              $(BUILD)/tests/bench/bench_net.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
               $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
               $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tests/fixtures/daytona_driver.o
 
 PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
             $(BIN)/acp-scripted $(BIN)/agent-runner-mcp $(BIN)/daytona-driver
-BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool
+BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool $(BIN)/bench-net
 
 .PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
 .PHONY: fuzz-replay fuzz
@@ -103,6 +104,10 @@ $(BIN)/loadgen: $(BUILD)/tests/bench/loadgen.o
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ -lcurl -pthread
 
 $(BIN)/bench-pool: $(BUILD)/tests/bench/bench_pool.o $(BUILD)/libengine.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/bench-net: $(BUILD)/tests/bench/bench_net.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -38,6 +38,10 @@ const char *ar_strerror(int r)
         return "retry";
     case AR_E_SANDBOX_CAPACITY:
         return "sandbox provider at capacity";
+    case AR_E_SANDBOX_LIMIT:
+        return "sandbox limit reached";
+    case AR_E_KEEPER_LOST:
+        return "the environment's keeper process died";
     default:
         if (r < 0 && r > -4096)
             return strerror(-r);
@@ -240,6 +244,8 @@ static const char *const teardown_names[TEARDOWN_COUNT] = {
     [TEARDOWN_HARNESS_EXITED] = "harness-exited",
     [TEARDOWN_APPROVAL_EXPIRY] = "approval-expiry",
     [TEARDOWN_SUPERSEDED] = "superseded",
+    [TEARDOWN_SANDBOX_LIMIT] = "sandbox-limit",
+    [TEARDOWN_KEEPER_DIED] = "keeper-died",
 };
 
 const char *teardown_reason_name(enum teardown_reason r)

@@ -37,6 +37,8 @@ enum ar_error {
     AR_E_MODEL = -10011,           /* the requested model cannot be selected */
     AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
     AR_E_SANDBOX_CAPACITY = -10013, /* the sandbox provider refused for capacity (429s) */
+    AR_E_SANDBOX_LIMIT = -10014,   /* a sandbox limit tripped (memory, pids, disk) */
+    AR_E_KEEPER_LOST = -10015,     /* the environment's keeper died (its sandbox with it) */
 };
 
 /*
@@ -200,6 +202,9 @@ struct run_request {
     const char *traceparent;
 
     enum network_mode network;
+    json_object *network_allowlist; /* borrowed, validated array of CIDR strings, or NULL */
+    bool network_allow_names;       /* some allowlist entry is a host name ... */
+    size_t network_allow_name_at;   /* ... the first of them */
     bool network_strict;
 
     enum lifecycle_mode lifecycle_mode;
@@ -297,6 +302,8 @@ enum teardown_reason {
     TEARDOWN_HARNESS_EXITED,
     TEARDOWN_APPROVAL_EXPIRY,
     TEARDOWN_SUPERSEDED,
+    TEARDOWN_SANDBOX_LIMIT, /* the sandbox hit its memory, pids or disk limit */
+    TEARDOWN_KEEPER_DIED,   /* the keeper process died (killed): the master reclaimed it */
     TEARDOWN_COUNT,
 };
 
@@ -313,6 +320,7 @@ struct run_limits_config {
 
 struct pool;
 struct agenta_config;
+struct sandbox_host;
 
 /*
  * What the engine needs from the runner's configuration; read-only while workers run.
@@ -331,6 +339,8 @@ struct engine_config {
     const char *bwrap;          /* bubblewrap binary */
     const char *shm_name;       /* the session table */
     struct pool *pool;          /* attached session table (may be NULL in unit tests) */
+    /* what local sandboxes get on this host (the master's probe; NULL: unconfined tests) */
+    const struct sandbox_host *sandbox;
     uint64_t session_ttl_ms;    /* warm idle window default */
     uint64_t session_pool_max;  /* warm environments kept at most */
     uint64_t approval_ttl_ms;

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -45,6 +46,24 @@ static int refuse_unusable(const struct run_request *req, const struct provider_
     if (req->network == NETWORK_ALLOWLIST && !caps->network_allowlist) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
                               "by the %s sandbox",
+                 provider->name);
+        return AR_E_INVALID_REQUEST;
+    }
+    if (req->network == NETWORK_ALLOWLIST && req->network_allow_names &&
+        !caps->network_allowlist_names) {
+        json_object *e = json_object_array_get_idx(req->network_allowlist,
+                                                    req->network_allow_name_at);
+
+        snprintf(err, errlen,
+                 "sandboxPermission.network.allowlist[%zu]: \"%s\" is a host name; the %s "
+                 "sandbox enforces CIDR ranges and addresses only",
+                 req->network_allow_name_at, e ? json_object_get_string(e) : "", provider->name);
+        return AR_E_INVALID_REQUEST;
+    }
+    if (req->network == NETWORK_OFF && !caps->network_off) {
+        snprintf(err, errlen,
+                 "sandboxPermission.network.mode: \"off\" cannot be enforced by "
+                 "the %s sandbox",
                  provider->name);
         return AR_E_INVALID_REQUEST;
     }
@@ -207,10 +226,12 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     return environment_kill(cfg->pool, key, reason);
 }
 
-bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs)
+bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs,
+                  uint64_t worker_max)
 {
-    pool_inflight_add(cfg->pool, inflight_slot, 1);
-    if (pool_inflight_total(cfg->pool) > max_runs) {
+    uint64_t mine = pool_inflight_add(cfg->pool, inflight_slot, 1);
+
+    if (mine > worker_max || pool_inflight_total(cfg->pool) > max_runs) {
         pool_inflight_add(cfg->pool, inflight_slot, -1);
         pool_counter_add(cfg->pool, PC_ADMISSION_REJECTED, 1);
         return false;
@@ -266,7 +287,11 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     /* the client must still be there for a session run to be kept: ask before deciding */
     event_stream_flush(es);
     (void)event_stream_client_alive(es);
-    if (turn_rc < 0 || env->harness_exited)
+    if (env->limit)
+        reason = TEARDOWN_SANDBOX_LIMIT;
+    else if (env->keeper_lost)
+        reason = TEARDOWN_KEEPER_DIED;
+    else if (turn_rc < 0 || env->harness_exited)
         reason = TEARDOWN_FAILED_TURN;
     else if (es->client_gone && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
@@ -300,6 +325,24 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     } else {
         environment_destroy(env, reason);
     }
+}
+
+/*
+ * A limit the sandbox hit without ending the turn (a tool's process OOM-killed, a refused
+ * fork, a full workspace): the turn fails naming it, and the environment is torn down.
+ */
+static int after_turn_limits(struct environment *env, struct event_stream *es,
+                             struct run_result *res, struct turn_outcome *out, int turn_rc)
+{
+    if (turn_rc < 0 || !environment_check_limits(env))
+        return turn_rc;
+    event_emit(es, event_error(env->limit_msg, env->limit));
+    run_result_fail(res, "%s", env->limit_msg);
+    free(res->stop_reason);
+    res->stop_reason = NULL;
+    out->limit_tripped = true;
+    out->paused = false;
+    return AR_E_SANDBOX_LIMIT;
 }
 
 static void emit_done(struct event_stream *es, struct run_result *res)
@@ -463,6 +506,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
+    r = r == AR_E_RETRY ? r : after_turn_limits(env, es, res, &out, r);
     *limit = out.limit_tripped;
     if (r == AR_E_RETRY) {
         log_debug("warm turn of '%s' failed before any output: retrying cold", t->key);
@@ -558,11 +602,17 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn,
                         (util_now_ns() - spawn_start) / 1000);
     r = open_session(t, env, err, sizeof(err));
+    if (r < 0 && environment_check_limits(env)) {
+        snprintf(err, sizeof(err), "%s", env->limit_msg);
+        event_emit(es, event_error(err, env->limit));
+    } else if (r < 0) {
+        event_emit(es, event_error(err, r == AR_E_MODEL ? "model_unavailable" : "runner_error"));
+    }
     if (r < 0) {
         log_debug("harness session failed: %s", err);
-        event_emit(es, event_error(err, r == AR_E_MODEL ? "model_unavailable" : "runner_error"));
         run_result_fail(res, "%s", err);
-        environment_destroy(env, TEARDOWN_FAILED_TURN);
+        *limit = env->limit != NULL;
+        environment_destroy(env, env->limit ? TEARDOWN_SANDBOX_LIMIT : TEARDOWN_FAILED_TURN);
         environment_free(env);
         emit_done(es, res);
         return;
@@ -586,6 +636,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
+    r = after_turn_limits(env, es, res, &out, r);
     *limit = out.limit_tripped;
     finish_environment(t, env, es, res, r, &out, &t->policy);
     environment_free(env);

@@ -77,10 +77,13 @@ int engine_cancel_session(const struct engine_config *cfg, const char *key,
 
 /*
  * Admission (the front asks before it reads a /run body): count one run in flight on this
- * worker's entry; false, counted as rejected, when that makes more than max_runs in flight.
- * Every admitted run is released once.
+ * worker's entry; false, counted as rejected, when that makes more than max_runs in flight
+ * over all workers or more than worker_max on this worker (whose threads beyond it stay free
+ * for /health, /livez, /readyz, /kill, /cancel and /metrics). Every admitted run is released
+ * once.
  */
-bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs);
+bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs,
+                  uint64_t worker_max);
 void engine_admit_release(const struct engine_config *cfg, int inflight_slot);
 uint64_t engine_runs_in_flight(const struct engine_config *cfg);
 

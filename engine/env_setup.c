@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "fstree.h"
 #include "util.h"
 
 int env_setup_create(const char *state_dir, struct env_paths *ret, char *err, size_t errlen)
@@ -36,7 +37,7 @@ int env_setup_create(const char *state_dir, struct env_paths *ret, char *err, si
     }
     if (mkdir(p.workspace, 0755) == -1) {
         r = -errno;
-        (void)util_rm_rf(p.dir);
+        (void)fstree_remove(p.dir);
         goto fail;
     }
     *ret = p;

@@ -13,11 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "egress_policy.h"
 #include "jsonx.h"
 #include "keeper_channel.h"
 #include "keeper_proto.h"
 #include "log.h"
+#include "policy.h"
 #include "run_turn.h"
+#include "sandbox/host.h"
 #include "util.h"
 
 #define DESTROY_WAIT_MS 10000
@@ -139,10 +142,36 @@ static int describe_lease(json_object *sb, const struct run_request *req, const 
     return provider_lease_describe(sb, &lr);
 }
 
-/* The keeper spec of a new environment: where it lives, its slot, and the sandbox to start. */
+/* Where the run's sandbox may connect, as the keeper spec carries it (NULL + err on failure). */
+static json_object *egress_json(const struct engine_config *cfg, const struct run_request *req,
+                                char *err, size_t errlen)
+{
+    const struct sandbox_host *sh = cfg->sandbox;
+    struct egress_policy *pol = malloc(sizeof(*pol));
+    json_object *o = NULL;
+
+    if (!pol) {
+        snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
+        return NULL;
+    }
+    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
+                      err, errlen) == 0) {
+        o = egress_policy_to_json(pol);
+        if (!o)
+            snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
+    }
+    free(pol);
+    return o;
+}
+
+/*
+ * The keeper spec of a new environment: where it lives, its slot, the sandbox to start, and
+ * (local sandboxes on a probed host) its confinement and egress policy.
+ */
 static int encode_spec(const struct environment *env, const struct run_request *req,
-                       const struct sandbox_plan *plan, uint64_t idle_ms, bool per_turn,
-                       const char *key, bool had_lease, struct buf *out)
+                       const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                       bool per_turn, bool had_lease, const struct sandbox_env *confine,
+                       struct buf *out, char *err, size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     struct keeper_spec spec = {
@@ -157,20 +186,32 @@ static int encode_spec(const struct environment *env, const struct run_request *
         .shm = cfg->shm_name,
         .slot = env->h.index,
         .generation = env->h.generation,
+        .session_key = key,
+        .harness = harness_kind_name(req->harness),
     };
     char channel[sizeof(env->paths.dir) + 16];
-    int r;
+    int r = -ENOMEM;
 
+    if (confine) {
+        spec.confined = true;
+        spec.confine = *confine;
+        spec.egress = egress_json(cfg, req, err, errlen);
+        if (!spec.egress)
+            return AR_E_SANDBOX;
+    }
     spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
-                                                req->network == NETWORK_OFF);
-    if (!spec.sandbox)
-        return -ENOMEM;
-    snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
-    json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
-    r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
-    if (r >= 0)
-        r = keeper_spec_encode(&spec, out);
+                                                cfg->sandbox ? &cfg->sandbox->cfg : NULL);
+    if (spec.sandbox) {
+        snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
+        json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
+        r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
+        if (r >= 0)
+            r = keeper_spec_encode(&spec, out);
+    }
+    if (r < 0)
+        snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
     json_object_put(spec.sandbox);
+    json_object_put(spec.egress);
     return r;
 }
 
@@ -280,6 +321,30 @@ out:
     return r;
 }
 
+/*
+ * The workspace and its host confinement: the folder given to the slot's own host uid, the
+ * capped workspace tmpfs, the request's files, then the workspace given to that uid and the
+ * cgroup made. Without a probed host (unit tests) only the files.
+ */
+static int prepare_sandbox(struct environment *env, const struct run_request *req,
+                           struct sandbox_env *confine, char *err, size_t errlen)
+{
+    const struct sandbox_host *sh = env->cfg->sandbox;
+    int r;
+
+    memset(confine, 0, sizeof(*confine));
+    if (sh) {
+        r = sandbox_host_env_prepare(sh, env->has_slot ? env->h.index : 0, env->paths.dir, confine,
+                                     err, errlen);
+        if (r < 0)
+            return AR_E_SANDBOX;
+    }
+    r = env_setup_workspace(&env->paths, req, err, errlen);
+    if (r < 0 || !sh)
+        return r;
+    return sandbox_host_env_seal(sh, env->paths.dir, confine, err, errlen) < 0 ? AR_E_SANDBOX : 0;
+}
+
 static void release_slot(struct environment *env)
 {
     /* the keeper frees its own slot; free it here only if nobody started */
@@ -294,6 +359,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         size_t errlen)
 {
     struct environment *env;
+    struct sandbox_env confine;
     struct buf spec;
     bool created = false, started = false;
     int r;
@@ -332,14 +398,14 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     created = true;
     if (env->has_slot)
         (void)pool_session_set_env_dir(cfg->pool, env->h, env->paths.dir);
-    r = env_setup_workspace(&env->paths, req, err, errlen);
+    r = prepare_sandbox(env, req, &confine, err, errlen);
     if (r < 0)
         goto fail;
     buf_init(&spec, KEEPER_SPEC_MAX);
-    r = encode_spec(env, req, plan, idle_ms, per_turn, key, had_lease, &spec);
-    if (r < 0)
-        snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
-    else
+    /* host confinement and egress are the local sandbox's; a remote one has its own */
+    r = encode_spec(env, req, plan, key, idle_ms, per_turn, had_lease,
+                    cfg->sandbox && !env->provider->acquire ? &confine : NULL, &spec, err, errlen);
+    if (r == 0)
         r = spawn_keeper(env, &spec, err, errlen);
     buf_release(&spec);
     if (r < 0)
@@ -365,7 +431,8 @@ fail:
         if (environment_destroy(env, TEARDOWN_FAILED_TURN) < 0)
             log_debug("keeper %d did not finish its teardown", (int)env->keeper_pid);
     } else if (created) {
-        (void)util_rm_rf(env->paths.dir);
+        /* the cgroup, the workspace mount and the folder, whatever exists of them */
+        (void)sandbox_host_reclaim(cfg->sandbox, env->paths.dir);
     }
     release_slot(env);
     environment_free(env);
@@ -419,7 +486,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
 int environment_send(struct environment *env, const struct buf *line)
 {
     if (env->fd < 0 || env->harness_exited)
-        return AR_E_HARNESS_EXITED;
+        return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
     if (util_write_all(env->fd, line->data, line->len) < 0)
         return AR_E_HARNESS_EXITED;
     return 0;
@@ -459,6 +526,52 @@ int environment_request(struct environment *env, const char *method, json_object
     return r;
 }
 
+int environment_check_limits(struct environment *env)
+{
+    const char *code = NULL;
+
+    if (env->limit)
+        return 1;
+    if (!env->cfg->sandbox || !env->paths.dir[0])
+        return 0;
+    if (sandbox_host_tripped(env->cfg->sandbox, env->paths.dir, &code, env->limit_msg,
+                             sizeof(env->limit_msg)) != 1)
+        return 0;
+    env->limit = code;
+    log_info("sandbox limit: %s", env->limit_msg);
+    return 1;
+}
+
+/* The next wait ends at the deadline or the next limit check, whichever comes first. */
+static int64_t wait_until(struct environment *env, int64_t deadline_ms)
+{
+    int64_t now = util_now_ms();
+
+    if (!env->cfg->sandbox)
+        return deadline_ms;
+    if (!env->next_limit_check)
+        env->next_limit_check = now + ENVIRONMENT_LIMIT_POLL_MS;
+    return deadline_ms && deadline_ms < env->next_limit_check ? deadline_ms : env->next_limit_check;
+}
+
+/* The connection to the keeper ended: the harness exited, the keeper failed it, or died. */
+static int connection_over(struct environment *env, const struct keeper_msg *km)
+{
+    env->harness_exited = true;
+    if (km && km->kind == KEEPER_MSG_EXIT) {
+        env->harness_status = km->status;
+    } else if (km && km->kind == KEEPER_MSG_FAIL) {
+        snprintf(
+            env->fail, sizeof(env->fail), "%.*s",
+            (int)(km->payload_len < sizeof(env->fail) ? km->payload_len : sizeof(env->fail) - 1),
+            km->payload);
+    } else if (!env->fail[0]) {
+        env->keeper_lost = true;
+        return AR_E_KEEPER_LOST;
+    }
+    return AR_E_HARNESS_EXITED;
+}
+
 int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret)
 {
     char err[160];
@@ -470,16 +583,21 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
         int r, kr;
 
         if (env->fd < 0 || env->harness_exited)
-            return AR_E_HARNESS_EXITED;
-        r = read_line_fd(env->fd, &env->lines, deadline_ms, &line, &len, env);
+            return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+        r = read_line_fd(env->fd, &env->lines, wait_until(env, deadline_ms), &line, &len, env);
+        if (r == -ETIMEDOUT && env->cfg->sandbox && util_now_ms() >= env->next_limit_check) {
+            env->next_limit_check = util_now_ms() + ENVIRONMENT_LIMIT_POLL_MS;
+            if (environment_check_limits(env))
+                return AR_E_SANDBOX_LIMIT;
+            if (!deadline_ms || util_now_ms() < deadline_ms)
+                continue;
+        }
         if (r == -ETIMEDOUT)
             return r;
         if (r == -E2BIG)
             return AR_E_PROTOCOL;
-        if (r < 0) {
-            env->harness_exited = true;
-            return AR_E_HARNESS_EXITED;
-        }
+        if (r < 0)
+            return connection_over(env, NULL);
         kr = keeper_proto_decode(line, len, &km);
         if (kr == 0 && km.kind == KEEPER_MSG_TOOL) {
             /* the sandbox's keeper channel, relayed by the keeper */
@@ -492,12 +610,12 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
             continue;
         }
         if (kr == 0 && km.kind != KEEPER_MSG_ACP) {
-            free(line);
-            if (km.kind == KEEPER_MSG_EXIT) {
-                env->harness_exited = true;
-                env->harness_status = km.status;
-                return AR_E_HARNESS_EXITED;
+            if (km.kind == KEEPER_MSG_EXIT || km.kind == KEEPER_MSG_FAIL) {
+                r = connection_over(env, &km);
+                free(line);
+                return r;
             }
+            free(line);
             log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
             continue;
         }
@@ -661,6 +779,31 @@ static int64_t te_next_id(void *ctx)
     return env->next_id++;
 }
 
+/* What the environment knows better than "the harness exited": a limit, the keeper's word. */
+static bool te_failure(void *ctx, char *msg, size_t msglen, const char **ret_code)
+{
+    struct environment *env = ctx;
+
+    if (environment_check_limits(env)) {
+        snprintf(msg, msglen, "%s", env->limit_msg);
+        *ret_code = env->limit;
+        return true;
+    }
+    if (env->fail[0]) {
+        snprintf(msg, msglen, "%s", env->fail);
+        *ret_code = "runner_error";
+        return true;
+    }
+    if (env->keeper_lost) {
+        snprintf(msg, msglen,
+                 "the environment's keeper process died during the turn: its "
+                 "sandbox and the harness in it are gone");
+        *ret_code = "runner_error";
+        return true;
+    }
+    return false;
+}
+
 static bool te_exited(void *ctx, int *ret_status)
 {
     struct environment *env = ctx;
@@ -678,6 +821,7 @@ void environment_turn_env(struct environment *env, struct turn_env *ret)
     ret->recv = te_recv;
     ret->next_id = te_next_id;
     ret->exited = te_exited;
+    ret->failure = te_failure;
     ret->acp_session = env->acp_session;
     ret->cwd = env->cwd[0] ? env->cwd : NULL;
 }

@@ -50,6 +50,11 @@ struct environment {
     int harness_status;
     bool destroyed;
     bool warm; /* reconnected to a live harness */
+    bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
+    char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
+    const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
+    char limit_msg[192];      /* and what it says */
+    int64_t next_limit_check; /* monotonic ms */
     char acp_session[128];
     json_object *agent_caps; /* initialize result agentCapabilities (owned) */
     json_object *lease_report; /* a remote provider's lease report (owned) or NULL */
@@ -91,6 +96,15 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
  * approval-expiry). The slot must already be parked by the caller.
  */
 int environment_park(struct environment *env, uint64_t window_ms, bool awaiting);
+/*
+ * Did the sandbox hit one of its limits (an OOM kill, a refused fork, a full workspace)?
+ * 1 with env->limit and env->limit_msg set (and kept: a trip stays a trip), 0 when not (or
+ * no probed host). environment_recv() asks every ENVIRONMENT_LIMIT_POLL_MS while it waits
+ * and returns AR_E_SANDBOX_LIMIT on a trip; the engine asks again after every turn.
+ */
+#define ENVIRONMENT_LIMIT_POLL_MS 250
+int environment_check_limits(struct environment *env);
+
 /* Tear it down and wait for the teardown to finish (bounded). */
 int environment_destroy(struct environment *env, enum teardown_reason reason);
 /* Release the struct (does not tear down: destroy or park first). NULL is a no-op. */

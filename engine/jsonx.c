@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -163,4 +164,61 @@ const char *jsonx_text(json_object *o, size_t *ret_len)
     if (ret_len)
         *ret_len = n;
     return s;
+}
+
+int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth, char *err,
+                       size_t errlen)
+{
+    size_t elements = 0;
+    bool in_string = false, in_token = false;
+    int depth = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = data[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        switch (c) {
+        case ' ':
+        case '\n':
+        case '\r':
+        case '\t':
+            continue;
+        case '{':
+        case '[':
+            if (++depth > max_depth) {
+                snprintf(err, errlen, "nested deeper than %d levels", max_depth);
+                return -ELOOP;
+            }
+            elements++;
+            in_token = false;
+            break;
+        case '}':
+        case ']':
+            depth--;
+            in_token = true;
+            continue;
+        case ',':
+        case ':':
+            in_token = false;
+            continue;
+        default: /* a string (a member name counts too: it costs as much), number, literal */
+            in_string = c == '"';
+            if (in_token)
+                continue;
+            in_token = true;
+            elements++;
+            break;
+        }
+        if (elements > max_elements) {
+            snprintf(err, errlen, "more than %zu JSON elements", max_elements);
+            return -E2BIG;
+        }
+    }
+    return 0;
 }

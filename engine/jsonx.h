@@ -20,6 +20,16 @@
 int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
                 size_t errlen);
 
+/*
+ * The parse budget of untrusted documents, checked on the text before any object is built (a
+ * body of 2.8 million "{}" would otherwise cost gigabytes): at most max_elements values
+ * (every object, array, string, number and literal) and at most max_depth nested
+ * containers. -E2BIG (elements) or -ELOOP (depth) with err naming the limit; malformed text
+ * is left to jsonx_parse.
+ */
+int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth, char *err,
+                       size_t errlen);
+
 /* The member `key` of an object, or NULL when absent, null, or o is not an object. */
 json_object *jsonx_get(json_object *o, const char *key);
 /* The string member, or NULL when absent/null/not a string. */

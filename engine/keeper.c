@@ -11,20 +11,21 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "acp.h"
 #include "buf.h"
 #include "contracts.h"
+#include "egress_report.h"
+#include "fstree.h"
 #include "jsonx.h"
 #include "keeper_channel.h"
 #include "keeper_proto.h"
 #include "log.h"
 #include "pool.h"
 #include "provider/provider.h"
+#include "sandbox/egress.h"
 #include "util.h"
 
 #define PENDING_MAX 32
@@ -56,6 +57,8 @@ struct keeper {
 
     struct pool *pool;
     struct pool_handle h;
+    struct egress_report egress;
+    char fail[160]; /* why the keeper ends the environment itself ("#fail"), or "" */
 
     bool prompt_in_flight;
     char prompt_id[64];
@@ -72,42 +75,17 @@ struct keeper {
     struct keeper_channel channel; /* the sandbox's tool channel, relayed as "@tool" lines */
 };
 
-static void set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-
-    if (fl != -1)
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 static void emit_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void emit_error(const char *fmt, ...)
 {
-    struct keeper_msg m = {.kind = KEEPER_MSG_ERROR};
     char text[512];
     va_list ap;
-    int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(text, sizeof(text), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    if (n <= 0)
-        return;
-    for (char *p = text; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
-    m.payload = text;
-    m.payload_len = strlen(text);
-    (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
-}
-
-static void emit_ready(struct keeper *k)
-{
-    struct keeper_msg m = {.kind = KEEPER_MSG_READY, .keeper_pid = (int32_t)getpid(),
-                           .sandbox_pid = (int32_t)k->child};
-
-    (void)keeper_proto_write(STDOUT_FILENO, &m); /* the start pipe */
+    (void)keeper_proto_start_error(STDOUT_FILENO, text); /* the start pipe */
 }
 
 /*
@@ -467,6 +445,14 @@ static void drain_stderr(struct keeper *k)
     }
 }
 
+/* A harness line longer than the relay takes: the environment ends, the worker is told why. */
+static void harness_line_too_long(struct keeper *k, bool *stop)
+{
+    snprintf(k->fail, sizeof(k->fail), "harness output line over %u bytes", ACP_LINE_MAX_DEFAULT);
+    log_warn("%s: tearing down", k->fail);
+    *stop = true;
+}
+
 static void read_lines(struct keeper *k, int *fd, struct acp_lines *lines, bool from_child,
                        bool *stop)
 {
@@ -477,6 +463,10 @@ static void read_lines(struct keeper *k, int *fd, struct acp_lines *lines, bool 
 
     if (n == -EAGAIN)
         return;
+    if (n == -E2BIG && from_child) {
+        harness_line_too_long(k, stop);
+        return;
+    }
     if (n <= 0) {
         if (from_child) {
             close(*fd);
@@ -496,7 +486,9 @@ static void read_lines(struct keeper *k, int *fd, struct acp_lines *lines, bool 
         }
         free(line);
     }
-    if (r < 0) {
+    if (r == -E2BIG && from_child)
+        harness_line_too_long(k, stop);
+    else if (r < 0) {
         log_warn("dropping a connection: %s", strerror(-r));
         if (from_child)
             *stop = true;
@@ -513,6 +505,7 @@ static void reap_child(struct keeper *k)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         if (pid == k->child) {
             k->child_exited = true;
+            k->proc.pid = 0; /* reaped: its pid may be reused, never signal it again */
             k->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
     }
@@ -547,19 +540,42 @@ static void remote_exited(struct keeper *k)
     k->child_exited = true;
 }
 
+/* The harness closed its output: wait a moment for its exit, then end it (it may hide). */
+static void await_child(struct keeper *k)
+{
+    for (int i = 0; i < 100 && !k->child_exited; i++, usleep(5000))
+        reap_child(k);
+    if (!k->child_exited) {
+        k->provider->stop(&k->proc);
+        k->child_exited = true;
+        k->exit_status = 128 + SIGKILL;
+    }
+}
+
+/* Cgroup and mount first (quick); the folder after the worker was let go (deep trees). */
+static void remove_env(struct keeper *k, bool folder)
+{
+    const struct sandbox_cgroup *cg = k->spec.confined ? &k->spec.confine.cg : NULL;
+
+    if ((folder ? fstree_remove(k->env_dir) : sandbox_host_release_env(cg, k->env_dir)) < 0)
+        log_warn("cannot remove all of the environment '%s'", k->env_dir);
+}
+
 static void teardown(struct keeper *k)
 {
-    if (k->provider && (k->proc.exit_fd >= 0 || (k->child > 0 && !k->child_exited)))
-        k->provider->stop(&k->proc);
+    if (k->provider && (k->proc.exit_fd >= 0 || k->proc.pid > 0 || k->proc.priv))
+        k->provider->stop(&k->proc); /* the process tree, the cgroup's rest, the network */
     release_lease(k);
-    if (k->client_fd >= 0 && k->child_exited) {
-        struct keeper_msg m = {.kind = KEEPER_MSG_EXIT, .status = k->exit_status};
+    if (k->client_fd >= 0 && (k->child_exited || k->fail[0])) {
+        struct keeper_msg m = {.kind = k->fail[0] ? KEEPER_MSG_FAIL : KEEPER_MSG_EXIT,
+                               .status = k->exit_status,
+                               .payload = k->fail,
+                               .payload_len = strlen(k->fail)};
+
         control_to_client(k, &m);
-        set_nonblock(k->client_fd);
         {
-            bool broken = false;
-            int fl = fcntl(k->client_fd, F_GETFL);
-            fcntl(k->client_fd, F_SETFL, fl & ~O_NONBLOCK);
+            bool broken = false; /* the last lines, blocking */
+            fcntl(k->client_fd, F_SETFL, fcntl(k->client_fd, F_GETFL) & ~O_NONBLOCK);
             flush_fd(k->client_fd, &k->client_out, &broken);
         }
     }
@@ -569,13 +585,28 @@ static void teardown(struct keeper *k)
     if (k->listen_fd >= 0)
         close(k->listen_fd);
     (void)unlink(k->socket_path);
-    (void)util_rm_rf(k->env_dir);
+    remove_env(k, false);
     slot_release(k);
-    /* the worker waits for this close as the sign that teardown is complete */
+    /* the worker waits for this close as the sign that the sandbox is gone */
     if (k->client_fd >= 0)
         close(k->client_fd);
+    remove_env(k, true);
     acp_lines_release(&k->client_in);
     buf_release(&k->client_out);
+}
+
+/* The provider's own fds (the local sandbox's egress proxy and name server). */
+static int provider_fds(struct keeper *k, struct pollfd *p, int *timeout)
+{
+    int fds[SANDBOX_EGRESS_FDS];
+    size_t n;
+
+    if (!k->provider || !k->provider->poll_fds || !k->proc.priv)
+        return 0;
+    n = k->provider->poll_fds(&k->proc, fds, SANDBOX_EGRESS_FDS, util_now_ms(), timeout);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    return (int)n;
 }
 
 static int loop(struct keeper *k)
@@ -583,7 +614,7 @@ static int loop(struct keeper *k)
     bool stop = false;
 
     while (!stop) {
-        struct pollfd p[7 + KEEPER_CHANNEL_POLLFDS];
+        struct pollfd p[7 + KEEPER_CHANNEL_POLLFDS + SANDBOX_EGRESS_FDS];
         int np = 0, ilisten = -1, iclient = -1, iout = -1, ierr = -1, iin = -1, iexit = -1, isig;
         int ich;
         int timeout = -1;
@@ -629,11 +660,14 @@ static int loop(struct keeper *k)
             }
             timeout = left > 60000 ? 60000 : (int)left;
         }
+        np += provider_fds(k, p + np, &timeout);
         if (poll(p, (nfds_t)np, timeout) == -1) {
             if (errno == EINTR)
                 continue;
             return -errno;
         }
+        if (k->provider && k->provider->service && k->proc.priv)
+            k->provider->service(&k->proc, util_now_ms()); /* the sandbox's egress */
         if (p[isig].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read(k->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
@@ -681,12 +715,7 @@ static int loop(struct keeper *k)
                 client_gone(k);
         }
         if (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0)) {
-            if (!k->child_exited) {
-                while (waitpid(k->child, &k->exit_status, 0) == -1 && errno == EINTR)
-                    ;
-                k->exit_status = WIFEXITED(k->exit_status) ? WEXITSTATUS(k->exit_status) : 128;
-                k->child_exited = true;
-            }
+            await_child(k);
             log_info("harness exited with status %d", k->exit_status);
             k->reason = TEARDOWN_HARNESS_EXITED;
             break;
@@ -768,7 +797,7 @@ int keeper_main(int argc, char **argv)
     char err[512], logpath[512];
     int64_t attach_ms;
     pid_t pid;
-    int r, devnull;
+    int r;
 
     (void)argc;
     (void)argv;
@@ -783,11 +812,7 @@ int keeper_main(int argc, char **argv)
     k.proc.exit_fd = -1;
     k.log_fd = -1;
     log_setup("keeper", LOG_LEVEL_INFO);
-    if (getenv("AGENT_RUNNER_LOG_LEVEL")) {
-        enum log_level lvl;
-        if (log_level_parse(getenv("AGENT_RUNNER_LOG_LEVEL"), &lvl) == 0)
-            log_max_level = (int)lvl;
-    }
+    log_level_from_env("AGENT_RUNNER_LOG_LEVEL");
 
     r = keeper_spec_read(STDIN_FILENO, &k.spec, err, sizeof(err));
     if (r < 0) {
@@ -800,6 +825,7 @@ int keeper_main(int argc, char **argv)
         emit_error("%s", err);
         return 1;
     }
+    log_ctx_set(NULL, k.spec.session_key, NULL, k.spec.harness);
     k.env_dir = k.spec.env_dir;
     k.socket_path = k.spec.socket;
     k.idle_ms = (int64_t)k.spec.idle_ms;
@@ -808,7 +834,7 @@ int keeper_main(int argc, char **argv)
     r = util_unix_listen(k.socket_path, 0600, 4);
     if (r < 0) {
         emit_error("cannot listen on '%s': %s", k.socket_path, strerror(-r));
-        (void)util_rm_rf(k.env_dir);
+        teardown(&k);
         return 1;
     }
     k.listen_fd = r;
@@ -817,22 +843,18 @@ int keeper_main(int argc, char **argv)
     pid = fork();
     if (pid == -1) {
         emit_error("fork: %s", strerror(errno));
-        (void)util_rm_rf(k.env_dir);
+        teardown(&k);
         return 1;
     }
     if (pid > 0)
         _exit(0);
     setsid();
-    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, STDIN_FILENO);
-        close(devnull);
-    }
+    util_redirect_null(STDIN_FILENO);
 
     r = setup_signals();
     if (r < 0) {
         emit_error("signals: %s", strerror(-r));
-        (void)util_rm_rf(k.env_dir);
+        teardown(&k);
         return 1;
     }
     k.sig_fd = r;
@@ -846,14 +868,18 @@ int keeper_main(int argc, char **argv)
     k.log_fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     acp_lines_init(&k.child_lines, ACP_LINE_MAX_DEFAULT);
     buf_init(&k.child_stdin, KEEPER_QUEUE_MAX);
+    egress_report_init(&k.egress, k.pool);
+    k.proc.on_egress = egress_report_event;
+    k.proc.ctx = &k.egress;
     r = keeper_channel_open(&k.channel, k.env_dir,
                             &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
                             err, sizeof(err));
     if (r == 0)
         r = start_sandbox(&k, err, sizeof(err));
     if (r < 0) {
-        emit_error("%s", err);
+        /* nothing is left once the worker reads the error (it removes nothing itself) */
         teardown(&k);
+        emit_error("%s", err);
         acp_lines_release(&k.child_lines);
         buf_release(&k.child_stdin);
         pool_detach(k.pool);
@@ -861,16 +887,10 @@ int keeper_main(int argc, char **argv)
         return 1;
     }
     slot_set_pids(&k);
-    emit_ready(&k);
-    devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, STDOUT_FILENO);
-        close(devnull);
-    }
+    (void)keeper_proto_start_ready(STDOUT_FILENO, getpid(), k.child);
+    util_redirect_null(STDOUT_FILENO);
     k.deadline = util_now_ms() + attach_ms;
     r = loop(&k);
-    if (k.per_turn || !k.parked)
-        log_debug("tearing down a per-turn environment");
     teardown(&k);
     acp_lines_release(&k.child_lines);
     buf_release(&k.child_stdin);

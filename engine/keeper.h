@@ -22,7 +22,15 @@
  * worker vanishes while a session/prompt is in flight, the keeper sends session/cancel and
  * marks the slot's history broken. With nobody attached past its idle deadline (or past the
  * attach deadline right after start), or on SIGTERM, or when the harness exits, it kills the
- * sandbox's whole process tree, removes the environment folder, frees its slot and exits.
+ * sandbox's whole process tree (its cgroup), unmounts the workspace, frees its slot, closes
+ * the worker's socket, removes the environment folder (fstree: a deep tree a sandbox left may
+ * take a while, nobody waits for it) and exits. A harness line longer than ACP_LINE_MAX_DEFAULT
+ * ends the environment with "#fail harness output line over N bytes".
+ *
+ * Local sandboxes: the provider makes the sandbox's network namespace, egress proxy and name
+ * server before it forks (sandbox_egress); the keeper's poll loop serves them through
+ * provider_ops.poll_fds/service, and each refused connection is logged and counted
+ * (egress_report).
  */
 #ifndef AR_KEEPER_H
 #define AR_KEEPER_H

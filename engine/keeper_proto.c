@@ -23,6 +23,18 @@
 #define K_SLOT "slot"
 #define K_GENERATION "generation"
 #define K_SANDBOX "sandbox"
+#define K_SESSION "session"
+#define K_HARNESS "harness"
+#define K_CONFINE "confine"
+#define K_UID "uid"
+#define K_GID "gid"
+#define K_SHARED "shared"
+#define K_NPROC "nproc"
+#define K_CGROUP "cgroup"
+#define K_DIR "dir"
+#define K_V2 "v2"
+#define K_CTRL "ctrl"
+#define K_EGRESS "egress"
 
 #define TOOL_TAG "@" KEEPER_PROTO_CHANNEL_TOOL " "
 
@@ -37,7 +49,7 @@ static const struct verb {
     {KEEPER_MSG_DESTROY, "#destroy", NONE}, {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
     {KEEPER_MSG_HELLO, "#hello", PIDS},     {KEEPER_MSG_BUSY, "#busy", NONE},
     {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", PIDS},
-    {KEEPER_MSG_ERROR, "error", PAYLOAD},
+    {KEEPER_MSG_ERROR, "error", PAYLOAD},   {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
 };
 
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind)
@@ -213,6 +225,26 @@ end:
     return r;
 }
 
+static json_object *confine_to_json(const struct sandbox_env *e)
+{
+    json_object *o = json_object_new_object(), *cg = json_object_new_array();
+
+    json_object_object_add(o, K_UID, json_object_new_int64(e->ids.uid));
+    json_object_object_add(o, K_GID, json_object_new_int64(e->ids.gid));
+    json_object_object_add(o, K_SHARED, json_object_new_boolean(e->ids.shared));
+    json_object_object_add(o, K_NPROC, json_object_new_int64((int64_t)e->nproc));
+    for (size_t i = 0; i < e->cg.n; i++) {
+        json_object *h = json_object_new_object();
+
+        json_object_object_add(h, K_DIR, json_object_new_string(e->cg.h[i].dir));
+        json_object_object_add(h, K_V2, json_object_new_boolean(e->cg.h[i].v2));
+        json_object_object_add(h, K_CTRL, json_object_new_int64(e->cg.h[i].ctrl));
+        json_object_array_add(cg, h);
+    }
+    json_object_object_add(o, K_CGROUP, cg);
+    return o;
+}
+
 int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
 {
     json_object *o = json_object_new_object();
@@ -237,6 +269,14 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
         json_object_object_add(o, K_GENERATION, json_object_new_int64(s->generation));
     }
     json_object_object_add(o, K_SANDBOX, json_object_get(s->sandbox));
+    if (s->session_key)
+        json_object_object_add(o, K_SESSION, json_object_new_string(s->session_key));
+    if (s->harness)
+        json_object_object_add(o, K_HARNESS, json_object_new_string(s->harness));
+    if (s->confined)
+        json_object_object_add(o, K_CONFINE, confine_to_json(&s->confine));
+    if (s->egress)
+        json_object_object_add(o, K_EGRESS, json_object_get(s->egress));
     text = jsonx_text(o, &len);
     r = text ? buf_append(out, text, len) : -ENOMEM;
     json_object_put(o);
@@ -268,6 +308,67 @@ static int spec_u64(json_object *root, const char *key, uint64_t min, uint64_t m
     return 0;
 }
 
+/* The cgroup folders of "confine": absolute, short enough, at most SANDBOX_CG_HIER_MAX. */
+static int confine_cgroup(json_object *arr, struct sandbox_cgroup *cg, char *err, size_t errlen)
+{
+    size_t n = arr ? json_object_array_length(arr) : 0;
+
+    if (arr && !json_object_is_type(arr, json_type_array))
+        n = SANDBOX_CG_HIER_MAX + 1;
+    if (n > SANDBOX_CG_HIER_MAX) {
+        snprintf(err, errlen, "keeper spec: %s.%s must be an array of at most %d folders",
+                 K_CONFINE, K_CGROUP, SANDBOX_CG_HIER_MAX);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *h = json_object_array_get_idx(arr, i);
+        const char *dir = jsonx_str(h, K_DIR);
+        uint64_t ctrl;
+
+        if (!dir || dir[0] != '/' || strlen(dir) >= sizeof(cg->h[0].dir) ||
+            spec_u64(h, K_CTRL, 0, 0xff, 0, &ctrl, err, errlen) < 0) {
+            snprintf(err, errlen, "keeper spec: %s.%s[%zu] is not a cgroup folder", K_CONFINE,
+                     K_CGROUP, i);
+            return -EINVAL;
+        }
+        cg->h[i].v2 = json_object_get_boolean(jsonx_get(h, K_V2));
+        cg->h[i].ctrl = (unsigned)ctrl;
+        snprintf(cg->h[i].dir, sizeof(cg->h[i].dir), "%s", dir);
+        snprintf(cg->h[i].procs, sizeof(cg->h[i].procs), "%s/cgroup.procs", dir);
+    }
+    cg->n = n;
+    return 0;
+}
+
+/* "confine": the sandbox user (never uid or gid 0 unless shared), nproc, the cgroup. */
+static int spec_confine(json_object *o, struct keeper_spec *s, char *err, size_t errlen)
+{
+    struct sandbox_env e;
+    uint64_t uid, gid;
+    int r;
+
+    memset(&e, 0, sizeof(e));
+    if (!json_object_is_type(o, json_type_object)) {
+        snprintf(err, errlen, "keeper spec: %s must be an object", K_CONFINE);
+        return -EINVAL;
+    }
+    e.ids.shared = json_object_get_boolean(jsonx_get(o, K_SHARED));
+    r = spec_u64(o, K_UID, e.ids.shared ? 0 : 1, UINT32_MAX - 1, -1, &uid, err, errlen);
+    if (r == 0)
+        r = spec_u64(o, K_GID, e.ids.shared ? 0 : 1, UINT32_MAX - 1, -1, &gid, err, errlen);
+    if (r == 0)
+        r = spec_u64(o, K_NPROC, 0, UINT32_MAX, 0, &e.nproc, err, errlen);
+    if (r == 0)
+        r = confine_cgroup(jsonx_get(o, K_CGROUP), &e.cg, err, errlen);
+    if (r < 0)
+        return r;
+    e.ids.uid = (uid_t)uid;
+    e.ids.gid = (gid_t)gid;
+    s->confined = true;
+    s->confine = e;
+    return 0;
+}
+
 static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size_t errlen)
 {
     json_object *pt = jsonx_get(root, K_PER_TURN);
@@ -280,6 +381,18 @@ static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size
     s->provider = jsonx_str(root, K_PROVIDER);
     s->bwrap = jsonx_str(root, K_BWRAP);
     s->shm = jsonx_str(root, K_SHM);
+    s->session_key = jsonx_str(root, K_SESSION);
+    s->harness = jsonx_str(root, K_HARNESS);
+    s->egress = jsonx_get(root, K_EGRESS);
+    if (s->egress && !json_object_is_type(s->egress, json_type_object)) {
+        snprintf(err, errlen, "keeper spec: %s must be an object", K_EGRESS);
+        return -EINVAL;
+    }
+    if (jsonx_get(root, K_CONFINE)) {
+        r = spec_confine(jsonx_get(root, K_CONFINE), s, err, errlen);
+        if (r < 0)
+            return r;
+    }
     if (!s->provider)
         s->provider = "local";
     if (!s->env_dir || s->env_dir[0] != '/' || !s->socket || s->socket[0] != '/') {
@@ -361,6 +474,28 @@ int keeper_proto_write(int fd, const struct keeper_msg *m)
         r = util_write_all(fd, line.data, line.len);
     buf_release(&line);
     return r;
+}
+
+int keeper_proto_start_error(int fd, const char *text)
+{
+    struct keeper_msg m = {.kind = KEEPER_MSG_ERROR};
+    char line[512];
+
+    snprintf(line, sizeof(line), "%s", text && text[0] ? text : "unknown error");
+    for (char *p = line; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    m.payload = line;
+    m.payload_len = strlen(line);
+    return keeper_proto_write(fd, &m);
+}
+
+int keeper_proto_start_ready(int fd, int32_t keeper_pid, int32_t sandbox_pid)
+{
+    struct keeper_msg m = {
+        .kind = KEEPER_MSG_READY, .keeper_pid = keeper_pid, .sandbox_pid = sandbox_pid};
+
+    return keeper_proto_write(fd, &m);
 }
 
 int keeper_spec_read(int fd, struct keeper_spec *ret, char *err, size_t errlen)

@@ -22,7 +22,9 @@
  *                       "#await <ms>"    the turn paused on approvals: its prompt stays in
  *                                        flight, the harness's requests stay unanswered
  *                       "#destroy"       tear everything down now; the keeper closes the
- *                                        socket as the last step of its teardown
+ *                                        socket once the sandbox is gone (processes, cgroup,
+ *                                        workspace mount, slot); only the folder's removal
+ *                                        comes after
  *                       "#claim <json>"  bind a spare keeper (started with a placeholder spec,
  *                                        no slot) to a session: a struct keeper_spec whose
  *                                        slot, idle window and per-turn flag replace the
@@ -30,6 +32,9 @@
  *     keeper -> worker  "#hello <keeper-pid> <sandbox-pid>"   on attach
  *                       "#busy"          another worker is attached: the socket is closed
  *                       "#exit <status>" the harness went away (status 0..1000)
+ *                       "#fail <message>" the keeper ends the environment for a reason of
+ *                                        its own ("harness output line over N bytes"); the
+ *                                        socket closes after its teardown
  *
  * Decoding never allocates: a decoded message points into the line it came from. Numbers are
  * parsed strictly (util_parse_u64 bounds); anything else is -EBADMSG, which both sides skip.
@@ -49,6 +54,7 @@
 
 #include "buf.h"
 #include "contracts.h"
+#include "sandbox/host.h"
 
 #define KEEPER_PROTO_WINDOW_MAX_MS 86400000ull /* #park / #await: at most 24 h */
 #define KEEPER_PROTO_EXIT_MAX 1000u
@@ -67,6 +73,7 @@ enum keeper_msg_kind {
     KEEPER_MSG_EXIT,  /* status */
     KEEPER_MSG_READY, /* keeper_pid, sandbox_pid (start pipe) */
     KEEPER_MSG_ERROR, /* payload: the message (start pipe) */
+    KEEPER_MSG_FAIL,  /* payload: why the keeper ends the environment */
     KEEPER_MSG_KIND_COUNT,
 };
 
@@ -98,6 +105,10 @@ int keeper_proto_encode(const struct keeper_msg *m, struct buf *out);
 /* Encode m and write it whole to fd (blocking writes, EINTR retried): -errno. */
 int keeper_proto_write(int fd, const struct keeper_msg *m);
 
+/* The start pipe: "error <text>" (newlines become spaces) and "ready <keeper> <sandbox>". */
+int keeper_proto_start_error(int fd, const char *text);
+int keeper_proto_start_ready(int fd, int32_t keeper_pid, int32_t sandbox_pid);
+
 /* The verb of a kind as it appears on the wire ("park", "hello", ...), for logs. */
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind);
 
@@ -118,7 +129,15 @@ struct keeper_spec {
     uint32_t slot;
     uint32_t generation;
     json_object *sandbox; /* the sandbox description (provider/provider.h) */
-    json_object *root;    /* decoded specs: the document everything above points into */
+    const char *session_key; /* the pool key, for the keeper's log lines (may be NULL) */
+    const char *harness;     /* the harness's name, for log lines (may be NULL) */
+    /* local provider: the host identity, RLIMIT_NPROC and cgroup the worker prepared */
+    bool confined;
+    struct sandbox_env confine;
+    /* local provider: where the sandbox may connect (egress_policy_to_json); NULL: nowhere,
+     * the sandbox gets an empty network namespace */
+    json_object *egress;
+    json_object *root; /* decoded specs: the document everything above points into */
 };
 
 /* The spec as one JSON document appended to out. */

@@ -178,3 +178,12 @@ void log_write(enum log_level level, const char *fmt, ...)
     buf_release(&b);
     errno = saved;
 }
+
+void log_level_from_env(const char *name)
+{
+    const char *v = getenv(name);
+    enum log_level lvl;
+
+    if (v && log_level_parse(v, &lvl) == 0)
+        log_max_level = (int)lvl;
+}

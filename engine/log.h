@@ -23,6 +23,8 @@ extern int log_max_level;
 void log_setup(const char *component, enum log_level level);
 /* Parse "error", "warn", "info", "debug"; -EINVAL otherwise. */
 int log_level_parse(const char *s, enum log_level *ret);
+/* log_max_level from the variable name when it is set to a valid level (else unchanged). */
+void log_level_from_env(const char *name);
 
 void log_ctx_set(const char *request_id, const char *session_key, const char *turn_id,
                  const char *harness);

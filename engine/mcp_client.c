@@ -512,7 +512,8 @@ static int request(struct mcp_client *c, const char *method, json_object *params
         goto out;
     }
     if (strcmp(method, "initialize") == 0 && res.captured[0]) {
-        bool ok = strlen(res.captured) <= SESSION_MAX;
+        size_t n = strlen(res.captured);
+        bool ok = n <= SESSION_MAX;
 
         for (const char *p = res.captured; ok && *p; p++)
             ok = *p >= 0x21 && *p <= 0x7e;
@@ -521,7 +522,7 @@ static int request(struct mcp_client *c, const char *method, json_object *params
                      c->cfg.name);
             goto out;
         }
-        snprintf(c->session, sizeof(c->session), "%s", res.captured);
+        memcpy(c->session, res.captured, n + 1); /* n <= SESSION_MAX: checked above */
     }
     if (!x.sse_on) {
         /* one JSON document: the response (or a batch holding it) */

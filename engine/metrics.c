@@ -246,6 +246,8 @@ int metrics_render(const struct pool_metrics *m, const struct metrics_gauges *g,
             }
     counter(out, "agent_runner_warm_hits_total", "Turns that ran on a live environment.",
             g->warm_hits);
+    counter(out, "agent_runner_egress_denied_total",
+            "Connections from sandboxes that their egress policy refused.", g->egress_denied);
     buf_append_str(out, "# HELP agent_runner_cold_starts_total Turns that started a new "
                         "environment, by why (miss, or the mismatch that evicted the old one).\n"
                         "# TYPE agent_runner_cold_starts_total counter\n");

@@ -19,6 +19,7 @@
  *   agent_runner_sandbox_releases_total{disposition}       keep_running, stop_and_retain, destroy
  *   agent_runner_sandbox_sweep_total{action}               restart sweep: adopted kept deleted failed
  *   agent_runner_sandbox_acquire_seconds                   histogram: remote lease acquisition
+ *   agent_runner_egress_denied_total                       connections sandboxes were refused
  */
 #ifndef AR_METRICS_H
 #define AR_METRICS_H
@@ -73,6 +74,7 @@ struct buf;
 /* Gauges and header counters the pool reads for metrics_render. */
 struct metrics_gauges {
     uint64_t warm_hits;
+    uint64_t egress_denied;
     uint64_t inflight;
     uint64_t admission_rejected;
     uint64_t worker_restarts;

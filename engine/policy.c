@@ -4,6 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "egress_policy.h"
 #include "jsonx.h"
 
 static uint64_t clamp_idle(uint64_t ms)
@@ -195,4 +196,68 @@ enum verdict policy_permission_decide(enum permission effective, enum permission
             return VERDICT_DENY;
         return VERDICT_PENDING;
     }
+}
+
+/* ---- egress ------------------------------------------------------------------------------ */
+
+const char *policy_provider_default_url(const char *provider)
+{
+    static const struct {
+        const char *name;
+        const char *url;
+    } known[] = {
+        {"openai", "https://api.openai.com/v1"},
+        {"anthropic", "https://api.anthropic.com"},
+        {"google", "https://generativelanguage.googleapis.com"},
+        {"gemini", "https://generativelanguage.googleapis.com"},
+        {"mistral", "https://api.mistral.ai/v1"},
+        {"groq", "https://api.groq.com/openai/v1"},
+        {"xai", "https://api.x.ai/v1"},
+        {"deepseek", "https://api.deepseek.com"},
+        {"openrouter", "https://openrouter.ai/api/v1"},
+        {"cerebras", "https://api.cerebras.ai/v1"},
+        {"together", "https://api.together.xyz/v1"},
+        {"fireworks", "https://api.fireworks.ai/inference/v1"},
+    };
+
+    for (size_t i = 0; provider && i < sizeof(known) / sizeof(known[0]); i++)
+        if (strcasecmp(provider, known[i].name) == 0)
+            return known[i].url;
+    return NULL;
+}
+
+int policy_egress(const struct run_request *req, bool private_egress, const uint16_t *runner_ports,
+                  size_t nrunner_ports, struct egress_policy *ret, char *err, size_t errlen)
+{
+    enum egress_mode mode = req->network == NETWORK_OFF         ? EGRESS_MODE_OFF
+                            : req->network == NETWORK_ALLOWLIST ? EGRESS_MODE_ALLOWLIST
+                                                                : EGRESS_MODE_ON;
+    json_object *list = req->network_allowlist;
+    const char *url = req->mc.base_url;
+    char why[192];
+
+    egress_policy_init(ret, mode, private_egress);
+    for (size_t i = 0; mode == EGRESS_MODE_ALLOWLIST && list && i < json_object_array_length(list);
+         i++) {
+        why[0] = '\0';
+        if (egress_policy_add_cidr(ret, json_object_get_string(json_object_array_get_idx(list, i)),
+                                   why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "sandboxPermission.network.allowlist[%zu]: %s", i, why);
+            return AR_E_INVALID_REQUEST;
+        }
+    }
+    if (!url && req->mc.present)
+        url = policy_provider_default_url(req->mc.provider);
+    why[0] = '\0';
+    if (url && egress_policy_add_url(ret, url, why, sizeof(why)) < 0) {
+        snprintf(err, errlen,
+                 "modelConnection.endpoint.baseUrl: cannot be named for the sandbox "
+                 "network: %s",
+                 why);
+        return AR_E_INVALID_REQUEST;
+    }
+    for (size_t i = 0; i < nrunner_ports; i++)
+        if (egress_policy_add_runner_port(ret, runner_ports[i]) < 0)
+            break; /* the table holds EGRESS_RUNNER_PORTS_MAX: the config allows no more */
+    return 0;
 }

@@ -95,4 +95,19 @@ enum verdict policy_permission_decide(enum permission effective, enum permission
 enum permission policy_permission_parse(const char *s);
 const char *policy_permission_name(enum permission p);
 
+/*
+ * Egress (DESIGN.md §6, issue 11): where a run's sandbox may connect. The request's
+ * sandboxPermission.network mode (on | allowlist | off) and allowlist, plus the endpoints the
+ * run itself needs, named in every mode: the model endpoint (modelConnection.endpoint.baseUrl,
+ * else the public API of a known provider: api.openai.com, api.anthropic.com, ...). The
+ * runner's own ports are never reachable on a local address. private_egress opens private
+ * ranges under `on`. ret is 44 KB: the caller allocates it. AR_E_INVALID_REQUEST naming the
+ * field (a malformed allowlist entry, an endpoint that cannot be named).
+ */
+struct egress_policy;
+int policy_egress(const struct run_request *req, bool private_egress, const uint16_t *runner_ports,
+                  size_t nrunner_ports, struct egress_policy *ret, char *err, size_t errlen);
+/* The public API base URL of a model provider without an endpoint of its own, or NULL. */
+const char *policy_provider_default_url(const char *provider);
+
 #endif

@@ -670,7 +670,8 @@ int pool_reclaim_keeper(struct pool *p, pid_t keeper_pid, char env_dir[POOL_DIR_
         if (s->state == SLOT_FREE || s->keeper_pid != (int32_t)keeper_pid)
             continue;
         memcpy(env_dir, s->env_dir, POOL_DIR_MAX);
-        pool_free_locked(p, pool_handle_of(p, i), 0);
+        /* a teardown already under way keeps its reason; otherwise the keeper was killed */
+        pool_free_locked(p, pool_handle_of(p, i), s->last_teardown ? 0 : TEARDOWN_KEEPER_DIED);
         found = 1;
         break;
     }
@@ -718,7 +719,10 @@ uint32_t pool_reclaim_dead(struct pool *p, struct pool_reclaimed *scratch)
 
         if (!s || s->keeper_pid != scratch[i].keeper_pid)
             continue;
-        pool_free_locked(p, scratch[i].h, 0);
+        pool_free_locked(p, scratch[i].h,
+                         s->last_teardown    ? 0
+                         : s->keeper_pid > 0 ? TEARDOWN_KEEPER_DIED
+                                             : TEARDOWN_FAILED_TURN);
         scratch[n++] = scratch[i];
     }
     pool_unlock(p);

@@ -52,6 +52,7 @@ enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_WARM_HITS,
+    PC_EGRESS_DENIED, /* connections a sandbox's egress policy refused */
 };
 
 struct pool_handle {
@@ -365,8 +366,8 @@ void pool_counter_add(struct pool *p, unsigned idx, uint64_t n);
 uint64_t pool_counter_get(const struct pool *p, unsigned idx);
 /* A worker claims its in-flight entry: the index, or -ENOSPC. */
 int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start);
-/* Add (or, with a negative delta, take) runs on the caller's own entry. */
-void pool_inflight_add(struct pool *p, int idx, int delta);
+/* Add (or, with a negative delta, take) runs on the caller's own entry; returns its new count. */
+uint64_t pool_inflight_add(struct pool *p, int idx, int delta);
 /* Runs in flight over every live worker. */
 uint64_t pool_inflight_total(const struct pool *p);
 /* Master: free the entries of processes that are gone (pid given: that one; 0: all dead). */

@@ -282,6 +282,13 @@ int pool_create(const char *name, uint32_t nslots, const char *instance_id, uint
         r = -errno;
         goto fail;
     }
+    /*
+     * Reserve every page now: on a full /dev/shm a sparse segment would fault (SIGBUS) the
+     * first time a slot is touched, far from here. ENOSPC is the caller's clear error.
+     */
+    r = -posix_fallocate(fd, 0, (off_t)size);
+    if (r < 0)
+        goto fail;
     base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         r = -errno;
@@ -449,14 +456,13 @@ int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start)
     return -ENOSPC;
 }
 
-void pool_inflight_add(struct pool *p, int idx, int delta)
+uint64_t pool_inflight_add(struct pool *p, int idx, int delta)
 {
     if (idx < 0 || idx >= POOL_WORKERS_MAX)
-        return;
+        return 0;
     if (delta >= 0)
-        __atomic_add_fetch(&p->hdr->inflight[idx].runs, (uint64_t)delta, __ATOMIC_RELAXED);
-    else
-        __atomic_sub_fetch(&p->hdr->inflight[idx].runs, (uint64_t)-delta, __ATOMIC_RELAXED);
+        return __atomic_add_fetch(&p->hdr->inflight[idx].runs, (uint64_t)delta, __ATOMIC_RELAXED);
+    return __atomic_sub_fetch(&p->hdr->inflight[idx].runs, (uint64_t)-delta, __ATOMIC_RELAXED);
 }
 
 uint64_t pool_inflight_total(const struct pool *p)
@@ -592,6 +598,7 @@ int pool_metrics_render(const struct pool *p, struct buf *out)
 
     memset(&g, 0, sizeof(g));
     g.warm_hits = pool_counter_get(p, PC_WARM_HITS);
+    g.egress_denied = pool_counter_get(p, PC_EGRESS_DENIED);
     g.inflight = pool_inflight_total(p);
     g.admission_rejected = pool_counter_get(p, PC_ADMISSION_REJECTED);
     g.worker_restarts = pool_counter_get(p, PC_WORKER_RESTARTS);

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ void request_limits_default(struct request_limits *lim)
 {
     lim->max_messages = 10000;
     lim->max_string = 4u * 1024 * 1024;
+    lim->max_elements = REQUEST_ELEMENTS_MAX;
     lim->allow_scripted = false;
 }
 
@@ -682,6 +684,12 @@ int request_parse(const char *body, size_t len, const struct request_limits *lim
         if (!root)
             return -ENOMEM;
     } else {
+        /* the depth is the tokener's to refuse (an "Invalid JSON" like any parse error) */
+        r = jsonx_check_budget(body, len, lim->max_elements, INT_MAX, jerr, sizeof(jerr));
+        if (r < 0) {
+            snprintf(err, errlen, "request body: %s", jerr);
+            return AR_E_INVALID_REQUEST;
+        }
         r = jsonx_parse(body, len, JSONX_DEFAULT_DEPTH, &root, jerr, sizeof(jerr));
         if (r < 0) {
             snprintf(err, errlen, "Invalid JSON: %s", jerr);
@@ -729,6 +737,11 @@ int request_parse_session_ref(const char *body, size_t len, struct session_ref *
 
     request_limits_default(&lim);
     memset(&ref, 0, sizeof(ref));
+    r = jsonx_check_budget(body, len, 64, INT_MAX, jerr, sizeof(jerr));
+    if (r < 0) {
+        snprintf(err, errlen, "request body: %s", jerr);
+        return AR_E_INVALID_REQUEST;
+    }
     r = jsonx_parse(body, len, 8, &root, jerr, sizeof(jerr));
     if (r < 0) {
         snprintf(err, errlen, "Invalid JSON: %s", jerr);

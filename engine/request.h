@@ -15,9 +15,12 @@
 
 #include "contracts.h"
 
+#define REQUEST_ELEMENTS_MAX 250000u
+
 struct request_limits {
     size_t max_messages;        /* default 10000 */
     size_t max_string;          /* any single string, default 4 MiB */
+    size_t max_elements;        /* JSON values in the body (jsonx_check_budget), default 250000 */
     bool allow_scripted;        /* the runner was configured with the scripted test agent */
 };
 

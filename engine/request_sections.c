@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "egress_policy.h"
 #include "jsonx.h"
 #include "util.h"
 
@@ -75,6 +76,70 @@ static bool skill_name_ok(const char *s)
     return true;
 }
 
+/* A host name as an allowlist entry: LDH labels with a letter, optionally "*.", <= 253. */
+static bool rq_host_name(const char *s)
+{
+    size_t n = strlen(s), label = 0;
+    bool letter = false;
+
+    if (strncmp(s, "*.", 2) == 0) {
+        s += 2;
+        n -= 2;
+    }
+    if (n == 0 || n > 253 || s[0] == '.' || s[n - 1] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+
+        if (ch == '.') {
+            if (label == 0 || s[i - 1] == '-')
+                return false;
+            label = 0;
+            continue;
+        }
+        if (!(isalnum(ch) || ch == '-') || (label == 0 && ch == '-') || ++label > 63)
+            return false;
+        letter = letter || isalpha(ch);
+    }
+    return letter && s[n - 1] != '-' && strchr(s, '.') != NULL;
+}
+
+/*
+ * Every allowlist entry is a CIDR range or a single address (egress_cidr_parse), or a host
+ * name (the provider decides whether it can enforce names: engine_prepare), named when not.
+ */
+static int rq_allowlist(struct rq_ctx *c, json_object *list, bool *ret_names, size_t *ret_first)
+{
+    size_t n = list ? json_object_array_length(list) : 0;
+
+    *ret_names = false;
+    if (n > EGRESS_ALLOWLIST_MAX)
+        return rq_fail(c, "sandboxPermission.network.allowlist: at most %d entries",
+                       EGRESS_ALLOWLIST_MAX);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        struct egress_cidr cidr;
+        char why[160];
+
+        if (!e || !json_object_is_type(e, json_type_string))
+            return rq_fail(c, "sandboxPermission.network.allowlist[%zu]: expected a string", i);
+        why[0] = '\0';
+        if (egress_cidr_parse(json_object_get_string(e), &cidr, why, sizeof(why)) == 0)
+            continue;
+        /* a name that is no address at all ("1.2.3.999" and "10.0.0.1/8" stay errors) */
+        if (strspn(json_object_get_string(e), "0123456789./:") == 0 &&
+            rq_host_name(json_object_get_string(e))) {
+            if (!*ret_names)
+                *ret_first = i;
+            *ret_names = true;
+            continue;
+        }
+        return rq_fail(c, "sandboxPermission.network.allowlist[%zu]: %s", i,
+                       why[0] ? why : "not a CIDR range, address or host name");
+    }
+    return 0;
+}
+
 int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *req)
 {
     static const char *const modes[] = {"on", "off", "allowlist", NULL};
@@ -105,7 +170,11 @@ int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *
         json_object *list = jsonx_get(network, "allowlist");
         if (list && !json_object_is_type(list, json_type_array))
             return rq_fail(c, "sandboxPermission.network.allowlist: expected an array");
+        r = rq_allowlist(c, list, &req->network_allow_names, &req->network_allow_name_at);
+        if (r < 0)
+            return r;
         req->network = NETWORK_ALLOWLIST;
+        req->network_allowlist = list;
     }
     return 0;
 }

@@ -328,7 +328,7 @@ struct turn_loop {
     bool cancelling;
     enum loop_exit exit;
     int rc; /* LOOP_FAIL / LOOP_FAIL_REUSABLE: why, as an error code */
-    const char *code; /* LOOP_FAIL_REUSABLE: the error event's code (NULL: provider_error) */
+    const char *code; /* the error event's code when one was named (NULL: the default one) */
     char why[256];
     /* the last model failure the channel reported (pi-acp hides it), and its code */
     char model_error[256];
@@ -452,9 +452,14 @@ static void on_deadline(struct turn_loop *L, int64_t now)
 
 static void on_lost(struct turn_loop *L, int r)
 {
+    const char *code = NULL;
+    char msg[256];
     int status = 0;
 
-    if (L->te->exited(L->te->ctx, &status))
+    if (L->te->failure && L->te->failure(L->te->ctx, msg, sizeof(msg), &code)) {
+        loop_fail(L, LOOP_FAIL, r, "%s", msg);
+        L->code = code;
+    } else if (L->te->exited(L->te->ctx, &status))
         loop_fail(L, LOOP_FAIL, r, "the harness exited during the turn (status %d)", status);
     else
         loop_fail(L, LOOP_FAIL, r, "lost the harness: %s", ar_strerror(r));
@@ -713,9 +718,15 @@ static void finish_paused(struct turn_loop *L)
 }
 
 /* The one exit: what the turn's end means for the result, the events and the caller. */
+/* A sandbox limit tripped (its turn fails with the limit's name, never retried silently). */
+static bool sandbox_limit(const struct turn_loop *L)
+{
+    return L->code && strncmp(L->code, "sandbox_", 8) == 0;
+}
+
 static int loop_finish(struct turn_loop *L)
 {
-    bool silent = L->opt->retry_if_silent && L->es->nevents == L->start_events;
+    bool silent = L->opt->retry_if_silent && L->es->nevents == L->start_events && !sandbox_limit(L);
     int rc = 0;
 
     switch (L->exit) {
@@ -729,10 +740,11 @@ static int loop_finish(struct turn_loop *L)
         }
         turn_close_block(&L->st, L->es);
         turn_record_tool_ids(&L->st, L->res);
-        event_emit(L->es,
-                   event_error(L->why, L->rc == AR_E_TIMEOUT ? "run_limit" : "runner_error"));
+        event_emit(L->es, event_error(L->why, L->code                 ? L->code
+                                              : L->rc == AR_E_TIMEOUT ? "run_limit"
+                                                                      : "runner_error"));
         run_result_fail(L->res, "%s", L->why);
-        L->out->limit_tripped = L->rc == AR_E_TIMEOUT;
+        L->out->limit_tripped = L->rc == AR_E_TIMEOUT || sandbox_limit(L);
         rc = L->rc < 0 ? L->rc : AR_E_PROTOCOL;
         break;
     case LOOP_FAIL_REUSABLE:

@@ -44,6 +44,12 @@ struct turn_env {
     int (*recv)(void *ctx, int64_t deadline_ms, struct acp_msg *ret);
     int64_t (*next_id)(void *ctx);
     bool (*exited)(void *ctx, int *ret_status);
+    /*
+     * Optional: why the connection is over when the environment knows more than "the harness
+     * exited" (a sandbox limit, the keeper's own reason, a dead keeper): a message and the
+     * error event's code ("sandbox_memory_limit", ...); false when it knows nothing more.
+     */
+    bool (*failure)(void *ctx, char *msg, size_t msglen, const char **ret_code);
     const char *acp_session; /* the ACP session the turn runs in */
     const char *cwd;         /* the harness's working folder (NULL: SANDBOX_WORKSPACE) */
 };

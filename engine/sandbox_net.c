@@ -21,7 +21,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nl.h"
@@ -51,6 +53,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 void sandbox_net_init(struct sandbox_net *n)
 {
     n->ns_fd = n->proxy4_fd = n->proxy6_fd = n->dns4_fd = n->dns6_fd = -1;
+    n->user_fd = -1;
     n->ipv6 = false;
 }
 
@@ -63,6 +66,9 @@ void sandbox_net_release(struct sandbox_net *n)
             close(*fds[i]);
         *fds[i] = -1;
     }
+    if (n->user_fd >= 0)
+        close(n->user_fd);
+    n->user_fd = -1;
     n->ipv6 = false;
 }
 
@@ -414,11 +420,164 @@ out:
     return r;
 }
 
+/* ---- a runner that is not root ------------------------------------------------------------ */
+
+static int write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
+
+    if (fd == -1)
+        return -errno;
+    if (write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+        r = -EIO;
+    close(fd);
+    return r;
+}
+
+/* One fd over a unix socket (SCM_RIGHTS). */
+static int send_fd(int sock, int fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    char byte = 'u';
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c;
+
+    memset(&u, 0, sizeof(u));
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -EIO;
+}
+
+static int recv_fd(int sock, int *ret_fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c;
+
+    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -EPROTO;
+    c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+        return -EPROTO;
+    memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+    return 0;
+}
+
+/*
+ * The helper child of an unprivileged creator: a user namespace of its own (the runner's
+ * uid and gid mapped to themselves) owning a new network namespace, set up like a root
+ * runner's, handed back with both namespaces. A failure is sent as "\0<message>".
+ */
+static void helper(int sock, const struct sandbox_net_config *cfg, uid_t uid, gid_t gid)
+{
+    struct sandbox_net n;
+    char map[64], err[256] = "";
+    int user_fd;
+
+    err[0] = '\0';
+    /* its own uid_map must be writable by it (a process that changed ids is not dumpable) */
+    (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNET) == -1) {
+        snprintf(err + 1, sizeof(err) - 1, "sandbox network: new user and network namespace: %s",
+                 strerror(errno));
+        goto fail;
+    }
+    snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+    if (write_text("/proc/self/uid_map", map) < 0 ||
+        write_text("/proc/self/setgroups", "deny") < 0) {
+        snprintf(err + 1, sizeof(err) - 1, "sandbox network: cannot map the runner's uid");
+        goto fail;
+    }
+    snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+    if (write_text("/proc/self/gid_map", map) < 0) {
+        snprintf(err + 1, sizeof(err) - 1, "sandbox network: cannot map the runner's gid");
+        goto fail;
+    }
+    if (sandbox_net_setup_current(cfg, &n, err + 1, sizeof(err) - 1) < 0)
+        goto fail;
+    n.ns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    user_fd = open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC);
+    if (n.ns_fd >= 0 && user_fd >= 0 && sandbox_net_send(sock, &n) == 0 &&
+        send_fd(sock, user_fd) == 0)
+        _exit(0);
+    snprintf(err + 1, sizeof(err) - 1, "sandbox network: cannot hand the namespace over");
+fail:
+    (void)send(sock, err, 1 + strlen(err + 1), MSG_NOSIGNAL);
+    _exit(1);
+}
+
+static int create_unprivileged(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net,
+                               char *err, size_t errlen)
+{
+    struct sandbox_net n;
+    char first = 'x', text[256];
+    int sv[2], r;
+    pid_t pid;
+
+    sandbox_net_init(&n);
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
+        r = -errno;
+        seterr(err, errlen, "sandbox network: socketpair: %s", strerror(errno));
+        return r;
+    }
+    pid = fork();
+    if (pid == 0) {
+        close(sv[0]);
+        helper(sv[1], cfg, geteuid(), getegid());
+    }
+    close(sv[1]);
+    if (pid == -1) {
+        r = -errno;
+        seterr(err, errlen, "sandbox network: fork: %s", strerror(errno));
+        close(sv[0]);
+        return r;
+    }
+    if (recv(sv[0], &first, 1, MSG_PEEK) == 1 && first == '\0') {
+        ssize_t k = recv(sv[0], text, sizeof(text) - 1, 0);
+
+        text[k > 1 ? k : 1] = '\0';
+        seterr(err, errlen, "%s", text + 1);
+        r = -EPERM;
+    } else {
+        r = sandbox_net_recv(sv[0], &n);
+        if (r == 0)
+            r = recv_fd(sv[0], &n.user_fd);
+        if (r < 0)
+            seterr(err, errlen, "sandbox network: the namespace helper failed: %s", strerror(-r));
+    }
+    close(sv[0]);
+    while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+        ;
+    if (r < 0) {
+        sandbox_net_release(&n);
+        return r;
+    }
+    *ret_net = n;
+    return 0;
+}
+
 int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net, char *err,
                        size_t errlen)
 {
     struct sandbox_net n;
     int home, r;
+
+    if (geteuid() != 0)
+        return create_unprivileged(cfg, ret_net, err, errlen);
 
     sandbox_net_init(&n);
     home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -473,6 +632,9 @@ int sandbox_net_enter(const struct sandbox_net *n)
 {
     if (n->ns_fd < 0)
         return -EBADF;
+    /* an unprivileged creator's namespace: join its user namespace first (we own it) */
+    if (n->user_fd >= 0 && setns(n->user_fd, CLONE_NEWUSER) == -1)
+        return -errno;
     return setns(n->ns_fd, CLONE_NEWNET) == -1 ? -errno : 0;
 }
 

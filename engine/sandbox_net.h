@@ -30,6 +30,12 @@
  *
  * Needs CAP_SYS_ADMIN and CAP_NET_ADMIN (root) and a kernel with nf_tables, nft_nat, nft_redir
  * and nft_reject_inet. Fails closed: any step that fails fails the whole setup.
+ *
+ * A creator that is not root (a runner started as an ordinary user) gets the same namespace
+ * from a helper child that makes a user namespace of its own (the runner's uid and gid mapped
+ * to themselves, so it holds CAP_NET_ADMIN there) owning the new network namespace; both come
+ * back (user_fd, ns_fd) and sandbox_net_enter joins the user namespace first. The sandbox's
+ * own user namespace (bubblewrap's) nests inside it, without capabilities over the network.
  */
 #ifndef AR_SANDBOX_NET_H
 #define AR_SANDBOX_NET_H
@@ -59,6 +65,7 @@ struct sandbox_net {
     int proxy6_fd; /* listening TCP [::1]:proxy_port (-1 when the kernel has no IPv6) */
     int dns4_fd;   /* UDP 127.0.0.1:dns_port */
     int dns6_fd;   /* UDP [::1]:dns_port (-1 without IPv6) */
+    int user_fd;   /* the user namespace owning ns_fd when the creator is not root, else -1 */
     bool ipv6;
 };
 
@@ -93,7 +100,10 @@ int sandbox_net_setup_current(const struct sandbox_net_config *cfg, struct sandb
  */
 int sandbox_net_anchor(char *err, size_t errlen);
 
-/* In a forked child before exec: move into the namespace. Async-signal-safe; -errno. */
+/*
+ * In a forked child before exec: move into the namespace (and, for an unprivileged creator,
+ * its user namespace first). Async-signal-safe; -errno.
+ */
 int sandbox_net_enter(const struct sandbox_net *n);
 
 /*

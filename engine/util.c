@@ -153,46 +153,6 @@ int util_mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-static int rm_rf_at(int parent, const char *name)
-{
-    struct stat st;
-    DIR *d;
-    int fd, r = 0;
-
-    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(parent, name, 0) == -1 && errno != ENOENT ? -errno : 0;
-
-    fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd == -1)
-        return -errno;
-    d = fdopendir(fd);
-    if (!d) {
-        r = -errno;
-        close(fd);
-        return r;
-    }
-    for (struct dirent *de = readdir(d); de; de = readdir(d)) {
-        int k;
-
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        k = rm_rf_at(dirfd(d), de->d_name);
-        if (k < 0 && r == 0)
-            r = k;
-    }
-    closedir(d);
-    if (unlinkat(parent, name, AT_REMOVEDIR) == -1 && errno != ENOENT && r == 0)
-        r = -errno;
-    return r;
-}
-
-int util_rm_rf(const char *path)
-{
-    return rm_rf_at(AT_FDCWD, path);
-}
-
 int util_write_file(const char *path, const void *data, size_t len, mode_t mode)
 {
     int fd, r;
@@ -441,4 +401,39 @@ int util_signalfd_for(const int *signals, size_t n)
         return -errno;
     fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     return fd == -1 ? -errno : fd;
+}
+
+int util_listen_unix(const char *path, mode_t mode, int backlog)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd == -1)
+        return -errno;
+    (void)unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || chmod(path, mode) == -1 ||
+        listen(fd, backlog) == -1) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+void util_redirect_null(int fd)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+    if (null < 0)
+        return;
+    if (null == fd) {
+        fcntl(fd, F_SETFD, 0);
+        return;
+    }
+    dup2(null, fd);
+    close(null);
 }

@@ -39,8 +39,6 @@ void util_hex_encode(const uint8_t *in, size_t len, char *out);
 
 /* mkdir -p with the given mode for every created component. */
 int util_mkdir_p(const char *path, mode_t mode);
-/* Remove a directory tree without following symlinks; a missing path is success. */
-int util_rm_rf(const char *path);
 /* Create or replace path with exactly len bytes of data (O_NOFOLLOW, mode). */
 int util_write_file(const char *path, const void *data, size_t len, mode_t mode);
 /*
@@ -75,5 +73,13 @@ pid_t util_self_pid(void);
 
 /* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
 int util_signalfd_for(const int *signals, size_t n);
+
+/*
+ * A listening unix stream socket at path (an old file there is replaced), close-on-exec and
+ * non-blocking, the file chmod'ed to mode. Returns the fd or -errno (-ENAMETOOLONG).
+ */
+int util_listen_unix(const char *path, mode_t mode, int backlog);
+/* Point fd at /dev/null (read-write); left as it is when /dev/null cannot be opened. */
+void util_redirect_null(int fd);
 
 #endif

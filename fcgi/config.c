@@ -262,17 +262,30 @@ static void url_for_log(const char *url, char *out, size_t outlen)
         snprintf(out, outlen, "%s", url);
 }
 
+void config_admission(struct runner_config *cfg)
+{
+    uint64_t reserve = cfg->threads / 8 < 2 ? 2 : cfg->threads / 8;
+
+    if (reserve > cfg->threads - 1)
+        reserve = cfg->threads - 1;
+    cfg->worker_runs_max = cfg->threads - reserve;
+    cfg->runs_max = cfg->workers * cfg->worker_runs_max;
+    if (cfg->runs_max > cfg->max_concurrent_runs)
+        cfg->runs_max = cfg->max_concurrent_runs;
+}
+
 void config_log(const struct runner_config *cfg)
 {
     char api[AGENTA_URL_MAX + 8];
 
-    log_info("config: workers %llu, threads %llu, slots %llu, max body %llu, max runs %llu, "
+    log_info("config: workers %llu, threads %llu (%llu runs each), slots %llu, max body %llu, "
+             "max runs %llu, "
              "state '%s', harnesses '%s', keeper '%s', bwrap '%s', shm '%s', session ttl %llums, "
              "pool max %llu, scripted agent '%s'",
              (unsigned long long)cfg->workers, (unsigned long long)cfg->threads,
-             (unsigned long long)cfg->slots, (unsigned long long)cfg->max_body,
-             (unsigned long long)cfg->max_concurrent_runs, cfg->state_dir, cfg->harness_dir,
-             cfg->keeper_bin, cfg->bwrap, cfg->shm_name,
+             (unsigned long long)cfg->worker_runs_max, (unsigned long long)cfg->slots,
+             (unsigned long long)cfg->max_body, (unsigned long long)cfg->runs_max, cfg->state_dir,
+             cfg->harness_dir, cfg->keeper_bin, cfg->bwrap, cfg->shm_name,
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");

@@ -23,6 +23,9 @@ struct runner_config {
     uint64_t max_concurrent_runs;
     uint64_t workers;
     uint64_t threads;
+    /* admission (config_admission): runs one worker admits, and over all workers */
+    uint64_t worker_runs_max;
+    uint64_t runs_max;
     uint64_t slots;
     uint64_t drain_ms;
     char *state_dir;
@@ -44,6 +47,13 @@ struct runner_config {
 
 /* Fill cfg from the environment; on failure err says which variable is wrong. */
 int config_load(struct runner_config *cfg, char *err, size_t errlen);
+/*
+ * Once workers and threads are final: each worker admits at most threads - reserve runs
+ * (reserve = threads / 8, at least 2, always leaving one run), so a worker full of long
+ * turns still has threads for the probes, /kill, /cancel and /metrics; runs_max is the
+ * smaller of AGENT_RUNNER_MAX_CONCURRENT_RUNS and workers x that.
+ */
+void config_admission(struct runner_config *cfg);
 void config_log(const struct runner_config *cfg);
 void config_release(struct runner_config *cfg);
 

@@ -157,6 +157,7 @@ static int cmd_stats(const struct pool *p, bool json)
         {"worker_restarts", pool_counter_get(p, PC_WORKER_RESTARTS)},
         {"keeper_spawns", metrics_keeper_spawns_total(pool_metrics_const(p))},
         {"warm_hits", pool_counter_get(p, PC_WARM_HITS)},
+        {"egress_denied", pool_counter_get(p, PC_EGRESS_DENIED)},
         {"cold_starts", metrics_cold_starts_total(pool_metrics_const(p))},
         {"runs_in_flight", pool_inflight_total(p)},
     };

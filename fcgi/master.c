@@ -28,6 +28,7 @@
 #include "../engine/log.h"
 #include "../engine/pool.h"
 #include "../engine/provider/provider.h"
+#include "../engine/sandbox/host.h"
 #include "../engine/util.h"
 #include "config.h"
 #include "worker.h"
@@ -43,8 +44,14 @@ struct worker_proc {
     unsigned restarts;
 };
 
+#define RECLAIMERS_MAX 32
+#define STOP_SWEEP_MS 3000
+
 struct master {
     struct runner_config cfg;
+    struct sandbox_host host;
+    pid_t reclaimers[RECLAIMERS_MAX]; /* children removing dead keepers' environments */
+    unsigned nreclaimers;
     struct pool *pool;
     struct worker_proc *workers;
     unsigned nworkers;
@@ -138,6 +145,68 @@ static int worker_index_of(struct master *m, pid_t pid)
     return -1;
 }
 
+/*
+ * Remove what a dead keeper's environment left: its cgroup, workspace mount and folder. In a
+ * child process: a tree the sandbox built (30,000 levels on a slow disk) may take a minute to
+ * remove, and the master must keep reaping, respawning and answering signals meanwhile. The
+ * master waits for these children only when it stops.
+ */
+static void reclaim_env(struct master *m, const char *dir)
+{
+    pid_t pid = m->nreclaimers < RECLAIMERS_MAX ? fork() : -1;
+    int r;
+
+    if (pid > 0) {
+        m->reclaimers[m->nreclaimers++] = pid;
+        return;
+    }
+    if (pid == 0) {
+        sigset_t none;
+
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(m->sig_fd);
+        util_redirect_null(STDIN_FILENO); /* not the FastCGI socket */
+    }
+    r = sandbox_host_reclaim(&m->host, dir);
+    if (r < 0)
+        log_warn("cannot remove all of the environment '%s': %s", dir, strerror(-r));
+    if (pid == 0)
+        _exit(r < 0 ? 1 : 0);
+}
+
+/* One of the reclaiming children ended: 1 (forgotten), 0 when pid is not one. */
+static int reclaimer_done(struct master *m, pid_t pid)
+{
+    for (unsigned i = 0; i < m->nreclaimers; i++) {
+        if (m->reclaimers[i] == pid) {
+            m->reclaimers[i] = m->reclaimers[--m->nreclaimers];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* At stop: give the removals up to wait_ms; whatever is left the next start sweeps. */
+static void wait_reclaimers(struct master *m, int64_t wait_ms)
+{
+    int64_t deadline = util_now_ms() + wait_ms;
+
+    while (m->nreclaimers > 0 && util_now_ms() < deadline) {
+        pid_t pid = waitpid(-1, NULL, WNOHANG);
+
+        if (pid > 0)
+            (void)reclaimer_done(m, pid);
+        else if (pid == 0)
+            usleep(10000);
+        else if (errno != EINTR)
+            break;
+    }
+    if (m->nreclaimers)
+        log_warn("%u environment removals still running at exit", m->nreclaimers);
+    m->nreclaimers = 0;
+}
+
 /* Free the slot of a keeper that exited and remove what it left behind. */
 static void keeper_gone(struct master *m, pid_t pid)
 {
@@ -145,7 +214,7 @@ static void keeper_gone(struct master *m, pid_t pid)
 
     if (pool_reclaim_keeper(m->pool, pid, dir) && dir[0]) {
         log_info("keeper %d exited without freeing its slot: reclaimed", (int)pid);
-        (void)util_rm_rf(dir);
+        reclaim_env(m, dir);
     }
 }
 
@@ -157,6 +226,8 @@ static void reap(struct master *m)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         int w = worker_index_of(m, pid);
 
+        if (w < 0 && reclaimer_done(m, pid))
+            continue;
         if (w < 0) {
             keeper_gone(m, pid);
             continue;
@@ -187,30 +258,49 @@ static void sweep(struct master *m)
         if (!m->scratch[i].env_dir[0])
             continue;
         log_info("reclaimed the slot of a dead %s", m->scratch[i].keeper_pid ? "keeper" : "worker");
-        (void)util_rm_rf(m->scratch[i].env_dir);
+        reclaim_env(m, m->scratch[i].env_dir);
     }
 }
 
-/* Remove environment folders that no live slot refers to (left by an earlier master). */
+static bool env_in_use(const char *id, void *ctx)
+{
+    struct master *m = ctx;
+    char path[512];
+
+    if (!m->pool)
+        return false;
+    snprintf(path, sizeof(path), "%s/envs/%s", m->cfg.state_dir, id);
+    return pool_dir_in_use(m->pool, path);
+}
+
+/*
+ * Remove the environments no live slot refers to (left by a crashed predecessor, or all of
+ * them at a clean stop): their cgroups, workspace mounts and folders.
+ */
 static void clean_orphan_envs(struct master *m)
 {
-    char envs[512], path[1024];
-    struct dirent *de;
-    DIR *d;
+    int r = sandbox_host_sweep(&m->host, env_in_use, m);
 
-    snprintf(envs, sizeof(envs), "%s/envs", m->cfg.state_dir);
-    (void)util_mkdir_p(envs, 0700);
-    d = opendir(envs);
-    if (!d)
-        return;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", envs, de->d_name);
-        if (!pool_dir_in_use(m->pool, path))
-            (void)util_rm_rf(path);
+    if (r > 0)
+        log_info("removed %d environments left behind", r);
+    else if (r < 0)
+        log_warn("start-up sweep: %s", strerror(-r));
+}
+
+/* At a clean stop: remove every environment left, in a child, for a bounded time. */
+static void final_sweep(struct master *m)
+{
+    pid_t pid = m->nreclaimers < RECLAIMERS_MAX ? fork() : -1;
+
+    if (pid == 0) {
+        clean_orphan_envs(m);
+        _exit(0);
     }
-    closedir(d);
+    if (pid < 0)
+        clean_orphan_envs(m);
+    else
+        m->reclaimers[m->nreclaimers++] = pid;
+    wait_reclaimers(m, STOP_SWEEP_MS);
 }
 
 /*
@@ -403,6 +493,20 @@ static void loop(struct master *m)
     }
 }
 
+static void log_sandbox(const struct sandbox_host *h)
+{
+    if (h->uids.shared)
+        log_info("sandboxes run as the runner's own user %u (the runner is not root)",
+                 (unsigned)h->uids.runner_uid);
+    else
+        log_info("sandboxes run as host uid/gid %u + slot (%u slots)", (unsigned)h->uids.base,
+                 (unsigned)h->uids.count);
+    if (h->missing[0])
+        log_warn("sandbox limits this host cannot enforce: %s", h->missing);
+    if (!h->net_ok)
+        log_error("sandboxes cannot start: %s", h->net_why);
+}
+
 static uint64_t kernel_boot_id(void)
 {
     char *text = NULL;
@@ -442,6 +546,7 @@ int main(int argc, char **argv)
         log_error("refusing to start: %s", err);
         return 1;
     }
+    config_admission(&m.cfg);
     if (!fd0_is_socket()) {
         log_error("refusing to start: fd 0 is not the FastCGI socket (run under spawn-fcgi)");
         return 1;
@@ -450,16 +555,28 @@ int main(int argc, char **argv)
         log_error("cannot become child subreaper: %s", strerror(errno));
         return 1;
     }
-    r = util_mkdir_p(m.cfg.state_dir, 0711);
+    /* before any thread or worker: the uid range check enumerates users (getpwent) */
+    r = sandbox_host_init(&m.host, m.cfg.instance, m.cfg.state_dir, (uint32_t)m.cfg.slots, err,
+                          sizeof(err));
     if (r < 0) {
-        log_error("cannot create state folder '%s': %s", m.cfg.state_dir, strerror(-r));
+        log_error("refusing to start: %s", err);
         return 1;
     }
+    m.cfg.engine.sandbox = &m.host;
     r = adopt_or_create(&m, kernel_boot_id());
     if (r == 0)
         clean_orphan_envs(&m);
+    if (r == -ENOSPC || r == -EFBIG) {
+        log_error("cannot create the session table '%s': /dev/shm has no room for its %zu "
+                  "bytes (%llu slots): %s",
+                  m.cfg.shm_name, pool_segment_size((uint32_t)m.cfg.slots),
+                  (unsigned long long)m.cfg.slots, strerror(-r));
+        sandbox_host_release(&m.host, false);
+        return 1;
+    }
     if (r < 0) {
         log_error("cannot create the session table '%s': %s", m.cfg.shm_name, strerror(-r));
+        sandbox_host_release(&m.host, false);
         return 1;
     }
     m.cfg.engine.pool = m.pool;
@@ -473,6 +590,7 @@ int main(int argc, char **argv)
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     config_log(&m.cfg);
+    log_sandbox(&m.host);
     for (unsigned i = 0; i < m.nworkers; i++) {
         if (spawn_worker(&m, i) < 0) {
             log_error("cannot fork worker %u: %s", i, strerror(errno));
@@ -490,7 +608,8 @@ int main(int argc, char **argv)
     sweep(&m);
     pool_destroy(m.pool);
     m.pool = NULL;
-    clean_orphan_envs(&m);
+    final_sweep(&m);
+    sandbox_host_release(&m.host, true);
     {
         char key[512];
         snprintf(key, sizeof(key), "%s/epoch.key", m.cfg.state_dir);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,9 +14,13 @@
 #include "../engine/login.h"
 #include "../engine/provider/provider.h"
 #include "../engine/request.h"
+#include "../engine/sandbox/host.h"
 #include "../engine/util.h"
 #include "auth.h"
 #include "http.h"
+
+/* Bodies from this size on are followed by malloc_trim (their parse trees were large). */
+#define TRIM_AFTER_BYTES (1u << 20)
 
 static bool authorized(const struct route_ctx *rc, struct http_req *h)
 {
@@ -48,6 +53,8 @@ static void handle_health(const struct route_ctx *rc, struct http_req *h)
     json_object_object_add(o, "engines", engines);
     json_object_object_add(o, "harnesses", engine_installed_harnesses(&rc->cfg->engine));
     json_object_object_add(o, "sandboxes", provider_enabled_names());
+    if (rc->cfg->engine.sandbox)
+        json_object_object_add(o, "sandbox", sandbox_host_describe(rc->cfg->engine.sandbox));
     http_json(h, 200, o);
     json_object_put(o);
 }
@@ -63,31 +70,46 @@ static void status_body(struct http_req *h, int code, const char *status, const 
     json_object_put(o);
 }
 
+/*
+ * 200 when a turn can be taken, else 503 with the reason: no session table, no master, every
+ * run slot taken (saturated), no sandbox network, no harness. Either way the body says how
+ * many runs are in flight of how many, and which sandbox limits this host cannot enforce.
+ */
 static void handle_readyz(const struct route_ctx *rc, struct http_req *h)
 {
-    json_object *installed;
-    const char *why = NULL;
-
+    const struct sandbox_host *sh = rc->cfg->engine.sandbox;
     struct pool_info info = {.valid = false};
+    uint64_t runs = engine_runs_in_flight(&rc->cfg->engine);
+    json_object *o = json_object_new_object(), *installed;
+    char why[320] = "";
 
     if (rc->pool)
         pool_get_info(rc->pool, &info);
     if (!info.valid)
-        why = "session table not attached";
+        snprintf(why, sizeof(why), "session table not attached");
     else if (getppid() != info.master_pid)
-        why = "master is gone";
-    else if (engine_runs_in_flight(&rc->cfg->engine) >= rc->cfg->max_concurrent_runs)
-        why = "at capacity";
-    if (!why) {
+        snprintf(why, sizeof(why), "master is gone");
+    else if (runs >= rc->cfg->runs_max)
+        snprintf(why, sizeof(why), "at capacity: saturated (%llu of %llu runs in flight)",
+                 (unsigned long long)runs, (unsigned long long)rc->cfg->runs_max);
+    else if (sh && !sh->net_ok)
+        snprintf(why, sizeof(why), "sandboxes cannot start: %s", sh->net_why);
+    if (!why[0]) {
         installed = engine_installed_harnesses(&rc->cfg->engine);
         if (json_object_array_length(installed) == 0)
-            why = "no harness installed";
+            snprintf(why, sizeof(why), "no harness installed");
         json_object_put(installed);
     }
-    if (why)
-        status_body(h, 503, "unavailable", why);
-    else
-        status_body(h, 200, "ready", NULL);
+    json_object_object_add(o, "status", json_object_new_string(why[0] ? "unavailable" : "ready"));
+    if (why[0])
+        json_object_object_add(o, "reason", json_object_new_string(why));
+    json_object_object_add(o, "runsInFlight", json_object_new_int64((int64_t)runs));
+    json_object_object_add(o, "runsMax", json_object_new_int64((int64_t)rc->cfg->runs_max));
+    json_object_object_add(o, "saturated", json_object_new_boolean(runs >= rc->cfg->runs_max));
+    if (sh && sh->missing[0])
+        json_object_object_add(o, "limitsNotEnforced", json_object_new_string(sh->missing));
+    http_json(h, why[0] ? 503 : 200, o);
+    json_object_put(o);
 }
 
 static bool wants_ndjson(struct http_req *h)
@@ -209,12 +231,14 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     struct engine_turn turn;
     struct buf body;
     char err[512];
+    bool big;
     int r;
 
-    if (!engine_admit(&rc->cfg->engine, rc->inflight_slot, rc->cfg->max_concurrent_runs)) {
+    if (!engine_admit(&rc->cfg->engine, rc->inflight_slot, rc->cfg->runs_max,
+                      rc->cfg->worker_runs_max)) {
         char msg[96];
         snprintf(msg, sizeof(msg), "Runner at capacity (%llu concurrent runs)",
-                 (unsigned long long)rc->cfg->max_concurrent_runs);
+                 (unsigned long long)rc->cfg->runs_max);
         http_error(h, 429, msg);
         return;
     }
@@ -248,8 +272,12 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     engine_turn_release(&turn);
     run_request_release(&req);
 out:
+    big = body.len >= TRIM_AFTER_BYTES;
     buf_release(&body);
     engine_admit_release(&rc->cfg->engine, rc->inflight_slot);
+    /* a large body's parse tree went back to malloc: give the pages back to the system */
+    if (big)
+        malloc_trim(0);
 }
 
 /*

@@ -191,6 +191,7 @@ void daytona_provider_caps(const struct daytona_lease_config *lc, struct provide
                                   .reusable_leases = dc.reusable_leases,
                                   .network_off = dc.network_off,
                                   .network_allowlist = dc.network_allowlist,
+                                  .network_allowlist_names = dc.network_allowlist,
                                   .filesystem_modes = false,
                                   .network_keeps_endpoints = dc.network_off};
 }

@@ -8,8 +8,12 @@
  * memfds, so credentials never touch the host disk), the workspace bound read-write at
  * /workspace (the only host-writable place), and the harness install folder read-only at its
  * host path. New user (uid 1000; nested user namespaces disabled), pid, ipc, uts, cgroup
- * namespaces; net namespace unless the network is on; all capabilities dropped; the
- * sandbox_seccomp filter; --die-with-parent ties it to the keeper.
+ * namespaces; the network namespace the keeper made for it (sandbox_egress: every way out
+ * leads to the keeper's proxy and name server), or an empty one when the spec names no egress
+ * policy; all capabilities dropped; the sandbox_seccomp filter; --die-with-parent ties it to
+ * the keeper. The child that execs bwrap first joins the environment's cgroup and network
+ * namespace, then drops to the environment's own host uid/gid (sandbox_uid), so the user
+ * namespace maps the sandbox user to that uid, never to host root.
  */
 #include "provider.h"
 
@@ -28,7 +32,9 @@
 #include "../jsonx.h"
 #include "../keeper_proto.h"
 #include "../sandbox/config.h"
+#include "../sandbox/egress.h"
 #include "../sandbox/etc.h"
+#include "../sandbox/host.h"
 #include "../sandbox/seccomp.h"
 #include "../util.h"
 
@@ -128,10 +134,13 @@ static bool plan_has_file(json_object *files, const char *path)
  * The synthesized /etc: data entries become memfds (--ro-bind-data), host files read-only
  * binds, links symlinks. Paths the plan's files provide (passwd, group) are left to them.
  */
-static int add_etc(struct vec *a, json_object *files, int *fds, size_t maxfds, size_t *nfds,
-                   char *err, size_t errlen)
+static int add_etc(struct vec *a, json_object *files, const struct local_command_opts *o, int *fds,
+                   size_t maxfds, size_t *nfds, char *err, size_t errlen)
 {
-    struct sandbox_etc_opts opts = {.host_root = "/", .hostname = "sandbox"};
+    struct sandbox_etc_opts opts = {.host_root = "/",
+                                    .hostname = "sandbox",
+                                    .hosts_extra = o->hosts_extra,
+                                    .resolv_conf = o->resolv_conf};
     struct sandbox_etc etc;
     int r;
 
@@ -313,13 +322,15 @@ static int add_files(struct vec *a, struct vec *made, json_object *arr, int *fds
     return 0;
 }
 
-int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, char ***ret_envp,
-                          int *fds, size_t maxfds, size_t *ret_nfds, char *err, size_t errlen)
+int local_sandbox_command(const char *bwrap, json_object *sb, const struct local_command_opts *opts,
+                          char ***ret_argv, char ***ret_envp, int *fds, size_t maxfds,
+                          size_t *ret_nfds, char *err, size_t errlen)
 {
+    static const struct local_command_opts none = {.share_net = false};
     struct vec a = {0}, e = {0}, made = {0};
     struct sandbox_config defaults;
     json_object *arr, *env;
-    const char *workspace, *network, *cwd;
+    const char *workspace, *cwd;
     size_t nfds = 0;
     int r;
 
@@ -327,8 +338,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
         r = -ENOMEM;
         goto fail;
     }
+    if (!opts)
+        opts = &none;
     workspace = jsonx_str(sb, "workspace");
-    network = jsonx_str(sb, "network");
     cwd = jsonx_str(sb, "cwd");
     if (!workspace || workspace[0] != '/') {
         snprintf(err, errlen, "sandbox: workspace must be an absolute path");
@@ -338,7 +350,8 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
     sandbox_config_default(&defaults);
     vec_add(&a, bwrap);
     vec_add(&a, "--unshare-all");
-    if (network && strcmp(network, "on") == 0)
+    /* the keeper's child already stands in the sandbox's own namespace: stay there */
+    if (opts->share_net)
         vec_add(&a, "--share-net");
     vec_add(&a, "--unshare-user");
     vec_add(&a, "--disable-userns");
@@ -349,7 +362,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, char ***ret_argv, 
     vec_add(&a, "--new-session");
     vec_add3(&a, "--cap-drop", "ALL", NULL);
     add_system_dirs(&a);
-    r = add_etc(&a, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
+    r = add_etc(&a, jsonx_get(sb, "files"), opts, fds, maxfds, &nfds, err, errlen);
     if (r < 0)
         goto fail;
     vec_add3(&a, "--proc", "/proc", NULL);
@@ -436,22 +449,81 @@ static void set_nonblock(int fd)
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* What local keeps of one started sandbox (provider_process.priv). */
+struct local_box {
+    struct sandbox_egress *egress; /* NULL: the sandbox has no network at all */
+    struct sandbox_cgroup cg;      /* cg.n == 0: none */
+};
+
+static void box_free(struct local_box *b)
+{
+    if (!b)
+        return;
+    sandbox_egress_free(b->egress);
+    free(b);
+}
+
+static void on_egress(void *ctx, bool connection, const char *dest, const char *why)
+{
+    struct provider_process *proc = ctx;
+
+    if (proc->on_egress)
+        proc->on_egress(proc->ctx, connection, dest, why);
+}
+
+/* A failed step of the child, written to the keeper through the close-on-exec status pipe. */
+struct child_status {
+    int step;
+    int err;
+};
+
+static const char *const child_steps[] = {"stdio", "cgroup", "network namespace", "identity",
+                                          "exec"};
+
+static void child_fail(int fd, int step, int r)
+{
+    struct child_status st = {step, r < 0 ? -r : r};
+
+    (void)!write(fd, &st, sizeof(st));
+    _exit(126);
+}
+
 /*
- * In the forked child, before bwrap: its own process group (stop() kills the group), no core
- * files. The confinement the local sandbox still lacks lands here, in this order: drop to the
- * environment's own host uid, join its cgroup, enter its network namespace (egress through the
- * keeper's proxy), load the seccomp filter.
+ * In the forked child, before bwrap (async-signal-safe only): its own process group (stop()
+ * kills the group), no core files, the stdio pipes; then, while still root, the sandbox's
+ * cgroup and network namespace; then the drop to the sandbox's own host uid/gid (groups
+ * cleared, RLIMIT_NPROC, no_new_privs, checked). bwrap loads the seccomp filter last.
  */
-static void child_confine(void)
+static void child_confine(const struct keeper_spec *spec, const struct local_box *box,
+                          const int stdio[3], int status_fd)
 {
     struct rlimit core = {0, 0};
     sigset_t none;
+    int r;
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
     setpgid(0, 0);
     setrlimit(RLIMIT_CORE, &core);
+    if (dup2(stdio[0], STDIN_FILENO) == -1 || dup2(stdio[1], STDOUT_FILENO) == -1 ||
+        dup2(stdio[2], STDERR_FILENO) == -1)
+        child_fail(status_fd, 0, -errno);
+    if (box->cg.n) {
+        r = sandbox_cgroup_enter(&box->cg);
+        if (r < 0)
+            child_fail(status_fd, 1, r);
+    }
+    if (box->egress) {
+        r = sandbox_egress_enter(box->egress);
+        if (r < 0)
+            child_fail(status_fd, 2, r);
+    }
+    if (spec->confined) {
+        r = sandbox_uid_enter(&spec->confine.ids, spec->confine.nproc);
+        if (r < 0)
+            child_fail(status_fd, 3, r);
+    }
 }
 
 static void close_pair(int p[2])
@@ -461,11 +533,51 @@ static void close_pair(int p[2])
             close(p[i]);
 }
 
+/* The child's verdict: 0 once bwrap is exec'ed (the status pipe closed empty), or its error. */
+static int child_verdict(int fd, char *err, size_t errlen)
+{
+    struct child_status st;
+    ssize_t n;
+
+    do {
+        n = read(fd, &st, sizeof(st));
+    } while (n == -1 && errno == EINTR);
+    if (n != (ssize_t)sizeof(st))
+        return 0;
+    snprintf(err, errlen, "sandbox: cannot enter its %s: %s",
+             child_steps[(unsigned)st.step < ARRAY_SIZE(child_steps) ? st.step : 4],
+             strerror(st.err));
+    return st.err ? -st.err : -EIO;
+}
+
+/* The network (when the spec names an egress policy) and the cgroup, before the fork. */
+static int box_new(const struct keeper_spec *spec, struct provider_process *proc,
+                   struct local_box **ret, char *err, size_t errlen)
+{
+    struct local_box *b = calloc(1, sizeof(*b));
+    int r = 0;
+
+    if (!b)
+        return -ENOMEM;
+    if (spec->confined)
+        b->cg = spec->confine.cg;
+    if (spec->egress)
+        r = sandbox_egress_new(spec->egress, on_egress, proc, &b->egress, err, errlen);
+    if (r < 0) {
+        box_free(b);
+        return r;
+    }
+    *ret = b;
+    return 0;
+}
+
 static int local_start(const struct keeper_spec *spec, struct provider_process *ret, char *err,
                        size_t errlen)
 {
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1};
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, status[2] = {-1, -1};
+    struct local_command_opts opts = {.share_net = false};
     char **argv = NULL, **envp = NULL;
+    struct local_box *box = NULL;
     int fds[MAX_FILES];
     size_t nfds = 0;
     pid_t pid;
@@ -475,12 +587,20 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
         snprintf(err, errlen, "spec without sandbox");
         return -EINVAL;
     }
-    r = local_sandbox_command(spec->bwrap, spec->sandbox, &argv, &envp, fds, MAX_FILES, &nfds,
-                              err, errlen);
+    r = box_new(spec, ret, &box, err, errlen);
     if (r < 0)
         return r;
-    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 ||
-        pipe2(errp, O_CLOEXEC) == -1) {
+    if (box->egress) {
+        opts.share_net = true;
+        opts.hosts_extra = sandbox_egress_hosts(box->egress);
+        opts.resolv_conf = sandbox_egress_resolv_conf(box->egress);
+    }
+    r = local_sandbox_command(spec->bwrap, spec->sandbox, &opts, &argv, &envp, fds, MAX_FILES,
+                              &nfds, err, errlen);
+    if (r < 0)
+        goto out;
+    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 || pipe2(errp, O_CLOEXEC) == -1 ||
+        pipe2(status, O_CLOEXEC) == -1) {
         r = -errno;
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto out;
@@ -492,43 +612,84 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
         goto out;
     }
     if (pid == 0) {
-        child_confine();
-        if (dup2(in[0], STDIN_FILENO) == -1 || dup2(out[1], STDOUT_FILENO) == -1 ||
-            dup2(errp[1], STDERR_FILENO) == -1)
-            _exit(126);
+        const int stdio[3] = {in[0], out[1], errp[1]};
+
+        child_confine(spec, box, stdio, status[1]);
         execve(spec->bwrap, argv, envp);
-        _exit(127);
+        child_fail(status[1], 4, -errno);
     }
     setpgid(pid, pid);
+    close(status[1]);
+    status[1] = -1;
+    r = child_verdict(status[0], err, errlen);
+    if (r < 0) {
+        while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+            ;
+        goto out;
+    }
     ret->pid = pid;
     ret->in_fd = in[1];
     ret->out_fd = out[0];
     ret->err_fd = errp[0];
+    ret->priv = box;
+    box = NULL;
     in[1] = out[0] = errp[0] = -1;
     set_nonblock(ret->in_fd);
     set_nonblock(ret->out_fd);
     set_nonblock(ret->err_fd);
-    r = 0;
 out:
     for (size_t i = 0; i < nfds; i++)
         close(fds[i]);
     close_pair(in);
     close_pair(out);
     close_pair(errp);
+    close_pair(status);
     provider_argv_free(argv);
     provider_argv_free(envp);
+    box_free(box);
     return r;
 }
 
 static void local_stop(struct provider_process *proc)
 {
-    if (proc->pid <= 0)
-        return;
-    kill(-proc->pid, SIGKILL);
-    kill(proc->pid, SIGKILL);
-    while (waitpid(proc->pid, NULL, 0) == -1 && errno == EINTR)
-        ;
-    proc->pid = 0;
+    struct local_box *box = proc->priv;
+
+    if (proc->pid > 0) {
+        kill(-proc->pid, SIGKILL);
+        kill(proc->pid, SIGKILL);
+    }
+    /* whatever left the process group (a session of its own) is still in the cgroup */
+    if (box && box->cg.n)
+        (void)sandbox_cgroup_kill(&box->cg, SANDBOX_HOST_KILL_MS);
+    if (proc->pid > 0) {
+        while (waitpid(proc->pid, NULL, 0) == -1 && errno == EINTR)
+            ;
+        proc->pid = 0;
+    }
+    box_free(box);
+    proc->priv = NULL;
+}
+
+static size_t local_poll_fds(const struct provider_process *proc, int *fds, size_t max, int64_t now,
+                             int *timeout_ms)
+{
+    const struct local_box *box = proc->priv;
+    int t;
+
+    if (!box || !box->egress)
+        return 0;
+    t = sandbox_egress_timeout_ms(box->egress, now);
+    if (t >= 0 && (*timeout_ms < 0 || t < *timeout_ms))
+        *timeout_ms = t;
+    return sandbox_egress_fds(box->egress, fds, max);
+}
+
+static void local_service(struct provider_process *proc, int64_t now)
+{
+    struct local_box *box = proc->priv;
+
+    if (box && box->egress)
+        sandbox_egress_handle(box->egress, now);
 }
 
 const struct provider_ops provider_local = {
@@ -536,8 +697,11 @@ const struct provider_ops provider_local = {
     .caps = {.remote = false,
              .reusable_leases = true,
              .network_off = true,
-             .network_allowlist = false,
+             .network_allowlist = true,
+             .network_keeps_endpoints = true, /* the keeper's egress proxy lets them through */
              .filesystem_modes = false},
     .start = local_start,
     .stop = local_stop,
+    .poll_fds = local_poll_fds,
+    .service = local_service,
 };

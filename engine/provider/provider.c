@@ -14,6 +14,7 @@
 #include "../log.h"
 #include "../metrics.h"
 #include "../pool.h"
+#include "../sandbox/config.h"
 #include "../util.h"
 
 #define REPORT_FILE "lease.json"
@@ -152,14 +153,20 @@ void provider_lease_release(struct provider_lease *lease)
 }
 
 json_object *provider_sandbox_description(const struct sandbox_plan *plan, const char *workspace,
-                                          bool network_off)
+                                          const struct sandbox_config *limits)
 {
     json_object *sb = json_object_new_object();
 
     if (!sb)
         return NULL;
     json_object_object_add(sb, "workspace", json_object_new_string(workspace));
-    json_object_object_add(sb, "network", json_object_new_string(network_off ? "off" : "on"));
+    if (limits) {
+        json_object *lim = json_object_new_object();
+
+        json_object_object_add(lim, "tmpBytes", json_object_new_int64((int64_t)limits->tmp_max));
+        json_object_object_add(lim, "homeBytes", json_object_new_int64((int64_t)limits->home_max));
+        json_object_object_add(sb, "limits", lim);
+    }
     json_object_object_add(sb, "roBinds", json_object_get(plan->ro_binds));
     json_object_object_add(sb, "files", json_object_get(plan->files));
     json_object_object_add(sb, "env", json_object_get(plan->env));

@@ -27,7 +27,6 @@
  * carried to the keeper in its spec; all paths absolute):
  *   {"workspace": host dir bound read-write at SANDBOX_WORKSPACE (the only host-writable place),
  *    "roBinds": [host paths bound read-only at the same path],
- *    "network": "on" | "off",
  *    "files": [{"path": in-sandbox path under SANDBOX_HOME or /etc/passwd|group,
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
@@ -39,6 +38,10 @@
  * A remote provider maps SANDBOX_HOME and SANDBOX_WORKSPACE to folders of its own sandbox,
  * uploads the files and the workspace's contents, and expects roBinds to exist there (its
  * image provides them).
+ * Where the sandbox may connect and the host identity, cgroup and disk it gets travel beside
+ * it in the keeper spec (keeper_proto.h: egress, confine): the local provider's start() makes
+ * the sandbox's network namespace from them and its child enters the cgroup, the namespace
+ * and the identity, in that order, before it execs bubblewrap.
  */
 #ifndef AR_PROVIDER_H
 #define AR_PROVIDER_H
@@ -61,6 +64,7 @@ struct provider_caps {
     bool reusable_leases; /* environments may stay warm between turns */
     bool network_off;     /* can remove the network entirely */
     bool network_allowlist;
+    bool network_allowlist_names; /* allowlist entries may be host names (else addresses only) */
     bool filesystem_modes;
     bool network_keeps_endpoints; /* under "off"/"allowlist" the run's model endpoint stays
                                      reachable (a real harness can run with the network off) */
@@ -104,6 +108,12 @@ struct provider_lease {
 void provider_lease_release(struct provider_lease *lease);
 
 /*
+ * A connection the sandbox's egress policy refused (connection true: counted), or a refused
+ * DNS question / an overloaded proxy (false): destination and why, never payload.
+ */
+typedef void (*provider_egress_fn)(void *ctx, bool connection, const char *dest, const char *why);
+
+/*
  * A started sandbox: the harness's process (group leader) and its stdio pipes (non-blocking).
  * A remote harness has pid 0 and exit_fd >= 0 (readable once exit_status() knows); a local
  * one has exit_fd -1 and is reaped on SIGCHLD.
@@ -114,6 +124,10 @@ struct provider_process {
     int out_fd;
     int err_fd;
     int exit_fd;
+    void *priv; /* the provider's own state of this sandbox: start() makes it, stop() frees it */
+    /* set by the caller before start(): where egress reports go (may be NULL) */
+    provider_egress_fn on_egress;
+    void *ctx;
 };
 
 /* The owners a start-up sweep must never touch: every live slot of the session table. */
@@ -177,6 +191,14 @@ struct provider_ops {
      */
     int (*sweep)(const struct provider_sweep_owners *live, struct provider_sweep_stats *ret,
                  char *err, size_t errlen);
+    /*
+     * For the keeper's poll loop while the sandbox runs: fds to poll for POLLIN
+     * besides the pipes (at most max; returns how many) with *timeout_ms lowered to the
+     * provider's next deadline, and service() to call after every poll (never blocks).
+     */
+    size_t (*poll_fds)(const struct provider_process *proc, int *fds, size_t max, int64_t now,
+                       int *timeout_ms);
+    void (*service)(struct provider_process *proc, int64_t now);
 };
 
 /* The provider registered under name, or NULL (not enabled on this runner). */
@@ -253,23 +275,33 @@ pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms);
 const char *provider_lease_outcome_name(enum provider_lease_outcome o);
 const char *provider_replacement_reason_name(enum provider_replacement_reason r);
 
-/* The sandbox description of a harness plan (a new reference), NULL on ENOMEM. */
+/*
+ * The sandbox description of a harness plan (a new reference), NULL on ENOMEM. limits: the
+ * runner's tmp and home sizes (NULL: the provider's defaults).
+ */
+struct sandbox_config;
 json_object *provider_sandbox_description(const struct sandbox_plan *plan, const char *workspace,
-                                          bool network_off);
+                                          const struct sandbox_config *limits);
 
 extern const struct provider_ops provider_local;
 extern const struct provider_ops provider_daytona;
 
 /*
- * local, exposed for its tests: the bubblewrap command for a sandbox description.
+ * local, exposed for its tests: the bubblewrap command for a sandbox description. opts may
+ * be NULL: no network at all (an empty namespace of its own), the host's resolv.conf.
  * Files are materialised from memfds created here; their fds (close-on-exec cleared) are
  * returned in fds[0..*ret_nfds) and must stay open until bwrap has started, then be closed.
  * argv receives a NULL-terminated malloc'ed vector of malloc'ed strings (free with
  * provider_argv_free), envp likewise ("NAME=value").
  */
-int local_sandbox_command(const char *bwrap, json_object *sandbox, char ***ret_argv,
-                          char ***ret_envp, int *fds, size_t maxfds, size_t *ret_nfds, char *err,
-                          size_t errlen);
+struct local_command_opts {
+    bool share_net;          /* stay in the caller's network namespace (the sandbox's own) */
+    const char *hosts_extra; /* /etc/hosts lines for the named hosts */
+    const char *resolv_conf; /* /etc/resolv.conf: the keeper's name server */
+};
+int local_sandbox_command(const char *bwrap, json_object *sandbox,
+                          const struct local_command_opts *opts, char ***ret_argv, char ***ret_envp,
+                          int *fds, size_t maxfds, size_t *ret_nfds, char *err, size_t errlen);
 void provider_argv_free(char **argv);
 
 #endif

@@ -24,6 +24,52 @@ void sandbox_config_default(struct sandbox_config *ret)
     ret->tmp_max = 512 * MiB;
     ret->home_max = 512 * MiB;
     ret->require_limits = false;
+    ret->private_egress = false;
+    ret->nrunner_ports = 2;
+    ret->runner_ports[0] = 443;
+    ret->runner_ports[1] = 8443;
+}
+
+int sandbox_config_parse_ports(const char *s, uint16_t *ports, size_t max, size_t *ret_n)
+{
+    size_t n = 0;
+
+    if (!s || !*s)
+        return -EINVAL;
+    while (*s) {
+        char item[8];
+        size_t len = strcspn(s, ",");
+        uint64_t v;
+
+        if (len == 0 || len >= sizeof(item))
+            return -EINVAL;
+        memcpy(item, s, len);
+        item[len] = '\0';
+        if (util_parse_u64(item, 1, 65535, &v) < 0)
+            return -EINVAL;
+        if (n >= max)
+            return -E2BIG;
+        ports[n++] = (uint16_t)v;
+        s += len;
+        if (*s == ',' && !*++s)
+            return -EINVAL; /* a trailing comma */
+    }
+    *ret_n = n;
+    return 0;
+}
+
+/* true/false (1/0, yes/no) of a variable; -EINVAL with a message naming it otherwise. */
+static int bool_var(const char *name, const char *v, bool *ret, char *err, size_t errlen)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0) {
+        *ret = true;
+    } else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0) {
+        *ret = false;
+    } else {
+        snprintf(err, errlen, "%s: expected true or false, got \"%.40s\"", name, v);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 int sandbox_config_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
@@ -198,18 +244,19 @@ int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen)
         return -EINVAL;
     }
     v = var("AGENT_RUNNER_REQUIRE_LIMITS");
-    if (v) {
-        if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "yes") == 0) {
-            c.require_limits = true;
-        } else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0 || strcmp(v, "no") == 0) {
-            c.require_limits = false;
-        } else {
-            snprintf(err, errlen,
-                     "AGENT_RUNNER_REQUIRE_LIMITS: expected true or false, got "
-                     "\"%.40s\"",
-                     v);
-            return -EINVAL;
-        }
+    if (v && bool_var("AGENT_RUNNER_REQUIRE_LIMITS", v, &c.require_limits, err, errlen) < 0)
+        return -EINVAL;
+    v = var("AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS");
+    if (v && bool_var("AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS", v, &c.private_egress, err, errlen) < 0)
+        return -EINVAL;
+    v = var("AGENT_RUNNER_PORTS");
+    if (v && sandbox_config_parse_ports(v, c.runner_ports, SANDBOX_RUNNER_PORTS_MAX,
+                                        &c.nrunner_ports) < 0) {
+        snprintf(err, errlen,
+                 "AGENT_RUNNER_PORTS: expected a comma-separated list of at most %d TCP ports, "
+                 "got \"%.60s\"",
+                 SANDBOX_RUNNER_PORTS_MAX, v);
+        return -EINVAL;
     }
     *ret = c;
     return 0;

@@ -14,6 +14,11 @@
  *   AGENT_RUNNER_SANDBOX_HOME_MAX   512M        size of the home folder
  *   AGENT_RUNNER_REQUIRE_LIMITS     false       refuse to start when the host cannot enforce
  *                                               one of the limits above
+ *   AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS false   under network mode "on", let sandboxes reach
+ *                                               private ranges (RFC 1918, ...) as well
+ *   AGENT_RUNNER_PORTS              443,8443    the TCP ports the runner is served on (nginx):
+ *                                               never reachable from a sandbox on a local
+ *                                               address, even when an allowlist names it
  *
  * Sizes are bytes, or a whole number with K, M, G or T (powers of 1024; "KiB"/"KB" spellings
  * are accepted too). 0 turns the pids, memory, CPU or disk limit off. The workspace, /tmp and
@@ -29,6 +34,7 @@
 #include <stdint.h>
 
 #define SANDBOX_UID_BASE_DEFAULT 2000000000u
+#define SANDBOX_RUNNER_PORTS_MAX 16
 
 struct sandbox_config {
     uint32_t uid_base;
@@ -39,16 +45,22 @@ struct sandbox_config {
     uint64_t tmp_max;    /* bytes, >= 1 MiB */
     uint64_t home_max;   /* bytes, >= 1 MiB */
     bool require_limits;
+    bool private_egress;
+    size_t nrunner_ports;
+    uint16_t runner_ports[SANDBOX_RUNNER_PORTS_MAX];
 };
 
 /* The defaults above (what sandbox_config_load gives with no variable set). */
 void sandbox_config_default(struct sandbox_config *ret);
 
-/* Read the AGENT_RUNNER_SANDBOX_* variables and AGENT_RUNNER_REQUIRE_LIMITS (getenv). */
+/* Read the AGENT_RUNNER_SANDBOX_* variables, AGENT_RUNNER_REQUIRE_LIMITS and AGENT_RUNNER_PORTS. */
 int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen);
 
 /* "2G", "512M", "1048576", "3KiB" -> bytes in [min, max]. -EINVAL on junk, -ERANGE outside. */
 int sandbox_config_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
+
+/* "443,8443" -> ports (1..65535, at most SANDBOX_RUNNER_PORTS_MAX, no duplicates needed). */
+int sandbox_config_parse_ports(const char *s, uint16_t *ports, size_t max, size_t *ret_n);
 
 /* "1", "0.5", "2.25" -> thousandths of a CPU in [0, 1024000]. At most three decimals. */
 int sandbox_config_parse_cpus(const char *s, uint32_t *ret);

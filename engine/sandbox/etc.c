@@ -129,6 +129,22 @@ static int add_resolv(const struct sandbox_etc_opts *o, struct sandbox_etc *etc)
     return r;
 }
 
+static int add_hosts(struct sandbox_etc *etc, const char *hostname, const char *extra)
+{
+    char *text = NULL;
+    int n, r;
+
+    n = asprintf(&text,
+                 "127.0.0.1\tlocalhost\n127.0.1.1\t%.64s\n::1\tlocalhost ip6-localhost "
+                 "ip6-loopback\n%s",
+                 hostname, extra ? extra : "");
+    if (n < 0)
+        return -ENOMEM;
+    r = add_data(etc, "/etc/hosts", text, (size_t)n);
+    free(text);
+    return r;
+}
+
 int sandbox_etc_build(const struct sandbox_etc_opts *opts, struct sandbox_etc *ret)
 {
     const char *hostname = opts->hostname ? opts->hostname : "sandbox";
@@ -144,18 +160,15 @@ int sandbox_etc_build(const struct sandbox_etc_opts *opts, struct sandbox_etc *r
         r = add_data(&etc, "/etc/group", group_text, sizeof(group_text) - 1);
     if (r == 0)
         r = add_data(&etc, "/etc/nsswitch.conf", nsswitch_text, sizeof(nsswitch_text) - 1);
-    if (r == 0) {
-        n = snprintf(buf, sizeof(buf),
-                     "127.0.0.1\tlocalhost\n127.0.1.1\t%.64s\n::1\tlocalhost ip6-localhost "
-                     "ip6-loopback\n",
-                     hostname);
-        r = add_data(&etc, "/etc/hosts", buf, (size_t)n);
-    }
+    if (r == 0)
+        r = add_hosts(&etc, hostname, opts->hosts_extra);
     if (r == 0) {
         n = snprintf(buf, sizeof(buf), "%.64s\n", hostname);
         r = add_data(&etc, "/etc/hostname", buf, (size_t)n);
     }
-    if (r == 0)
+    if (r == 0 && opts->resolv_conf)
+        r = add_data(&etc, "/etc/resolv.conf", opts->resolv_conf, strlen(opts->resolv_conf));
+    else if (r == 0)
         r = add_resolv(opts, &etc);
     if (r == 0)
         r = add_symlink(&etc, "/etc/mtab", "../proc/self/mounts");

@@ -6,7 +6,8 @@
  *   hosts              localhost and the sandbox's host name
  *   hostname           the sandbox's host name
  *   nsswitch.conf      files (and dns for hosts): no LDAP/sssd/systemd modules of the host
- *   resolv.conf        a copy of the host's (nameservers only matter with the network on)
+ *   resolv.conf        the keeper's name server (opts->resolv_conf), else a copy of the
+ *                      host's; hosts gets opts->hosts_extra (the run's named hosts)
  * Symlinks replicated (their targets live under the bound /usr, or in the sandbox's /proc):
  *   localtime, os-release, mtab (-> ../proc/self/mounts)
  * Bound read-only from the host when present and world-readable — public data only, so the
@@ -47,6 +48,8 @@ struct sandbox_etc {
 struct sandbox_etc_opts {
     const char *host_root; /* where the host's /etc is looked up: "/" (tests: a fixture) */
     const char *hostname;  /* "sandbox" when NULL */
+    const char *hosts_extra; /* lines appended to /etc/hosts (the named endpoints), or NULL */
+    const char *resolv_conf; /* the resolv.conf to write instead of the host's, or NULL */
 };
 
 /* Build the entry list. -ENOMEM, or -errno of a host file that exists but cannot be read. */

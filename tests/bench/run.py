@@ -11,6 +11,8 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   2. cold local turns (no sessionId: new keeper + bwrap + agent per turn), cold/warm p50
   3. real pi (pi_core) against tests/fixtures/fake_model.py: time to the first message_delta
      of a cold turn and of a warm follow-up, and their ratio
+  2. (network) what a sandbox's own network namespace, egress proxy and name server add to a
+     cold start: the keeper's sandbox_egress_new + free (build/bin/bench-net)
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
   6. sandbox:"daytona" against the fake Daytona server with its "real" timing profile
@@ -48,8 +50,8 @@ import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
 
 BIN = stack.BIN
-PROGRAMS = ("loadgen", "bench-pool", "agent-runnerd", "agent-runner-keeper", "acp-scripted",
-            "agent-runner-ctl")
+PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
+            "acp-scripted", "agent-runner-ctl")
 MiB = 1024 * 1024
 
 TARGETS = {
@@ -57,6 +59,7 @@ TARGETS = {
     "warm_tps_64": 3000.0,    # turns/s
     "warm_p99_64": 50.0,      # ms
     "cold_p50": 25.0,         # ms
+    "net_p50": 15.0,          # ms: what the network setup adds to a cold start
     "pi_ratio": 10.0,
     "daytona_ratio": 4.0,     # seed 004: 30.4 s -> 7.6 s
     "keeper_rss": 4 * MiB,
@@ -320,6 +323,35 @@ def bench_pool():
     return res
 
 
+def bench_net():
+    cmd = [os.path.join(BIN, "bench-net"), "--iters", "300"]
+    log("running " + " ".join(cmd[1:]))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        log("bench-net failed: " + out.stderr.strip())
+        return {"error": out.stderr.strip() or f"exit {out.returncode}"}
+    res = json.loads(out.stdout)
+    res["cmd"] = "bench-net --iters 300"
+    return res
+
+
+def net_rows(net):
+    t = TARGETS["net_p50"]
+    if "error" in net:
+        return [("2. network setup per cold start p50", "not run", f"< {t:g} ms",
+                 f"`bench-net`: {net['error']}", "")]
+    a, u = net["anchored"], net["unanchored"]
+    p50 = a["p50_us"] / 1000
+    return [("2. network setup per cold start p50", fmt_ms(p50),
+             f"< {t:g} ms ({verdict(p50 < t)})",
+             f"`{net['cmd']}`: the keeper's sandbox_egress_new + free (new network namespace, "
+             f"loopback + routes, nf_tables batch, proxy and DNS sockets, /etc texts) with the "
+             f"master's anchor namespace held; p99 {fmt_ms(a['p99_us'] / 1000)}, CPU "
+             f"{a['cpu_us'] / 1000:.2f} ms per setup; without the anchor p50 "
+             f"{fmt_ms(u['p50_us'] / 1000)}, CPU {u['cpu_us'] / 1000:.2f} ms",
+             "included in the cold turn above")]
+
+
 def pi_body(model, text, project, session, history=None):
     req = stack.pi_request(model, text, projectId=project, sessionId=session)
     if history:
@@ -581,6 +613,7 @@ def build_rows(r):
                  f"initialize + session/new) at {fmt_ms(cold['environment_ready']['p50_ms'])}, "
                  f"first message_delta at {fmt_ms(cold['first_delta']['p50_ms'])}, result (after "
                  f"the per-turn teardown) at {fmt_ms(cold['all']['p50_ms'])}", ""))
+    rows.extend(net_rows(r["net"]))
     if "pi_cold" in r:
         rows.extend(pi_rows(r))
     else:
@@ -715,6 +748,9 @@ How to read it:
   started, the turn runs, and the environment is torn down before the result is sent.
 - pi: first `message_delta` on an already open TLS connection; the cold turn includes starting
   node + pi inside bwrap, ACP initialize and session/new.
+- Network setup: every sandbox gets its own network namespace; the keeper makes it (with
+  the egress proxy's and name server's sockets) before it starts bubblewrap, so its cost is
+  part of every cold start. Measured alone, in one process, as the keeper does it.
 - Pool: one process, no contention; ns/op from a tight loop, hold times from a second loop
   reading CLOCK_MONOTONIC inside each critical section.
 - daytona: whole turns (request to result record) of real codex on `sandbox:"daytona"`
@@ -825,6 +861,7 @@ def main():
                 f"{deadline - time.monotonic():.0f} s more)")
         mach = machine()
         r["pool"] = bench_pool()
+        r["net"] = bench_net()
         measure(args, r)
     finally:
         shutil.rmtree(bin_copy, ignore_errors=True)

@@ -28,6 +28,7 @@
 #include "../../engine/jsonx.h"
 #include "../../engine/keeper_channel.h"
 #include "../../engine/keeper_proto.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "fuzz.h"
 
@@ -35,7 +36,7 @@ static char scratch[64];
 
 static void remove_scratch(void)
 {
-    (void)util_rm_rf(scratch);
+    (void)fstree_remove(scratch);
 }
 
 struct state {

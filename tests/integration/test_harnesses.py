@@ -196,22 +196,40 @@ def test_pi_registers_the_model_into_a_builtin_provider(ctx):
     assert auth == "Bearer sk-builtin-" + tag, seen[-1]["headers"]
 
 
+def named_model(ctx):
+    """A modelConnection that names the fake model as the run's endpoint (no credential)."""
+    return {"provider": "openai", "deployment": "custom",
+            "endpoint": {"baseUrl": ctx.model.base + "/v1"}, "credentialMode": "none"}
+
+
 def test_network_off_really_removes_the_network(ctx):
+    # Issue 11 changed what "on" and "off" mean: every sandbox has its own network namespace,
+    # the run's model endpoint is reachable in every mode, anything else on host loopback in
+    # none, and "off" reaches nothing but that endpoint. So the probe names the model through
+    # modelConnection, and a real harness under "off" now completes its turn.
     probe = (f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 "
              f"{ctx.model.base}/v1/models; echo \" rc=$?\"")
-    on = scripted_request(script([{"exec": probe}]))
-    status, recs = ctx.stack.stream(on)
-    out_on = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
+
+    def curl(**extra):
+        status, recs = ctx.stack.stream(scripted_request(script([{"exec": probe}]), **extra))
+        return next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
+
+    out_on = curl(modelConnection=named_model(ctx))
     assert "200 rc=0" in out_on, out_on
-    off = scripted_request(script([{"exec": probe}]),
-                           sandboxPermission={"network": {"mode": "off"}})
-    status, recs = ctx.stack.stream(off)
-    out_off = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
-    assert "rc=7" in out_off, out_off  # curl: could not connect
-    # a real harness would have no route to its model: refused up front
-    status, _, body = ctx.stack.request("POST", "/run", pi_request(
+    off = {"network": {"mode": "off"}}
+    out_off = curl(sandboxPermission=off)
+    assert "rc=7" in out_off, out_off  # curl: could not connect: nothing is named
+    out_named = curl(sandboxPermission=off, modelConnection=named_model(ctx))
+    assert "200 rc=0" in out_named, out_named  # the run's own endpoint, and only it
+    # a real harness under "off" reaches its model and nothing else
+    status, recs = ctx.stack.stream(pi_request(
         ctx.model, "hi", sandboxPermission={"network": {"mode": "off"}}))
-    assert status == 400 and "sandboxPermission.network.mode" in body["error"], body
-    status, _, body = ctx.stack.request("POST", "/run", scripted_request(
+    res = result_of(recs)
+    assert status == 200 and res["ok"] is True, res
+    # allowlist is enforced now: a listed range is accepted, a malformed entry is a 400
+    status, recs = ctx.stack.stream(scripted_request(
         "hi", sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["10.0.0.0/8"]}}))
-    assert status == 400 and "allowlist" in body["error"], body
+    assert status == 200 and result_of(recs)["ok"] is True
+    status, _, body = ctx.stack.request("POST", "/run", scripted_request(
+        "hi", sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["10.0.0.1/8"]}}))
+    assert status == 400 and "sandboxPermission.network.allowlist[0]" in body["error"], body

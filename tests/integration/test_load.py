@@ -6,7 +6,10 @@ import time
 
 from stack import result_of, script
 
-STACK = {"workers": 2, "threads": 64, "env": {"AGENT_RUNNER_MAX_CONCURRENT_RUNS": "1000"}}
+# 2 x 600 threads: each worker admits 525 runs and keeps 75 threads for probes and control
+# routes (issue 10: admission below the thread count), so all 500 concurrent turns are
+# admitted however the kernel spreads the connections over the two workers
+STACK = {"workers": 2, "threads": 600, "env": {"AGENT_RUNNER_MAX_CONCURRENT_RUNS": "1000"}}
 
 CONCURRENCY = 500
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../engine/provider/daytona_bridge.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "suites.h"
 
@@ -114,7 +115,7 @@ static void test_daytona_bridge_env_and_launcher_run(void)
     json_object_put(argv);
     buf_release(&envf);
     buf_release(&launch);
-    (void)util_rm_rf(dir);
+    (void)fstree_remove(dir);
 }
 
 static void test_daytona_bridge_rejects_bad_specs(void)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../engine/jsonx.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "../../engine/provider/daytona_api.h"
 #include "daytona_fixture.h"
@@ -90,7 +91,7 @@ static void test_daytona_client_https(void)
         canned_release(&s);
     }
     free(ok);
-    (void)util_rm_rf(dir);
+    (void)fstree_remove(dir);
 }
 
 static void test_daytona_client_429_backoff_then_success(void)

@@ -17,6 +17,7 @@
 #include "../../engine/provider/daytona_plan.h"
 #include "../../engine/provider/daytona_provider.h"
 #include "../../engine/request.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "suites.h"
 
@@ -257,7 +258,7 @@ static void test_daytona_provider_seed_004_rules_through_engine_prepare(void)
         run_request_release(&req);
     }
     daytona_provider_reset();
-    (void)util_rm_rf(harness_dir);
+    (void)fstree_remove(harness_dir);
 }
 
 /* ---- admission ------------------------------------------------------------------------- */
@@ -435,7 +436,7 @@ static void test_daytona_plan_maps_paths_and_collects_the_workspace(void)
     sb = description(ws, "/opt/h");
     CU_ASSERT_EQUAL(daytona_plan_build(sb, "home", NULL, &p, err, sizeof(err)), -EINVAL);
     json_object_put(sb);
-    (void)util_rm_rf(ws);
+    (void)fstree_remove(ws);
 }
 
 static void test_daytona_plan_map_prefixes_only(void)
@@ -487,7 +488,7 @@ static void test_daytona_provider_report_round_trip(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(back, "outcome")), "resumed");
     json_object_put(back);
     json_object_put(rep);
-    (void)util_rm_rf(dir);
+    (void)fstree_remove(dir);
 }
 
 CU_TestInfo daytona_provider_tests[] = {

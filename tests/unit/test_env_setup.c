@@ -8,6 +8,7 @@
 
 #include "../../engine/env_setup.h"
 #include "../../engine/request.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "suites.h"
 
@@ -57,7 +58,7 @@ static void test_env_setup_creates_private_folders(void)
     CU_ASSERT(S_ISDIR(st.st_mode));
     CU_ASSERT(strncmp(p.socket, p.dir, strlen(p.dir)) == 0);
     CU_ASSERT_EQUAL(strlen(p.id), 16);
-    util_rm_rf(state);
+    fstree_remove(state);
 }
 
 static void test_env_setup_agents_md_name_follows_the_harness(void)
@@ -81,7 +82,7 @@ static void test_env_setup_agents_md_name_follows_the_harness(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(text), "hi");
     free(text);
     run_request_release(&req);
-    util_rm_rf(state);
+    fstree_remove(state);
 }
 
 static void test_env_setup_skills_and_harness_files(void)
@@ -115,7 +116,7 @@ static void test_env_setup_skills_and_harness_files(void)
         CU_ASSERT(st.st_mode & S_IXUSR);
     }
     run_request_release(&req);
-    util_rm_rf(state);
+    fstree_remove(state);
 }
 
 /* A symlink left in a warm workspace must not redirect a later write out of it. */
@@ -143,7 +144,7 @@ static void test_env_setup_refuses_writes_through_symlinks(void)
         CU_ASSERT_EQUAL(access(path, F_OK), -1);
     }
     run_request_release(&req);
-    util_rm_rf(state);
+    fstree_remove(state);
 }
 
 CU_TestInfo env_setup_tests[] = {

@@ -17,6 +17,7 @@
 #include "../../engine/keeper_channel.h"
 #include "../../engine/keeper_proto.h"
 #include "../../engine/tool_channel.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "suites.h"
 
@@ -49,7 +50,7 @@ static void fx_release(struct fixture *f)
 {
     keeper_channel_close(&f->kc);
     buf_release(&f->out);
-    CU_ASSERT_EQUAL(util_rm_rf(f->dir), 0);
+    CU_ASSERT_EQUAL(fstree_remove(f->dir), 0);
 }
 
 /* One round of the keeper's loop for this module. */

@@ -55,6 +55,11 @@ static void test_keeper_proto_control_lines(void)
     CU_ASSERT_EQUAL(memcmp(m.payload, "bwrap: no such file", m.payload_len), 0);
     CU_ASSERT_EQUAL(decode("#claim {\"envDir\":\"/x\"}", &m), 0);
     CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_CLAIM);
+    CU_ASSERT_EQUAL(decode("#fail harness output line over 67108864 bytes", &m), 0);
+    CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_FAIL);
+    CU_ASSERT_EQUAL(m.payload_len, strlen("harness output line over 67108864 bytes"));
+    CU_ASSERT_EQUAL(decode("#fail", &m), -EBADMSG); /* a reason is required */
+    CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_FAIL), "fail");
 }
 
 static void test_keeper_proto_rejects_malformed(void)
@@ -234,8 +239,49 @@ static void test_keeper_proto_spec_roundtrip(void)
     CU_ASSERT_EQUAL(out.slot, 7);
     CU_ASSERT_EQUAL(out.generation, 99);
     CU_ASSERT_TRUE(json_object_equal(out.sandbox, sb));
+    CU_ASSERT_FALSE(out.confined);
     keeper_spec_release(&out);
     CU_ASSERT_PTR_NULL(out.root);
+    CU_ASSERT_EQUAL_FATAL(keeper_spec_decode(text.data, text.len, &out, err, sizeof(err)), 0);
+    CU_ASSERT_FALSE(out.confined);
+    CU_ASSERT_PTR_NULL(out.egress);
+    keeper_spec_release(&out);
+    /* the local sandbox's confinement, egress policy and log labels */
+    {
+        json_object *eg = test_json("{\"mode\":\"off\",\"endpoints\":[]}");
+
+        in.session_key = "p:s";
+        in.harness = "pi";
+        in.confined = true;
+        in.confine.ids.uid = 2000000007;
+        in.confine.ids.gid = 2000000007;
+        in.confine.nproc = 1024;
+        in.confine.cg.n = 2;
+        snprintf(in.confine.cg.h[0].dir, sizeof(in.confine.cg.h[0].dir), "/sys/fs/cgroup/p/x");
+        in.confine.cg.h[0].ctrl = 1;
+        snprintf(in.confine.cg.h[1].dir, sizeof(in.confine.cg.h[1].dir), "/sys/fs/cgroup/u/x");
+        in.confine.cg.h[1].v2 = true;
+        in.egress = eg;
+        buf_reset(&text);
+        CU_ASSERT_EQUAL_FATAL(keeper_spec_encode(&in, &text), 0);
+        CU_ASSERT_EQUAL_FATAL(keeper_spec_decode(text.data, text.len, &out, err, sizeof(err)), 0);
+        CU_ASSERT_STRING_EQUAL(TEST_STR(out.session_key), "p:s");
+        CU_ASSERT_STRING_EQUAL(TEST_STR(out.harness), "pi");
+        CU_ASSERT_TRUE(out.confined);
+        CU_ASSERT_EQUAL(out.confine.ids.uid, 2000000007);
+        CU_ASSERT_EQUAL(out.confine.ids.gid, 2000000007);
+        CU_ASSERT_FALSE(out.confine.ids.shared);
+        CU_ASSERT_EQUAL(out.confine.nproc, 1024);
+        CU_ASSERT_EQUAL(out.confine.cg.n, 2);
+        CU_ASSERT_STRING_EQUAL(out.confine.cg.h[1].procs, "/sys/fs/cgroup/u/x/cgroup.procs");
+        CU_ASSERT_TRUE(out.confine.cg.h[1].v2);
+        CU_ASSERT_EQUAL(out.confine.cg.h[0].ctrl, 1);
+        CU_ASSERT_TRUE(json_object_equal(out.egress, eg));
+        keeper_spec_release(&out);
+        json_object_put(eg);
+        in.confined = false;
+        in.egress = NULL;
+    }
     /* a spare: no slot */
     in.has_slot = false;
     buf_reset(&text);
@@ -267,6 +313,15 @@ static void test_keeper_proto_spec_refusals_name_the_key(void)
         {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},\"shm\":\"/x\","
          "\"slot\":1,\"generation\":-1}",
          "generation"},
+        /* a confined sandbox never runs as uid 0 unless it shares the (non-root) runner's */
+        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
+         "\"confine\":{\"uid\":0,\"gid\":5}}",
+         "uid"},
+        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
+         "\"confine\":{\"uid\":5,\"gid\":5,\"cgroup\":[{\"dir\":\"rel\"}]}}",
+         "confine.cgroup[0]"},
+        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},\"egress\":[]}",
+         "egress"},
     };
     struct keeper_spec out;
     char err[256];

@@ -28,7 +28,6 @@ static json_object *description(const char *script)
     if (!mkdtemp(ws))
         return NULL;
     json_object_object_add(sb, "workspace", json_object_new_string(ws));
-    json_object_object_add(sb, "network", json_object_new_string("off"));
     json_object_object_add(sb, "roBinds", json_object_new_array());
     json_object_object_add(sb, "files", json_object_new_array());
     json_object_array_add(argv, json_object_new_string("/bin/sh"));
@@ -61,12 +60,15 @@ static void test_local_command_has_the_minimal_host_view(void)
     size_t nfds = 0;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
-    CU_ASSERT_EQUAL_FATAL(
-        local_sandbox_command("/usr/bin/bwrap", sb, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
-        0);
+    CU_ASSERT_EQUAL_FATAL(local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64,
+                                                &nfds, err, sizeof(err)),
+                          0);
     CU_ASSERT_EQUAL(find(argv, "--ro-bind", "/etc", "/etc"), -1);
     CU_ASSERT_EQUAL(find(argv, "--bind", "/", NULL), -1);
     CU_ASSERT(find(argv, "--unshare-user", NULL, NULL) > 0);
+    /* no egress policy: an empty network namespace of its own, never the host's */
+    CU_ASSERT(find(argv, "--unshare-all", NULL, NULL) > 0);
+    CU_ASSERT_EQUAL(find(argv, "--share-net", NULL, NULL), -1);
     CU_ASSERT(find(argv, "--disable-userns", NULL, NULL) > 0);
     CU_ASSERT(find(argv, "--cap-drop", "ALL", NULL) > 0);
     CU_ASSERT(find(argv, "--size", "3145728", "--tmpfs") > 0);
@@ -137,9 +139,9 @@ static void test_local_sandbox_holds_when_run(void)
         return;
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
-    CU_ASSERT_EQUAL_FATAL(
-        local_sandbox_command("/usr/bin/bwrap", sb, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
-        0);
+    CU_ASSERT_EQUAL_FATAL(local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64,
+                                                &nfds, err, sizeof(err)),
+                          0);
     CU_ASSERT_EQUAL_FATAL(pipe(pipefd), 0);
     pid = fork();
     CU_ASSERT_FATAL(pid >= 0);
@@ -192,7 +194,7 @@ static void test_local_command_binds_the_keeper_channel(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
     json_object_object_add(sb, "channel", json_object_new_string("/state/envs/e/channel"));
     CU_ASSERT_EQUAL_FATAL(
-        local_sandbox_command("/usr/bin/bwrap", sb, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
+        local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64, &nfds, err, sizeof(err)),
         0);
     CU_ASSERT(find(argv, "--ro-bind", "/state/envs/e/channel", SANDBOX_CHANNEL_DIR) > 0);
     CU_ASSERT(find(argv, "--ro-bind", "/state/envs/e/channel", SANDBOX_CHANNEL_DIR) <
@@ -206,7 +208,52 @@ static void test_local_command_binds_the_keeper_channel(void)
     fstree_remove(ws);
 }
 
+/* With the sandbox's own namespace: --share-net keeps it, /etc carries the keeper's resolver. */
+static void test_local_command_with_a_network_namespace(void)
+{
+    struct local_command_opts opts = {.share_net = true,
+                                      .hosts_extra = "10.9.8.7 model.example\n",
+                                      .resolv_conf = "nameserver 127.0.0.1\n"};
+    json_object *sb = description("true");
+    char **argv = NULL, **envp = NULL, err[256] = "";
+    int fds[64], seen = 0;
+    size_t nfds = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+    CU_ASSERT_EQUAL_FATAL(local_sandbox_command("/usr/bin/bwrap", sb, &opts, &argv, &envp, fds, 64,
+                                                &nfds, err, sizeof(err)),
+                          0);
+    CU_ASSERT(find(argv, "--share-net", NULL, NULL) > find(argv, "--unshare-all", NULL, NULL));
+    for (int i = 0; argv[i]; i++) {
+        char text[256] = "";
+        ssize_t n;
+        uint64_t fd;
+
+        if (strcmp(argv[i], "--ro-bind-data") != 0 || !argv[i + 2] ||
+            (strcmp(argv[i + 2], "/etc/hosts") != 0 && strcmp(argv[i + 2], "/etc/resolv.conf")))
+            continue;
+        CU_ASSERT_EQUAL_FATAL(util_parse_u64(argv[i + 1], 0, 1u << 20, &fd), 0);
+        n = pread((int)fd, text, sizeof(text) - 1, 0);
+        CU_ASSERT(n > 0);
+        text[n > 0 ? n : 0] = '\0';
+        if (strcmp(argv[i + 2], "/etc/hosts") == 0) {
+            CU_ASSERT_PTR_NOT_NULL(strstr(text, "10.9.8.7 model.example\n"));
+        } else {
+            CU_ASSERT_STRING_EQUAL(text, "nameserver 127.0.0.1\n");
+        }
+        seen++;
+    }
+    CU_ASSERT_EQUAL(seen, 2);
+    for (size_t k = 0; k < nfds; k++)
+        close(fds[k]);
+    provider_argv_free(argv);
+    provider_argv_free(envp);
+    json_object_put(sb);
+    fstree_remove(ws);
+}
+
 CU_TestInfo local_tests[] = {
+    {"test_local_command_with_a_network_namespace", test_local_command_with_a_network_namespace},
     {"test_local_command_has_the_minimal_host_view", test_local_command_has_the_minimal_host_view},
     {"test_local_sandbox_holds_when_run", test_local_sandbox_holds_when_run},
     {"test_local_command_binds_the_keeper_channel", test_local_command_binds_the_keeper_channel},

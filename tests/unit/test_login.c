@@ -13,6 +13,7 @@
 #include "../../engine/jsonx.h"
 #include "../../engine/login.h"
 #include "../../engine/request.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "suites.h"
 
@@ -98,7 +99,7 @@ static void test_login_read_states(void)
     snprintf(fifo, sizeof(fifo), "%s/link.json", d);
     CU_ASSERT_EQUAL_FATAL(symlink("auth.json", fifo), 0);
     CU_ASSERT_EQUAL(state_of(d, "link.json"), LOGIN_READY);
-    CU_ASSERT_EQUAL(util_rm_rf(root), 0);
+    CU_ASSERT_EQUAL(fstree_remove(root), 0);
 }
 
 static const char *harness_state(json_object *st, const char *harness, const char *key)
@@ -175,7 +176,7 @@ static void test_login_status_envelope(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(harness_state(st, "pi_core", "state")), "ready");
     CU_ASSERT_PTR_NULL(jsonx_get(jsonx_get(jsonx_get(st, "harnesses"), "pi_core"), "providers"));
     json_object_put(st);
-    CU_ASSERT_EQUAL(util_rm_rf(root), 0);
+    CU_ASSERT_EQUAL(fstree_remove(root), 0);
 }
 
 static void test_login_state_names(void)
@@ -327,7 +328,7 @@ static void test_login_codex_gets_a_private_copy_without_refresh_token(void)
                     AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "does not have"));
     sandbox_plan_release(&plan);
-    CU_ASSERT_EQUAL(util_rm_rf(root), 0);
+    CU_ASSERT_EQUAL(fstree_remove(root), 0);
 }
 
 static void test_login_claude_gets_only_its_oauth_entry(void)
@@ -378,7 +379,7 @@ static void test_login_claude_gets_only_its_oauth_entry(void)
         AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "login_missing"));
     sandbox_plan_release(&plan);
-    CU_ASSERT_EQUAL(util_rm_rf(root), 0);
+    CU_ASSERT_EQUAL(fstree_remove(root), 0);
 }
 
 static void test_login_pi_golden_gets_the_run_providers_login(void)
@@ -429,7 +430,7 @@ static void test_login_pi_golden_gets_the_run_providers_login(void)
     CU_ASSERT_PTR_NULL(strstr(err, root));
     sandbox_plan_release(&plan);
     run_request_release(&req);
-    CU_ASSERT_EQUAL(util_rm_rf(root), 0);
+    CU_ASSERT_EQUAL(fstree_remove(root), 0);
 }
 
 static void test_login_opencode_refuses_runtime_provided(void)

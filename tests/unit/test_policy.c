@@ -4,9 +4,11 @@
  * provider without reusable leases, and the idle window order and clamping.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../engine/contracts.h"
+#include "../../engine/egress_policy.h"
 #include "../../engine/policy.h"
 #include "suites.h"
 #include "../../engine/jsonx.h"
@@ -408,7 +410,66 @@ static void test_policy_permission_malformed_plan_asks(void)
     json_object_put(plan);
 }
 
+/*
+ * Egress: the mode and allowlist of the request, the model endpoint named in every mode (its
+ * baseUrl, else the provider's public API), the runner's ports never reachable locally.
+ */
+static void test_policy_egress_names_the_model_endpoint(void)
+{
+    static const uint16_t ports[] = {443, 8443};
+    struct egress_policy *p = malloc(sizeof(*p));
+    struct run_request req;
+    struct egress_addr lo, other, ten, model;
+    enum egress_reason why;
+    char err[256] = "";
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    memset(&req, 0, sizeof(req));
+    req.network = NETWORK_OFF;
+    req.mc.present = true;
+    req.mc.provider = "openai";
+    req.mc.base_url = "http://127.0.0.1:18080/v1";
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(p->mode, EGRESS_MODE_OFF);
+    CU_ASSERT_EQUAL(egress_addr_parse("127.0.0.1", &lo), 0);
+    CU_ASSERT_EQUAL(egress_addr_parse("127.0.0.2", &other), 0);
+    CU_ASSERT_EQUAL(egress_addr_parse("10.1.2.3", &ten), 0);
+    CU_ASSERT_TRUE(egress_policy_check(p, &lo, 18080, false, &why)); /* the model */
+    CU_ASSERT_EQUAL(why, EGRESS_ALLOW_NAMED);
+    CU_ASSERT_FALSE(egress_policy_check(p, &lo, 18081, false, NULL)); /* a neighbour */
+    CU_ASSERT_FALSE(egress_policy_check(p, &ten, 443, false, NULL));
+    CU_ASSERT_EQUAL(p->nrunner_ports, 2);
+
+    /* allowlist: listed ranges plus the model; a loopback alias only when listed exactly */
+    req.network = NETWORK_ALLOWLIST;
+    req.network_allowlist = json_tokener_parse("[\"10.0.0.0/8\",\"127.0.0.2/32\"]");
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_TRUE(egress_policy_check(p, &ten, 443, false, NULL));
+    CU_ASSERT_TRUE(egress_policy_check(p, &other, 9000, false, NULL));
+    CU_ASSERT_TRUE(egress_policy_check(p, &lo, 18080, false, NULL));
+    CU_ASSERT_FALSE(egress_policy_check(p, &lo, 9000, false, NULL));
+    json_object_put(req.network_allowlist);
+    req.network_allowlist = NULL;
+
+    /* on without an endpoint: the provider's public API is the named one */
+    req.network = NETWORK_ON;
+    req.mc.base_url = NULL;
+    req.mc.provider = "anthropic";
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(p->nendpoints, 1);
+    CU_ASSERT_STRING_EQUAL(p->endpoints[0].host, "api.anthropic.com");
+    CU_ASSERT_EQUAL(p->endpoints[0].port, 443);
+    CU_ASSERT_EQUAL(egress_addr_parse("8.8.8.8", &model), 0);
+    CU_ASSERT_TRUE(egress_policy_check(p, &model, 443, false, NULL)); /* public */
+    CU_ASSERT_FALSE(egress_policy_check(p, &ten, 443, false, NULL));  /* private */
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, true, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_TRUE(egress_policy_check(p, &ten, 443, false, NULL)); /* private egress on */
+    CU_ASSERT_PTR_NULL(policy_provider_default_url("azure"));
+    free(p);
+}
+
 CU_TestInfo policy_tests[] = {
+    {"test_policy_egress_names_the_model_endpoint", test_policy_egress_names_the_model_endpoint},
     {"test_policy_permission_golden_vectors", test_policy_permission_golden_vectors},
     {"test_policy_permission_malformed_plan_asks", test_policy_permission_malformed_plan_asks},
     {"test_policy_lifecycle_table", test_policy_lifecycle_table},

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1094,7 +1096,40 @@ static void test_pool_scale_10000(void)
     CU_ASSERT_EQUAL(pool_destroy(p), 0);
 }
 
+/*
+ * A full /dev/shm (issue 10 item 6): the segment is reserved at creation, so creating it
+ * fails with ENOSPC instead of a SIGBUS at the first touch of a slot. In a child with a
+ * private mount namespace and a 64 KiB tmpfs over /dev/shm (root only).
+ */
+static void test_pool_create_on_a_full_dev_shm_fails_cleanly(void)
+{
+    int status;
+    pid_t pid;
+
+    if (geteuid() != 0) {
+        printf("\n    skipped: needs root for a private /dev/shm\n");
+        return;
+    }
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        struct pool *p = NULL;
+        int r;
+
+        if (unshare(CLONE_NEWNS) == -1 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+            mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=64k"))
+            _exit(3);
+        r = pool_create("/ar-unit-full", 1024, "full", 1, &p);
+        _exit(r == -ENOSPC ? 0 : r == 0 ? 1 : 2);
+    }
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status)); /* not killed by SIGBUS */
+    CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+}
+
 CU_TestInfo pool_tests[] = {
+    {"test_pool_create_on_a_full_dev_shm_fails_cleanly",
+     test_pool_create_on_a_full_dev_shm_fails_cleanly},
     {"test_pool_reserve_find_free", test_pool_reserve_find_free},
     {"test_pool_anonymous_keys_never_found", test_pool_anonymous_keys_never_found},
     {"test_pool_duplicate_key_eexist", test_pool_duplicate_key_eexist},

@@ -4,6 +4,7 @@
 
 #include "../../engine/harness/harness.h"
 #include "../../engine/provider/provider.h"
+#include "../../engine/sandbox/config.h"
 #include "suites.h"
 
 static void test_provider_registry_lists_local_first(void)
@@ -18,7 +19,8 @@ static void test_provider_registry_lists_local_first(void)
     CU_ASSERT_FALSE(local->caps.remote);
     CU_ASSERT_TRUE(local->caps.reusable_leases);
     CU_ASSERT_TRUE(local->caps.network_off);
-    CU_ASSERT_FALSE(local->caps.network_allowlist);
+    /* issue 11: the keeper enforces allowlists in the sandbox's own network namespace */
+    CU_ASSERT_TRUE(local->caps.network_allowlist);
     /* the keeper is the local lease: start/stop, no lease verbs */
     CU_ASSERT_PTR_NOT_NULL(local->start);
     CU_ASSERT_PTR_NOT_NULL(local->stop);
@@ -46,14 +48,22 @@ static void test_provider_unknown_and_disabled(void)
 
 static void test_provider_sandbox_description(void)
 {
+    struct sandbox_config limits;
     struct sandbox_plan plan;
-    json_object *sb;
+    json_object *sb, *lim;
 
     sandbox_plan_init(&plan);
+    sandbox_config_default(&limits);
+    limits.tmp_max = 3u << 20;
+    limits.home_max = 5u << 20;
     json_object_array_add(plan.argv, json_object_new_string("agent"));
-    sb = provider_sandbox_description(&plan, "/state/envs/e/workspace", true);
+    sb = provider_sandbox_description(&plan, "/state/envs/e/workspace", &limits);
     CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
-    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(sb, "network")), "off");
+    /* the network is the keeper spec's business (egress), not the description's */
+    CU_ASSERT_PTR_NULL(json_object_object_get(sb, "network"));
+    lim = json_object_object_get(sb, "limits");
+    CU_ASSERT_EQUAL(json_object_get_int64(json_object_object_get(lim, "tmpBytes")), 3 << 20);
+    CU_ASSERT_EQUAL(json_object_get_int64(json_object_object_get(lim, "homeBytes")), 5 << 20);
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(sb, "cwd")),
                            SANDBOX_WORKSPACE);
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_object_get(sb, "workspace")),

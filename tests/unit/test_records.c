@@ -12,6 +12,7 @@
 #include "../../engine/jsonx.h"
 #include "../../engine/records.h"
 #include "../../engine/request.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "fake_http.h"
 #include "suites.h"
@@ -603,7 +604,7 @@ static void test_records_incomplete_mark_is_shared_by_processes(void)
     /* without the folder, only this process's own marks count */
     CU_ASSERT_EQUAL(records_incomplete_dir(NULL), 0);
     CU_ASSERT_FALSE(records_session_incomplete("p9:s-other-worker"));
-    CU_ASSERT_EQUAL(util_rm_rf(dir), 0);
+    CU_ASSERT_EQUAL(fstree_remove(dir), 0);
 }
 
 CU_TestInfo records_tests[] = {

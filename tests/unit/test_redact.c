@@ -157,7 +157,7 @@ struct adder {
 static void *add_many(void *arg)
 {
     struct adder *a = arg;
-    char value[32];
+    char value[48];
 
     for (int i = 0; i < a->n; i++) {
         snprintf(value, sizeof(value), "refreshed-credential-%d", i);

@@ -36,6 +36,8 @@
 #define SKILL_FILE(path) SKILL(",\"files\":[{\"path\":\"" path "\",\"content\":\"c\"}]")
 #define MCP(name, conn) "{\"mcpServers\":[{\"name\":\"" name "\",\"connection\":" conn "}]}"
 #define MCP_HTTP(url) "{\"type\":\"http\",\"url\":\"" url "\"}"
+#define NET_ALLOW(entries)                                                                         \
+    "{\"sandboxPermission\":{\"network\":{\"mode\":\"allowlist\",\"allowlist\":[" entries "]}}}"
 #define LIFE(v) "{\"lifecycle\":{\"idleTimeoutMs\":" v "}}"
 #define TRACE(v) "{\"context\":{\"propagation\":{\"traceparent\":\"" v "\"}}}"
 
@@ -198,6 +200,21 @@ static const struct refusal refusals[] = {
      "sandboxPermission.filesystem"},
     {"{\"sandboxPermission\":{\"network\":{\"mode\":\"maybe\"}}}", INVALID,
      "sandboxPermission.network.mode"},
+    /* allowlist entries: a CIDR range or one address, each malformed one named */
+    {NET_ALLOW("\"10.0.0.1/8\""), INVALID,
+     "sandboxPermission.network.allowlist[0]: "
+     "\"10.0.0.1/8\": host bits set"},
+    /* a host name parses (the provider decides whether it can enforce names); junk does not */
+    {NET_ALLOW("\"10.0.0.0/8\",\"exa mple.com\""), INVALID,
+     "sandboxPermission.network.allowlist[1]"},
+    {NET_ALLOW("\"-bad.example.com\""), INVALID, "sandboxPermission.network.allowlist[0]"},
+    {NET_ALLOW("\"1.2.3.999\""), INVALID, "sandboxPermission.network.allowlist[0]"},
+    {NET_ALLOW("\"10.0.0.0/33\""), INVALID, "sandboxPermission.network.allowlist[0]"},
+    {NET_ALLOW("\"fe80::1%eth0\""), INVALID, "sandboxPermission.network.allowlist[0]"},
+    {NET_ALLOW("\" 10.0.0.0/8\""), INVALID, "sandboxPermission.network.allowlist[0]"},
+    {NET_ALLOW("8"), INVALID, "sandboxPermission.network.allowlist[0]: expected a string"},
+    {"{\"sandboxPermission\":{\"network\":{\"mode\":\"allowlist\",\"allowlist\":\"10/8\"}}}",
+     INVALID, "sandboxPermission.network.allowlist: expected an array"},
     {LIFE("0"), INVALID, "lifecycle.idleTimeoutMs"},
     {LIFE("86400001"), INVALID, "lifecycle.idleTimeoutMs"},
     {LIFE("-5"), INVALID, "lifecycle.idleTimeoutMs"},
@@ -813,7 +830,61 @@ static void test_request_golden_fixtures_parse(void)
     globfree(&g);
 }
 
+/* Allowlists that parse keep their entries for the egress policy. */
+static void test_request_allowlist_accepted(void)
+{
+    static const char body[] = NET_ALLOW("\"10.0.0.0/8\",\"2001:db8::/32\",\"127.0.0.2\"");
+    struct request_limits lim;
+    struct run_request req;
+    char err[256] = "";
+
+    request_limits_default(&lim);
+    CU_ASSERT_EQUAL_FATAL(request_parse(body, strlen(body), &lim, &req, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(req.network, NETWORK_ALLOWLIST);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(req.network_allowlist);
+    CU_ASSERT_EQUAL(json_object_array_length(req.network_allowlist), 3);
+    run_request_release(&req);
+}
+
+/*
+ * The amplification body of issue 10 (8 MiB of {"x":[{},{},...]}: 2.8 million objects) is
+ * refused on its text, before json-c builds anything; a body within the budget parses.
+ */
+static void test_request_element_budget(void)
+{
+    size_t n = 8u << 20, len;
+    char *body = malloc(n + 16), err[256] = "";
+    struct request_limits lim;
+    struct run_request req;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    len = (size_t)snprintf(body, n, "{\"x\":[");
+    while (len + 4 < n) {
+        memcpy(body + len, "{},", 3);
+        len += 3;
+    }
+    memcpy(body + len - 1, "]}", 3);
+    len += 1;
+    request_limits_default(&lim);
+    CU_ASSERT_EQUAL(request_parse(body, len, &lim, &req, err, sizeof(err)), AR_E_INVALID_REQUEST);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "more than 250000 JSON elements"));
+    /* brackets, commas and quotes inside strings are text, not elements */
+    {
+        static const char text[] = "{\"a\":\"[[[,,,{{{\\\"]]]\"}";
+
+        CU_ASSERT_EQUAL(jsonx_check_budget(text, strlen(text), 3, 2, err, sizeof(err)), 0);
+        CU_ASSERT_EQUAL(jsonx_check_budget(text, strlen(text), 2, 2, err, sizeof(err)), -E2BIG);
+    }
+    CU_ASSERT_EQUAL(jsonx_check_budget("[1,2,3,4]", 9, 4, 8, err, sizeof(err)), -E2BIG);
+    CU_ASSERT_EQUAL(jsonx_check_budget("[1,2,3,4]", 9, 5, 8, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(jsonx_check_budget("[[[]]]", 6, 10, 2, err, sizeof(err)), -ELOOP);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "deeper than 2"));
+    free(body);
+}
+
 CU_TestInfo request_tests[] = {
+    {"test_request_allowlist_accepted", test_request_allowlist_accepted},
+    {"test_request_element_budget", test_request_element_budget},
     {"test_request_golden_fixtures_parse", test_request_golden_fixtures_parse},
     {"test_request_refusals_name_the_field", test_request_refusals_name_the_field},
     {"test_request_deep_nesting_is_bad_json", test_request_deep_nesting_is_bad_json},

@@ -7,10 +7,11 @@
 #include "suites.h"
 
 static const char *const vars[] = {
-    "AGENT_RUNNER_SANDBOX_UID_BASE",   "AGENT_RUNNER_SANDBOX_PIDS_MAX",
-    "AGENT_RUNNER_SANDBOX_MEMORY_MAX", "AGENT_RUNNER_SANDBOX_CPUS",
-    "AGENT_RUNNER_SANDBOX_DISK_MAX",   "AGENT_RUNNER_SANDBOX_TMP_MAX",
-    "AGENT_RUNNER_SANDBOX_HOME_MAX",   "AGENT_RUNNER_REQUIRE_LIMITS",
+    "AGENT_RUNNER_SANDBOX_UID_BASE",       "AGENT_RUNNER_SANDBOX_PIDS_MAX",
+    "AGENT_RUNNER_SANDBOX_MEMORY_MAX",     "AGENT_RUNNER_SANDBOX_CPUS",
+    "AGENT_RUNNER_SANDBOX_DISK_MAX",       "AGENT_RUNNER_SANDBOX_TMP_MAX",
+    "AGENT_RUNNER_SANDBOX_HOME_MAX",       "AGENT_RUNNER_REQUIRE_LIMITS",
+    "AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS", "AGENT_RUNNER_PORTS",
 };
 
 static void clear_vars(void)
@@ -34,6 +35,10 @@ static void test_sandbox_config_defaults(void)
     CU_ASSERT_EQUAL(c.tmp_max, 512ull << 20);
     CU_ASSERT_EQUAL(c.home_max, 512ull << 20);
     CU_ASSERT_FALSE(c.require_limits);
+    CU_ASSERT_FALSE(c.private_egress);
+    CU_ASSERT_EQUAL(c.nrunner_ports, 2);
+    CU_ASSERT_EQUAL(c.runner_ports[0], 443);
+    CU_ASSERT_EQUAL(c.runner_ports[1], 8443);
     CU_ASSERT_EQUAL(sandbox_config_memory_ceiling(&c), (2ull << 30) * 2 + (512ull << 20) * 2);
     CU_ASSERT_EQUAL(sandbox_config_disk_inodes(&c), (2ull << 30) / 4096);
 }
@@ -138,7 +143,33 @@ static void test_sandbox_config_errors_name_the_variable(void)
     expect_error("AGENT_RUNNER_REQUIRE_LIMITS", "maybe", "true or false");
 }
 
+static void test_sandbox_config_network_settings(void)
+{
+    struct sandbox_config c;
+    char err[256] = "";
+
+    clear_vars();
+    setenv("AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS", "true", 1);
+    setenv("AGENT_RUNNER_PORTS", "9443,8080", 1);
+    CU_ASSERT_EQUAL_FATAL(sandbox_config_load(&c, err, sizeof(err)), 0);
+    CU_ASSERT_TRUE(c.private_egress);
+    CU_ASSERT_EQUAL(c.nrunner_ports, 2);
+    CU_ASSERT_EQUAL(c.runner_ports[0], 9443);
+    CU_ASSERT_EQUAL(c.runner_ports[1], 8080);
+    setenv("AGENT_RUNNER_PORTS", "443,", 1);
+    CU_ASSERT_EQUAL(sandbox_config_load(&c, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_PORTS"));
+    setenv("AGENT_RUNNER_PORTS", "70000", 1);
+    CU_ASSERT_EQUAL(sandbox_config_load(&c, err, sizeof(err)), -EINVAL);
+    unsetenv("AGENT_RUNNER_PORTS");
+    setenv("AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS", "sometimes", 1);
+    CU_ASSERT_EQUAL(sandbox_config_load(&c, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_SANDBOX_PRIVATE_EGRESS"));
+    clear_vars();
+}
+
 CU_TestInfo sandbox_config_tests[] = {
+    {"test_sandbox_config_network_settings", test_sandbox_config_network_settings},
     {"test_sandbox_config_defaults", test_sandbox_config_defaults},
     {"test_sandbox_config_sizes", test_sandbox_config_sizes},
     {"test_sandbox_config_cpus", test_sandbox_config_cpus},

@@ -58,7 +58,7 @@ static void make_host(void)
 
 static void test_sandbox_etc_view_has_only_public_and_synthesized_files(void)
 {
-    struct sandbox_etc_opts opts;
+    struct sandbox_etc_opts opts = {.host_root = NULL};
     const struct sandbox_etc_entry *e;
     struct sandbox_etc etc;
     char want[256];
@@ -137,7 +137,29 @@ static void test_sandbox_etc_without_host_files(void)
     sandbox_etc_release(&etc);
 }
 
+/* The keeper's name server and the run's named hosts replace the host's resolver view. */
+static void test_sandbox_etc_with_the_keepers_resolver(void)
+{
+    struct sandbox_etc_opts opts = {.host_root = "/",
+                                    .hostname = "box",
+                                    .hosts_extra = "203.0.113.9 model.example\n",
+                                    .resolv_conf = "nameserver 127.0.0.1\n"};
+    const struct sandbox_etc_entry *e;
+    struct sandbox_etc etc;
+
+    CU_ASSERT_EQUAL_FATAL(sandbox_etc_build(&opts, &etc), 0);
+    e = sandbox_etc_find(&etc, "/etc/resolv.conf");
+    CU_ASSERT_FATAL(e && e->kind == SANDBOX_ETC_DATA);
+    CU_ASSERT_STRING_EQUAL(e->data, "nameserver 127.0.0.1\n");
+    e = sandbox_etc_find(&etc, "/etc/hosts");
+    CU_ASSERT_FATAL(e && e->kind == SANDBOX_ETC_DATA);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e->data, "127.0.0.1\tlocalhost\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e->data, "\n203.0.113.9 model.example\n"));
+    sandbox_etc_release(&etc);
+}
+
 CU_TestInfo sandbox_etc_tests[] = {
+    {"test_sandbox_etc_with_the_keepers_resolver", test_sandbox_etc_with_the_keepers_resolver},
     {"test_sandbox_etc_view_has_only_public_and_synthesized_files",
      test_sandbox_etc_view_has_only_public_and_synthesized_files},
     {"test_sandbox_etc_without_host_files", test_sandbox_etc_without_host_files},

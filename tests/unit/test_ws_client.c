@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../engine/provider/ws_client.h"
+#include "../../engine/fstree.h"
 #include "../../engine/util.h"
 #include "canned_server.h"
 #include "suites.h"
@@ -192,7 +193,7 @@ static void test_ws_client_tls(void)
         canned_stop(&s);
         canned_release(&s);
     }
-    (void)util_rm_rf(dir);
+    (void)fstree_remove(dir);
 }
 
 CU_TestInfo ws_client_tests[] = {
