@@ -692,6 +692,18 @@ static void local_service(struct provider_process *proc, int64_t now)
         sandbox_egress_handle(box->egress, now);
 }
 
+static int local_claim(struct provider_process *proc, json_object *egress, char *err,
+                       size_t errlen)
+{
+    struct local_box *box = proc->priv;
+
+    if (!box || !box->egress) {
+        snprintf(err, errlen, "the sandbox has no network to rebind");
+        return -ENOTSUP;
+    }
+    return sandbox_egress_set_policy(box->egress, egress, err, errlen);
+}
+
 const struct provider_ops provider_local = {
     .name = "local",
     .caps = {.remote = false,
@@ -704,4 +716,5 @@ const struct provider_ops provider_local = {
     .stop = local_stop,
     .poll_fds = local_poll_fds,
     .service = local_service,
+    .claim = local_claim,
 };

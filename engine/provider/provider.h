@@ -199,6 +199,12 @@ struct provider_ops {
     size_t (*poll_fds)(const struct provider_process *proc, int *fds, size_t max, int64_t now,
                        int *timeout_ms);
     void (*service)(struct provider_process *proc, int64_t now);
+    /*
+     * A spare's claim (spare.h): from now on the running sandbox may reach what the session's
+     * egress policy allows (egress_policy_to_json) instead of the placeholder's. -errno with
+     * err; NULL: the provider cannot, the spare is not claimable.
+     */
+    int (*claim)(struct provider_process *proc, json_object *egress, char *err, size_t errlen);
 };
 
 /* The provider registered under name, or NULL (not enabled on this runner). */
