@@ -50,6 +50,7 @@ struct engine_turn {
     bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
     struct platform *plat;          /* platform mode (platform.h), set while engine_run runs */
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
+    bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
 };
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,

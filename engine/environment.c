@@ -385,6 +385,8 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                                       .turn_id = req->turn_id};
 
         r = pool_session_reserve(cfg->pool, &rv, &env->h);
+        if (r == -ENOSPC && environment_evict_spare(cfg) > 0) /* sessions before spares */
+            r = pool_session_reserve(cfg->pool, &rv, &env->h);
         if (r < 0) {
             snprintf(err, errlen, r == -ENOSPC ? "no free session slot" : "session table: %s",
                      ar_strerror(r));

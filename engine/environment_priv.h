@@ -28,4 +28,10 @@ int environment_prepare_sandbox(struct environment *env, const struct run_reques
 /* Free a reservation whose keeper never started. */
 void environment_release_slot(struct environment *env);
 
+/*
+ * The table is full: stop the oldest ready spare and wait until its slot is free. 1 when one
+ * was stopped, 0 when there was none.
+ */
+int environment_evict_spare(const struct engine_config *cfg);
+
 #endif

@@ -96,6 +96,23 @@ out:
     return r;
 }
 
+int environment_evict_spare(const struct engine_config *cfg)
+{
+    int64_t deadline = util_now_ms() + SPARE_GONE_WAIT_MS;
+    struct pool_session s;
+    struct pool_victim v;
+
+    if (!cfg->pool || pool_spare_evict(cfg->pool, &v) != 1)
+        return 0;
+    log_debug("evicting a spare for a session (keeper %d)", (int)v.keeper_pid);
+    (void)environment_destroy_keeper(v.keeper_pid, v.keeper_start, SPARE_GONE_WAIT_MS);
+    /* its keeper frees the slot at the end of its teardown */
+    while (pool_session_peek(cfg->pool, v.h.index, &s) && s.h.generation == v.h.generation &&
+           util_now_ms() < deadline)
+        usleep(2000);
+    return 1;
+}
+
 /* The session's files into the claimed spare: the workspace's on the host, the home's inside. */
 static int write_session_files(struct environment *env, const struct run_request *req,
                                const struct sandbox_plan *plan, pid_t sandbox_pid, char *err,
