@@ -256,6 +256,9 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
     r = 0;
     goto out;
 fail:
+    /* the claim happened: whatever failed, the caller must not take it for "no spare" */
+    if (r == -ENOENT || r == -EEXIST)
+        r = AR_E_SANDBOX;
     if (attached)
         (void)environment_destroy(env, TEARDOWN_FAILED_TURN);
     else

@@ -14,7 +14,7 @@
 #include "request.h"
 #include "util.h"
 
-#define SANDBOX_DEPTH_MAX 4
+#define SANDBOX_DEPTH 2
 
 bool spare_harness_supported(enum harness_kind kind)
 {
@@ -169,20 +169,20 @@ static pid_t first_child(pid_t pid)
 }
 
 /*
- * A process inside the sandbox's mount namespace: bubblewrap's child (pid 1 inside), found
- * below sandbox_pid; the deepest first child, so a process that already runs the harness.
+ * The sandbox's command (pi-acp for pi): bubblewrap's grandchild below sandbox_pid (bubblewrap
+ * forks the sandbox's pid 1, which forks the command), a process inside the sandbox's mount
+ * namespace. Never deeper: a process the command started may be gone (a zombie has no root).
  */
 static pid_t inner_pid(pid_t sandbox_pid)
 {
-    pid_t pid = sandbox_pid, next;
+    pid_t pid = sandbox_pid;
 
-    for (int depth = 0; depth < SANDBOX_DEPTH_MAX; depth++) {
-        next = first_child(pid);
-        if (next < 0)
-            break;
-        pid = next;
+    for (int depth = 0; depth < SANDBOX_DEPTH; depth++) {
+        pid = first_child(pid);
+        if (pid < 0)
+            return -ENOENT;
     }
-    return pid == sandbox_pid ? -ENOENT : pid;
+    return pid;
 }
 
 /* The fs identity of this thread only (setfsuid is per thread; glibc does not broadcast it). */

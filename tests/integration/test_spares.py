@@ -38,7 +38,8 @@ def pi_of(keeper_pid):
     t = proc_table()
     for p in descendants(keeper_pid, t):
         cmd = t.get(p, (0, ""))[1]
-        if "pi-coding-agent/dist/cli.js" in cmd and "--mode rpc" in cmd:
+        # pi names its process "pi" once it runs (process.title)
+        if cmd == "pi" or ("pi-coding-agent/dist/cli.js" in cmd and "--mode rpc" in cmd):
             return p
     return None
 
