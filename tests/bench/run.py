@@ -15,6 +15,9 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      cold start: the keeper's sandbox_egress_new + free (build/bin/bench-net)
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
+  7. pi spares (issue 17): a new pi session's first message_delta served from a pre-started
+     spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (the first stack, spares
+     off), medians of 10, through nginx end to end; the PSS of one idle spare
   6. sandbox:"daytona" against the fake Daytona server with its "real" timing profile
      (tests/fixtures/fake_daytona.py: published create/start/upload delays): a cold first
      codex turn (sandbox created), its warm follow-up (same keeper and sandbox), and a
@@ -63,6 +66,9 @@ TARGETS = {
     "pi_ratio": 10.0,
     "daytona_ratio": 4.0,     # seed 004: 30.4 s -> 7.6 s
     "keeper_rss": 4 * MiB,
+    "spare_first_ms": 300.0,  # issue 17
+    "cold_first_ms": 800.0,
+    "spare_pss": 120 * MiB,
 }
 
 
@@ -281,7 +287,10 @@ def timed_stream(conn, body):
         if first is None and ev.get("type") == "message_delta":
             first = time.monotonic() - t0
         if ev.get("name") == "agent-status":
-            phases.setdefault((ev.get("data") or {}).get("phase"), time.monotonic() - t0)
+            data = ev.get("data") or {}
+            phases.setdefault(data.get("phase"), time.monotonic() - t0)
+            if data.get("phase") == "environment_ready":
+                phases["spare"] = data.get("spare")
         if rec.get("kind") == "result":
             result = rec["result"]
     return first, result, phases
@@ -390,6 +399,90 @@ def bench_pi(st, model, n):
     finally:
         conn.close()
     return cold, warm, ready, rss_sample
+
+
+def pss(pid):
+    """Pss of one process in bytes (/proc/<pid>/smaps_rollup), 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def ready_spares(st):
+    return [s for s in st.sessions()["sessions"] if s.get("spare") and s["state"] == "spare"]
+
+
+def wait_spares(st, n, settle=2.0, timeout=120):
+    stack.wait_for(lambda: len(ready_spares(st)) >= n, timeout=timeout, step=0.1,
+                   what=f"{n} ready spares")
+    time.sleep(settle)  # pi in the newest spare finishes its own start (~0.7 s of CPU)
+    return ready_spares(st)
+
+
+def bench_spares(model, n):
+    """A stack with pi spares: n new pi sessions' first message_delta (each from a spare, the
+    next one once the claimed spare was replaced) and the PSS of one idle spare."""
+    st = stack.Stack(workers=2, threads=16, model=model,
+                     env={"AGENT_RUNNER_LOG_LEVEL": "info", "AGENT_RUNNER_SPARES": "pi=2"})
+    out = {"first": [], "pss": 0, "pss_procs": 0, "keeper_pss": 0}
+    try:
+        log(f"starting a stack with pi spares in {st.tmp}")
+        st.start()
+        spares = wait_spares(st, 2, settle=5.0)
+        s = spares[0]
+        table = stack.proc_table()
+        procs = stack.descendants(s["keeperPid"], table)
+        out["pss"] = sum(pss(p) for p in procs)
+        out["pss_procs"] = len(procs)
+        out["keeper_pss"] = pss(s["keeperPid"])
+        conn = tls_connection(st)
+        try:
+            for i in range(n):
+                wait_spares(st, 2)
+                p, sess = "bench-spare", "spare-" + uuid.uuid4().hex[:8]
+                f, res, ph = timed_stream(conn, pi_body(model, f"Hello {i}.", p, sess))
+                if not res or res.get("ok") is not True or f is None:
+                    raise RuntimeError(f"pi turn on a spare failed: {res}")
+                if ph.get("spare") is not True:
+                    raise RuntimeError("the new session was not served from a spare")
+                out["first"].append(f)
+                log(f"  pi spare {i + 1}/{n}: first delta {f * 1000:.0f} ms")
+                st.ctl("kill", f"{p}:{sess}")
+        finally:
+            conn.close()
+    finally:
+        st.stop()
+        st.cleanup()
+    return out
+
+
+def spare_rows(r):
+    t = TARGETS
+    rows = []
+    sp, cold = r["spares"], r["pi_cold"]
+    ms, mc = statistics.median(sp["first"]) * 1000, statistics.median(cold) * 1000
+    rows.append(("7. pi new session first message_delta from a spare (median)", f"{ms:.0f} ms",
+                 f"<= {t['spare_first_ms']:g} ms ({verdict(ms <= t['spare_first_ms'])})",
+                 f"{len(sp['first'])} new sessions on a stack with AGENT_RUNNER_SPARES=pi=2, "
+                 "each claiming a spare (the next one once the master replaced it), through "
+                 "TLS nginx; all: " + ", ".join(f"{x * 1000:.0f}" for x in sp["first"]) + " ms",
+                 f"cold/spare = {mc / ms:.1f}x"))
+    rows.append(("7. pi new session first message_delta, cold (median)", f"{mc:.0f} ms",
+                 f"<= {t['cold_first_ms']:g} ms ({verdict(mc <= t['cold_first_ms'])})",
+                 f"row 3's {len(cold)} cold turns (spares off; pi's version probe answered "
+                 "without starting pi)", ""))
+    rows.append(("7. idle pi spare PSS", f"{sp['pss'] / MiB:.0f} MiB",
+                 f"<= {t['spare_pss'] / MiB:.0f} MiB ({verdict(sp['pss'] <= t['spare_pss'])})",
+                 f"sum of Pss (/proc/<pid>/smaps_rollup) over the spare's {sp['pss_procs']} "
+                 "sandbox processes (bubblewrap x2, pi-acp, pi), 5 s after the second spare was "
+                 "ready, two spares side by side",
+                 f"its keeper: {sp['keeper_pss'] / MiB:.1f} MiB more"))
+    return rows
 
 
 def codex_body(model, text, project, session, history=None, idle_ms=None):
@@ -621,6 +714,11 @@ def build_rows(r):
                      "harness pi_core is not installed here: `make harnesses`", ""))
     rows.extend(pool_rows(r["pool"]))
     rows.extend(rss_rows(r["rss"]))
+    if "spares" in r and "pi_cold" in r:
+        rows.extend(spare_rows(r))
+    else:
+        rows.append(("7. pi spares", "not run", "spare <= 300 ms, cold <= 800 ms",
+                     r.get("spares_why", "harness pi_core is not installed here"), ""))
     if "daytona" in r:
         rows.extend(daytona_rows(r))
     else:
@@ -808,7 +906,7 @@ def measure(args, r):
         if status == 200 and "pi_core" in (health or {}).get("harnesses", []):
             log("running pi turns")
             r["pi_cold"], r["pi_warm"], r["pi_ready"], mem["pi"] = bench_pi(st, model,
-                                                                            2 if q else 5)
+                                                                            2 if q else 10)
         else:
             log("pi is not installed (make harnesses): skipping the pi rows")
         r["rss"] = mem
@@ -824,6 +922,13 @@ def measure(args, r):
     finally:
         st.stop()
         st.cleanup()
+        if "pi_cold" in r:
+            log("running pi turns on spares")
+            try:
+                r["spares"] = bench_spares(model, 3 if q else 10)
+            except (RuntimeError, AssertionError, OSError) as e:
+                r["spares_why"] = f"the spare runs failed: {e}"
+                log(r["spares_why"])
         model.stop()
         shutil.rmtree(model_tmp, ignore_errors=True)
         if dt:
