@@ -64,6 +64,7 @@ static int start_from_spare(struct engine_turn *t, struct event_stream *es,
         return r;
     engine_stream_before_waits(env, es);
     r = open_session(t, env, err, errlen);
+    log_debug("the spare's harness session is open (%d)", r);
     if (r < 0) {
         (void)environment_destroy(env, TEARDOWN_FAILED_TURN);
         environment_free(env);

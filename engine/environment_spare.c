@@ -244,6 +244,7 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
     r = write_session_files(env, req, plan, ps->sandbox_pid, err, errlen);
     if (r < 0)
         goto fail;
+    log_debug("spare of keeper %d claimed: the session's files are in place", (int)ps->keeper_pid);
     r = environment_connect_keeper(env, util_now_ms() + CLAIM_CONNECT_MS, err, errlen);
     if (r < 0)
         goto fail;
@@ -251,6 +252,7 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
     r = send_claim(env, req, key, idle_ms, per_turn, err, errlen);
     if (r < 0)
         goto fail;
+    log_debug("spare of keeper %d bound to the session", (int)ps->keeper_pid);
     *ret = env;
     env = NULL;
     r = 0;
