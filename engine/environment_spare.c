@@ -19,6 +19,48 @@
 #define CLAIM_CONNECT_MS 5000
 #define SPARE_GONE_WAIT_MS 10000
 
+/*
+ * The spare is ready once its harness answers: ACP initialize through the keeper (pi-spare
+ * starts pi-acp only after pi answered its first command), then "#park" for the spare's TTL
+ * (the keeper keeps it with nobody attached, its slot untouched).
+ */
+static int await_harness(struct environment *env, char *err, size_t errlen)
+{
+    const struct engine_config *cfg = env->cfg;
+    int64_t deadline = util_now_ms() + (int64_t)cfg->harness_init_ms;
+    json_object *params = json_object_new_object();
+    int64_t id = 0;
+    int r;
+
+    if (!params)
+        return -ENOMEM;
+    json_object_object_add(params, "protocolVersion", json_object_new_int(ACP_PROTOCOL_VERSION));
+    json_object_object_add(params, "clientCapabilities", json_object_new_object());
+    r = environment_connect_keeper(env, util_now_ms() + CLAIM_CONNECT_MS, err, errlen);
+    if (r == 0)
+        r = environment_request(env, "initialize", params, &id);
+    json_object_put(params);
+    while (r == 0) {
+        struct acp_msg m;
+
+        r = environment_recv(env, deadline, &m);
+        if (r < 0)
+            break;
+        if (m.kind == ACP_RESPONSE && json_object_get_int64(m.id) == id) {
+            r = m.error ? AR_E_HARNESS_ERROR : 0;
+            acp_msg_release(&m);
+            break;
+        }
+        acp_msg_release(&m);
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "the spare's harness did not answer initialize: %s",
+                 env->fail[0] ? env->fail : ar_strerror(r));
+        return r;
+    }
+    return environment_park(env, cfg->spare_ttl_ms, false);
+}
+
 int environment_start_spare(const struct engine_config *cfg, enum harness_kind kind, char *err,
                             size_t errlen)
 {
@@ -78,6 +120,12 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
         goto out;
     created = false; /* the keeper owns the folder and the slot now */
     env->has_slot = false;
+    env->cfg = cfg; /* its harness gets the runner's own start deadline */
+    r = await_harness(env, err, errlen);
+    if (r < 0) {
+        (void)environment_destroy(env, TEARDOWN_FAILED_TURN); /* the keeper frees the slot */
+        goto out;
+    }
     r = pool_spare_ready(cfg->pool, env->h);
     if (r < 0) {
         /* its keeper is gone already (or the slot was drained): it cleans up after itself */
