@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../engine/keeper_claim.h"
 #include "../../engine/pool_shm.h"
 #include "../../engine/request.h"
 #include "../../engine/spare.h"
@@ -328,7 +329,81 @@ static void test_spare_eligibility_rule(void)
     }
 }
 
+static int fake_claims;
+static json_object *fake_egress_seen;
+
+static int fake_claim(struct provider_process *proc, json_object *egress, char *err,
+                      size_t errlen)
+{
+    (void)proc;
+    fake_claims++;
+    fake_egress_seen = egress;
+    if (json_object_object_get(egress, "refuse")) {
+        snprintf(err, errlen, "refused by the provider");
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* "#claim": what a keeper accepts, what it refuses, and that the provider sees the policy. */
+static void test_spare_keeper_claim(void)
+{
+    struct provider_ops with = {.name = "fake", .claim = fake_claim};
+    struct provider_ops without = {.name = "fake"};
+    struct keeper_spec spare = {.harness = "pi"};
+    struct keeper_spec session = {.harness = "pi", .session_key = "proj:s"};
+    struct provider_process proc = {0};
+    struct keeper_claim c;
+    char err[200];
+    json_object *policy = json_object_new_object();
+    static const char ok[] = "{\"idleMs\":60000,\"perTurn\":false,\"sessionKey\":\"p:s\","
+                             "\"egress\":{\"mode\":\"on\"}}";
+    static const char refused[] = "{\"idleMs\":60000,\"perTurn\":true,\"sessionKey\":\"\","
+                                  "\"egress\":{\"refuse\":true}}";
+    static const char *const bad[] = {
+        "not json", "[]", "{\"perTurn\":false,\"sessionKey\":\"k\"}",
+        "{\"idleMs\":0,\"perTurn\":false,\"sessionKey\":\"k\"}",
+        "{\"idleMs\":86400001,\"perTurn\":false,\"sessionKey\":\"k\"}",
+        "{\"idleMs\":5,\"perTurn\":\"no\",\"sessionKey\":\"k\"}",
+        "{\"idleMs\":5,\"perTurn\":false}",
+    };
+
+    fake_claims = 0;
+    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, ok, strlen(ok), &c, err,
+                                       sizeof(err)), 0);
+    CU_ASSERT_EQUAL(fake_claims, 1);
+    CU_ASSERT_EQUAL(c.idle_ms, 60000);
+    CU_ASSERT_FALSE(c.per_turn);
+    /* the provider refuses: the claim fails with its word */
+    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, refused, strlen(refused), &c, err,
+                                       sizeof(err)), -EPERM);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "refused by the provider"));
+    /* an environment that holds a session is no spare */
+    CU_ASSERT_EQUAL(keeper_claim_apply(&session, &with, &proc, ok, strlen(ok), &c, err,
+                                       sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a spare"));
+    /* a provider that cannot rebind a running sandbox cannot serve a claim with a policy */
+    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &without, &proc, ok, strlen(ok), &c, err,
+                                       sizeof(err)), -ENOTSUP);
+    /* a confined spare (its spec has a policy) needs the session's */
+    spare.egress = policy;
+    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, bad[2], strlen(bad[2]), &c, err,
+                                       sizeof(err)), -EINVAL);
+    {
+        static const char no_egress[] = "{\"idleMs\":5,\"perTurn\":false,\"sessionKey\":\"k\"}";
+        CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, no_egress, strlen(no_egress),
+                                           &c, err, sizeof(err)), -EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "no egress policy"));
+    }
+    spare.egress = NULL;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, bad[i], strlen(bad[i]), &c,
+                                           err, sizeof(err)), -EINVAL);
+    json_object_put(policy);
+}
+
 CU_TestInfo spare_tests[] = {
+    {"test_spare_keeper_claim", test_spare_keeper_claim},
     {"test_spare_claim_takes_the_slot", test_spare_claim_takes_the_slot},
     {"test_spare_claim_rules", test_spare_claim_rules},
     {"test_spare_evict_for_capacity", test_spare_evict_for_capacity},
