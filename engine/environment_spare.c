@@ -110,6 +110,9 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
     r = environment_prepare_sandbox(env, &req, &confine, err, errlen);
     if (r < 0)
         goto out;
+    /* a spare's pi start (~0.9 CPU-s) yields to running turns; its claim restores the share */
+    if (cfg->sandbox && sandbox_cgroup_set_cpu_weight(&confine.cg, true) < 0)
+        log_debug("cannot lower the CPU weight of a spare");
     buf_init(&spec, KEEPER_SPEC_MAX);
     r = environment_encode_spec(env, &req, &plan, "", cfg->spare_ttl_ms, false, false,
                                 cfg->sandbox ? &confine : NULL, &spec, err, errlen);

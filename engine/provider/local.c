@@ -701,6 +701,9 @@ static int local_claim(struct provider_process *proc, json_object *egress, char 
         snprintf(err, errlen, "the sandbox has no network to rebind");
         return -ENOTSUP;
     }
+    /* the spare waited at a low CPU weight: the session's turn gets the usual share */
+    if (box->cg.n && sandbox_cgroup_set_cpu_weight(&box->cg, false) < 0)
+        snprintf(err, errlen, "cannot restore the sandbox's CPU weight");
     return sandbox_egress_set_policy(box->egress, egress, err, errlen);
 }
 
