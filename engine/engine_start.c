@@ -103,8 +103,8 @@ int engine_start_environment(struct engine_turn *t, struct event_stream *es,
     if (r == -EEXIST) {
         /* another request of the session got there first: run without a seat */
         t->key[0] = '\0';
-        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, false, &env,
-                                err, errlen);
+        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, false, &env, err,
+                                errlen);
     }
     if (r < 0) {
         log_debug("environment acquisition failed: %s", err);

@@ -216,7 +216,8 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
     return r;
 }
 
-int environment_spawn_keeper(struct environment *env, const struct buf *spec, char *err, size_t errlen)
+int environment_spawn_keeper(struct environment *env, const struct buf *spec, char *err,
+                             size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};

@@ -11,11 +11,10 @@
 
 struct environment *environment_new(const struct engine_config *cfg);
 /* Attach to the keeper at env->paths.socket and read its "#hello" (before deadline). */
-int environment_connect_keeper(struct environment *env, int64_t deadline, char *err,
-                               size_t errlen);
+int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen);
 /* The run's egress policy as the keeper spec carries it (NULL + err on failure). */
-json_object *environment_egress_json(const struct engine_config *cfg,
-                                     const struct run_request *req, char *err, size_t errlen);
+json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
+                                     char *err, size_t errlen);
 int environment_encode_spec(const struct environment *env, const struct run_request *req,
                             const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                             bool per_turn, bool had_lease, const struct sandbox_env *confine,

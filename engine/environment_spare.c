@@ -116,6 +116,7 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
     buf_init(&spec, KEEPER_SPEC_MAX);
     r = environment_encode_spec(env, &req, &plan, "", cfg->spare_ttl_ms, false, false,
                                 cfg->sandbox ? &confine : NULL, &spec, err, errlen);
+    env->cfg = cfg; /* the keeper itself gets the runner's own start deadline */
     if (r == 0)
         r = environment_spawn_keeper(env, &spec, err, errlen);
     buf_release(&spec);
@@ -123,7 +124,6 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
         goto out;
     created = false; /* the keeper owns the folder and the slot now */
     env->has_slot = false;
-    env->cfg = cfg; /* its harness gets the runner's own start deadline */
     r = await_harness(env, err, errlen);
     if (r < 0) {
         (void)environment_destroy(env, TEARDOWN_FAILED_TURN); /* the keeper frees the slot */

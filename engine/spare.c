@@ -64,8 +64,7 @@ int spare_settings_parse(const char *text, struct spare_settings *ret, char *err
             p++;
         eq = strchr(entry, '=');
         if (!eq || eq == entry || !eq[1]) {
-            snprintf(err, errlen, "AGENT_RUNNER_SPARES: \"%.40s\" is not <harness>=<count>",
-                     entry);
+            snprintf(err, errlen, "AGENT_RUNNER_SPARES: \"%.40s\" is not <harness>=<count>", entry);
             return -EINVAL;
         }
         *eq = '\0';
@@ -74,14 +73,16 @@ int spare_settings_parse(const char *text, struct spare_settings *ret, char *err
             return -EINVAL;
         }
         if (util_parse_u64(eq + 1, 0, SPARE_PER_HARNESS_MAX, &count) < 0) {
-            snprintf(err, errlen, "AGENT_RUNNER_SPARES: %s: expected a count in 0..%d, not "
-                                  "\"%.20s\"",
+            snprintf(err, errlen,
+                     "AGENT_RUNNER_SPARES: %s: expected a count in 0..%d, not "
+                     "\"%.20s\"",
                      entry, SPARE_PER_HARNESS_MAX, eq + 1);
             return -EINVAL;
         }
         if (count && !spare_harness_supported(kind)) {
-            snprintf(err, errlen, "AGENT_RUNNER_SPARES: %s cannot have spares (its harness "
-                                  "reads its configuration only when it starts): use %s=0",
+            snprintf(err, errlen,
+                     "AGENT_RUNNER_SPARES: %s cannot have spares (its harness "
+                     "reads its configuration only when it starts): use %s=0",
                      entry, entry);
             return -EINVAL;
         }
@@ -195,8 +196,8 @@ static int become(uid_t uid, gid_t gid)
     return 0;
 }
 
-int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object *files,
-                           char *err, size_t errlen)
+int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object *files, char *err,
+                           size_t errlen)
 {
     uid_t old_uid = (uid_t)setfsuid((uid_t)-1);
     gid_t old_gid = (gid_t)setfsgid((gid_t)-1);
@@ -206,8 +207,7 @@ int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object 
 
     pid = inner_pid(sandbox_pid);
     if (pid < 0) {
-        snprintf(err, errlen, "spare: no process runs in the sandbox of pid %d",
-                 (int)sandbox_pid);
+        snprintf(err, errlen, "spare: no process runs in the sandbox of pid %d", (int)sandbox_pid);
         return -ESRCH;
     }
     snprintf(root, sizeof(root), "/proc/%d/root" SANDBOX_HOME, (int)pid);

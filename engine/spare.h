@@ -76,7 +76,7 @@ int spare_placeholder_request(enum harness_kind kind, struct run_request *ret, c
  * symlink. Files outside SANDBOX_HOME (/etc/passwd, /etc/group) are the same for every
  * environment and skipped. err names the file at fault.
  */
-int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object *files,
-                           char *err, size_t errlen);
+int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object *files, char *err,
+                           size_t errlen);
 
 #endif

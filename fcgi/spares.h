@@ -25,10 +25,10 @@
 
 struct spares {
     const struct engine_config *cfg;
-    pid_t maker;          /* the running maker child, 0 */
-    int maker_fd_close;   /* fd the maker closes first (the master's signalfd) */
-    unsigned next_kind;   /* round robin over the harnesses */
-    int64_t not_before;   /* backoff after a failed maker (monotonic ms) */
+    pid_t maker;        /* the running maker child, 0 */
+    int maker_fd_close; /* fd the maker closes first (the master's signalfd) */
+    unsigned next_kind; /* round robin over the harnesses */
+    int64_t not_before; /* backoff after a failed maker (monotonic ms) */
     int64_t backoff_ms;
 };
 

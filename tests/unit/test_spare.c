@@ -59,8 +59,12 @@ static struct pool_handle ready_spare(struct pool *p, uint8_t harness, pid_t kee
 
 static struct pool_reservation reservation(const char *key)
 {
-    struct pool_reservation rv = {.key = key, .by_pid = getpid(), .harness = HARNESS_PI,
-                                  .idle_ms = 60000, .provider = "openai", .model = "m",
+    struct pool_reservation rv = {.key = key,
+                                  .by_pid = getpid(),
+                                  .harness = HARNESS_PI,
+                                  .idle_ms = 60000,
+                                  .provider = "openai",
+                                  .model = "m",
                                   .turn_id = "t1"};
     return rv;
 }
@@ -270,12 +274,12 @@ static int parse(const char *body, struct run_request *req)
     return r;
 }
 
-#define PI_BASE                                                                                \
+#define PI_BASE                                                                                    \
     "\"harness\":\"pi\",\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
-#define PI_MC(extra)                                                                           \
-    "\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"custom\",\"endpoint\":{"   \
-    "\"baseUrl\":\"https://models.example/v1\"},\"credentialMode\":\"env\",\"credentials\":[{" \
-    "\"binding\":{\"kind\":\"environment\",\"name\":\"OPENAI_API_KEY\"},\"value\":\"sk\","    \
+#define PI_MC(extra)                                                                               \
+    "\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"custom\",\"endpoint\":{"        \
+    "\"baseUrl\":\"https://models.example/v1\"},\"credentialMode\":\"env\",\"credentials\":[{"     \
+    "\"binding\":{\"kind\":\"environment\",\"name\":\"OPENAI_API_KEY\"},\"value\":\"sk\","         \
     "\"usage\":\"opaque_http\"}]" extra "}"
 
 static void test_spare_eligibility_rule(void)
@@ -332,8 +336,7 @@ static void test_spare_eligibility_rule(void)
 static int fake_claims;
 static json_object *fake_egress_seen;
 
-static int fake_claim(struct provider_process *proc, json_object *egress, char *err,
-                      size_t errlen)
+static int fake_claim(struct provider_process *proc, json_object *egress, char *err, size_t errlen)
 {
     (void)proc;
     fake_claims++;
@@ -361,7 +364,9 @@ static void test_spare_keeper_claim(void)
     static const char refused[] = "{\"idleMs\":60000,\"perTurn\":true,\"sessionKey\":\"\","
                                   "\"egress\":{\"refuse\":true}}";
     static const char *const bad[] = {
-        "not json", "[]", "{\"perTurn\":false,\"sessionKey\":\"k\"}",
+        "not json",
+        "[]",
+        "{\"perTurn\":false,\"sessionKey\":\"k\"}",
         "{\"idleMs\":0,\"perTurn\":false,\"sessionKey\":\"k\"}",
         "{\"idleMs\":86400001,\"perTurn\":false,\"sessionKey\":\"k\"}",
         "{\"idleMs\":5,\"perTurn\":\"no\",\"sessionKey\":\"k\"}",
@@ -369,36 +374,41 @@ static void test_spare_keeper_claim(void)
     };
 
     fake_claims = 0;
-    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, ok, strlen(ok), &c, err,
-                                       sizeof(err)), 0);
+    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, ok, strlen(ok), &c, err, sizeof(err)),
+                    0);
     CU_ASSERT_EQUAL(fake_claims, 1);
     CU_ASSERT_EQUAL(c.idle_ms, 60000);
     CU_ASSERT_FALSE(c.per_turn);
     /* the provider refuses: the claim fails with its word */
-    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, refused, strlen(refused), &c, err,
-                                       sizeof(err)), -EPERM);
+    CU_ASSERT_EQUAL(
+        keeper_claim_apply(&spare, &with, &proc, refused, strlen(refused), &c, err, sizeof(err)),
+        -EPERM);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "refused by the provider"));
     /* an environment that holds a session is no spare */
-    CU_ASSERT_EQUAL(keeper_claim_apply(&session, &with, &proc, ok, strlen(ok), &c, err,
-                                       sizeof(err)), -EINVAL);
+    CU_ASSERT_EQUAL(
+        keeper_claim_apply(&session, &with, &proc, ok, strlen(ok), &c, err, sizeof(err)), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "not a spare"));
     /* a provider that cannot rebind a running sandbox cannot serve a claim with a policy */
-    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &without, &proc, ok, strlen(ok), &c, err,
-                                       sizeof(err)), -ENOTSUP);
+    CU_ASSERT_EQUAL(
+        keeper_claim_apply(&spare, &without, &proc, ok, strlen(ok), &c, err, sizeof(err)),
+        -ENOTSUP);
     /* a confined spare (its spec has a policy) needs the session's */
     spare.egress = policy;
-    CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, bad[2], strlen(bad[2]), &c, err,
-                                       sizeof(err)), -EINVAL);
+    CU_ASSERT_EQUAL(
+        keeper_claim_apply(&spare, &with, &proc, bad[2], strlen(bad[2]), &c, err, sizeof(err)),
+        -EINVAL);
     {
         static const char no_egress[] = "{\"idleMs\":5,\"perTurn\":false,\"sessionKey\":\"k\"}";
-        CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, no_egress, strlen(no_egress),
-                                           &c, err, sizeof(err)), -EINVAL);
+        CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, no_egress, strlen(no_egress), &c,
+                                           err, sizeof(err)),
+                        -EINVAL);
         CU_ASSERT_PTR_NOT_NULL(strstr(err, "no egress policy"));
     }
     spare.egress = NULL;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        CU_ASSERT_EQUAL(keeper_claim_apply(&spare, &with, &proc, bad[i], strlen(bad[i]), &c,
-                                           err, sizeof(err)), -EINVAL);
+        CU_ASSERT_EQUAL(
+            keeper_claim_apply(&spare, &with, &proc, bad[i], strlen(bad[i]), &c, err, sizeof(err)),
+            -EINVAL);
     json_object_put(policy);
 }
 
