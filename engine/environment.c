@@ -205,6 +205,10 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
     if (spec.sandbox) {
         snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
         json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
+        /* a remote sandbox cannot bind the socket in: a relay in it carries the channel */
+        if (env->provider->caps.remote && cfg->harness_dir)
+            json_object_object_add(spec.sandbox, "channelRelay",
+                                   json_object_new_string(cfg->harness_dir));
         r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
         if (r >= 0)
             r = keeper_spec_encode(&spec, out);

@@ -614,18 +614,16 @@ static void teardown(struct keeper *k)
     buf_release(&k->client_out);
 }
 
-/* The provider's own fds (the local sandbox's egress proxy and name server). */
+/* The provider's own fds (the local sandbox's egress proxy and name server, a remote
+ * sandbox's keeper channel relay). */
 static int provider_fds(struct keeper *k, struct pollfd *p, int *timeout)
 {
-    int fds[SANDBOX_EGRESS_FDS];
     size_t n;
 
     if (!k->provider || !k->provider->poll_fds || !k->proc.priv)
         return 0;
-    n = k->provider->poll_fds(&k->proc, fds, SANDBOX_EGRESS_FDS, util_now_ms(), timeout);
-    for (size_t i = 0; i < n; i++)
-        p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-    return (int)n;
+    n = k->provider->poll_fds(&k->proc, p, PROVIDER_POLLFDS_MAX, util_now_ms(), timeout);
+    return (int)(n < PROVIDER_POLLFDS_MAX ? n : PROVIDER_POLLFDS_MAX);
 }
 
 static int loop(struct keeper *k)
@@ -633,9 +631,9 @@ static int loop(struct keeper *k)
     bool stop = false;
 
     while (!stop) {
-        struct pollfd p[7 + KEEPER_CHANNEL_POLLFDS + SANDBOX_EGRESS_FDS];
+        struct pollfd p[7 + KEEPER_CHANNEL_POLLFDS + PROVIDER_POLLFDS_MAX];
         int np = 0, ilisten = -1, iclient = -1, iout = -1, ierr = -1, iin = -1, iexit = -1, isig;
-        int ich;
+        int ich, iprov, nprov;
         int timeout = -1;
         size_t nch;
 
@@ -679,14 +677,16 @@ static int loop(struct keeper *k)
             }
             timeout = left > 60000 ? 60000 : (int)left;
         }
-        np += provider_fds(k, p + np, &timeout);
+        iprov = np;
+        nprov = provider_fds(k, p + np, &timeout);
+        np += nprov;
         if (poll(p, (nfds_t)np, timeout) == -1) {
             if (errno == EINTR)
                 continue;
             return -errno;
         }
         if (k->provider && k->provider->service && k->proc.priv)
-            k->provider->service(&k->proc, util_now_ms()); /* the sandbox's egress */
+            k->provider->service(&k->proc, p + iprov, (size_t)nprov, util_now_ms());
         if (p[isig].revents & POLLIN) {
             struct signalfd_siginfo si;
             while (read(k->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {

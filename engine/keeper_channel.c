@@ -52,7 +52,9 @@ int keeper_channel_open(struct keeper_channel *kc, const char *env_dir,
         return r;
     }
     /* 0666: connecting needs write permission on the socket, whatever uid the sandbox has */
-    fd = util_unix_listen(kc->path, 0666, 8);
+    /* a backlog for every connection at once: a remote sandbox's relay connects them in a
+     * burst (daytona_relay), before this loop accepts any */
+    fd = util_unix_listen(kc->path, 0666, 2 * KEEPER_CHANNEL_CONNS_MAX);
     if (fd < 0) {
         snprintf(err, errlen, "tool channel: cannot listen on '%s': %s", kc->path, strerror(-fd));
         return fd;

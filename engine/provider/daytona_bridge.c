@@ -503,7 +503,7 @@ static int upload(struct daytona_client *c, struct daytona_bridge *b, struct day
 
 /* A new session with the harness started in it (env -i: only the env file's variables). */
 static int start_session(struct daytona_client *c, struct daytona_bridge *b,
-                         const char *launch_path, char *err, size_t errlen)
+                         const char *launch_path, const char *command, char *err, size_t errlen)
 {
     struct buf cmd;
     char rnd[17];
@@ -520,9 +520,13 @@ static int start_session(struct daytona_client *c, struct daytona_bridge *b,
         return r;
     }
     buf_init(&cmd, 8192);
-    r = buf_append_str(&cmd, "env -i /bin/sh ");
-    if (r >= 0)
-        r = daytona_shell_quote(launch_path, &cmd);
+    if (command) {
+        r = buf_append_str(&cmd, command);
+    } else {
+        r = buf_append_str(&cmd, "env -i /bin/sh ");
+        if (r >= 0)
+            r = daytona_shell_quote(launch_path, &cmd);
+    }
     if (r >= 0) {
         r = daytona_toolbox_exec(c, b->tb, b->sid, buf_str(&cmd), true, b->cid);
         if (r < 0)
@@ -593,7 +597,11 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
         snprintf(err, errlen, "sandbox \"%s\" has no toolbox URL", sb->id);
         return -EINVAL;
     }
-    r = launch_files_plan(h, &lf, err, errlen);
+    if (h->command && (!h->command[0] || strlen(h->command) > 4096)) {
+        snprintf(err, errlen, "harness command: empty or too long");
+        return -EINVAL;
+    }
+    r = h->command ? 0 : launch_files_plan(h, &lf, err, errlen);
     if (r < 0)
         goto out;
     b = calloc(1, sizeof(*b));
@@ -611,12 +619,17 @@ int daytona_bridge_start(const struct daytona_config *cfg, const struct daytona_
     snprintf(b->tb, sizeof(b->tb), "%s", sb->toolbox);
     snprintf(b->sandbox_id, sizeof(b->sandbox_id), "%s", sb->id);
     r = daytona_client_new(cfg, &c);
-    if (r >= 0)
+    if (r >= 0 && !h->command)
         r = upload(c, b, m, &lf, err, errlen);
     if (r < 0)
         goto out;
+    if (h->before_start) {
+        r = h->before_start(h->before_start_ctx, err, errlen);
+        if (r < 0)
+            goto out;
+    }
     t0 = util_now_ms();
-    r = start_session(c, b, lf.launch_path, err, errlen);
+    r = start_session(c, b, lf.launch_path, h->command, err, errlen);
     if (r >= 0)
         r = start_threads(b, ret_fds);
     if (r < 0)

@@ -67,6 +67,13 @@ struct daytona_harness {
                               daytona_toolbox_home() tells */
     long activity_ms;      /* how often activity is marked while busy; 0 = 60 s. Keep it
                               under half the sandbox's auto-stop interval */
+    const char *command;   /* instead of files/env/argv/cwd: this shell command as it is,
+                              nothing uploaded (it must hold no credential: the session's
+                              command list shows it). The keeper channel relay */
+    /* called after the upload, right before the harness is started (may be NULL): a
+       failure (< 0, err set) ends the start with nothing left of it */
+    int (*before_start)(void *ctx, char *err, size_t errlen);
+    void *before_start_ctx;
 };
 
 /* The env file text: NAME='value' lines (single quotes escaped). Names are validated. */

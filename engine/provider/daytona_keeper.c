@@ -17,6 +17,14 @@
  * the sandbox's record when the sandbox was kept (so only what changed is uploaded), and the
  * harness started through daytona_bridge.
  *
+ * The keeper channel: a sandbox description with "channelRelay" first gets the relay started
+ * in the sandbox (a bridge of its own running daytona_plan's relay_command; nothing uploaded)
+ * and the harness's bridge waits for its "ready" after the upload, before it starts the
+ * harness (before_start), so the socket at the harness's RUNNER_CHANNEL exists before
+ * anything could look for it and the relay's start overlaps the upload. The pump
+ * (daytona_relay) is the started process's priv: the keeper's poll loop services it through
+ * poll_fds/service. Stop ends the harness, then the relay (its session deleted).
+ *
  * Release: the disposition for the keeper's teardown reason (provider_disposition), with one
  * exception: a reusable lease whose harness was lost because the sandbox was stopped under it
  * (its server-side auto-stop) is kept as it is — exactly what the idle window would have done.
@@ -30,6 +38,7 @@
 #include <unistd.h>
 
 #include "../jsonx.h"
+#include "../keeper_channel.h"
 #include "../keeper_proto.h"
 #include "../log.h"
 #include "../util.h"
@@ -37,11 +46,15 @@
 #include "daytona_exec.h"
 #include "daytona_plan.h"
 #include "daytona_provider.h"
+#include "daytona_relay.h"
 #include "daytona_sandbox.h"
 
 #define ALLOW_MAX 64
 #define PREFLIGHT_TIMEOUT_MS 60000
 #define OWNER_MAX 320
+#define RELAY_READY_MS 30000
+
+_Static_assert(DAYTONA_RELAY_POLLFDS <= PROVIDER_POLLFDS_MAX, "the keeper polls them all");
 
 static struct {
     bool have; /* a lease is held */
@@ -51,6 +64,9 @@ static struct {
     struct daytona_plan plan;
     struct daytona_manifest *m;
     struct daytona_bridge *bridge;
+    struct daytona_bridge *relay_bridge; /* the keeper channel relay's session */
+    struct daytona_relay *relay;         /* its pump */
+    int64_t relay_t0;
     json_object *report;
     bool lost; /* the harness was lost (not a clean exit) */
 } ks;
@@ -65,6 +81,8 @@ static int64_t wall_ns(void)
 
 static void forget(void)
 {
+    daytona_relay_free(ks.relay);
+    daytona_bridge_free(ks.relay_bridge);
     daytona_bridge_free(ks.bridge);
     daytona_manifest_free(ks.m);
     daytona_plan_release(&ks.plan);
@@ -370,6 +388,67 @@ static void set_nonblock(int fd)
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+static void stop_relay(void)
+{
+    daytona_relay_free(ks.relay);
+    ks.relay = NULL;
+    if (ks.relay_bridge) {
+        daytona_bridge_stop(ks.relay_bridge, true);
+        daytona_bridge_free(ks.relay_bridge);
+        ks.relay_bridge = NULL;
+    }
+}
+
+/*
+ * The keeper channel relay in the sandbox, its pump connected to the keeper's own channel
+ * socket. It starts while the harness's files upload; relay_ready() waits for it.
+ */
+static int start_relay(const struct daytona_settings *s, const struct keeper_spec *spec,
+                       char *err, size_t errlen)
+{
+    struct daytona_harness h = {.command = ks.plan.relay_command,
+                                .activity_ms = DAYTONA_BRIDGE_ACTIVITY_MS};
+    struct daytona_bridge_fds fds;
+    char sock[512], why[256] = "";
+    int r;
+
+    if ((size_t)snprintf(sock, sizeof(sock), "%s/" KEEPER_CHANNEL_DIR "/" KEEPER_CHANNEL_SOCKET,
+                         spec->env_dir) >= sizeof(sock))
+        return -ENAMETOOLONG;
+    ks.relay_t0 = util_now_ms();
+    r = daytona_bridge_start(&s->cfg, &ks.lease.sb, &h, ks.m, &ks.relay_bridge, &fds, why,
+                             sizeof(why));
+    if (r < 0) {
+        snprintf(err, errlen, "sandbox: cannot start the keeper channel relay: %s", why);
+        return r;
+    }
+    r = daytona_relay_new(fds.stdin_fd, fds.stdout_fd, fds.stderr_fd, sock, &ks.relay);
+    if (r < 0)
+        stop_relay();
+    return r;
+}
+
+/* Before the harness starts: the relay listens on its RUNNER_CHANNEL, or nothing starts. */
+static int relay_ready(void *ctx, char *err, size_t errlen)
+{
+    char why[512] = "";
+    int r;
+
+    (void)ctx;
+    if (!ks.relay)
+        return 0;
+    r = daytona_relay_wait_ready(ks.relay, RELAY_READY_MS, why, sizeof(why));
+    if (r < 0) {
+        snprintf(err, errlen, "sandbox_unavailable: %s", why[0] ? why : strerror(-r));
+        return r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO ? AR_E_UNAVAILABLE : r;
+    }
+    json_object_object_add(ks.report, "channelRelayMs",
+                           json_object_new_int64(util_now_ms() - ks.relay_t0));
+    log_debug("daytona: the keeper channel relay is ready after %lld ms",
+              (long long)(util_now_ms() - ks.relay_t0));
+    return 0;
+}
+
 int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process *ret, char *err,
                          size_t errlen)
 {
@@ -382,7 +461,6 @@ int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process
     json_object *up;
     int r;
 
-    (void)spec;
     if (!s || !ks.have) {
         snprintf(err, errlen, "sandbox: no lease to start the harness in");
         return -EINVAL;
@@ -407,10 +485,18 @@ int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process
                                  .state_dir = ks.plan.state_dir,
                                  .activity_ms = half > 0 && half < DAYTONA_BRIDGE_ACTIVITY_MS
                                                     ? half
-                                                    : DAYTONA_BRIDGE_ACTIVITY_MS};
+                                                    : DAYTONA_BRIDGE_ACTIVITY_MS,
+                                 .before_start = relay_ready};
+    if (ks.plan.relay_command) {
+        r = start_relay(s, spec, err, errlen);
+        if (r < 0)
+            return r;
+    }
     r = daytona_bridge_start(&s->cfg, &ks.lease.sb, &h, ks.m, &ks.bridge, &fds, err, errlen);
-    if (r < 0)
+    if (r < 0) {
+        stop_relay();
         return r;
+    }
     set_nonblock(fds.stdin_fd);
     set_nonblock(fds.stdout_fd);
     set_nonblock(fds.stderr_fd);
@@ -418,7 +504,8 @@ int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process
                                      .in_fd = fds.stdin_fd,
                                      .out_fd = fds.stdout_fd,
                                      .err_fd = fds.stderr_fd,
-                                     .exit_fd = fds.exit_fd};
+                                     .exit_fd = fds.exit_fd,
+                                     .priv = ks.relay};
     daytona_bridge_stats(ks.bridge, &st);
     up = json_object_new_object();
     json_object_object_add(up, "files", json_object_new_int((int)st.sync.files));
@@ -453,7 +540,25 @@ void daytona_keeper_stop(struct provider_process *proc)
         daytona_bridge_free(ks.bridge);
         ks.bridge = NULL;
     }
+    stop_relay();
     proc->pid = 0;
+    proc->priv = NULL;
+}
+
+size_t daytona_keeper_poll_fds(struct provider_process *proc, struct pollfd *p, size_t max,
+                               int64_t now, int *timeout_ms)
+{
+    (void)now;
+    (void)timeout_ms;
+    return proc->priv && proc->priv == ks.relay ? daytona_relay_pollfds(ks.relay, p, max) : 0;
+}
+
+void daytona_keeper_service(struct provider_process *proc, const struct pollfd *p, size_t n,
+                            int64_t now)
+{
+    (void)now;
+    if (proc->priv && proc->priv == ks.relay)
+        daytona_relay_handle(ks.relay, p, n);
 }
 
 /* The harness was lost and the sandbox is stopped (or stopping): its auto-stop fired. */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../contracts.h"
+#include "../harness/harness.h"
 #include "../jsonx.h"
 #include "daytona_bridge.h"
 
@@ -296,6 +297,52 @@ out:
     return r;
 }
 
+/* The keeper channel's relay: RUNNER_CHANNEL moved into our folder, the command to start it. */
+static int plan_relay(struct daytona_plan *p, const char *host_dir, const char *harness_dir,
+                      char *err, size_t errlen)
+{
+    const char *base = harness_dir && harness_dir[0] ? harness_dir : host_dir;
+    char path[DAYTONA_PLAN_PATH_MAX * 2];
+    struct buf cmd;
+    int n, r;
+
+    if (!host_dir || host_dir[0] != '/' || strlen(base) >= DAYTONA_PLAN_PATH_MAX) {
+        snprintf(err, errlen, "sandbox: channelRelay is not an absolute path");
+        return -EINVAL;
+    }
+    n = snprintf(p->channel_sock, sizeof(p->channel_sock), "%s/channel/channel.sock",
+                 p->state_dir);
+    if (n < 0 || (size_t)n >= sizeof(p->channel_sock)) {
+        snprintf(err, errlen,
+                 "sandbox: the sandbox user's home is too long for the channel socket path");
+        return -ENAMETOOLONG;
+    }
+    json_object_object_add(p->env, "RUNNER_CHANNEL", json_object_new_string(p->channel_sock));
+    /* no exec: the command runs in the session's shell, which must outlive it */
+    buf_init(&cmd, 16384);
+    r = buf_append_str(&cmd, "env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME=");
+    if (r >= 0)
+        r = daytona_shell_quote(p->home, &cmd);
+    snprintf(path, sizeof(path), "%s/" HARNESS_NODE, base);
+    if (r >= 0)
+        r = buf_append_char(&cmd, ' ');
+    if (r >= 0)
+        r = daytona_shell_quote(path, &cmd);
+    snprintf(path, sizeof(path), "%s/" DAYTONA_PLAN_RELAY, base);
+    if (r >= 0)
+        r = buf_append_char(&cmd, ' ');
+    if (r >= 0)
+        r = daytona_shell_quote(path, &cmd);
+    if (r >= 0)
+        r = buf_append_char(&cmd, ' ');
+    if (r >= 0)
+        r = daytona_shell_quote(p->channel_sock, &cmd);
+    if (r >= 0)
+        r = buf_steal(&cmd, &p->relay_command);
+    buf_release(&cmd);
+    return r;
+}
+
 int daytona_plan_build(json_object *sandbox, const char *home, const char *harness_dir,
                        struct daytona_plan *ret, char *err, size_t errlen)
 {
@@ -334,6 +381,8 @@ int daytona_plan_build(json_object *sandbox, const char *home, const char *harne
         if (r >= 0)
             json_object_array_add(p.folders, json_object_new_string(mapped));
     }
+    if (r >= 0 && jsonx_get(sandbox, "channelRelay"))
+        r = plan_relay(&p, jsonx_str(sandbox, "channelRelay"), harness_dir, err, errlen);
     if (r >= 0)
         r = add_workspace(&p, jsonx_str(sandbox, "workspace"), err, errlen);
     if (r < 0)
@@ -356,6 +405,8 @@ void daytona_plan_release(struct daytona_plan *p)
     json_object_put(p->argv);
     json_object_put(p->folders);
     p->files = p->env = p->argv = p->folders = NULL;
+    free(p->relay_command);
+    p->relay_command = NULL;
 }
 
 int daytona_plan_preflight(const struct daytona_plan *p, struct buf *out)

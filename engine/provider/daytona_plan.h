@@ -16,6 +16,12 @@
  * are skipped, never followed), at most DAYTONA_PLAN_FILES_MAX files and
  * DAYTONA_PLAN_BYTES_MAX bytes in all (more is -E2BIG naming the limit, never a silent cut),
  * mode 0755 when the host file is executable, else 0644.
+ *
+ * The keeper channel (daytona_relay.h): when the description names "channelRelay" (the
+ * runner's harness folder, whose extension/bin/channel-relay.js runs on its pinned Node), the
+ * plan moves RUNNER_CHANNEL to <home>/.agent-runner/channel/channel.sock (a folder the
+ * sandbox user owns: the image need not let it write under /run) and says how to start the
+ * relay there: relay_command, a shell command without any credential.
  */
 #ifndef AR_DAYTONA_PLAN_H
 #define AR_DAYTONA_PLAN_H
@@ -30,6 +36,8 @@
 #define DAYTONA_PLAN_BYTES_MAX (64u * 1024 * 1024)
 #define DAYTONA_PLAN_PATH_MAX 1024
 #define DAYTONA_PLAN_STATE ".agent-runner" /* our folder in the home (env file, launcher) */
+#define DAYTONA_PLAN_SOCK_MAX 108          /* sun_path */
+#define DAYTONA_PLAN_RELAY "extension/bin/channel-relay.js" /* in the harness folder */
 
 struct daytona_plan {
     char home[DAYTONA_PLAN_PATH_MAX];
@@ -40,6 +48,8 @@ struct daytona_plan {
     json_object *argv;                     /* owned */
     json_object *folders; /* owned: roBinds as the sandbox must have them (strings) */
     size_t workspace_files;
+    char channel_sock[DAYTONA_PLAN_SOCK_MAX]; /* RUNNER_CHANNEL in the sandbox ("" = none) */
+    char *relay_command; /* owned, NULL when the description has no channelRelay */
 };
 
 /*

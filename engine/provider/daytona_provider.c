@@ -387,4 +387,6 @@ const struct provider_ops provider_daytona = {
     .exit_status = daytona_keeper_exit_status,
     .busy = daytona_keeper_busy,
     .sweep = dp_sweep,
+    .poll_fds = daytona_keeper_poll_fds,
+    .service = daytona_keeper_service,
 };

@@ -79,5 +79,10 @@ int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process
 void daytona_keeper_stop(struct provider_process *proc);
 int daytona_keeper_exit_status(struct provider_process *proc);
 void daytona_keeper_busy(struct provider_process *proc, bool busy);
+/* The keeper channel relay's pump (daytona_relay.h) in the keeper's poll loop. */
+size_t daytona_keeper_poll_fds(struct provider_process *proc, struct pollfd *p, size_t max,
+                               int64_t now, int *timeout_ms);
+void daytona_keeper_service(struct provider_process *proc, const struct pollfd *p, size_t n,
+                            int64_t now);
 
 #endif

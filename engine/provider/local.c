@@ -670,10 +670,14 @@ static void local_stop(struct provider_process *proc)
     proc->priv = NULL;
 }
 
-static size_t local_poll_fds(const struct provider_process *proc, int *fds, size_t max, int64_t now,
-                             int *timeout_ms)
+_Static_assert(SANDBOX_EGRESS_FDS <= PROVIDER_POLLFDS_MAX, "the keeper polls them all");
+
+static size_t local_poll_fds(struct provider_process *proc, struct pollfd *p, size_t max,
+                             int64_t now, int *timeout_ms)
 {
     const struct local_box *box = proc->priv;
+    int fds[SANDBOX_EGRESS_FDS];
+    size_t n;
     int t;
 
     if (!box || !box->egress)
@@ -681,13 +685,19 @@ static size_t local_poll_fds(const struct provider_process *proc, int *fds, size
     t = sandbox_egress_timeout_ms(box->egress, now);
     if (t >= 0 && (*timeout_ms < 0 || t < *timeout_ms))
         *timeout_ms = t;
-    return sandbox_egress_fds(box->egress, fds, max);
+    n = sandbox_egress_fds(box->egress, fds, max < SANDBOX_EGRESS_FDS ? max : SANDBOX_EGRESS_FDS);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+    return n;
 }
 
-static void local_service(struct provider_process *proc, int64_t now)
+static void local_service(struct provider_process *proc, const struct pollfd *p, size_t n,
+                          int64_t now)
 {
     struct local_box *box = proc->priv;
 
+    (void)p;
+    (void)n;
     if (box && box->egress)
         sandbox_egress_handle(box->egress, now);
 }

@@ -46,6 +46,7 @@
 #ifndef AR_PROVIDER_H
 #define AR_PROVIDER_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -192,13 +193,17 @@ struct provider_ops {
     int (*sweep)(const struct provider_sweep_owners *live, struct provider_sweep_stats *ret,
                  char *err, size_t errlen);
     /*
-     * For the keeper's poll loop while the sandbox runs: fds to poll for POLLIN
-     * besides the pipes (at most max; returns how many) with *timeout_ms lowered to the
-     * provider's next deadline, and service() to call after every poll (never blocks).
+     * For the keeper's poll loop while the sandbox runs (proc->priv set): fds to poll besides
+     * the pipes, each with the events it waits for, in p[0..max) (at most
+     * PROVIDER_POLLFDS_MAX; returns how many) with *timeout_ms lowered to the provider's next
+     * deadline, and service() to call after every poll with those n entries and what poll
+     * reported on them (never blocks). The local sandbox's egress proxy and name server, the
+     * Daytona sandbox's keeper channel relay.
      */
-    size_t (*poll_fds)(const struct provider_process *proc, int *fds, size_t max, int64_t now,
+    size_t (*poll_fds)(struct provider_process *proc, struct pollfd *p, size_t max, int64_t now,
                        int *timeout_ms);
-    void (*service)(struct provider_process *proc, int64_t now);
+    void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n,
+                    int64_t now);
     /*
      * A spare's claim (spare.h): from now on the running sandbox may reach what the session's
      * egress policy allows (egress_policy_to_json) instead of the placeholder's. -errno with
@@ -206,6 +211,8 @@ struct provider_ops {
      */
     int (*claim)(struct provider_process *proc, json_object *egress, char *err, size_t errlen);
 };
+
+#define PROVIDER_POLLFDS_MAX 24
 
 /* The provider registered under name, or NULL (not enabled on this runner). */
 const struct provider_ops *provider_get(const char *name);

@@ -315,11 +315,14 @@ def test_network_rules_map_from_sandbox_permission(ctx):
     # the listed entries plus the run's model endpoint, never wider
     assert sorted(body["networkAllowList"].split(",")) == ["10.1.0.0/16", "127.0.0.1/32"], body
     assert body["domainAllowList"] == "example.com", body
-    # what Daytona cannot express is refused before anything starts
-    status, doc = ctx.stack.stream(pi_request(
+    # what Daytona cannot express is refused before anything starts (streamed: 200 with the
+    # refusal in the stream, issue 13)
+    status, recs = ctx.stack.stream(pi_request(
         ctx.model, "x", sandbox="daytona",
         sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["2001:db8::/32"]}}))
-    assert status == 400 and "sandboxPermission.network" in doc["error"], doc
+    evs, res = events_of(recs), result_of(recs)
+    assert status == 200 and [e["type"] for e in evs] == ["error", "done"], (status, recs)
+    assert res["ok"] is False and "sandboxPermission.network" in res["error"], res
     assert not sandboxes()
 
 
@@ -413,6 +416,137 @@ def test_a_killed_and_restarted_runner_adopts_its_warm_sandbox_and_deletes_an_or
     kill(ctx, key)
     D.delete(foreign["id"])
     wait_gone([warm["id"]])
+
+
+GATE_KEYS = {}
+
+
+def gated_pi_turn(ctx, permissions, p, s, tag, messages=None):
+    """A warm pi turn on daytona whose model calls bash to create <workspace>/<tag>."""
+    name = f"dpi-{tag}"
+    if tag not in GATE_KEYS:
+        GATE_KEYS[tag] = model_key()  # one credential per session: a new one is a new epoch
+    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": f"touch {tag}"}}},
+                            {"text": f"finished {tag}"}])
+    req = pi_request(ctx.model, f"Make the file [[script:{name}]]", key=GATE_KEYS[tag],
+                     sandbox="daytona", projectId=p, sessionId=s, permissions=permissions,
+                     lifecycle={"mode": "warm"})
+    if messages:
+        req["messages"] = messages
+    res, evs = run(ctx, req)
+    return name, req, res, evs
+
+
+def seen_by_model(ctx, name):
+    return [r for r in ctx.model.requests() if f"[[script:{name}]]" in json.dumps(r["body"])]
+
+
+def warm_sandbox_of(since):
+    ids = {c["sandbox"] for c in calls_since(since, UPLOAD) if c.get("sandbox")}
+    assert len(ids) == 1, ids
+    return ids.pop()
+
+
+def test_a_denied_pi_tool_call_on_daytona_never_runs(ctx):
+    """pi's gate reaches the keeper channel through the relay in the remote sandbox: a bash
+    call the plan denies is answered by the runner, never runs, and pi hands the denial to
+    the model as the tool's result."""
+    p, s, key = session()
+    tag = uuid.uuid4().hex[:10]
+    since, sbid = last_seq(), None
+    try:
+        name, _, res, evs = gated_pi_turn(ctx, {"default": "deny"}, p, s, tag)
+        assert res["ok"] is True and res["stopReason"] == "end_turn", res
+        denied = [e for e in evs if e["type"] == "tool_result" and e.get("denied")]
+        assert denied and denied[0]["isError"] is True, evs
+        assert not [e for e in evs if e["type"] == "interaction_request"], evs
+        seen = seen_by_model(ctx, name)
+        assert len(seen) == 2, len(seen)
+        assert "Permission denied" in json.dumps(seen[1]["body"]), seen[1]["body"]
+        sbid = warm_sandbox_of(since)
+        out = D.execute(sbid, f"ls -la ~/workspace ~/.agent-runner/channel; test -e ~/workspace/{tag}"
+                              "; echo exists=$?")["result"]
+        assert "exists=1" in out, out
+        assert "channel.sock" in out and "drwx------" in out, out
+    finally:
+        kill(ctx, key)
+    if sbid:
+        wait_gone([sbid])
+
+
+def test_an_asked_pi_tool_call_on_daytona_parks_and_approve_resumes_it(ctx):
+    """ask: the turn parks with the gated call held open across the relay; the approval
+    resumes the same keeper and pi, and the command's effect exists in the sandbox."""
+    p, s, key = session()
+    tag = uuid.uuid4().hex[:10]
+    since, sbid = last_seq(), None
+    try:
+        name, req, res, evs = gated_pi_turn(ctx, {"default": "ask"}, p, s, tag)
+        assert res["ok"] is True and res["stopReason"] == "paused", res
+        gates = [e for e in evs if e["type"] == "interaction_request"]
+        assert len(gates) == 1, evs
+        gate = gates[0]
+        before = ctx.stack.session(key)
+        assert before["state"] == "awaiting_approval", before
+        sbid = warm_sandbox_of(since)
+        check = f"test -e ~/workspace/{tag}; echo exists=$?"
+        assert "exists=1" in D.execute(sbid, check)["result"], "ran before the approval"
+        answer = {"role": "user", "content": [{
+            "type": "tool_result", "toolCallId": gate["payload"]["toolCallId"],
+            "output": {"approved": True, "interactionToken": gate["id"]}}]}
+        _, _, res2, evs2 = gated_pi_turn(ctx, {"default": "ask"}, p, s, tag,
+                                         messages=req["messages"] + [answer])
+        assert res2["ok"] is True and res2["output"] == f"finished {tag}", res2
+        assert [e for e in evs2 if e["type"] == "interaction_response"][0]["id"] == gate["id"]
+        assert ctx.stack.session(key)["keeperPid"] == before["keeperPid"]
+        assert "exists=0" in D.execute(sbid, check)["result"], "the approved command did not run"
+        assert not calls_since(since, CREATE)[1:], "a second sandbox was created"
+    finally:
+        kill(ctx, key)
+    if sbid:
+        wait_gone([sbid])
+
+
+KILL_RELAY = ("for p in /proc/[0-9]*; do case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in "
+              "*channel-relay.js*) kill ${p#/proc/} && echo killed;; esac; done")
+
+
+def test_a_relay_that_dies_leaves_pi_gated_calls_blocked(ctx):
+    """The relay in the sandbox is killed under a warm pi: pi's channel closes, its next gated
+    call is blocked (never ungated), and nothing of the command happens."""
+    p, s, key = session()
+    tag = uuid.uuid4().hex[:10]
+    since, sbid = last_seq(), None
+    try:
+        ctx.model.script(f"dpi-first-{tag}", [{"text": "ready"}])
+        GATE_KEYS[tag] = model_key()
+        req = pi_request(ctx.model, f"Hi [[script:dpi-first-{tag}]]", key=GATE_KEYS[tag],
+                         sandbox="daytona", projectId=p, sessionId=s,
+                         permissions={"default": "ask"}, lifecycle={"mode": "warm"})
+        res, _ = run(ctx, req)
+        assert res["ok"] is True, res
+        sbid = warm_sandbox_of(since)
+        assert "killed" in D.execute(sbid, KILL_RELAY)["result"]
+        wait_for(lambda: "channel-relay" not in D.execute(sbid, "ps -eo args")["result"],
+                 what="the relay gone")
+        name, _, res2, evs = gated_pi_turn(ctx, {"default": "ask"}, p, s, tag,
+                                           messages=follow_up(
+                                               req, res, f"Make the file [[script:dpi-{tag}]]")
+                                           ["messages"])
+        assert not [e for e in evs if e["type"] == "interaction_request"], evs
+        # pi goes on with the call blocked (fail closed), and tells the model so
+        assert res2["ok"] is True, res2
+        blocked = [e for e in evs if e["type"] == "tool_result"]
+        assert len(blocked) == 1 and blocked[0]["isError"] is True, evs
+        assert "permission channel is unavailable" in blocked[0]["output"], blocked
+        told = json.dumps(seen_by_model(ctx, name)[-1]["body"])
+        assert "permission channel is unavailable" in told, told
+        check = f"test -e ~/workspace/{tag}; echo exists=$?"
+        assert "exists=1" in D.execute(sbid, check)["result"], "a gated command ran ungated"
+    finally:
+        kill(ctx, key)
+    if sbid:
+        wait_gone([sbid])
 
 
 def test_no_credential_in_logs_labels_or_the_fake_call_log_and_nothing_left(ctx):

@@ -173,6 +173,7 @@ static CU_SuiteInfo suites[] = {
     {"daytona_sandbox", NULL, NULL, NULL, NULL, daytona_sandbox_tests},
     {"daytona_manifest", NULL, NULL, NULL, NULL, daytona_manifest_tests},
     {"daytona_bridge", NULL, NULL, NULL, NULL, daytona_bridge_tests},
+    {"daytona_relay", NULL, NULL, NULL, NULL, daytona_relay_tests},
     {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     {"login", NULL, NULL, NULL, NULL, login_tests},
     {"daytona_provider", NULL, NULL, NULL, NULL, daytona_provider_tests},

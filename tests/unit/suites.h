@@ -64,6 +64,7 @@ extern CU_TestInfo daytona_lease_tests[];
 extern CU_TestInfo daytona_sandbox_tests[];
 extern CU_TestInfo daytona_manifest_tests[];
 extern CU_TestInfo daytona_bridge_tests[];
+extern CU_TestInfo daytona_relay_tests[];
 extern CU_TestInfo daytona_exec_tests[];
 extern CU_TestInfo login_tests[];
 extern CU_TestInfo daytona_provider_tests[];

