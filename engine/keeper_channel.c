@@ -105,6 +105,31 @@ void keeper_channel_close(struct keeper_channel *kc)
     kc->listen_fd = -1;
 }
 
+/*
+ * Whether a warning the sandbox can provoke may be logged now: at most
+ * KEEPER_CHANNEL_WARNS_PER_S a second, the rest summed in one line the next second, so a
+ * connect loop inside cannot write thousands of lines a second into the host's log.
+ */
+static bool warn_allowed(struct keeper_channel *kc)
+{
+    int64_t now = util_now_ms();
+
+    if (now - kc->warn_window_ms >= 1000) {
+        if (kc->warn_suppressed)
+            log_warn("tool channel: %llu more warnings not logged",
+                     (unsigned long long)kc->warn_suppressed);
+        kc->warn_window_ms = now;
+        kc->warn_logged = 0;
+        kc->warn_suppressed = 0;
+    }
+    if (kc->warn_logged >= KEEPER_CHANNEL_WARNS_PER_S) {
+        kc->warn_suppressed++;
+        return false;
+    }
+    kc->warn_logged++;
+    return true;
+}
+
 /* Queue an encoded line (it ends in '\n') to connection c; a connection that does not read is
  * dropped at KEEPER_CHANNEL_OUT_MAX rather than growing without bound. */
 static void conn_queue(struct keeper_channel_conn *c, const struct buf *line)
@@ -253,8 +278,9 @@ static void conn_read(struct keeper_channel *kc, size_t i)
         free(line);
     }
     if (r < 0) {
-        log_warn("tool channel: a line exceeds %u bytes: dropping its connection",
-                 TOOL_CHANNEL_LINE_MAX);
+        if (warn_allowed(kc))
+            log_warn("tool channel: a line exceeds %u bytes: dropping its connection",
+                     TOOL_CHANNEL_LINE_MAX);
         conn_close(kc, i);
     }
 }
@@ -288,8 +314,9 @@ static void accept_conn(struct keeper_channel *kc)
     if (fd == -1)
         return;
     if (kc->nconns >= KEEPER_CHANNEL_CONNS_MAX) {
-        log_warn("tool channel: %d connections are open: refusing another",
-                 KEEPER_CHANNEL_CONNS_MAX);
+        if (warn_allowed(kc))
+            log_warn("tool channel: %d connections are open: refusing another",
+                     KEEPER_CHANNEL_CONNS_MAX);
         close(fd);
         return;
     }

@@ -42,6 +42,7 @@
 #define KEEPER_CHANNEL_SOCKET "channel.sock"
 #define KEEPER_CHANNEL_CONNS_MAX 16
 #define KEEPER_CHANNEL_PENDING_MAX 64
+#define KEEPER_CHANNEL_WARNS_PER_S 5 /* warnings the sandbox provokes, per second */
 #define KEEPER_CHANNEL_OUT_MAX (16u * 1024 * 1024) /* queued towards one connection */
 /* The most pollfds keeper_channel_pollfds contributes. */
 #define KEEPER_CHANNEL_POLLFDS (1 + KEEPER_CHANNEL_CONNS_MAX)
@@ -81,6 +82,9 @@ struct keeper_channel {
     int64_t next_id;
     uint64_t next_serial;
     uint64_t dropped; /* lines nobody took: notifications while alone, malformed lines */
+    int64_t warn_window_ms; /* warn_allowed's one-second window */
+    unsigned warn_logged;
+    uint64_t warn_suppressed;
     struct keeper_channel_worker worker;
     /* the poll set of the last keeper_channel_pollfds: which fd each slot was */
     int polled[KEEPER_CHANNEL_POLLFDS];

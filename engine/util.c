@@ -171,6 +171,7 @@ int util_write_file_beneath(const char *root, const char *rel, const void *data,
 {
     char part[256];
     const char *p = rel;
+    struct stat st;
     int dfd, fd, r;
 
     dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -205,9 +206,17 @@ int util_write_file_beneath(const char *root, const char *rel, const void *data,
         dfd = next;
         p += n + 1;
     }
-    fd = openat(dfd, part, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
+    /* O_NONBLOCK: a FIFO the sandbox planted fails (ENXIO) instead of blocking the writer
+     * until a reader comes; anything but a regular file is refused */
+    fd = openat(dfd, part, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                mode);
     if (fd == -1) {
         r = -errno;
+        goto out;
+    }
+    if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+        r = -EINVAL;
+        close(fd);
         goto out;
     }
     r = util_write_all(fd, data, len);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -369,6 +370,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     /* bwrap leaves /proc/sys writable (its cover check looks at the folder's mode only) */
     vec_add3(&a, "--ro-bind", "/proc/sys", "/proc/sys");
     vec_add3(&a, "--dev", "/dev", NULL);
+    /* bwrap's /dev is a tmpfs of the sandbox user with no size: a capped /dev/shm in it, and
+     * /dev itself read-only below (the device nodes are mounts of their own and stay usable) */
+    add_sized_tmpfs(&a, SANDBOX_SHM_BYTES, "/dev/shm");
     add_sized_tmpfs(&a, limit_bytes(sb, "tmpBytes", defaults.tmp_max), "/tmp");
     add_sized_tmpfs(&a, limit_bytes(sb, "homeBytes", defaults.home_max), SANDBOX_HOME);
     arr = jsonx_get(sb, "roBinds");
@@ -393,6 +397,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     r = add_seccomp(&a, fds, maxfds, &nfds, err, errlen);
     if (r < 0)
         goto fail;
+    vec_add3(&a, "--remount-ro", "/dev", NULL);
     /* last: the root tmpfs (and the /etc in it) becomes read-only */
     vec_add3(&a, "--remount-ro", "/", NULL);
     vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
@@ -533,6 +538,28 @@ static void close_pair(int p[2])
             close(p[i]);
 }
 
+/*
+ * One stdio channel of the harness, like a pipe: [0] the reading end, [1] the writing end. A
+ * socket pair, not a pipe: a process in the sandbox (the agent's own code runs
+ * as the harness's uid) can open a pipe through /proc/<harness pid>/fd/0 and write forged client
+ * messages (a permission answer) into the harness's stdin; a socket cannot be opened that way
+ * (ENXIO), and an unnamed one cannot be connected to.
+ */
+static int stdio_pair(int p[2])
+{
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) == -1)
+        return -errno;
+    /* the reverse direction is closed: a write against it fails (EPIPE) */
+    if (shutdown(p[0], SHUT_WR) == -1 || shutdown(p[1], SHUT_RD) == -1) {
+        int r = -errno;
+
+        close_pair(p);
+        p[0] = p[1] = -1;
+        return r;
+    }
+    return 0;
+}
+
 /* The child's verdict: 0 once bwrap is exec'ed (the status pipe closed empty), or its error. */
 static int child_verdict(int fd, char *err, size_t errlen)
 {
@@ -599,10 +626,8 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
                               &nfds, err, errlen);
     if (r < 0)
         goto out;
-    if (pipe2(in, O_CLOEXEC) == -1 || pipe2(out, O_CLOEXEC) == -1 || pipe2(errp, O_CLOEXEC) == -1 ||
-        pipe2(status, O_CLOEXEC) == -1) {
-        r = -errno;
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
+    if ((r = stdio_pair(in)) < 0 || (r = stdio_pair(out)) < 0 || (r = stdio_pair(errp)) < 0 || (r = pipe2(status, O_CLOEXEC) == -1 ? -errno : 0) < 0) {
+        snprintf(err, errlen, "stdio: %s", strerror(-r));
         goto out;
     }
     pid = fork();

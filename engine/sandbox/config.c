@@ -266,7 +266,7 @@ uint64_t sandbox_config_memory_ceiling(const struct sandbox_config *cfg)
 {
     if (cfg->memory_max == 0)
         return 0;
-    return cfg->memory_max + cfg->disk_max + cfg->tmp_max + cfg->home_max;
+    return cfg->memory_max + cfg->disk_max + cfg->tmp_max + cfg->home_max + SANDBOX_SHM_BYTES;
 }
 
 uint64_t sandbox_config_disk_inodes(const struct sandbox_config *cfg)

@@ -21,8 +21,9 @@
  *                                               address, even when an allowlist names it
  *
  * Sizes are bytes, or a whole number with K, M, G or T (powers of 1024; "KiB"/"KB" spellings
- * are accepted too). 0 turns the pids, memory, CPU or disk limit off. The workspace, /tmp and
- * home are RAM-backed (tmpfs) and charged to the sandbox's memory cgroup, so the cgroup's
+ * are accepted too). 0 turns the pids, memory, CPU or disk limit off. The workspace, /tmp,
+ * home and /dev/shm (SANDBOX_SHM_BYTES; /dev itself is read-only) are RAM-backed (tmpfs) and
+ * charged to the sandbox's memory cgroup, so the cgroup's
  * ceiling is sandbox_config_memory_ceiling(): processes always get MEMORY_MAX, and the whole
  * sandbox can never pin more than that sum.
  */
@@ -32,6 +33,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* /dev/shm's size: POSIX shared memory and semaphores, not a place for files */
+#define SANDBOX_SHM_BYTES (64ull * 1024 * 1024)
 
 #define SANDBOX_UID_BASE_DEFAULT 2000000000u
 #define SANDBOX_RUNNER_PORTS_MAX 16

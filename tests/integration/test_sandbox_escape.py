@@ -127,6 +127,12 @@ def probe_script(ctx, other_ws):
         f"echo fcgi=$(r test -e {ctx.stack.sock})",
         "echo shm=$(ls /dev/shm 2>/dev/null | grep -c agent-runner)",
         "echo insideuid=$(id -u)",
+        # the harness's stdin (pid 1 of the sandbox passes it on): opening it to write forged
+        # client messages (a permission answer) must fail, whatever the agent runs as
+        "n=0; for c in /proc/[0-9]*/comm; do case \"$(cat $c 2>/dev/null)\" in "
+        "acp-scripted|node|pi|MainThread) "
+        "sh -c \"exec 3>${c%/comm}/fd/0\" 2>/dev/null && n=$((n+1));; esac; done; "
+        "echo stdinw=$n",
         "echo probe > /workspace/owner-probe && echo made=yes",
     ])
 
@@ -147,7 +153,8 @@ def check_identity_and_view(ctx, runner):
     out = tool_output(recs)
     assert res["ok"] is True, res
     for want in ("shadow=no", "envfile=no", "tokenfile=no", "sysctlw=0", "userns=no",
-                 "usernet=no", "otherws=no", "state=no", "fcgi=no", "shm=0", "made=yes"):
+                 "usernet=no", "otherws=no", "state=no", "fcgi=no", "shm=0", "made=yes",
+                 "stdinw=0"):
         assert want in out, f"{runner}: expected {want!r} in:\n{out}"
     sb = ctx.stack.session(f"{b[0]}:{b[1]}")
     # from the host: every process of each sandbox runs as a non-root uid of its own

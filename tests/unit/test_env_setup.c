@@ -3,7 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../engine/env_setup.h"
@@ -147,7 +149,41 @@ static void test_env_setup_refuses_writes_through_symlinks(void)
     fstree_remove(state);
 }
 
+/*
+ * A FIFO (or any non-regular file) the sandbox planted where the runner writes (a warm
+ * workspace: platform attachments) must fail the write, not block the writer forever on an
+ * open that waits for a reader. Run in a child with an alarm so that a hang fails the test.
+ */
+static void test_write_beneath_refuses_a_fifo(void)
+{
+    char dir[128], fifo[256];
+    pid_t pid;
+    int status = 0;
+
+    make_state();
+    snprintf(dir, sizeof(dir), "%s/attachments", state);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+    snprintf(fifo, sizeof(fifo), "%s/report.pdf", dir);
+    CU_ASSERT_EQUAL_FATAL(mkfifo(fifo, 0666), 0);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int r;
+
+        alarm(10);
+        r = util_write_file_beneath(state, "attachments/report.pdf", "x", 1, 0644);
+        _exit(r < 0 ? 0 : 1);
+    }
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (WIFSIGNALED(status))
+        fprintf(stderr, "util_write_file_beneath blocked on a FIFO (signal %d)\n",
+                WTERMSIG(status));
+    fstree_remove(state);
+}
+
 CU_TestInfo env_setup_tests[] = {
+    {"test_write_beneath_refuses_a_fifo", test_write_beneath_refuses_a_fifo},
     {"test_env_setup_creates_private_folders", test_env_setup_creates_private_folders},
     {"test_env_setup_agents_md_name_follows_the_harness",
      test_env_setup_agents_md_name_follows_the_harness},

@@ -39,7 +39,7 @@ static void test_sandbox_config_defaults(void)
     CU_ASSERT_EQUAL(c.nrunner_ports, 2);
     CU_ASSERT_EQUAL(c.runner_ports[0], 443);
     CU_ASSERT_EQUAL(c.runner_ports[1], 8443);
-    CU_ASSERT_EQUAL(sandbox_config_memory_ceiling(&c), (2ull << 30) * 2 + (512ull << 20) * 2);
+    CU_ASSERT_EQUAL(sandbox_config_memory_ceiling(&c), (2ull << 30) * 2 + (512ull << 20) * 2 + SANDBOX_SHM_BYTES);
     CU_ASSERT_EQUAL(sandbox_config_disk_inodes(&c), (2ull << 30) / 4096);
 }
 
@@ -112,7 +112,7 @@ static void test_sandbox_config_from_variables(void)
     CU_ASSERT_EQUAL(c.tmp_max, 8ull << 20);
     CU_ASSERT_EQUAL(c.home_max, 16ull << 20);
     CU_ASSERT(c.require_limits);
-    CU_ASSERT_EQUAL(sandbox_config_memory_ceiling(&c), (256ull + 64 + 8 + 16) << 20);
+    CU_ASSERT_EQUAL(sandbox_config_memory_ceiling(&c), ((256ull + 64 + 8 + 16) << 20) + SANDBOX_SHM_BYTES);
     clear_vars();
 }
 
