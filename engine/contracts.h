@@ -274,15 +274,23 @@ json_object *run_result_to_json(const struct run_result *res);
  * A permission gate the harness is waiting on (its request is unanswered): a turn that paused
  * parks its gates with the session; the next request's answers resume them.
  */
+/* What a parked gate holds open: a permission request, or a runner tool's tool/call. */
+enum gate_kind {
+    GATE_PERMISSION = 0, /* ACP session/request_permission or the channel's tool/permission */
+    GATE_CALL,           /* a runner tool's tool/call waiting for approval (permission "ask") */
+    GATE_CLIENT,         /* a client tool's tool/call waiting for the browser's result */
+};
+
 struct approval_gate {
-    char tool_call_id[96];
+    char tool_call_id[160]; /* pi's Responses ids join two ids: "call_...|fc_..." */
     char token[48];
-    char request_id[64]; /* the agent's JSON-RPC id of the permission request, as JSON text */
-    char tool_name[64];
+    char request_id[64]; /* the JSON-RPC id of the open request (permission or tool/call) */
+    char tool_name[80];  /* a runner tool's name is up to 64 bytes */
     char allow_option[48];  /* the allow_once option to answer "approved" with */
     char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
-    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved */
+    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved / answered */
     bool channel; /* asked over the keeper channel (pi's tool/permission): answered there */
+    uint8_t kind; /* enum gate_kind; CALL and CLIENT are always channel requests */
 };
 
 /* Teardown reasons (reference/agenta-runner.md §3.16). */
@@ -321,6 +329,16 @@ struct run_limits_config {
 struct pool;
 struct agenta_config;
 struct sandbox_host;
+struct tool_runner_resolve;
+
+/* Runner-executed tools (tool_runner.h): what the operator configured. */
+struct tools_config {
+    const char *mcp_bin;       /* agent-runner-mcp, bound read-only into sandboxes */
+    const char *mcp_allowlist; /* AGENT_RUNNER_MCP_HOST_ALLOWLIST (comma-separated), or NULL */
+    const char *ca_file;       /* AGENT_RUNNER_TOOLS_CA_FILE: CA bundle for https MCP servers */
+    /* AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only): host names resolved to given addresses */
+    const struct tool_runner_resolve *test_resolve;
+};
 
 /*
  * What the engine needs from the runner's configuration; read-only while workers run.
@@ -353,6 +371,7 @@ struct engine_config {
     uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
     uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
     struct login_dirs logins;   /* the operator's harness logins (runtime_provided) */
+    struct tools_config tools;  /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
     struct spare_settings spares; /* pre-started environments (spare.h) */

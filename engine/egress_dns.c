@@ -515,7 +515,7 @@ static void query(struct egress_dns *d, const struct waiter *w, int64_t now)
         return;
     }
     named = egress_policy_find_endpoint(d->policy, name) >= 0;
-    if (!named && d->policy->mode == EGRESS_MODE_OFF) {
+    if (!named && d->policy->mode != EGRESS_MODE_ON) {
         refuse(d, w, DNS_RCODE_REFUSED);
         return;
     }

@@ -17,6 +17,8 @@
 #include "trace.h"
 #include "run_turn.h"
 #include "spare.h"
+#include "engine_tools.h"
+#include "tool_runner.h"
 #include "transcript.h"
 #include "util.h"
 
@@ -34,17 +36,6 @@ json_object *engine_installed_harnesses(const struct engine_config *cfg)
 static int refuse_unusable(const struct run_request *req, const struct provider_ops *provider,
                            const struct provider_caps *caps, char *err, size_t errlen)
 {
-    if (req->custom_tools && json_object_array_length(req->custom_tools) > 0) {
-        snprintf(err, errlen, "customTools: harness %s cannot call runner-side tools on this "
-                              "runner (no tool relay)",
-                 harness_kind_name(req->harness));
-        return AR_E_INVALID_REQUEST;
-    }
-    if (req->mcp_servers && json_object_array_length(req->mcp_servers) > 0) {
-        snprintf(err, errlen, "mcpServers: harness %s cannot use MCP servers on this runner",
-                 harness_kind_name(req->harness));
-        return AR_E_INVALID_REQUEST;
-    }
     if (req->network == NETWORK_ALLOWLIST && !caps->network_allowlist) {
         snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
                               "by the %s sandbox",
@@ -108,6 +99,8 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     }
     provider_caps_of(provider, &caps);
     r = refuse_unusable(req, provider, &caps, err, errlen);
+    if (r == 0)
+        r = engine_tools_usable(req, caps.remote, provider->name, err, errlen);
     if (r < 0)
         return r;
     buf_init(&probe, PROMPT_TEXT_MAX);
@@ -137,6 +130,10 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         return r;
     if (identity_pool_key(req, t.key, sizeof(t.key)) < 0)
         t.key[0] = '\0';
+    /* the run's tools: checked now (a code tool, a bad MCP server config: 400) */
+    r = tool_runner_new(&cfg->tools, req, &t.tools, err, errlen);
+    if (r < 0)
+        return r == -ENOMEM ? r : AR_E_INVALID_REQUEST;
     r = identity_config_fp(req, t.config_fp);
     if (r == 0)
         r = identity_history_fp(req->messages, req->nmessages - 1, NULL, 0, t.prior_fp);
@@ -144,6 +141,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         r = identity_credential_epoch(req, cfg->epoch_key, t.epoch);
     if (r < 0) {
         snprintf(err, errlen, "cannot fingerprint the request: %s", ar_strerror(r));
+        tool_runner_free(t.tools);
         return r;
     }
     t.client_gone_cancels = req->session_id == NULL;
@@ -153,6 +151,9 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     if (t.spare_ok)
         t.plan.form = PLAN_SESSION;
     r = t.harness->plan(&paths, req, &t.plan, err, errlen);
+    if (r == 0 && tool_runner_any(t.tools))
+        harness_add_runner_tools(&t.plan, req->harness, cfg->tools.mcp_bin,
+                                 TOOL_RUNNER_TOOLS_FILE);
     /* a warm environment is bound to the operator login it was given (runtime_provided) */
     if (r == 0 && t.plan.has_login && login_epoch_mix(cfg->epoch_key, t.epoch,
                                                        t.plan.login_digest) < 0) {
@@ -169,6 +170,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
 
 void engine_turn_release(struct engine_turn *t)
 {
+    tool_runner_free(t->tools);
     if (t->plan.argv)
         sandbox_plan_release(&t->plan);
     memset(t, 0, sizeof(*t));
@@ -433,6 +435,7 @@ static struct turn_options turn_options(struct engine_turn *t, json_object *prom
     struct turn_options opt;
 
     memset(&opt, 0, sizeof(opt));
+    opt.harness = t->req->harness;
     opt.prompt = prompt;
     opt.limits = &t->cfg->limits;
     opt.permissions = t->req->permissions;
@@ -469,6 +472,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                                       .source = LIFECYCLE_FROM_ADMITTED};
     bool resume = lk->outcome == POOL_LOOKUP_RESUME;
     struct environment *env = NULL;
+    struct engine_tools hooks;
     struct cancel_probe probe;
     struct turn_env te;
     struct turn_outcome out;
@@ -502,6 +506,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                              es);
     }
     opt = turn_options(t, prompt, &probe);
+    opt.tools = engine_tools_init(&hooks, t, env);
     if (resume) {
         opt.resume_prompt_id = lk->s.prompt_id;
         opt.resume = lk->s.gates;
@@ -532,6 +537,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
     struct environment *env = NULL;
+    struct engine_tools hooks;
     struct cancel_probe probe;
     struct turn_env te;
     struct turn_outcome out;
@@ -543,6 +549,13 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
 
     event_emit(es, event_data_phase("environment_starting"));
     event_stream_flush(es);
+    if (engine_tools_into_plan(t, err, sizeof(err)) < 0) {
+        log_debug("run tools unavailable: %s", err);
+        event_emit(es, event_error(err, "runner_error"));
+        run_result_fail(res, "%s", err);
+        emit_done(es, res);
+        return;
+    }
     r = engine_start_environment(t, es, why, &env, limit, err, sizeof(err), &code);
     if (r < 0) {
         event_emit(es, event_error(err, code));
@@ -566,6 +579,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
                                   .es = es, .on_client_gone = t->client_gone_cancels,
                                   .plat = t->plat};
     opt = turn_options(t, prompt, &probe);
+    opt.tools = engine_tools_init(&hooks, t, env);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);

@@ -49,6 +49,8 @@ struct engine_turn {
     struct lifecycle_policy policy; /* for a new session; a live one keeps its admitted one */
     bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
     struct platform *plat;          /* platform mode (platform.h), set while engine_run runs */
+    struct tool_runner *tools;      /* the run's tools (NULL: none), owned */
+    bool tools_file;                /* the sandbox's tool list is in the plan */
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
     bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
 };

@@ -18,7 +18,7 @@
 static int open_session(const struct engine_turn *t, struct environment *env, char *err,
                         size_t errlen)
 {
-    struct turn_session sess = {.agent_caps = NULL};
+    struct turn_session sess = {.agent_caps = NULL, .mcp_servers = t->plan.session_mcp};
     struct turn_env te;
     int r;
 

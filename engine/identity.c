@@ -10,6 +10,7 @@
 
 #include "harness/harness.h"
 #include "jsonx.h"
+#include "tool_spec.h"
 
 
 static int cmp_keys(const void *a, const void *b)
@@ -146,29 +147,11 @@ static json_object *connection_shape(json_object *mc)
     return o;
 }
 
-/* mcpServers with credential values stripped */
-static json_object *mcp_shape(json_object *servers)
-{
-    json_object *copy = NULL;
-
-    if (json_object_deep_copy(servers, &copy, NULL) != 0)
-        return NULL;
-    for (size_t i = 0; i < json_object_array_length(copy); i++) {
-        json_object *creds = jsonx_path(json_object_array_get_idx(copy, i),
-                                        "connection.credentials");
-        for (size_t j = 0; creds && json_object_is_type(creds, json_type_array) &&
-                           j < json_object_array_length(creds);
-             j++)
-            json_object_object_del(json_object_array_get_idx(creds, j), "value");
-    }
-    return copy;
-}
-
 int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGEST_LEN])
 {
     static const char *const plain[] = {"model",        "connection",
                                         "modelCapabilities", "agentsMd", "systemPrompt",
-                                        "appendSystemPrompt", "skills",  "customTools",
+                                        "appendSystemPrompt", "skills",
                                         "permissions",  "sandboxPermission", "harnessFiles"};
     json_object *root = req->root, *doc = json_object_new_object(), *v;
     int r;
@@ -186,12 +169,27 @@ int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGES
     v = jsonx_get(root, "modelConnection");
     if (v)
         json_object_object_add(doc, "modelConnection", connection_shape(v));
-    v = jsonx_get(root, "mcpServers");
-    if (v && json_object_is_type(v, json_type_array))
-        json_object_object_add(doc, "mcpServers", mcp_shape(v));
-    v = jsonx_get(req->tool_callback, "endpoint");
-    if (v)
-        json_object_object_add(doc, "toolCallbackEndpoint", json_object_get(v));
+    /* the run's tool set as configured: tools, callback endpoint, MCP servers without any
+     * credential value (a rotated credential keeps the session: it never enters the sandbox) */
+    if (req->custom_tools || req->tool_callback || req->mcp_servers) {
+        uint8_t tfp[TOOL_FINGERPRINT_LEN];
+        char hex[2 * TOOL_FINGERPRINT_LEN + 1];
+        struct tool_set *set = NULL;
+        char err[256];
+
+        r = tool_set_new(req->custom_tools, req->tool_callback, req->mcp_servers, &set, err,
+                         sizeof(err));
+        if (r == 0)
+            r = tool_set_fingerprint(set, tfp);
+        tool_set_free(set);
+        if (r < 0) {
+            json_object_put(doc);
+            return r;
+        }
+        for (size_t i = 0; i < TOOL_FINGERPRINT_LEN; i++)
+            snprintf(hex + 2 * i, 3, "%02x", tfp[i]);
+        json_object_object_add(doc, "toolSet", json_object_new_string(hex));
+    }
     v = jsonx_path(req->run_context, "workflow.artifact.id");
     if (v)
         json_object_object_add(doc, "workflowArtifactId", json_object_get(v));
@@ -304,8 +302,6 @@ int identity_credential_epoch(const struct run_request *req, const uint8_t key[I
     }
     json_object_object_add(doc, "modelEnvironment", env);
     json_object_object_add(doc, "modelCredentials", creds);
-    if (req->mcp_servers)
-        json_object_object_add(doc, "mcpServers", json_object_get(req->mcp_servers));
     buf_init(&b, CANONICAL_MAX);
     r = identity_canonical(doc, &b);
     json_object_put(doc);

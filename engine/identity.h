@@ -6,10 +6,15 @@
  *                     projectId; no key = the run is per-turn and never parked
  *   config fingerprint  SHA-256 of the canonical JSON of exactly the fields that shape the
  *                     environment (list in identity.c), plus runContext.workflow.artifact.id
+ *                     and the run's tool set (tool_set_fingerprint: custom tools, callback
+ *                     endpoint, MCP servers without credential values)
  *   history fingerprint SHA-256 of the canonical user texts, inline media digests, tool-call
  *                     ids and prompt count of a conversation (assistant text is ignored)
- *   credential epoch  HMAC-SHA256, keyed per master boot, of the credential material; only
- *                     the digest is ever stored, never a credential
+ *   credential epoch  HMAC-SHA256, keyed per master boot, of the credential material the
+ *                     sandbox holds (model credentials and environment); only the digest is
+ *                     ever stored. Tool credentials (toolCallback.authorization, MCP headers)
+ *                     stay with the runner and are applied per turn: rotating one keeps the
+ *                     warm session
  *
  * Canonical JSON: object keys sorted recursively, null members dropped (absent == null),
  * compact separators.

@@ -10,8 +10,9 @@
 #include "buf.h"
 
 #define LOG_LINE_MAX (16 * 1024)
-#define LOG_REDACT_MAX 32
+#define LOG_REDACT_MAX 1024 /* secrets per thread; past it the thread's lines are withheld */
 #define LOG_CTX_MAX 160
+#define LOG_WITHHELD "[line withheld: a credential of this request could not be registered for redaction]"
 
 int log_max_level = LOG_LEVEL_INFO;
 static char log_component[32] = "agent-runner";
@@ -20,8 +21,10 @@ static _Thread_local char ctx_request[LOG_CTX_MAX];
 static _Thread_local char ctx_session[LOG_CTX_MAX];
 static _Thread_local char ctx_turn[LOG_CTX_MAX];
 static _Thread_local char ctx_harness[32];
-static _Thread_local char *redact[LOG_REDACT_MAX];
-static _Thread_local int nredact;
+static _Thread_local char **redact;
+static _Thread_local int nredact, capredact;
+/* a secret could not be remembered: this thread's lines are withheld until the next clear */
+static _Thread_local int redact_lost;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -63,21 +66,41 @@ void log_ctx_clear(void)
 
 void log_redact_add(const char *secret)
 {
-    if (!secret || strlen(secret) < 4 || nredact >= LOG_REDACT_MAX)
+    char *copy;
+
+    if (!secret || strlen(secret) < 4)
         return;
     for (int i = 0; i < nredact; i++)
         if (strcmp(redact[i], secret) == 0)
             return;
-    redact[nredact] = strdup(secret);
-    if (redact[nredact])
-        nredact++;
+    if (nredact == capredact) {
+        int cap = capredact ? capredact * 2 : 32;
+        char **grown = cap <= LOG_REDACT_MAX ? realloc(redact, (size_t)cap * sizeof(*grown))
+                                             : NULL;
+
+        if (!grown) {
+            redact_lost = 1; /* never a silent drop: the lines it could be in are withheld */
+            return;
+        }
+        redact = grown;
+        capredact = cap;
+    }
+    copy = strdup(secret);
+    if (!copy) {
+        redact_lost = 1;
+        return;
+    }
+    redact[nredact++] = copy;
 }
 
 void log_redact_clear(void)
 {
     for (int i = 0; i < nredact; i++)
         free(redact[i]);
-    nredact = 0;
+    free(redact);
+    redact = NULL;
+    nredact = capredact = 0;
+    redact_lost = 0;
 }
 
 static void json_escape_into(struct buf *b, const char *s)
@@ -134,6 +157,8 @@ char *log_redact_copy(const char *s, size_t max)
     char *out = NULL;
     size_t n = strlen(s);
 
+    if (redact_lost)
+        return strdup(LOG_WITHHELD);
     buf_init(&b, LOG_LINE_MAX * 2 > max * 2 ? LOG_LINE_MAX * 2 : max * 2);
     if (buf_append(&b, s, n < max ? n : max) == 0) {
         scrub(&b);
@@ -156,6 +181,8 @@ void log_write(enum log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (redact_lost)
+        snprintf(msg, sizeof(msg), "%s", LOG_WITHHELD);
 
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);

@@ -29,7 +29,12 @@ void log_level_from_env(const char *name);
 void log_ctx_set(const char *request_id, const char *session_key, const char *turn_id,
                  const char *harness);
 void log_ctx_clear(void);
-/* Remember a secret for this thread's lines (copied; values shorter than 4 bytes ignored). */
+/*
+ * Remember a secret for this thread's lines (copied; values shorter than 4 bytes ignored; at
+ * most 1024 per thread). A secret that cannot be remembered (the cap, no memory) is never
+ * dropped silently: every later line of the thread (and log_redact_copy) is withheld, its
+ * message replaced by a fixed notice, until log_redact_clear().
+ */
 void log_redact_add(const char *secret);
 void log_redact_clear(void);
 /* A malloc'ed copy of s, at most max bytes, with this thread's secrets replaced. */

@@ -19,7 +19,7 @@
 #include "pool.h"
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 11u /* 10: sbx; 11: spares (SLOT_SPARE, SLOT_F_SPARE) */
+#define POOL_LAYOUT_VERSION 12u /* > 11 of both i14 (gate kinds) + sbx and i17 (spares) */
 #define POOL_APPROVALS_MAX APPROVAL_GATES_MAX
 #define POOL_COUNTERS_MAX 128
 

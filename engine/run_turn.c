@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness/harness.h"
 #include "jsonx.h"
 #include "log.h"
 #include "policy.h"
 #include "turn_channel.h"
+#include "turn_loop.h"
+#include "turn_tools.h"
 #include "util.h"
 
-#define PAUSE_QUIET_MS 150   /* gates that arrive together park together */
 #define CANCEL_POLL_MS 100
 #define CANCEL_GRACE_MS 10000
 
@@ -54,7 +56,7 @@ static void answer_unknown(const struct turn_env *te, const struct acp_msg *m)
     buf_release(&out);
 }
 
-static void send_tool_line(const struct turn_env *te, const struct buf *line)
+void run_turn_send_tool_line(const struct turn_env *te, const struct buf *line)
 {
     if (line->len > 0 && te->send_tool)
         (void)te->send_tool(te->ctx, line);
@@ -73,7 +75,7 @@ static void channel_outside(const struct turn_env *te, const struct acp_msg *m,
         seen->channel_hello = true;
         seen->channel_gating = seen->channel_gating || gating;
     }
-    send_tool_line(te, &out);
+    run_turn_send_tool_line(te, &out);
     buf_release(&out);
 }
 
@@ -214,7 +216,9 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
     params = json_object_new_object();
     json_object_object_add(params, "cwd",
                            json_object_new_string(te->cwd ? te->cwd : SANDBOX_WORKSPACE));
-    json_object_object_add(params, "mcpServers", json_object_new_array());
+    json_object_object_add(params, "mcpServers",
+                           ret->mcp_servers ? json_object_get(ret->mcp_servers)
+                                            : json_object_new_array());
     r = call(te, "session/new", params, deadline, &result, err, errlen, ret);
     json_object_put(params);
     if (r < 0)
@@ -270,13 +274,9 @@ static void reply_permission(const struct turn_env *te, const char *id_json, con
     json_object_put(id);
 }
 
-/*
- * Answer a gate's request, ACP's or the channel's: allow (with the ACP option), deny (the
- * reject option; by_user: the user's decision, else the plan's) or cancelled.
- */
-static void answer_gate(const struct turn_env *te, bool channel, const char *id_json,
-                        enum turn_channel_answer a, const char *option, const char *tool,
-                        bool by_user)
+void run_turn_answer_gate(const struct turn_env *te, bool channel, const char *id_json,
+                          enum turn_channel_answer a, const char *option, const char *tool,
+                          bool by_user)
 {
     struct buf out;
 
@@ -286,54 +286,12 @@ static void answer_gate(const struct turn_env *te, bool channel, const char *id_
     }
     buf_init(&out, 64 * 1024);
     if (turn_channel_answer(&out, id_json, a, tool, by_user) == 0)
-        send_tool_line(te, &out);
+        run_turn_send_tool_line(te, &out);
     buf_release(&out);
-}
-
-/* Answer a parked gate: the client's decision, or cancelled. */
-static void answer_parked(const struct turn_env *te, const struct approval_gate *g,
-                          enum turn_channel_answer a)
-{
-    answer_gate(te, g->channel, g->request_id, a,
-                a == TURN_CHANNEL_ALLOW ? g->allow_option : g->reject_option, g->tool_name, true);
 }
 
 /* ---- the turn loop: one struct, one handler per kind of input, one exit ------------------ */
 
-enum loop_exit {
-    LOOP_RUNNING = 0,
-    LOOP_DONE,           /* the prompt's response arrived */
-    LOOP_PAUSED,         /* gates wait for the client: the prompt stays in flight */
-    LOOP_FAIL,           /* the environment cannot be reused */
-    LOOP_FAIL_REUSABLE,  /* the harness failed the prompt but is fine */
-};
-
-struct turn_loop {
-    const struct turn_env *te;
-    const struct turn_options *opt;
-    struct event_stream *es;
-    struct run_result *res;
-    struct turn_outcome *out;
-    struct run_limits limits;
-    struct turn_state st;
-    struct approval_gate gates[APPROVAL_GATES_MAX];
-    size_t ngates;
-    char waiting_for[APPROVAL_GATES_MAX][96]; /* approved calls still running (resume) */
-    size_t nwaiting;
-    int64_t prompt_id;
-    int64_t quiet_until;     /* pause once nothing arrived until then (0 = none) */
-    int64_t cancel_deadline; /* cancelling: the harness must have stopped by then */
-    uint64_t seen_events;
-    uint64_t start_events;
-    bool cancelling;
-    enum loop_exit exit;
-    int rc; /* LOOP_FAIL / LOOP_FAIL_REUSABLE: why, as an error code */
-    const char *code; /* the error event's code when one was named (NULL: the default one) */
-    char why[256];
-    /* the last model failure the channel reported (pi-acp hides it), and its code */
-    char model_error[256];
-    const char *model_error_code;
-};
 
 static void loop_fail(struct turn_loop *L, enum loop_exit how, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -359,13 +317,21 @@ static void loop_resume(struct turn_loop *L)
         const struct approval_gate *g = &opt->resume[i];
 
         turn_resume_tool(&L->st, g->tool_call_id, g->tool_name);
+        if (g->kind != GATE_PERMISSION) {
+            struct turn_tool *t = turn_find_tool(&L->st, g->tool_call_id);
+            if (t)
+                t->runner = true; /* the runner reports it, whatever the harness says */
+            L->st.resumed_runner_calls++;
+        }
 
         if (g->decision < 0) {
             L->gates[L->ngates++] = *g; /* carried forward */
             continue;
         }
         event_emit(L->es, turn_interaction_response(g));
-        answer_parked(L->te, g, g->decision == 1 ? TURN_CHANNEL_ALLOW : TURN_CHANNEL_DENY);
+        turn_tools_answer_parked(L, g, g->decision == 1 ? TURN_CHANNEL_ALLOW : TURN_CHANNEL_DENY);
+        if (g->kind != GATE_PERMISSION)
+            continue; /* answered (and run) right here */
         if (g->decision == 1)
             snprintf(L->waiting_for[L->nwaiting++], sizeof(L->waiting_for[0]), "%s",
                      g->tool_call_id);
@@ -407,7 +373,7 @@ static void loop_check_cancel(struct turn_loop *L, int64_t now)
     L->cancel_deadline = now + CANCEL_GRACE_MS;
     send_cancel(L->te);
     for (size_t i = 0; i < L->ngates; i++)
-        answer_parked(L->te, &L->gates[i], TURN_CHANNEL_CANCELLED);
+        turn_tools_answer_parked(L, &L->gates[i], TURN_CHANNEL_CANCELLED);
     L->ngates = 0;
     L->quiet_until = 0;
     run_limits_pause(&L->limits);
@@ -545,18 +511,29 @@ static void loop_gate(struct turn_loop *L, const struct gate_request *q, int64_t
         stored = opt->stored(opt->stored_ctx, q->pg.tool_name, q->pg.args);
     v = policy_permission_decide(eff, stored);
     if (L->cancelling) {
-        answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_CANCELLED, NULL, NULL, false);
+        run_turn_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_CANCELLED, NULL, NULL,
+                             false);
     } else if (v == VERDICT_ALLOW) {
-        answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_ALLOW, allow, NULL, false);
+        run_turn_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_ALLOW, allow, NULL, false);
     } else if (v == VERDICT_DENY || !q->tool_call_id || L->ngates >= APPROVAL_GATES_MAX ||
                strlen(q->id_json) >= sizeof(L->gates[0].request_id)) {
-        answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_DENY, reject, q->pg.tool_name,
-                    stored == PERMISSION_DENY);
+        run_turn_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_DENY, reject,
+                             q->pg.tool_name, stored == PERMISSION_DENY);
         if (q->tool_call_id)
             turn_mark_denied(&L->st, q->tool_call_id, q->pg.tool_name, q->pg.args);
     } else {
         open_gate(L, q, allow, reject, now);
     }
+}
+
+/* A permission request of the harness for one of the run's runner tools. */
+static bool runner_permission(struct turn_loop *L, json_object *params)
+{
+    json_object *tc = jsonx_get(params, "toolCall");
+    const char *id = jsonx_str(tc, "toolCallId");
+    struct turn_tool *t = id ? turn_find_tool(&L->st, id) : NULL;
+
+    return (t && (t->hidden || t->runner)) || turn_runner_tool_of(&L->st, tc, NULL, 0);
 }
 
 static void on_permission(struct turn_loop *L, const struct acp_msg *m, int64_t now)
@@ -568,26 +545,14 @@ static void on_permission(struct turn_loop *L, const struct acp_msg *m, int64_t 
     };
 
     turn_gate_of(&L->st, m->params, &q.pg);
+    if (L->opt->tools && !L->cancelling && runner_permission(L, m->params)) {
+        /* claude asks before it calls an MCP tool: the runner tool is gated at its tool/call,
+         * in one place for every harness */
+        run_turn_answer_gate(L->te, false, q.id_json, TURN_CHANNEL_ALLOW,
+                             turn_option_of(m->params, "allow"), NULL, false);
+        return;
+    }
     loop_gate(L, &q, now);
-}
-
-/* tool/call: runner tools (issue 14) run through the turn's hook; without one, an error. */
-static void on_tool_call(struct turn_loop *L, const struct tool_channel_msg *tm)
-{
-    struct tool_result tr = {0};
-    struct buf out;
-    int r = L->opt->tool_call ? L->opt->tool_call(L->opt->tool_call_ctx, tm, &tr) : -ENOSYS;
-
-    buf_init(&out, TOOL_CHANNEL_LINE_MAX);
-    if (r < 0 || !tr.text)
-        (void)tool_channel_encode_call_result(
-            &out, tm->id,
-            r == -ENOSYS ? TURN_CHANNEL_NO_TOOLS : "agent-runner: the tool call failed", true);
-    else
-        (void)tool_channel_encode_call_result(&out, tm->id, tr.text, tr.is_error);
-    send_tool_line(L->te, &out);
-    buf_release(&out);
-    tool_result_release(&tr);
 }
 
 /* A line of the keeper channel: gated tool calls, runner tools, usage, model errors. */
@@ -611,7 +576,7 @@ static void on_tool(struct turn_loop *L, const struct acp_msg *m, int64_t now)
         json_object_put(q.params);
         break;
     case TOOL_CHANNEL_CALL:
-        on_tool_call(L, &tm);
+        turn_tools_on_call(L, m, &tm, now);
         break;
     case TOOL_CHANNEL_USAGE:
         turn_channel_usage(tm.params, &u);
@@ -707,7 +672,7 @@ static void finish_paused(struct turn_loop *L)
         for (size_t j = 0; j < L->ngates; j++)
             if (opt->resume[i].decision < 0 &&
                 strcmp(opt->resume[i].tool_call_id, L->gates[j].tool_call_id) == 0)
-                event_emit(L->es, turn_interaction_request(&L->gates[j], NULL));
+                event_emit(L->es, turn_tools_reannounce(L, &L->gates[j]));
     memcpy(L->out->gates, L->gates, L->ngates * sizeof(L->gates[0]));
     L->out->ngates = L->ngates;
     L->out->paused = true;
@@ -779,6 +744,11 @@ int run_turn_prompt(const struct turn_env *te, const struct turn_options *opt,
     run_limits_start(&L.limits, opt->limits, util_now_ms());
     turn_state_init(&L.st, &L.limits);
     L.st.is_noise = opt->is_noise;
+    L.st.kind = opt->harness;
+    if (opt->tools) {
+        L.st.is_runner = turn_tools_runner_named;
+        L.st.is_runner_ctx = (void *)opt->tools;
+    }
     loop_start(&L);
     while (L.exit == LOOP_RUNNING)
         loop_step(&L);

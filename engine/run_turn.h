@@ -56,6 +56,7 @@ struct turn_env {
 
 /* What run_turn_open_session learned. */
 struct turn_session {
+    json_object *mcp_servers; /* in: session/new's mcpServers (borrowed; NULL = none) */
     char acp_session[128];
     json_object *agent_caps; /* initialize's agentCapabilities (a reference, or NULL) */
     bool channel_hello;      /* the keeper channel said hello while the session opened */
@@ -87,12 +88,40 @@ struct turn_options {
     bool (*is_noise)(const char *text);
     /* a failure before any event of the turn returns AR_E_RETRY silently (warm turns) */
     bool retry_if_silent;
+    /* the run's tools (tool/call on the channel); NULL: none (a call gets an error result) */
+    const struct turn_tools *tools;
+    enum harness_kind harness; /* how the harness names runner tools in its own reports */
+};
+
+struct tool_spec;
+
+/*
+ * Runner tools as the turn sees them (the engine implements them with tool_runner, the
+ * environment folder and the request's transcript; unit tests with fakes). A tool/call is
+ * gated here like any permission request (tool_spec_gate: the spec's permission, its MCP
+ * server's, the plan), then executed, denied, parked for approval ("ask") or handed to the
+ * browser (client tools), and answered on the channel with the tool's result; the turn emits
+ * tool_call / tool_result for it with the spec's render hint.
+ */
+struct turn_tools {
+    /* the spec the harness calls name: 0, or <0 with err saying why (an error result) */
+    int (*find)(void *ctx, const char *name, const struct tool_spec **ret, char *err,
+                size_t errlen);
+    /* run a callback, direct or MCP tool (blocking; stop polled): 0 + *ret, or -ECANCELED */
+    int (*exec)(void *ctx, const struct tool_spec *spec, const char *call_id, json_object *args,
+                bool (*stop)(void *stop_ctx), void *stop_ctx, struct tool_result *ret);
+    /* keep a parked call's arguments under its gate's token for the turn that resumes it */
+    int (*stash)(void *ctx, const char *token, json_object *args);
+    /* ... and take them back (a new reference, NULL when gone) */
+    json_object *(*unstash)(void *ctx, const char *token);
     /*
-     * The channel's tool/call (runner tools, issue 14): run it and fill *ret (0), or <0 to
-     * answer an error. NULL: the run has no runner tools (the call gets an error result).
+     * The browser's result for a client tool call in the request (a tool_result naming the
+     * call, or one for the same tool and arguments): a new reference and *ret_is_error, or
+     * NULL.
      */
-    int (*tool_call)(void *ctx, const struct tool_channel_msg *call, struct tool_result *ret);
-    void *tool_call_ctx;
+    json_object *(*client_output)(void *ctx, const char *call_id, const char *tool,
+                                  json_object *args, bool *ret_is_error);
+    void *ctx;
 };
 
 struct turn_outcome {

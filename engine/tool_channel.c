@@ -29,7 +29,8 @@ static bool charset_ok(const char *s, size_t max, const char *extra)
 
 bool tool_channel_call_id_ok(const char *s)
 {
-    return charset_ok(s, TOOL_CHANNEL_CALL_ID_MAX, "._:-");
+    /* "|": pi joins a Responses call_id and item id ("call_1|fc_1") */
+    return charset_ok(s, TOOL_CHANNEL_CALL_ID_MAX, "._:|-");
 }
 
 bool tool_channel_tool_name_ok(const char *s)
@@ -146,7 +147,7 @@ static int tool_params(json_object *params, const char *input_key, struct tool_c
     m->tool_call_id = jsonx_str(params, "toolCallId");
     m->tool_name = jsonx_str(params, "toolName");
     if (!tool_channel_call_id_ok(m->tool_call_id)) {
-        snprintf(err, errlen, "toolCallId: expected 1-%d bytes of [A-Za-z0-9._:-]",
+        snprintf(err, errlen, "toolCallId: expected 1-%d bytes of [A-Za-z0-9._:|-]",
                  TOOL_CHANNEL_CALL_ID_MAX);
         return -EINVAL;
     }

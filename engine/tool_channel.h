@@ -19,7 +19,7 @@
  * The list of tools the sandbox offers is the file named by $RUNNER_TOOLS_FILE (public specs,
  * tool_set_public_json()), never part of this protocol.
  *
- * Decoding is strict (the sandbox is hostile): a toolCallId is 1-256 bytes of [A-Za-z0-9._:-],
+ * Decoding is strict (the sandbox is hostile): a toolCallId is 1-256 bytes of [A-Za-z0-9._:|-],
  * a toolName 1-128 bytes of [A-Za-z0-9_.-], input/arguments an object (absent = {}), client
  * and version short strings. Every text a runner encodes is made valid UTF-8 first (an invalid
  * byte becomes U+FFFD): the other end parses with UTF-8 validation on.

@@ -189,9 +189,10 @@ json_object *transcript_prompt(const struct run_request *req, bool replay, bool 
 json_object *transcript_approval_prompt(const struct run_request *req)
 {
     static const char closing[] =
-        "The user has now answered the pending tool approvals above. Run the APPROVED calls "
+        "The user has now answered the pending tool calls above. Run the APPROVED calls "
         "again with the same arguments (they have NOT run yet); do not run the DENIED ones; "
-        "then continue the task without restarting it.";
+        "the results the user's client returned for its tools are above (use them, do not "
+        "call those tools again); then continue the task without restarting it.";
     struct buf text;
     json_object *blocks = json_object_new_array();
 
@@ -231,7 +232,34 @@ static int answers_gate(const struct content_block *b, json_object *out,
     return same_call || (b->tool_call_id && strcmp(b->tool_call_id, g->token) == 0);
 }
 
-int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g)
+/* A tool_result that carries a tool's output (a client tool's result), not an approval. */
+static bool output_result(const struct content_block *b)
+{
+    return b->type == BLOCK_TOOL_RESULT && b->output && !approval_output(b);
+}
+
+/* A client tool's gate: answered by a tool_result naming its call (or its token). */
+static int client_gate_decision(const struct run_request *req, const struct approval_gate *g)
+{
+    for (size_t i = req->nmessages; i-- > 0;) {
+        const struct chat_message *m = &req->messages[i];
+        for (size_t j = m->nblocks; j-- > 0;) {
+            const struct content_block *b = &m->blocks[j];
+            json_object *out = approval_output(b);
+
+            if (b->type != BLOCK_TOOL_RESULT || !b->tool_call_id ||
+                (strcmp(b->tool_call_id, g->tool_call_id) != 0 &&
+                 strcmp(b->tool_call_id, g->token) != 0))
+                continue;
+            if (out) /* the browser refused to run it */
+                return json_object_get_boolean(jsonx_get(out, "approved")) ? -1 : 0;
+            return b->output ? 1 : -1;
+        }
+    }
+    return -1;
+}
+
+static int approval_gate_decision(const struct run_request *req, const struct approval_gate *g)
 {
     /* the latest answer wins, in a user or an assistant message alike */
     for (size_t i = req->nmessages; i-- > 0;) {
@@ -248,6 +276,56 @@ int transcript_gate_decision(const struct run_request *req, const struct approva
         }
     }
     return -1;
+}
+
+int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g)
+{
+    return g->kind == GATE_CLIENT ? client_gate_decision(req, g) : approval_gate_decision(req, g);
+}
+
+json_object *transcript_client_output(const struct run_request *req, const char *call_id,
+                                      const char *tool, json_object *args, bool *ret_is_error)
+{
+    const struct content_block *found = NULL;
+    struct buf want, have;
+
+    /* by the call's id: the browser answered this very call */
+    for (size_t i = req->nmessages; !found && i-- > 0;)
+        for (size_t j = req->messages[i].nblocks; !found && j-- > 0;) {
+            const struct content_block *b = &req->messages[i].blocks[j];
+            if (output_result(b) && b->tool_call_id && call_id &&
+                strcmp(b->tool_call_id, call_id) == 0)
+                found = b;
+        }
+    /* else by tool and canonical arguments: the same call, made again after a cold replay */
+    buf_init(&want, CANONICAL_ARGS_MAX);
+    buf_init(&have, CANONICAL_ARGS_MAX);
+    identity_canonical(args, &want);
+    for (size_t i = 0; !found && tool && i < req->nmessages; i++)
+        for (size_t j = 0; !found && j < req->messages[i].nblocks; j++) {
+            const struct content_block *c = &req->messages[i].blocks[j];
+
+            if (c->type != BLOCK_TOOL_CALL || !c->tool_name || !c->tool_call_id ||
+                strcmp(c->tool_name, tool) != 0)
+                continue;
+            buf_reset(&have);
+            identity_canonical(c->input, &have);
+            if (strcmp(buf_str(&have), buf_str(&want)) != 0)
+                continue;
+            for (size_t k = i; !found && k < req->nmessages; k++)
+                for (size_t l = 0; !found && l < req->messages[k].nblocks; l++) {
+                    const struct content_block *b = &req->messages[k].blocks[l];
+                    if (output_result(b) && b->tool_call_id &&
+                        strcmp(b->tool_call_id, c->tool_call_id) == 0)
+                        found = b;
+                }
+        }
+    buf_release(&want);
+    buf_release(&have);
+    if (!found)
+        return NULL;
+    *ret_is_error = found->is_error;
+    return json_object_get(found->output);
 }
 
 bool transcript_tail_has_tokens(const struct run_request *req)
@@ -276,7 +354,7 @@ bool transcript_answers_only(const struct run_request *req)
         return false;
     m = &req->messages[req->nmessages - 1];
     for (size_t i = 0; i < m->nblocks; i++) {
-        if (approval_output(&m->blocks[i]))
+        if (approval_output(&m->blocks[i]) || output_result(&m->blocks[i]))
             any = true;
         else if (m->blocks[i].type == BLOCK_TEXT && m->blocks[i].text && m->blocks[i].text[0])
             return false;

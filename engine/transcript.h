@@ -48,7 +48,8 @@ json_object *transcript_prompt(const struct run_request *req, bool replay, bool 
 /* The prompt of a cold turn whose request answers approvals a lost session was waiting on. */
 json_object *transcript_approval_prompt(const struct run_request *req);
 
-/* The tail message only answers approvals (tool_result blocks, no new user text). */
+/* The tail message only answers approvals or client tools (tool_result blocks, no new
+ * user text). */
 bool transcript_answers_only(const struct run_request *req);
 /*
  * The request's decision on gate g: -1 none (or an answer to another interaction), 0, 1. An
@@ -58,6 +59,18 @@ bool transcript_answers_only(const struct run_request *req);
  * toolCallId names. The latest answer wins.
  */
 int transcript_gate_decision(const struct run_request *req, const struct approval_gate *g);
+/*
+ * A client tool gate (kind GATE_CLIENT) is answered by a tool_result naming its call (or its
+ * token) whose output is the browser's result: 1; {"approved": false}: 0 (the browser would
+ * not run it).
+ */
+/*
+ * The browser's result for a client tool call: the latest tool_result naming call_id, else
+ * one answering an earlier tool_call of the same tool with the same canonical arguments (a
+ * cold replay calls again). A new reference and *ret_is_error, or NULL.
+ */
+json_object *transcript_client_output(const struct run_request *req, const char *call_id,
+                                      const char *tool, json_object *args, bool *ret_is_error);
 /* The last message carries approval answers naming an interactionToken. */
 bool transcript_tail_has_tokens(const struct run_request *req);
 /*

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "identity.h"
 #include "jsonx.h"
 #include "util.h"
 
@@ -141,6 +142,79 @@ static void tool_output(json_object *update, struct buf *out)
     }
 }
 
+/* The arguments of a runner tool call as the harness reports them, canonical. */
+static char *runner_args_of(json_object *update)
+{
+    json_object *raw = jsonx_get(update, "rawInput"), *args = raw;
+    struct buf b;
+    char *out = NULL;
+
+    /* codex: {server, tool, arguments} */
+    if (jsonx_str(raw, "server") && jsonx_str(raw, "tool"))
+        args = jsonx_get(raw, "arguments");
+    if (!args)
+        return NULL;
+    buf_init(&b, CANONICAL_ARGS_MAX);
+    if (identity_canonical(args, &b) == 0)
+        out = util_xstrdup(buf_str(&b));
+    buf_release(&b);
+    return out;
+}
+
+/*
+ * The harness's own report of a runner tool call (hidden). When it finishes: the runner's
+ * call of the same tool with the same arguments (codex and opencode give the bridge no id of
+ * theirs) describes it; one the runner never saw — the harness refused it itself, e.g.
+ * claude's own settings deny the tool — gets its events here, under the runner's name.
+ */
+static int hidden_update(struct turn_state *st, struct turn_tool *t, json_object *update,
+                         struct event_stream *es)
+{
+    const char *status = jsonx_str(update, "status");
+    json_object *raw = jsonx_get(update, "rawInput"), *input = NULL;
+    char *args = runner_args_of(update), err[64];
+    struct buf out;
+
+    if (args) {
+        free(t->input);
+        t->input = args;
+    }
+    if (!status || (strcmp(status, "completed") != 0 && strcmp(status, "failed") != 0) ||
+        t->done)
+        return 0;
+    t->done = true;
+    for (size_t i = 0; i < st->ntools; i++) {
+        struct turn_tool *r = &st->tools[i];
+
+        if (!r->runner || r->matched || !r->name)
+            continue;
+        if (!t->name) { /* the anonymous report of a resumed call: the first one open */
+            r->matched = true;
+            return 0;
+        }
+        if (strcmp(r->name, t->name) != 0)
+            continue;
+        if (t->input && r->input && strcmp(t->input, r->input) != 0)
+            continue;
+        r->matched = true;
+        return 0; /* the runner's own events describe it */
+    }
+    if (!t->name)
+        return 0; /* nothing says which call it was: the runner reported its calls itself */
+    t->hidden = false; /* a call the runner never saw: report the harness's view */
+    turn_close_block(st, es);
+    if (t->input && jsonx_parse(t->input, strlen(t->input), 64, &input, err, sizeof(err)) < 0)
+        input = NULL;
+    event_emit(es, event_tool_call(t->id, t->name, input ? input : raw));
+    json_object_put(input);
+    buf_init(&out, TOOL_OUTPUT_MAX);
+    tool_output(update, &out);
+    event_emit(es, event_tool_result(t->id, buf_str(&out), strcmp(status, "failed") == 0,
+                                     false));
+    buf_release(&out);
+    return 0;
+}
+
 static int tool_update(struct turn_state *st, json_object *update, struct event_stream *es,
                        bool announce)
 {
@@ -151,8 +225,29 @@ static int tool_update(struct turn_state *st, json_object *update, struct event_
 
     if (!id)
         return 0;
-    turn_close_block(st, es);
     t = turn_find_tool(st, id);
+    if (t && t->runner)
+        return 0; /* a runner tool: the runner reports it */
+    if (!t) {
+        char runner[TURN_RUNNER_NAME_MAX];
+
+        if (turn_runner_tool_of(st, update, runner, sizeof(runner))) {
+            t = turn_add_tool(st, id);
+            if (!t)
+                return -ENOMEM;
+            t->hidden = true;
+            t->name = util_xstrdup(runner);
+        } else if (st->resumed_runner_calls > 0 && !name && !raw &&
+                   !jsonx_get(update, "kind")) {
+            t = turn_add_tool(st, id); /* a resumed runner call, in the harness's words */
+            if (!t)
+                return -ENOMEM;
+            t->hidden = true;
+        }
+    }
+    if (t && t->hidden)
+        return hidden_update(st, t, update, es);
+    turn_close_block(st, es);
     if (!t) {
         t = turn_add_tool(st, id);
         if (!t)
@@ -317,7 +412,7 @@ size_t turn_settle_denied(struct turn_state *st, struct event_stream *es)
         json_object *input = NULL;
         char err[64];
 
-        if (!t->denied || t->done)
+        if (!t->denied || t->done || t->hidden || t->runner)
             continue;
         if (t->unannounced) {
             if (t->input &&
@@ -388,12 +483,90 @@ json_object *turn_interaction_request(const struct approval_gate *g, json_object
     return ev;
 }
 
+/* The runner tool named after the agenta-tools server in s ("mcp__agenta-tools__x",
+ * "agenta-tools_x", codex's "mcp__agenta_tools" namespace), or false. */
+static bool after_server_name(const char *s, char *name, size_t namelen)
+{
+    static const char *const servers[] = {"agenta-tools", "agenta_tools"};
+    const char *p = NULL;
+    size_t n;
+
+    for (size_t i = 0; s && !p && i < ARRAY_SIZE(servers); i++) {
+        p = strstr(s, servers[i]);
+        if (p)
+            p += strlen(servers[i]);
+    }
+    if (!p)
+        return false;
+    n = strspn(p, "_./:");
+    if (n == 0)
+        return false;
+    p += n;
+    n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-");
+    if (n == 0)
+        return false;
+    if (name && namelen)
+        snprintf(name, namelen, "%.*s", (int)(n < namelen ? n : namelen - 1), p);
+    return true;
+}
+
+bool turn_runner_tool_of(const struct turn_state *st, json_object *tool_call, char *name,
+                         size_t namelen)
+{
+    json_object *raw = jsonx_get(tool_call, "rawInput");
+    const char *n = tool_name_of(tool_call), *server = jsonx_str(raw, "server");
+
+    if (st->kind == HARNESS_PI || st->kind == HARNESS_SCRIPTED) {
+        /* pi names the tool itself (no pi built-in can be a runner tool) */
+        if (!n || !st->is_runner || !st->is_runner(st->is_runner_ctx, n))
+            return false;
+        if (name && namelen)
+            snprintf(name, namelen, "%s", n);
+        return true;
+    }
+    /* codex: rawInput {server, tool, arguments} */
+    if (server && (strcmp(server, "agenta-tools") == 0 || strcmp(server, "agenta_tools") == 0) &&
+        jsonx_str(raw, "tool")) {
+        if (name && namelen)
+            snprintf(name, namelen, "%s", jsonx_str(raw, "tool"));
+        return true;
+    }
+    return after_server_name(n, name, namelen) ||
+           after_server_name(jsonx_str(tool_call, "title"), name, namelen);
+}
+
+json_object *turn_client_tool_request(const struct approval_gate *g, json_object *args,
+                                      json_object *render)
+{
+    json_object *ev = event_new("interaction_request"), *payload = json_object_new_object();
+    json_object *tc = json_object_new_object();
+
+    json_object_object_add(ev, "id", json_object_new_string(g->token));
+    json_object_object_add(ev, "kind", json_object_new_string("client_tool"));
+    json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
+    json_object_object_add(payload, "toolName", json_object_new_string(g->tool_name));
+    json_object_object_add(payload, "input",
+                           args ? json_object_get(args) : json_object_new_object());
+    if (render)
+        json_object_object_add(payload, "render", json_object_get(render));
+    json_object_object_add(tc, "toolCallId", json_object_new_string(g->tool_call_id));
+    json_object_object_add(tc, "title", json_object_new_string(g->tool_name));
+    json_object_object_add(tc, "resolvedName", json_object_new_string(g->tool_name));
+    json_object_object_add(tc, "rawInput", args ? json_object_get(args) : json_object_new_object());
+    json_object_object_add(payload, "toolCall", tc);
+    json_object_object_add(payload, "interactionToken", json_object_new_string(g->token));
+    json_object_object_add(ev, "payload", payload);
+    return ev;
+}
+
 json_object *turn_interaction_response(const struct approval_gate *g)
 {
     json_object *ev = event_new("interaction_response"), *payload = json_object_new_object();
 
     json_object_object_add(ev, "id", json_object_new_string(g->token));
-    json_object_object_add(ev, "kind", json_object_new_string("user_approval"));
+    json_object_object_add(ev, "kind", json_object_new_string(g->kind == GATE_CLIENT
+                                                                  ? "client_tool"
+                                                                  : "user_approval"));
     json_object_object_add(payload, "approved", json_object_new_boolean(g->decision == 1));
     json_object_object_add(payload, "toolCallId", json_object_new_string(g->tool_call_id));
     json_object_object_add(ev, "payload", payload);
@@ -405,7 +578,7 @@ void turn_settle_open_tools(struct turn_state *st, struct event_stream *es)
 {
     for (size_t i = 0; i < st->ntools; i++) {
         struct turn_tool *t = &st->tools[i];
-        if (t->done)
+        if (t->done || t->hidden)
             continue;
         t->done = true;
         event_emit(es, event_tool_result(t->id, "INTERRUPTED_BY_USER: the turn was cancelled "
@@ -445,7 +618,8 @@ void turn_record_tool_ids(const struct turn_state *st, struct run_result *res)
     if (!res->tool_call_ids)
         res->tool_call_ids = json_object_new_array();
     for (size_t i = 0; i < st->ntools; i++)
-        json_object_array_add(res->tool_call_ids, json_object_new_string(st->tools[i].id));
+        if (!st->tools[i].hidden) /* the ids the client saw in events */
+            json_object_array_add(res->tool_call_ids, json_object_new_string(st->tools[i].id));
 }
 
 uint32_t turn_caps_to_bits(const struct harness_caps *c)

@@ -29,7 +29,12 @@ struct turn_tool {
     bool done;
     bool denied;      /* its permission was refused: its result says denied */
     bool unannounced; /* known only from its permission request: no tool_call event yet */
+    bool hidden;      /* the harness's view of a runner tool call: no events of its own */
+    bool runner;      /* a runner-executed call: its events come from the runner itself */
+    bool matched;     /* runner: a hidden report of the harness was found to be this call */
 };
+
+#define TURN_RUNNER_NAME_MAX 160
 
 struct turn_state {
     int open; /* 0 none, 1 message, 2 thought */
@@ -41,6 +46,23 @@ struct turn_state {
     size_t cap_tools;
     struct run_limits *limits;          /* may be NULL */
     bool (*is_noise)(const char *text); /* drop such message chunks (may be NULL) */
+    /*
+     * Runner tools (issue 14): the harness reports its calls of them too (pi names the tool,
+     * claude "mcp__agenta-tools__<name>", codex and opencode the agenta-tools server); those
+     * reports make no events — the runner's own tool_call / tool_result describe the call.
+     * kind says how the harness names them; is_runner (may be NULL) says whether pi's tool
+     * `name` is one of the run's.
+     */
+    enum harness_kind kind;
+    bool (*is_runner)(void *ctx, const char *name);
+    void *is_runner_ctx;
+    /*
+     * Runner calls this (resumed) turn answers the gates of. The harness announced its view
+     * of them in the paused turn under ids of its own the runner never learns (codex,
+     * opencode); after the resume it reports them with the id alone (no title, no input): an
+     * unknown call reported that way is one of these, hidden like any runner tool report.
+     */
+    unsigned resumed_runner_calls;
     /* usage per model call seen so far (usage_update with a count, the channel's usage) */
     unsigned call_usages;
     bool channel_usage;     /* the channel reported them (pi): their sum is the turn's */
@@ -89,6 +111,19 @@ void turn_gate_of(struct turn_state *st, json_object *params, struct permission_
  * interactionToken.
  */
 json_object *turn_interaction_request(const struct approval_gate *g, json_object *params);
+/*
+ * Whether an ACP tool call (a tool_call / tool_call_update, or a permission request's
+ * toolCall) is the harness calling a runner tool; its runner name into name (may be NULL).
+ */
+bool turn_runner_tool_of(const struct turn_state *st, json_object *tool_call, char *name,
+                         size_t namelen);
+/*
+ * interaction_request kind "client_tool" for a client tool's gate: payload {toolCallId,
+ * toolName, input, render, toolCall: {toolCallId, title, rawInput}, interactionToken}
+ * (reference §2.8). args and render are borrowed (may be NULL).
+ */
+json_object *turn_client_tool_request(const struct approval_gate *g, json_object *args,
+                                      json_object *render);
 /* interaction_response (the same id) when a decision is forwarded to the harness. */
 json_object *turn_interaction_response(const struct approval_gate *g);
 /* One model call's usage (the channel's usage notification): an event, added to the turn's. */

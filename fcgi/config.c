@@ -63,7 +63,37 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
     {"AGENT_RUNNER_SPARES", K_STR, OFF(spares), SPARE_SETTINGS_DEFAULT, 0, 0},
     {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
+    {"AGENT_RUNNER_MCP_BIN", K_STR, OFF(mcp_bin), "", 0, 0},
+    {"AGENT_RUNNER_MCP_HOST_ALLOWLIST", K_STR, OFF(mcp_allowlist), "", 0, 0},
+    {"AGENT_RUNNER_TOOLS_CA_FILE", K_STR, OFF(tools_ca_file), "", 0, 0},
+    {"AGENT_RUNNER_TOOLS_TEST_RESOLVE", K_STR, OFF(tools_test_resolve), "", 0, 0},
 };
+
+/* Runner-executed tools: the MCP bridge binary, the SSRF allowlist, the test settings. */
+static int load_tools(struct runner_config *cfg, char *err, size_t errlen)
+{
+    char why[256];
+
+    if (cfg->mcp_bin[0] != '/') {
+        snprintf(err, errlen, "AGENT_RUNNER_MCP_BIN must be an absolute path");
+        return -EINVAL;
+    }
+    if (cfg->tools_ca_file[0] && cfg->tools_ca_file[0] != '/') {
+        snprintf(err, errlen, "AGENT_RUNNER_TOOLS_CA_FILE must be an absolute path");
+        return -EINVAL;
+    }
+    if (cfg->tools_test_resolve[0] &&
+        tool_runner_resolve_parse(cfg->tools_test_resolve, &cfg->test_resolve, why,
+                                  sizeof(why)) < 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_TOOLS_TEST_RESOLVE: %s", why);
+        return -EINVAL;
+    }
+    cfg->engine.tools.mcp_bin = cfg->mcp_bin;
+    cfg->engine.tools.mcp_allowlist = cfg->mcp_allowlist[0] ? cfg->mcp_allowlist : NULL;
+    cfg->engine.tools.ca_file = cfg->tools_ca_file[0] ? cfg->tools_ca_file : NULL;
+    cfg->engine.tools.test_resolve = cfg->tools_test_resolve[0] ? &cfg->test_resolve : NULL;
+    return 0;
+}
 
 /* The operator's harness login folders: each unset or an absolute path. */
 static int check_login_dirs(const struct runner_config *cfg, char *err, size_t errlen)
@@ -188,7 +218,8 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         return -EINVAL;
     }
     if (set_default_path(&cfg->harness_dir, "../../harnesses") < 0 ||
-        set_default_path(&cfg->keeper_bin, "agent-runner-keeper") < 0) {
+        set_default_path(&cfg->keeper_bin, "agent-runner-keeper") < 0 ||
+        set_default_path(&cfg->mcp_bin, "agent-runner-mcp") < 0) {
         snprintf(err, errlen, "cannot locate the install folder");
         return -EINVAL;
     }
@@ -222,7 +253,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "AGENT_RUNNER_INSTANCE: too long");
         return -EINVAL;
     }
-    if (check_login_dirs(cfg, err, errlen) < 0)
+    if (check_login_dirs(cfg, err, errlen) < 0 || load_tools(cfg, err, errlen) < 0)
         return -EINVAL;
     if (spare_settings_parse(cfg->spares, &cfg->engine.spares, err, errlen) < 0)
         return -EINVAL;
@@ -300,6 +331,9 @@ void config_log(const struct runner_config *cfg)
              cfg->engine.logins.codex_home ? "configured" : "not configured",
              cfg->engine.logins.claude_config_dir ? "configured" : "not configured",
              cfg->engine.logins.pi_agent_dir ? "configured" : "not configured");
+    log_info("config: tools: mcp bridge '%s', mcp host allowlist '%s'%s%s", cfg->mcp_bin,
+             cfg->mcp_allowlist, cfg->tools_ca_file[0] ? ", tools CA file set" : "",
+             cfg->tools_test_resolve[0] ? ", TEST resolver override on" : "");
     url_for_log(cfg->agenta.base_url, api, sizeof(api));
     if (cfg->agenta.enabled)
         log_info("config: platform mode on: api '%s', replica '%s', reconstruct %s, durable "
@@ -327,5 +361,9 @@ void config_release(struct runner_config *cfg)
     free(cfg->claude_config_dir);
     free(cfg->pi_agent_dir);
     free(cfg->spares);
+    free(cfg->mcp_bin);
+    free(cfg->mcp_allowlist);
+    free(cfg->tools_ca_file);
+    free(cfg->tools_test_resolve);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -15,6 +15,7 @@
 
 #include "../engine/agenta_api.h"
 #include "../engine/contracts.h"
+#include "../engine/tool_runner.h"
 
 struct runner_config {
     char *token;
@@ -40,6 +41,11 @@ struct runner_config {
     char *claude_config_dir;
     char *pi_agent_dir;
     char *spares; /* AGENT_RUNNER_SPARES as given (engine.spares: parsed) */
+    char *mcp_bin;           /* agent-runner-mcp (default: next to agent-runnerd) */
+    char *mcp_allowlist;     /* AGENT_RUNNER_MCP_HOST_ALLOWLIST ("" = none) */
+    char *tools_ca_file;     /* AGENT_RUNNER_TOOLS_CA_FILE ("" = the system's CAs) */
+    char *tools_test_resolve; /* AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only, "" = none) */
+    struct tool_runner_resolve test_resolve;
     char shm_name[96];
     struct agenta_config agenta; /* platform mode: AGENTA_API_INTERNAL_URL, AGENTA_* */
     struct engine_config engine;

@@ -93,6 +93,7 @@ void sandbox_plan_init(struct sandbox_plan *plan)
 
 void sandbox_plan_release(struct sandbox_plan *plan)
 {
+    json_object_put(plan->session_mcp);
     json_object_put(plan->argv);
     json_object_put(plan->env);
     json_object_put(plan->ro_binds);
@@ -250,4 +251,37 @@ int harness_add_login_file(struct sandbox_plan *plan, const char *path, json_obj
     login_redact(doc); /* what the sandbox holds; the rest of the login goes nowhere */
     plan->has_login = true;
     return 0;
+}
+
+static json_object *env_var(const char *name, const char *value)
+{
+    json_object *v = json_object_new_object();
+
+    json_object_object_add(v, "name", json_object_new_string(name));
+    json_object_object_add(v, "value", json_object_new_string(value));
+    return v;
+}
+
+void harness_add_runner_tools(struct sandbox_plan *plan, enum harness_kind kind,
+                              const char *mcp_bin, const char *tools_file)
+{
+    json_object *server, *env, *args;
+
+    if (kind == HARNESS_PI || kind == HARNESS_SCRIPTED || !mcp_bin) {
+        harness_setenv(plan, "RUNNER_TOOLS_FILE", tools_file);
+        return;
+    }
+    json_object_array_add(plan->ro_binds, json_object_new_string(mcp_bin));
+    env = json_object_new_array();
+    json_object_array_add(env, env_var("RUNNER_TOOLS_FILE", tools_file));
+    json_object_array_add(env, env_var("RUNNER_CHANNEL", SANDBOX_CHANNEL));
+    args = json_object_new_array();
+    server = json_object_new_object();
+    json_object_object_add(server, "name", json_object_new_string("agenta-tools"));
+    json_object_object_add(server, "command", json_object_new_string(mcp_bin));
+    json_object_object_add(server, "args", args);
+    json_object_object_add(server, "env", env);
+    json_object_put(plan->session_mcp);
+    plan->session_mcp = json_object_new_array();
+    json_object_array_add(plan->session_mcp, server);
 }

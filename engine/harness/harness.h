@@ -47,6 +47,9 @@ struct sandbox_plan {
     /* pi gates its built-in tools through the keeper channel: a session whose extension did
      * not say hello with gating on must not run a turn */
     bool channel_gating;
+    /* session/new's mcpServers: the run's tools as the stdio MCP server agenta-tools (claude,
+     * codex, opencode), NULL when there is none (harness_add_runner_tools) */
+    json_object *session_mcp;
 };
 
 struct harness_ops {
@@ -134,6 +137,17 @@ int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_k
  * is not "allow" or a rule names a pi built-in.
  */
 bool harness_pi_gating_active(json_object *permissions);
+
+/*
+ * The run's tools reach the harness (DESIGN.md §6a): pi and the scripted agent get
+ * RUNNER_TOOLS_FILE (their extension / channel step reads the public specs there); claude,
+ * codex and opencode get one stdio MCP server "agenta-tools" in session/new — mcp_bin (bound
+ * read-only at the same path) with RUNNER_TOOLS_FILE and RUNNER_CHANNEL in its environment.
+ * The file itself is added once the specs are known (the MCP servers listed). Nothing of a
+ * tool's credentials or endpoints goes into the plan.
+ */
+void harness_add_runner_tools(struct sandbox_plan *plan, enum harness_kind kind,
+                              const char *mcp_bin, const char *tools_file);
 
 extern const struct harness_ops harness_pi;
 extern const struct harness_ops harness_claude;

@@ -15,16 +15,22 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      cold start: the keeper's sandbox_egress_new + free (build/bin/bench-net)
   4. the shm session table with 10,000 slots (build/bin/bench-pool)
   5. VmRSS of the master, a worker, an idle keeper (scripted and pi), harness excluded/included
-  7. pi spares (issue 17): a new pi session's first message_delta served from a pre-started
-     spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (the first stack, spares
-     off), medians of 10, through nginx end to end; the PSS of one idle spare
   6. sandbox:"daytona" against the fake Daytona server with its "real" timing profile
      (tests/fixtures/fake_daytona.py: published create/start/upload delays): a cold first
      codex turn (sandbox created), its warm follow-up (same keeper and sandbox), and a
      follow-up after the idle window stopped the sandbox (resumed), and warm/cold
+  7. what a runner-executed tool call adds over the callback's own time, scripted agent and
+     pi (tests/bench/bench_tools.py), against Agenta's 300 ms file-relay poll
+  8. pi spares (issue 17): a new pi session's first message_delta served from a pre-started
+     spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
+     off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
+The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
-usage: run.py [--out BENCHMARKS.md] [--quick] [--profile DIR] [--wait-idle S]
+usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
+  --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
+             rss (5), daytona (6), tools (7), spares (8, with pi); the table shows only their rows and
+             BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
   --wait-idle  wait up to S seconds (default 120) until other work leaves the machine < 25 %
@@ -39,7 +45,6 @@ import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,27 +54,15 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import bench_tools  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
+from bench_table import build_rows, render, write_markdown  # noqa: E402
 
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
-            "acp-scripted", "agent-runner-ctl")
-MiB = 1024 * 1024
-
-TARGETS = {
-    "warm_p50_1": 1.0,        # ms
-    "warm_tps_64": 3000.0,    # turns/s
-    "warm_p99_64": 50.0,      # ms
-    "cold_p50": 25.0,         # ms
-    "net_p50": 15.0,          # ms: what the network setup adds to a cold start
-    "pi_ratio": 10.0,
-    "daytona_ratio": 4.0,     # seed 004: 30.4 s -> 7.6 s
-    "keeper_rss": 4 * MiB,
-    "spare_first_ms": 300.0,  # issue 17
-    "cold_first_ms": 800.0,
-    "spare_pss": 120 * MiB,
-}
+            "acp-scripted", "agent-runner-ctl", "agent-runner-mcp")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares")
 
 
 def use_bin(path):
@@ -146,14 +139,6 @@ def proc_status(pid):
 
 def rss(pid):
     return proc_status(pid).get("VmRSS", 0)
-
-
-def mib(n):
-    return f"{n / MiB:.2f} MiB"
-
-
-def fmt_ms(v):
-    return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
 
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -242,24 +227,6 @@ def repeated(st, runs, *args):
     return mid
 
 
-def spread(res, what):
-    runs = res.get("runs", [res])
-    if what == "other":
-        vals = [r["other"] * 100 for r in runs]
-        return (f"; CPU outside the stack and driver: {min(vals):.0f}-{max(vals):.0f} %"
-                if len(runs) > 1 else f"; CPU outside the stack and driver: {vals[0]:.0f} %")
-    if what == "cpu":
-        return (f"; CPU per turn: stack {res['stack_cpu_s'] / res['turns'] * 1e6:.0f} us, "
-                f"driver {res['driver_cpu_s'] / res['turns'] * 1e6:.0f} us")
-    if len(runs) < 2:
-        return ""
-    if what == "tps":
-        vals = [r["turns_per_s"] for r in runs]
-        return f"; {len(runs)} runs: {min(vals):.0f}-{max(vals):.0f} turns/s"
-    vals = [r["all"][what] for r in runs]
-    return f"; {len(runs)} runs: {min(vals):.3g}-{max(vals):.3g} ms"
-
-
 def tls_connection(st, timeout=300):
     c = st.connection(timeout)
     c.connect()  # the TLS handshake happens before any clock starts
@@ -342,23 +309,6 @@ def bench_net():
     res = json.loads(out.stdout)
     res["cmd"] = "bench-net --iters 300"
     return res
-
-
-def net_rows(net):
-    t = TARGETS["net_p50"]
-    if "error" in net:
-        return [("2. network setup per cold start p50", "not run", f"< {t:g} ms",
-                 f"`bench-net`: {net['error']}", "")]
-    a, u = net["anchored"], net["unanchored"]
-    p50 = a["p50_us"] / 1000
-    return [("2. network setup per cold start p50", fmt_ms(p50),
-             f"< {t:g} ms ({verdict(p50 < t)})",
-             f"`{net['cmd']}`: the keeper's sandbox_egress_new + free (new network namespace, "
-             f"loopback + routes, nf_tables batch, proxy and DNS sockets, /etc texts) with the "
-             f"master's anchor namespace held; p99 {fmt_ms(a['p99_us'] / 1000)}, CPU "
-             f"{a['cpu_us'] / 1000:.2f} ms per setup; without the anchor p50 "
-             f"{fmt_ms(u['p50_us'] / 1000)}, CPU {u['cpu_us'] / 1000:.2f} ms",
-             "included in the cold turn above")]
 
 
 def pi_body(model, text, project, session, history=None):
@@ -461,30 +411,6 @@ def bench_spares(model, n):
     return out
 
 
-def spare_rows(r):
-    t = TARGETS
-    rows = []
-    sp, cold = r["spares"], r["pi_cold"]
-    ms, mc = statistics.median(sp["first"]) * 1000, statistics.median(cold) * 1000
-    rows.append(("7. pi new session first message_delta from a spare (median)", f"{ms:.0f} ms",
-                 f"<= {t['spare_first_ms']:g} ms ({verdict(ms <= t['spare_first_ms'])})",
-                 f"{len(sp['first'])} new sessions on a stack with AGENT_RUNNER_SPARES=pi=2, "
-                 "each claiming a spare (the next one once the master replaced it), through "
-                 "TLS nginx; all: " + ", ".join(f"{x * 1000:.0f}" for x in sp["first"]) + " ms",
-                 f"cold/spare = {mc / ms:.1f}x"))
-    rows.append(("7. pi new session first message_delta, cold (median)", f"{mc:.0f} ms",
-                 f"<= {t['cold_first_ms']:g} ms ({verdict(mc <= t['cold_first_ms'])})",
-                 f"row 3's {len(cold)} cold turns (spares off; pi's version probe answered "
-                 "without starting pi)", ""))
-    rows.append(("7. idle pi spare PSS", f"{sp['pss'] / MiB:.0f} MiB",
-                 f"<= {t['spare_pss'] / MiB:.0f} MiB ({verdict(sp['pss'] <= t['spare_pss'])})",
-                 f"sum of Pss (/proc/<pid>/smaps_rollup) over the spare's {sp['pss_procs']} "
-                 "sandbox processes (bubblewrap x2, pi-acp, pi), 5 s after the second spare was "
-                 "ready, two spares side by side",
-                 f"its keeper: {sp['keeper_pss'] / MiB:.1f} MiB more"))
-    return rows
-
-
 def codex_body(model, text, project, session, history=None, idle_ms=None):
     req = {"harness": "codex", "sandbox": "daytona", "model": "fake-model",
            "projectId": project, "sessionId": session,
@@ -559,33 +485,6 @@ def bench_daytona(st, model, dt, n):
     return out
 
 
-def daytona_rows(r):
-    t = TARGETS
-    d = r["daytona"]
-    mc, mw, mr = (statistics.median(d[k]) for k in ("cold", "warm", "resumed"))
-    n = len(d["cold"])
-
-    def all_of(k):
-        return ", ".join(f"{x * 1000:.0f}" for x in d[k]) + " ms"
-
-    how = (f"{n} new codex sessions on sandbox:\"daytona\" against tests/fixtures/"
-           f"fake_daytona.py --profile real, request to result record")
-    return [
-        ("6. daytona cold first turn (median)", f"{mc * 1000:.0f} ms", "—",
-         f"{how}; sandbox created ({d['creates']} creates in all), preflight exec, one bulk "
-         f"upload, codex started over a toolbox session; all: {all_of('cold')}", ""),
-        ("6. daytona warm follow-up (median)", f"{mw * 1000:.0f} ms",
-         f"cold/warm >= {t['daytona_ratio']:g} ({verdict(mc / mw >= t['daytona_ratio'])})",
-         f"same keeper, harness and sandbox right after; all: {all_of('warm')}",
-         f"cold/warm = {mc / mw:.1f}x (seed 004: 30.4 s -> 7.6 s = 4.0x)"),
-        ("6. daytona follow-up after the idle stop (median)", f"{mr * 1000:.0f} ms", "—",
-         f"idle window 3 s: the keeper stopped the sandbox; the next turn started it again "
-         f"({d['starts']} starts in all), a fresh codex, bulk uploads per session: "
-         f"{d['uploads']} (1 = the create's only); all: {all_of('resumed')}",
-         f"cold/resumed = {mc / mr:.1f}x"),
-    ]
-
-
 def scripted_rss(st):
     p, s = "bench-rss", "rss-" + uuid.uuid4().hex[:8]
     key = f"{p}:{s}"
@@ -652,222 +551,12 @@ def profile_run(st, outdir):
         f"{res2['turns_per_s']:.0f} turns/s under strace)")
 
 
-# --- the table -------------------------------------------------------------------------------
-
-def verdict(ok):
-    return "met" if ok else "**missed**"
-
-
-def build_rows(r):
-    rows = []
-    w1, w16, w64, cold = r["w1"], r["w16"], r["w64"], r["cold"]
-
-    def lg(res):
-        runs = res.get("runs", [res])
-        errors = sum(x["errors"] for x in runs)
-        each = f"{len(runs)} x " if len(runs) > 1 else ""
-        extra = (f"{each}{res['turns']} warm turns, {errors} errors, "
-                 f"{sum(x['new_connections'] for x in runs)} new connections")
-        if res["mode"] == "cold":
-            extra = f"{each}{res['turns']} cold turns, {errors} errors"
-        return f"`{res['cmd']}` ({extra})"
-
-    def followup(res):
-        f = res["followup"]
-        return (f"; [user,assistant,user] follow-ups alone: p50 {fmt_ms(f['p50_ms'])}, "
-                f"p99 {fmt_ms(f['p99_ms'])}")
-
-    t = TARGETS
-    rows.append(("1. warm turn p50, 1 session", fmt_ms(w1["all"]["p50_ms"]),
-                 f"<= {t['warm_p50_1']:g} ms ({verdict(w1['all']['p50_ms'] <= t['warm_p50_1'])})",
-                 lg(w1) + spread(w1, "p50_ms") + followup(w1) + spread(w1, "cpu") +
-                 spread(w1, "other"), ""))
-    rows.append(("1. warm turn p99, 1 session", fmt_ms(w1["all"]["p99_ms"]), "—",
-                 f"same run; {w1['turns_per_s']:.0f} turns/s" + spread(w1, "p99_ms"), ""))
-    rows.append(("1. warm turns/s, 16 sessions", f"{w16['turns_per_s']:.0f} turns/s", "—",
-                 lg(w16) + spread(w16, "tps") + spread(w16, "cpu") + spread(w16, "other"),
-                 f"{w16['turns_per_s'] / w1['turns_per_s']:.2f}x the 1-session rate"))
-    rows.append(("1. warm turn p99, 16 sessions", fmt_ms(w16["all"]["p99_ms"]), "—",
-                 f"same run; p50 {fmt_ms(w16['all']['p50_ms'])}" + spread(w16, "p99_ms"), ""))
-    rows.append(("1. warm turns/s, 64 sessions", f"{w64['turns_per_s']:.0f} turns/s",
-                 f">= {t['warm_tps_64']:g} ({verdict(w64['turns_per_s'] >= t['warm_tps_64'])})",
-                 lg(w64) + spread(w64, "tps") + spread(w64, "cpu") + spread(w64, "other"),
-                 f"{w64['turns_per_s'] / w16['turns_per_s']:.2f}x the 16-session rate"))
-    rows.append(("1. warm turn p99, 64 sessions", fmt_ms(w64["all"]["p99_ms"]),
-                 f"<= {t['warm_p99_64']:g} ms "
-                 f"({verdict(w64['all']['p99_ms'] <= t['warm_p99_64'])})",
-                 f"same run; p50 {fmt_ms(w64['all']['p50_ms'])}" + spread(w64, "p99_ms"), ""))
-    rows.append(("2. cold local turn p50", fmt_ms(cold["all"]["p50_ms"]),
-                 f"<= {t['cold_p50']:g} ms ({verdict(cold['all']['p50_ms'] <= t['cold_p50'])})",
-                 lg(cold) + spread(cold, "cpu") + spread(cold, "other"), f"cold/warm p50 = {cold['all']['p50_ms'] / w1['all']['p50_ms']:.1f}x "
-                           "(warm: 1-session run)"))
-    rows.append(("2. cold local turn p99", fmt_ms(cold["all"]["p99_ms"]), "—",
-                 f"same run; p50 of the parts: environment_ready (keeper + bwrap + agent + ACP "
-                 f"initialize + session/new) at {fmt_ms(cold['environment_ready']['p50_ms'])}, "
-                 f"first message_delta at {fmt_ms(cold['first_delta']['p50_ms'])}, result (after "
-                 f"the per-turn teardown) at {fmt_ms(cold['all']['p50_ms'])}", ""))
-    rows.extend(net_rows(r["net"]))
-    if "pi_cold" in r:
-        rows.extend(pi_rows(r))
-    else:
-        rows.append(("3. pi first message_delta, cold and warm", "not run", "cold/warm >= 10",
-                     "harness pi_core is not installed here: `make harnesses`", ""))
-    rows.extend(pool_rows(r["pool"]))
-    rows.extend(rss_rows(r["rss"]))
-    if "spares" in r and "pi_cold" in r:
-        rows.extend(spare_rows(r))
-    else:
-        rows.append(("7. pi spares", "not run", "spare <= 300 ms, cold <= 800 ms",
-                     r.get("spares_why", "harness pi_core is not installed here"), ""))
-    if "daytona" in r:
-        rows.extend(daytona_rows(r))
-    else:
-        rows.append(("6. daytona cold / warm / resumed", "not run",
-                     f"cold/warm >= {TARGETS['daytona_ratio']:g}", r.get("daytona_why", ""),
-                     ""))
-    return rows
-
-
-def pi_rows(r):
-    t = TARGETS
-    rows = []
-    pc, pw = r["pi_cold"], r["pi_warm"]
-    mc, mw = statistics.median(pc), statistics.median(pw)
-    mr = statistics.median(r["pi_ready"])
-    rows.append(("3. pi first message_delta, cold turn (median)", f"{mc * 1000:.0f} ms", "—",
-                 f"{len(pc)} new sessions, pi_core vs fake_model.py, one keep-alive TLS "
-                 f"connection; all: " + ", ".join(f"{x * 1000:.0f}" for x in pc) + " ms; "
-                 f"environment_ready (keeper + bwrap + node/pi start + ACP initialize + "
-                 f"session/new) at {mr * 1000:.0f} ms (median)",
-                 f"{mr / mc * 100:.0f} % of it before the prompt is sent"))
-    rows.append(("3. pi first message_delta, warm follow-up (median)", f"{mw * 1000:.1f} ms",
-                 f"cold/warm >= {t['pi_ratio']:g} ({verdict(mc / mw >= t['pi_ratio'])})",
-                 "[user, assistant, user] on the same session right after; all: " +
-                 ", ".join(f"{x * 1000:.1f}" for x in pw) + " ms",
-                 f"cold/warm = {mc / mw:.1f}x"))
-    return rows
-
-
-def pool_rows(pool):
-    rows = []
-    for key, label in (("lookup", "lookup (pool_find_locked, hit)"),
-                       ("reserve_free", "reserve + free"),
-                       ("park_checkout", "checkout + park"),
-                       ("lock_unlock", "pool_lock + pool_unlock alone")):
-        v = pool[key]
-        note = ("two critical sections per op; hold times per section"
-                if key in ("reserve_free", "park_checkout") else "")
-        rows.append((f"4. pool {label}, 10,000 slots", f"{v['ns_per_op']:.0f} ns/op", "—",
-                     f"`{pool['cmd']}`: lock hold p50 {v['hold_p50_ns']:.0f} ns, "
-                     f"p99 {v['hold_p99_ns']:.0f} ns" + (f" ({note})" if note else ""),
-                     f"{v['ns_per_op'] / pool['lock_unlock']['ns_per_op']:.1f}x lock+unlock"
-                     if key != "lock_unlock" else
-                     f"clock read inside a hold: {pool['clock_read_ns']} ns"))
-    return rows
-
-
-def rss_rows(m):
-    t = TARGETS
-    rows = []
-
-    def parts(ps):
-        return (f"anon {mib(ps.get('RssAnon', 0))}, file {mib(ps.get('RssFile', 0))}, "
-                f"shmem {mib(ps.get('RssShmem', 0))}")
-
-    rows.append(("5. RSS master", mib(m["master"].get("VmRSS", 0)), "—",
-                 "VmRSS of the agent-runnerd master after the load runs; " +
-                 parts(m["master"]), ""))
-    rows.append(("5. RSS one worker", mib(m["worker"].get("VmRSS", 0)), "—",
-                 f"VmRSS of a worker (2 workers x 96 threads) after the load runs; " +
-                 parts(m["worker"]) + f"; the other worker {mib(m['worker2'])}", ""))
-    for harness in ("scripted", "pi"):
-        if harness not in m:
-            continue
-        ks, sandbox, npids, names = m[harness]
-        kr = ks.get("VmRSS", 0)
-        rows.append((f"5. RSS idle keeper ({harness}), harness excluded", mib(kr),
-                     f"<= 4 MiB ({verdict(kr <= t['keeper_rss'])})",
-                     "keeperPid from `agent-runner-ctl sessions --json`; " + parts(ks), ""))
-        rows.append((f"5. RSS idle keeper ({harness}), sandbox + harness included",
-                     mib(kr + sandbox), "—",
-                     f"keeper + sandboxPid and its {npids - 1} descendants ({names}); "
-                     f"VmRSS summed (shared pages counted per process)",
-                     f"harness side {sandbox / max(kr, 1):.1f}x the keeper"))
-    return rows
-
-
-def render(rows):
-    head = ("figure", "value", "target", "command / parameters", "ratio")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
-        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |")
-    return "\n".join(lines)
-
-
-def write_markdown(path, mach, table, r, wall):
-    w = r["w64"]
-    text = f"""# Benchmarks
-
-Written by `make bench` (tests/bench/run.py) — do not edit by hand; run it again.
-
-Machine: {mach['cpu']}, {mach['cores']} cores, {mach['memory']}, kernel {mach['kernel']};
-{mach['nginx']}, {mach['curl']}, {mach['bwrap']}, node {mach['node']}.
-Date: {mach['date']}. Before the run the machine was {mach['busy_before'] * 100:.0f} % busy
-with other work (load average {' '.join(mach['loadavg'])}); after it, load average
-{' '.join(r['loadavg_after'])}. The whole run took {wall:.0f} s.
-
-Everything runs on this one machine and shares its {mach['cores']} cores: nginx (1 worker
-process, TLS), the FastCGI master and 2 workers x 96 threads, one keeper + bwrap + agent per
-environment, and the load driver (build/bin/loadgen, libcurl, one keep-alive connection per
-session). Log level `info`; `AGENT_RUNNER_SESSION_POOL_MAX=256`,
-`AGENT_RUNNER_MAX_CONCURRENT_RUNS=100000`.
-
-{table}
-
-How to read it:
-- A warm turn is measured from handing the request to libcurl to the arrival of the final
-  NDJSON `{{"kind":"result"}}` record. Every result is checked: HTTP 200, `ok:true`, and the
-  output exactly `echo[k]: <text>` with the agent's own prompt count k (a turn that silently
-  went cold would answer `echo[1]: Conversation so far: ...` and count as an error).
-- Warm turns alternate a one-message `[user]` turn and a `[user, assistant, user]` follow-up
-  on the same session (`--chain 1`). A fixed three-message window cannot stay warm for more
-  than one follow-up: the runner compares the follow-up's earlier user texts with the user
-  texts of the previous turn (engine/identity.c), so `[u2, a2, u3]` after `[u1, a1, u2]` is
-  continuity-invalid and replays cold. A one-message turn needs no history check.
-- Throughput counts the warm turns of the measured phase over its wall time (all sessions
-  warm before the clock starts; each session's cold turn and its final `/kill` are not
-  counted).
-- CPU per turn (from /proc over the measured phase): "stack" is nginx, the master, the
-  workers, the keepers, sandboxes and agents (with the children they reaped), "driver" is
-  loadgen. "CPU outside the stack and driver" is the rest of the machine's busy time in the
-  same window as a share of both cores: other jobs and kernel threads. When it is high the
-  figures are low; the run waits up to 120 s for the machine to calm down before it starts.
-- Cold turns carry no sessionId: a keeper, a bwrap sandbox and the scripted agent are
-  started, the turn runs, and the environment is torn down before the result is sent.
-- pi: first `message_delta` on an already open TLS connection; the cold turn includes starting
-  node + pi inside bwrap, ACP initialize and session/new.
-- Network setup: every sandbox gets its own network namespace; the keeper makes it (with
-  the egress proxy's and name server's sockets) before it starts bubblewrap, so its cost is
-  part of every cold start. Measured alone, in one process, as the keeper does it.
-- Pool: one process, no contention; ns/op from a tight loop, hold times from a second loop
-  reading CLOCK_MONOTONIC inside each critical section.
-- daytona: whole turns (request to result record) of real codex on `sandbox:"daytona"`
-  against tests/fixtures/fake_daytona.py with `--profile real` (Daytona's published create
-  and start delays, per-call API/toolbox latency, upload costs; each sandbox is a local
-  bubblewrap sandbox). Cold = a new sandbox (create, preflight exec, one bulk upload, harness
-  start, ACP initialize + session/new, the prompt); warm = the same keeper, harness and
-  sandbox; resumed = the session's next turn after its 3 s idle window stopped the sandbox
-  (start, no upload, a fresh harness and a cold replay of the conversation).
-"""
-    with open(path, "w") as f:
-        f.write(text)
-
-
 # --- main ------------------------------------------------------------------------------------
 
 def measure(args, r):
     """Everything on the stack; fills r."""
     q = args.quick
+    parts = r["parts"]
     model_tmp = tempfile.mkdtemp(prefix="ar-bench-model.")
     model = stack.FakeModel(model_tmp)
     env = {
@@ -878,6 +567,8 @@ def measure(args, r):
     }
     dt = None
     try:
+        if "daytona" not in parts:
+            raise RuntimeError("not selected (--only)")
         dt = fake_daytona_ctl.FakeDaytona(profile="real",
                                           api_key="bench-daytona-" + uuid.uuid4().hex)
         env["AGENT_RUNNER_DAYTONA_API_URL"] = dt.api_url
@@ -891,25 +582,36 @@ def measure(args, r):
         # warm-up: first turns pay page faults and lazy binding in nginx and the workers
         loadgen(st, "--sessions", "4", "--turns", "50", "--prefix", "warmup")
         runs = 1 if q else 3
-        r["w1"] = repeated(st, runs, "--sessions", "1", "--turns", "300" if q else "3000")
-        r["w16"] = repeated(st, runs, "--sessions", "16", "--turns", "40" if q else "300")
-        r["w64"] = repeated(st, runs, "--sessions", "64", "--turns", "20" if q else "120")
-        r["cold"] = repeated(st, 1, "--cold", "--sessions", "1", "--turns",
-                             "40" if q else "300")
+        if "warm" in parts:
+            r["w1"] = repeated(st, runs, "--sessions", "1", "--turns", "300" if q else "3000")
+            r["w16"] = repeated(st, runs, "--sessions", "16", "--turns", "40" if q else "300")
+            r["w64"] = repeated(st, runs, "--sessions", "64", "--turns", "20" if q else "120")
+        if "cold" in parts:
+            r["cold"] = repeated(st, 1, "--cold", "--sessions", "1", "--turns",
+                                 "40" if q else "300")
         if args.profile:
             profile_run(st, args.profile)
         workers = sorted(st.worker_pids())
         mem = {"master": proc_status(st.master.pid), "worker": proc_status(workers[0]),
                "worker2": rss(workers[1]) if len(workers) > 1 else 0}
-        mem["scripted"] = scripted_rss(st)
+        if "rss" in parts:
+            mem["scripted"] = scripted_rss(st)
         status, _, health = st.request("GET", "/health", token=False)
-        if status == 200 and "pi_core" in (health or {}).get("harnesses", []):
+        have_pi = status == 200 and "pi_core" in (health or {}).get("harnesses", [])
+        if have_pi and ("pi" in parts or "rss" in parts):
             log("running pi turns")
-            r["pi_cold"], r["pi_warm"], r["pi_ready"], mem["pi"] = bench_pi(st, model,
-                                                                            2 if q else 10)
-        else:
+            r["pi_cold"], r["pi_warm"], r["pi_ready"], pi_rss = bench_pi(st, model,
+                                                                         2 if q else 10)
+            if "rss" in parts:
+                mem["pi"] = pi_rss
+            if "pi" not in parts:
+                del r["pi_cold"], r["pi_warm"], r["pi_ready"]
+        elif not have_pi:
             log("pi is not installed (make harnesses): skipping the pi rows")
-        r["rss"] = mem
+        if "rss" in parts:
+            r["rss"] = mem
+        if "tools" in parts:
+            r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
         codex = "codex" in (health or {}).get("harnesses", [])
         if dt and codex:
             log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")
@@ -922,7 +624,7 @@ def measure(args, r):
     finally:
         st.stop()
         st.cleanup()
-        if "pi_cold" in r:
+        if "spares" in parts and "pi_cold" in r:
             log("running pi turns on spares")
             try:
                 r["spares"] = bench_spares(model, 3 if q else 10)
@@ -940,10 +642,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(stack.ROOT, "BENCHMARKS.md"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", metavar="PARTS", default=",".join(PARTS),
+                    help="comma-separated parts: " + ", ".join(PARTS))
     ap.add_argument("--profile", metavar="DIR")
     ap.add_argument("--wait-idle", type=float, default=120, metavar="S",
                     help="wait up to S seconds for other work on the machine to calm down")
     args = ap.parse_args()
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    if not parts or parts - set(PARTS):
+        ap.error(f"--only: unknown part(s) {', '.join(sorted(parts - set(PARTS))) or '(none)'}; "
+                 f"expected some of {', '.join(PARTS)}")
     t_all = time.monotonic()
     for prog in PROGRAMS:
         if not os.access(os.path.join(BIN, prog), os.X_OK):
@@ -951,7 +659,7 @@ def main():
     # run a private copy of the programs: a rebuild in the work tree while the benchmark runs
     # (another make in the same checkout) must not swap binaries under a running stack
     bin_copy = tempfile.mkdtemp(prefix="ar-bench-bin.")
-    r = {}
+    r = {"parts": parts}
     try:
         os.chmod(bin_copy, 0o755)
         for prog in PROGRAMS:
@@ -965,8 +673,10 @@ def main():
             log(f"the machine is {busy * 100:.0f} % busy with other work: waiting (at most "
                 f"{deadline - time.monotonic():.0f} s more)")
         mach = machine()
-        r["pool"] = bench_pool()
-        r["net"] = bench_net()
+        if "pool" in parts:
+            r["pool"] = bench_pool()
+        if "net" in parts:
+            r["net"] = bench_net()
         measure(args, r)
     finally:
         shutil.rmtree(bin_copy, ignore_errors=True)
@@ -979,9 +689,13 @@ def main():
     print(f"\nmachine: {mach['cpu']}, {mach['cores']} cores, kernel {mach['kernel']}, "
           f"{mach['date']}; {mach['busy_before'] * 100:.0f} % busy before the run; "
           f"{wall:.0f} s")
-    write_markdown(args.out, mach, table, r, wall)
-    log(f"wrote {args.out}")
-    errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") for x in r[k]["runs"])
+    if parts == set(PARTS):
+        write_markdown(args.out, mach, table, r, wall)
+        log(f"wrote {args.out}")
+    else:
+        log(f"--only {args.only}: {args.out} left alone (it holds the whole table)")
+    errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") if k in r
+                 for x in r[k]["runs"])
     if errors:
         log(f"{errors} turns were wrong (see the loadgen errors above)")
     return 1 if errors else 0

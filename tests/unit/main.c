@@ -176,6 +176,8 @@ static CU_SuiteInfo suites[] = {
     {"daytona_relay", NULL, NULL, NULL, NULL, daytona_relay_tests},
     {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     {"login", NULL, NULL, NULL, NULL, login_tests},
+    {"log", NULL, NULL, NULL, NULL, log_tests},
+    {"tool_runner", NULL, NULL, NULL, NULL, tool_runner_tests},
     {"daytona_provider", NULL, NULL, NULL, NULL, daytona_provider_tests},
     {"sandbox_host", NULL, NULL, NULL, NULL, sandbox_host_tests},
     CU_SUITE_INFO_NULL,

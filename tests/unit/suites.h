@@ -16,6 +16,8 @@
 #include "../../engine/events.h"
 
 extern CU_TestInfo acp_tests[];
+extern CU_TestInfo log_tests[];
+extern CU_TestInfo tool_runner_tests[];
 extern CU_TestInfo request_tests[];
 extern CU_TestInfo events_tests[];
 extern CU_TestInfo run_turn_tests[];

@@ -90,7 +90,8 @@ static int ask(struct rig *g, const char *name, uint16_t qtype, enum dns_rcode *
     return -ETIMEDOUT;
 }
 
-static void test_egress_dns_mode_off(void)
+/* "off" and "allowlist" resolve the run's named endpoints and nothing else. */
+static void only_named_names(enum egress_mode mode)
 {
     struct egress_policy p;
     struct egress_addr addrs[8], lo = {.family = AF_INET, .b = {127, 0, 0, 1}};
@@ -98,7 +99,7 @@ static void test_egress_dns_mode_off(void)
     enum dns_rcode rcode;
     struct rig g;
 
-    egress_policy_init(&p, EGRESS_MODE_OFF, false);
+    egress_policy_init(&p, mode, false);
     CU_ASSERT_EQUAL(egress_policy_add_url(&p, "http://LOCALHOST:18080/v1", NULL, 0), 0);
     CU_ASSERT_EQUAL_FATAL(rig_open(&g, &p), 0);
     /* a name the run did not name: refused, and the host's resolver is never asked */
@@ -122,6 +123,17 @@ static void test_egress_dns_mode_off(void)
     CU_ASSERT_EQUAL(st.refused, 1);
     CU_ASSERT_EQUAL(st.answered, 2);
     rig_close(&g);
+}
+
+static void test_egress_dns_mode_off(void)
+{
+    only_named_names(EGRESS_MODE_OFF);
+}
+
+/* no DNS exfiltration past an address allowlist: other names never reach the host's resolver */
+static void test_egress_dns_mode_allowlist(void)
+{
+    only_named_names(EGRESS_MODE_ALLOWLIST);
 }
 
 static void test_egress_dns_mode_on_filters(void)
@@ -291,6 +303,7 @@ static void test_egress_dns_through_the_namespace(void)
 
 CU_TestInfo egress_dns_tests[] = {
     {"mode_off", test_egress_dns_mode_off},
+    {"mode_allowlist", test_egress_dns_mode_allowlist},
     {"mode_on_filters", test_egress_dns_mode_on_filters},
     {"malformed", test_egress_dns_malformed},
     {"endpoints_and_files", test_egress_dns_endpoints_and_files},

@@ -49,10 +49,11 @@ static const char BASE[] =
     "\"credentials\":[" CRED_BASE "]},"
     "\"agentsMd\":\"# agents\",\"systemPrompt\":\"be brief\",\"appendSystemPrompt\":\"and kind\","
     "\"skills\":[{\"name\":\"notes\",\"description\":\"take notes\",\"body\":\"write it down\"}],"
-    "\"customTools\":[{\"name\":\"lookup\",\"kind\":\"callback\",\"permission\":\"allow\"}],"
+    "\"customTools\":[{\"name\":\"lookup\",\"kind\":\"callback\",\"callRef\":\"tools__lookup\","
+    "\"permission\":\"allow\"}],"
     "\"mcpServers\":[{\"name\":\"docs\",\"connection\":{\"type\":\"http\","
-    "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"name\":\"TOKEN\","
-    "\"value\":\"" SECRET_ONE "\"}]}}],"
+    "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"binding\":{\"kind\":"
+    "\"header\",\"name\":\"x-token\"},\"value\":\"" SECRET_ONE "\",\"usage\":\"opaque_http\"}]}}],"
     "\"toolCallback\":{\"endpoint\":\"https://cb.example.com/tools\","
     "\"authorization\":\"Bearer cb-one\"},"
     "\"permissions\":{\"default\":\"ask\",\"rules\":[{\"pattern\":\"bash:*\","
@@ -401,15 +402,16 @@ static const struct fp_case config_changes[] = {
      "{\"skills\":[{\"name\":\"notes\",\"description\":\"take notes\",\"body\":\"erase it\"}]}"},
     {"skills absent", NULL, "{\"skills\":null}"},
     {"customTools", NULL,
-     "{\"customTools\":[{\"name\":\"lookup\",\"kind\":\"callback\",\"permission\":\"ask\"}]}"},
+     "{\"customTools\":[{\"name\":\"lookup\",\"kind\":\"callback\",\"callRef\":\"tools__lookup\","
+     "\"permission\":\"ask\"}]}"},
     {"mcpServers url", NULL,
      "{\"mcpServers\":[{\"name\":\"docs\",\"connection\":{\"type\":\"http\","
-     "\"url\":\"https://mcp2.example.com/mcp\",\"credentials\":[{\"name\":\"TOKEN\","
-     "\"value\":\"" SECRET_ONE "\"}]}}]}"},
+     "\"url\":\"https://mcp2.example.com/mcp\",\"credentials\":[{\"binding\":{\"kind\":"
+     "\"header\",\"name\":\"x-token\"},\"value\":\"" SECRET_ONE "\",\"usage\":\"opaque_http\"}]}}]}"},
     {"mcpServers credential name", NULL,
      "{\"mcpServers\":[{\"name\":\"docs\",\"connection\":{\"type\":\"http\","
-     "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"name\":\"OTHER\","
-     "\"value\":\"" SECRET_ONE "\"}]}}]}"},
+     "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"binding\":{\"kind\":"
+     "\"header\",\"name\":\"x-other\"},\"value\":\"" SECRET_ONE "\",\"usage\":\"opaque_http\"}]}}]}"},
     {"toolCallback.endpoint", NULL,
      "{\"toolCallback\":{\"endpoint\":\"https://cb.example.com/other\"}}"},
     {"permissions", NULL, "{\"permissions\":{\"default\":\"allow\"}}"},
@@ -443,8 +445,8 @@ static const struct fp_case config_same[] = {
     {"credential value", NULL, "{\"modelConnection\":{\"credentials\":[" CRED_ROTATED "]}}"},
     {"mcp credential value", NULL,
      "{\"mcpServers\":[{\"name\":\"docs\",\"connection\":{\"type\":\"http\","
-     "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"name\":\"TOKEN\","
-     "\"value\":\"" SECRET_TWO "\"}]}}]}"},
+     "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"binding\":{\"kind\":"
+     "\"header\",\"name\":\"x-token\"},\"value\":\"" SECRET_TWO "\",\"usage\":\"opaque_http\"}]}}]}"},
     {"toolCallback.authorization", NULL,
      "{\"toolCallback\":{\"authorization\":\"Bearer cb-two\"}}"},
     {"runContext.run", NULL, "{\"runContext\":{\"run\":{\"id\":\"run-2\"}}}"},
@@ -555,8 +557,8 @@ static void test_identity_credential_epoch(void)
     static const char rotate[] = "{\"modelConnection\":{\"credentials\":[" CRED_ROTATED "]}}";
     static const char rotate_mcp[] =
         "{\"mcpServers\":[{\"name\":\"docs\",\"connection\":{\"type\":\"http\","
-        "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"name\":\"TOKEN\","
-        "\"value\":\"" SECRET_TWO "\"}]}}]}";
+        "\"url\":\"https://mcp.example.com/mcp\",\"credentials\":[{\"binding\":{\"kind\":"
+        "\"header\",\"name\":\"x-token\"},\"value\":\"" SECRET_TWO "\",\"usage\":\"opaque_http\"}]}}]}";
     uint8_t e1[IDENTITY_DIGEST_LEN], e2[IDENTITY_DIGEST_LEN], e3[IDENTITY_DIGEST_LEN];
     uint8_t c1[IDENTITY_DIGEST_LEN], c2[IDENTITY_DIGEST_LEN];
 
@@ -575,10 +577,10 @@ static void test_identity_credential_epoch(void)
     CU_ASSERT_EQUAL(config_fp(BASE, rotate, c2), 0);
     CU_ASSERT_TRUE(same(c1, c2));
 
-    /* a rotated MCP credential: new epoch, same config */
+    /* a rotated MCP credential: same epoch, same config — the runner applies it per turn and
+     * it never enters the sandbox, so the warm session stays */
     CU_ASSERT_EQUAL(epoch(BASE, rotate_mcp, KEY_ONE, e3), 0);
-    CU_ASSERT_FALSE(same(e1, e3));
-    CU_ASSERT_FALSE(same(e2, e3));
+    CU_ASSERT_TRUE(same(e1, e3));
     CU_ASSERT_EQUAL(config_fp(BASE, rotate_mcp, c2), 0);
     CU_ASSERT_TRUE(same(c1, c2));
 

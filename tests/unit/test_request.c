@@ -187,7 +187,7 @@ static const struct refusal refusals[] = {
      "mcpServers[0].connection.type"},
     {MCP("files", "{\"type\":\"sse\",\"url\":\"https://mcp.example/sse\"}"), INVALID,
      "mcpServers[0].connection.type"},
-    {MCP("files", MCP_HTTP("http://mcp.example/mcp")), INVALID, "mcpServers[0].connection.url"},
+    {MCP("files", MCP_HTTP("ftp://mcp.example/mcp")), INVALID, "mcpServers[0].connection.url"},
     {"{\"toolCallback\":{\"endpoint\":\"http://tools.example/call\"}}", INVALID,
      "toolCallback.endpoint"},
     {"{\"toolCallback\":{}}", INVALID, "toolCallback.endpoint"},

@@ -580,6 +580,67 @@ static void test_run_turn_caps_from_claude_and_missing(void)
     CU_ASSERT_TRUE(caps.text_messages);
 }
 
+/* A runner-executed call as run_turn registers it (its events come from the runner). */
+static void runner_call(struct turn_fixture *f, const char *id, const char *name)
+{
+    struct turn_tool *t = turn_add_tool(&f->st, id);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    t->runner = true;
+    t->name = util_xstrdup(name);
+}
+
+/* codex reports its own view of a runner tool (server agenta-tools): no events of its own */
+static void test_run_turn_codex_report_of_a_runner_call_is_hidden(void)
+{
+    struct turn_fixture f;
+
+    fixture_init(&f, NULL);
+    f.st.kind = HARNESS_CODEX;
+    runner_call(&f, "agenta-tools-1-ab", "get_user");
+    CU_ASSERT_EQUAL(feed(&f, "{\"sessionUpdate\":\"tool_call\",\"toolCallId\":\"call_1\","
+                             "\"title\":\"Tool: agenta-tools/get_user\",\"status\":\"in_progress\","
+                             "\"rawInput\":{\"server\":\"agenta-tools\",\"tool\":\"get_user\","
+                             "\"arguments\":{}}}"),
+                    0);
+    CU_ASSERT_EQUAL(feed(&f, "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"call_1\","
+                             "\"status\":\"completed\"}"),
+                    0);
+    CU_ASSERT_EQUAL(nevents(&f), 0);
+    CU_ASSERT_TRUE(turn_find_tool(&f.st, "agenta-tools-1-ab")->matched);
+    fixture_release(&f);
+}
+
+/*
+ * After an approval resumes a parked runner call, codex reports its own call with the id
+ * alone: hidden too (it produced a second tool_call / tool_result pair before).
+ */
+static void test_run_turn_anonymous_report_of_a_resumed_runner_call_is_hidden(void)
+{
+    struct turn_fixture f;
+    const char *done = "{\"sessionUpdate\":\"tool_call_update\",\"toolCallId\":\"call_1\","
+                       "\"status\":\"completed\",\"content\":[{\"type\":\"content\","
+                       "\"content\":{\"type\":\"text\",\"text\":\"approved\"}}]}";
+
+    fixture_init(&f, NULL);
+    f.st.kind = HARNESS_CODEX;
+    runner_call(&f, "agenta-tools-1-ab", "get_user");
+    f.st.resumed_runner_calls = 1;
+    CU_ASSERT_EQUAL(feed(&f, done), 0);
+    CU_ASSERT_EQUAL(nevents(&f), 0);
+    CU_ASSERT_TRUE(turn_find_tool(&f.st, "agenta-tools-1-ab")->matched);
+    fixture_release(&f);
+
+    /* the same update in a turn that resumed no runner call is a tool of the harness's own */
+    fixture_init(&f, NULL);
+    f.st.kind = HARNESS_CODEX;
+    CU_ASSERT_EQUAL(feed(&f, done), 0);
+    CU_ASSERT_EQUAL(nevents(&f), 2);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(test_sink_event(&f.ts, 0), "type")), "tool_call");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(test_sink_event(&f.ts, 1), "type")), "tool_result");
+    fixture_release(&f);
+}
+
 CU_TestInfo run_turn_tests[] = {
     {"test_run_turn_message_chunks_open_one_block", test_run_turn_message_chunks_open_one_block},
     {"test_run_turn_thought_closes_message_and_ids_advance",
@@ -606,5 +667,9 @@ CU_TestInfo run_turn_tests[] = {
     {"test_run_turn_collecting_stream_coalesces", test_run_turn_collecting_stream_coalesces},
     {"test_run_turn_caps_from_pi_initialize", test_run_turn_caps_from_pi_initialize},
     {"test_run_turn_caps_from_claude_and_missing", test_run_turn_caps_from_claude_and_missing},
+    {"test_run_turn_codex_report_of_a_runner_call_is_hidden",
+     test_run_turn_codex_report_of_a_runner_call_is_hidden},
+    {"test_run_turn_anonymous_report_of_a_resumed_runner_call_is_hidden",
+     test_run_turn_anonymous_report_of_a_resumed_runner_call_is_hidden},
     CU_TEST_INFO_NULL,
 };
