@@ -344,6 +344,11 @@ struct tools_config {
  * What the engine needs from the runner's configuration; read-only while workers run.
  * Filled by fcgi/config.c (the engine never reads the environment itself).
  */
+/* Spares kept per harness (spare.h; AGENT_RUNNER_SPARES). */
+struct spare_settings {
+    uint32_t count[HARNESS_COUNT]; /* 0: none */
+};
+
 struct engine_config {
     const char *state_dir;      /* envs/ lives here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
@@ -369,6 +374,8 @@ struct engine_config {
     struct tools_config tools;  /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
+    struct spare_settings spares; /* pre-started environments (spare.h) */
+    uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
 };
 
 #endif

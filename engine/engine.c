@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "engine_priv.h"
 #include "environment.h"
 #include "jsonx.h"
 #include "log.h"
@@ -15,6 +16,7 @@
 #include "request.h"
 #include "trace.h"
 #include "run_turn.h"
+#include "spare.h"
 #include "engine_tools.h"
 #include "tool_runner.h"
 #include "transcript.h"
@@ -144,6 +146,10 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     }
     t.client_gone_cancels = req->session_id == NULL;
     sandbox_plan_init(&t.plan);
+    /* the spare eligibility rule (spare.h): such a run's plan keeps the key out of the env */
+    t.spare_ok = cfg->pool && !spare_ineligible(&cfg->spares, req);
+    if (t.spare_ok)
+        t.plan.form = PLAN_SESSION;
     r = t.harness->plan(&paths, req, &t.plan, err, errlen);
     if (r == 0) {
         r = harness_channel_token(&t.plan);
@@ -364,7 +370,7 @@ static void flush_events(void *ctx)
 }
 
 /* Events reach the client before every wait for the harness. */
-static void stream_before_waits(struct environment *env, struct event_stream *es)
+void engine_stream_before_waits(struct environment *env, struct event_stream *es)
 {
     env->before_wait = flush_events;
     env->before_wait_ctx = es;
@@ -491,13 +497,13 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     }
     if (lk->s.acp_next_id > env->next_id)
         env->next_id = lk->s.acp_next_id;
-    stream_before_waits(env, es);
+    engine_stream_before_waits(env, es);
     pool_counter_add(cfg->pool, PC_WARM_HITS, 1);
     turn_caps_from_bits(lk->s.caps, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_starting"));
-    event_emit(es, event_data_phase("environment_ready"));
+    event_emit(es, event_environment_ready(false));
     probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = true, .es = es,
                                   .on_client_gone = t->client_gone_cancels, .plat = t->plat};
     if (!resume) {
@@ -531,48 +537,11 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     return 0;
 }
 
-/* initialize + session/new on a fresh environment: its ACP session and capabilities. */
-static int open_session(const struct engine_turn *t, struct environment *env, char *err,
-                        size_t errlen)
-{
-    struct turn_session sess = {.agent_caps = NULL, .mcp_servers = t->plan.session_mcp};
-    struct turn_env te;
-    int r;
-
-    environment_turn_env(env, &te);
-    r = run_turn_open_session(&te, t->plan.model_id, t->cfg->model_strict,
-                              util_now_ms() + (int64_t)t->cfg->harness_init_ms, &sess, err, errlen);
-    if (env->agent_caps)
-        json_object_put(env->agent_caps);
-    env->agent_caps = sess.agent_caps;
-    if (sess.acp_session[0])
-        memcpy(env->acp_session, sess.acp_session, sizeof(env->acp_session));
-    /* pi's extension gates its tools only if it is in place: it says hello while pi starts */
-    if (r == 0 && t->plan.channel_gating && !sess.channel_gating) {
-        snprintf(err, errlen,
-                 "pi's permission gate did not start (its extension said no hello "
-                 "with gating on the keeper channel): refusing to run pi ungated");
-        r = AR_E_HARNESS_ERROR;
-    }
-    return r;
-}
-
-/* The wire code of an acquisition failure (reference/agenta-runner.md §1.13). */
-static const char *acquire_error_code(int r)
-{
-    if (r == AR_E_SANDBOX_CAPACITY)
-        return "sandbox_capacity";
-    if (r == AR_E_CAPACITY)
-        return "runner_capacity";
-    return "runner_error";
-}
-
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
                      bool *limit, enum teardown_reason why)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
-    bool warm_policy = t->policy.mode == LIFECYCLE_WARM;
     struct environment *env = NULL;
     struct engine_tools hooks;
     struct cancel_probe probe;
@@ -580,12 +549,10 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     struct turn_outcome out;
     struct turn_options opt;
     json_object *prompt;
+    const char *code;
     char err[512];
     int r;
 
-    int64_t spawn_start = util_now_ns();
-
-    metrics_cold_start(pool_metrics(cfg->pool), (unsigned)why);
     event_emit(es, event_data_phase("environment_starting"));
     event_stream_flush(es);
     if (engine_tools_into_plan(t, err, sizeof(err)) < 0) {
@@ -595,44 +562,10 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         emit_done(es, res);
         return;
     }
-    r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
-                            why != TEARDOWN_NONE, &env, err, sizeof(err));
-    if (r == -EEXIST) {
-        /* another request of the session got there first: run without a seat */
-        t->key[0] = '\0';
-        r = environment_acquire(cfg, req, &t->plan, "", t->policy.idle_ms, true, false, &env,
-                                err, sizeof(err));
-    }
+    r = engine_start_environment(t, es, why, &env, limit, err, sizeof(err), &code);
     if (r < 0) {
-        log_debug("environment acquisition failed: %s", err);
-        event_emit(es, event_error(err, acquire_error_code(r)));
+        event_emit(es, event_error(err, code));
         run_result_fail(res, "%s", err);
-        emit_done(es, res);
-        return;
-    }
-    if (env->lease_report) {
-        trace_run_sandbox(t->trace, env->lease_report);
-        /* a lease the provider downgraded runs per-turn, it never fails the run */
-        if (json_object_get_boolean(jsonx_get(env->lease_report, "downgraded")))
-            t->policy.mode = LIFECYCLE_PER_TURN;
-    }
-    stream_before_waits(env, es);
-    if (cfg->pool)
-        metrics_observe(&pool_metrics(cfg->pool)->keeper_spawn,
-                        (util_now_ns() - spawn_start) / 1000);
-    r = open_session(t, env, err, sizeof(err));
-    if (r < 0 && environment_check_limits(env)) {
-        snprintf(err, sizeof(err), "%s", env->limit_msg);
-        event_emit(es, event_error(err, env->limit));
-    } else if (r < 0) {
-        event_emit(es, event_error(err, r == AR_E_MODEL ? "model_unavailable" : "runner_error"));
-    }
-    if (r < 0) {
-        log_debug("harness session failed: %s", err);
-        run_result_fail(res, "%s", err);
-        *limit = env->limit != NULL;
-        environment_destroy(env, env->limit ? TEARDOWN_SANDBOX_LIMIT : TEARDOWN_FAILED_TURN);
-        environment_free(env);
         emit_done(es, res);
         return;
     }
@@ -641,7 +574,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
-    event_emit(es, event_data_phase("environment_ready"));
+    event_emit(es, event_environment_ready(env->from_spare));
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
     else

@@ -52,6 +52,7 @@ struct engine_turn {
     struct tool_runner *tools;      /* the run's tools (NULL: none), owned */
     bool tools_file;                /* the sandbox's tool list is in the plan */
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
+    bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
 };
 
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,

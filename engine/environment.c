@@ -1,4 +1,5 @@
 #include "environment.h"
+#include "environment_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,7 @@
 #define DESTROY_WAIT_MS 10000
 #define KEEPER_ENV_MAX 32
 
-static struct environment *env_new(const struct engine_config *cfg)
+struct environment *environment_new(const struct engine_config *cfg)
 {
     struct environment *env = calloc(1, sizeof(*env));
 
@@ -89,7 +90,7 @@ static int read_line_fd(int fd, struct acp_lines *lines, int64_t deadline, char 
     }
 }
 
-static int connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
+int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     struct keeper_msg m;
@@ -143,7 +144,7 @@ static int describe_lease(json_object *sb, const struct run_request *req, const 
 }
 
 /* Where the run's sandbox may connect, as the keeper spec carries it (NULL + err on failure). */
-static json_object *egress_json(const struct engine_config *cfg, const struct run_request *req,
+json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
                                 char *err, size_t errlen)
 {
     const struct sandbox_host *sh = cfg->sandbox;
@@ -168,7 +169,7 @@ static json_object *egress_json(const struct engine_config *cfg, const struct ru
  * The keeper spec of a new environment: where it lives, its slot, the sandbox to start, and
  * (local sandboxes on a probed host) its confinement and egress policy.
  */
-static int encode_spec(const struct environment *env, const struct run_request *req,
+int environment_encode_spec(const struct environment *env, const struct run_request *req,
                        const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                        bool per_turn, bool had_lease, const struct sandbox_env *confine,
                        struct buf *out, char *err, size_t errlen)
@@ -196,7 +197,7 @@ static int encode_spec(const struct environment *env, const struct run_request *
     if (confine) {
         spec.confined = true;
         spec.confine = *confine;
-        spec.egress = egress_json(cfg, req, err, errlen);
+        spec.egress = environment_egress_json(cfg, req, err, errlen);
         if (!spec.egress)
             return AR_E_SANDBOX;
     }
@@ -220,7 +221,8 @@ static int encode_spec(const struct environment *env, const struct run_request *
     return r;
 }
 
-static int spawn_keeper(struct environment *env, const struct buf *spec, char *err, size_t errlen)
+int environment_spawn_keeper(struct environment *env, const struct buf *spec, char *err,
+                             size_t errlen)
 {
     const struct engine_config *cfg = env->cfg;
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
@@ -331,7 +333,7 @@ out:
  * capped workspace tmpfs, the request's files, then the workspace given to that uid and the
  * cgroup made. Without a probed host (unit tests) only the files.
  */
-static int prepare_sandbox(struct environment *env, const struct run_request *req,
+int environment_prepare_sandbox(struct environment *env, const struct run_request *req,
                            struct sandbox_env *confine, char *err, size_t errlen)
 {
     const struct sandbox_host *sh = env->cfg->sandbox;
@@ -350,7 +352,7 @@ static int prepare_sandbox(struct environment *env, const struct run_request *re
     return sandbox_host_env_seal(sh, env->paths.dir, confine, err, errlen) < 0 ? AR_E_SANDBOX : 0;
 }
 
-static void release_slot(struct environment *env)
+void environment_release_slot(struct environment *env)
 {
     /* the keeper frees its own slot; free it here only if nobody started */
     if (env->has_slot && env->cfg->pool)
@@ -369,7 +371,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     bool created = false, started = false;
     int r;
 
-    env = env_new(cfg);
+    env = environment_new(cfg);
     if (!env)
         return -ENOMEM;
     env->provider = provider_get(req->sandbox);
@@ -389,6 +391,8 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                                       .turn_id = req->turn_id};
 
         r = pool_session_reserve(cfg->pool, &rv, &env->h);
+        if (r == -ENOSPC && environment_evict_spare(cfg) > 0) /* sessions before spares */
+            r = pool_session_reserve(cfg->pool, &rv, &env->h);
         if (r < 0) {
             snprintf(err, errlen, r == -ENOSPC ? "no free session slot" : "session table: %s",
                      ar_strerror(r));
@@ -403,15 +407,15 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     created = true;
     if (env->has_slot)
         (void)pool_session_set_env_dir(cfg->pool, env->h, env->paths.dir);
-    r = prepare_sandbox(env, req, &confine, err, errlen);
+    r = environment_prepare_sandbox(env, req, &confine, err, errlen);
     if (r < 0)
         goto fail;
     buf_init(&spec, KEEPER_SPEC_MAX);
     /* host confinement and egress are the local sandbox's; a remote one has its own */
-    r = encode_spec(env, req, plan, key, idle_ms, per_turn, had_lease,
+    r = environment_encode_spec(env, req, plan, key, idle_ms, per_turn, had_lease,
                     cfg->sandbox && !env->provider->acquire ? &confine : NULL, &spec, err, errlen);
     if (r == 0)
-        r = spawn_keeper(env, &spec, err, errlen);
+        r = environment_spawn_keeper(env, &spec, err, errlen);
     buf_release(&spec);
     if (r < 0)
         goto fail;
@@ -425,7 +429,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
             snprintf(env->cwd, sizeof(env->cwd), "%s",
                      jsonx_str(env->lease_report, "workspace"));
     }
-    r = connect_keeper(env, util_now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
+    r = environment_connect_keeper(env, util_now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
     if (r < 0)
         goto fail;
     *ret = env;
@@ -439,7 +443,7 @@ fail:
         /* the cgroup, the workspace mount and the folder, whatever exists of them */
         (void)sandbox_host_reclaim(cfg->sandbox, env->paths.dir);
     }
-    release_slot(env);
+    environment_release_slot(env);
     environment_free(env);
     return r;
 }
@@ -453,7 +457,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
 
     if (!cfg->pool)
         return -ENOENT;
-    env = env_new(cfg);
+    env = environment_new(cfg);
     ps = malloc(sizeof(*ps));
     if (!env || !ps) {
         free(ps);
@@ -478,7 +482,7 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
     env->h = h;
     env->has_slot = true;
     env->warm = true;
-    r = connect_keeper(env, util_now_ms() + 5000, err, errlen);
+    r = environment_connect_keeper(env, util_now_ms() + 5000, err, errlen);
     if (r < 0) {
         env->has_slot = false;
         environment_free(env);

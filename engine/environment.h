@@ -50,6 +50,7 @@ struct environment {
     int harness_status;
     bool destroyed;
     bool warm; /* reconnected to a live harness */
+    bool from_spare; /* a claimed spare (environment_claim_spare) */
     bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
     char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
     const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
@@ -75,6 +76,25 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                         bool per_turn, bool had_lease, struct environment **ret, char *err,
                         size_t errlen);
+
+/*
+ * Spares (spare.h, environment_spare.c). environment_start_spare: the master's spare maker
+ * starts one spare of kind in a slot of its own (SLOT_SPARE once its keeper runs; the keeper
+ * ends it, slot and all, after cfg->spare_ttl_ms unclaimed). Returns once the keeper is ready;
+ * on failure nothing is left.
+ *
+ * environment_claim_spare: a new session's turn takes a ready spare instead of acquiring: the
+ * slot (pool_spare_claim), the request's workspace files and the plan's home files written
+ * into the running sandbox as its own uid, the keeper bound to the session ("#claim": idle
+ * window, per-turn, the run's egress policy). The caller goes on with initialize / session/new
+ * as after environment_acquire. -ENOENT when no spare is ready (nothing done); any other
+ * failure has destroyed the spare (its slot is free again) and err says why: start cold.
+ */
+int environment_start_spare(const struct engine_config *cfg, enum harness_kind kind, char *err,
+                            size_t errlen);
+int environment_claim_spare(const struct engine_config *cfg, const struct run_request *req,
+                            const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                            bool per_turn, struct environment **ret, char *err, size_t errlen);
 
 /* Attach to the keeper of the checked-out slot h (state busy, owned by the caller). */
 int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,

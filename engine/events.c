@@ -177,6 +177,15 @@ json_object *event_data_phase(const char *phase)
     return ev;
 }
 
+json_object *event_environment_ready(bool spare)
+{
+    json_object *ev = event_data_phase("environment_ready");
+
+    json_object_object_add(json_object_object_get(ev, "data"), "spare",
+                           json_object_new_boolean(spare));
+    return ev;
+}
+
 json_object *event_block(const char *type, const char *id)
 {
     json_object *ev = event_new(type);

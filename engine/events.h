@@ -76,6 +76,8 @@ int events_record_line(const char *kind, json_object *payload, struct buf *out);
 /* Builders: each returns a new reference (NULL only on out of memory). */
 json_object *event_new(const char *type);
 json_object *event_data_phase(const char *phase);
+/* The environment_ready phase, saying whether the environment was a claimed spare (spare.h). */
+json_object *event_environment_ready(bool spare);
 json_object *event_text(const char *type, const char *id, const char *delta);
 json_object *event_block(const char *type, const char *id); /* *_start / *_end */
 json_object *event_tool_call(const char *id, const char *name, json_object *input);

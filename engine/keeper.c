@@ -21,6 +21,7 @@
 #include "fstree.h"
 #include "jsonx.h"
 #include "keeper_channel.h"
+#include "keeper_claim.h"
 #include "keeper_proto.h"
 #include "log.h"
 #include "pool.h"
@@ -318,6 +319,23 @@ static void answer_pending(struct keeper *k, bool keep)
     k->npending = 0;
 }
 
+/* "#claim": a spare is bound to its session (keeper_claim.c); a refused claim ends it. */
+static bool claim(struct keeper *k, const struct keeper_msg *m)
+{
+    struct keeper_claim c;
+    char err[sizeof(k->fail) - 16];
+
+    if (keeper_claim_apply(&k->spec, k->provider, &k->proc, m->payload, m->payload_len, &c, err,
+                           sizeof(err)) < 0) {
+        snprintf(k->fail, sizeof(k->fail), "spare claim: %s", err);
+        log_warn("%s: tearing down", k->fail);
+        return false;
+    }
+    k->idle_ms = (int64_t)c.idle_ms;
+    k->per_turn = c.per_turn;
+    return true;
+}
+
 static bool on_client_line(struct keeper *k, char *line, size_t len)
 {
     struct keeper_msg m;
@@ -351,8 +369,9 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
             forget_pending(k, line, len);
         to_child(k, line, len);
         return true;
+    case KEEPER_MSG_CLAIM:
+        return claim(k, &m);
     default:
-        /* a spare claim needs a spare; the rest is ours */
         log_debug("ignoring a worker '%s' line", keeper_proto_kind_name(m.kind));
         return true;
     }

@@ -10,10 +10,11 @@
  * <sandbox-pid>" or "error <message>".
  *
  * The socket protocol (ACP lines both ways, "@tool" channel lines, and the control lines
- * "#park <ms>", "#await <ms>", "#destroy", "#claim <spec>" from the worker and "#hello",
- * "#busy", "#exit <status>" from the keeper) is defined once in keeper_proto.h. One worker is
- * attached at a time; a second connection gets "#busy" and is closed. A harness line that is
- * not an ACP object is never relayed, so the harness cannot pose as the keeper.
+ * "#park <ms>", "#await <ms>", "#destroy", "#claim <json>" (a spare bound to its session,
+ * keeper_claim.h) from the worker and "#hello", "#busy", "#exit <status>" from the keeper) is
+ * defined once in keeper_proto.h. One worker is attached at a time; a second connection gets
+ * "#busy" and is closed. A harness line that is not an ACP object is never relayed, so the
+ * harness cannot pose as the keeper.
  *
  * While no worker is attached the keeper answers the harness itself: permission requests are
  * rejected, other requests get -32601, notifications are dropped and counted. The sandbox's

@@ -26,9 +26,10 @@
  *                                        workspace mount, slot); only the folder's removal
  *                                        comes after
  *                       "#claim <json>"  bind a spare keeper (started with a placeholder spec,
- *                                        no slot) to a session: a struct keeper_spec whose
- *                                        slot, idle window and per-turn flag replace the
- *                                        placeholder's (reserved: spares are not built yet)
+ *                                        in a slot of its own) to the session that claimed
+ *                                        its slot: {idleMs, perTurn, sessionKey, egress?}
+ *                                        (keeper_claim.h); a refused claim ends the
+ *                                        environment with "#fail"
  *     keeper -> worker  "#hello <keeper-pid> <sandbox-pid>"   on attach
  *                       "#busy"          another worker is attached: the socket is closed
  *                       "#exit <status>" the harness went away (status 0..1000)
@@ -124,7 +125,7 @@ struct keeper_spec {
     bool per_turn;              /* tear down when the first worker detaches */
     const char *provider;       /* the sandbox provider that starts the sandbox ("local") */
     const char *bwrap;          /* local provider: the bubblewrap binary */
-    bool has_slot;              /* false: no session table (unit tests) or a spare */
+    bool has_slot;              /* false: no session table (unit tests) */
     const char *shm;            /* the session table's shm name */
     uint32_t slot;
     uint32_t generation;

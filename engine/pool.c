@@ -243,7 +243,7 @@ int pool_lru_idle_locked(struct pool *p)
 const char *pool_state_name(uint32_t state)
 {
     static const char *const names[SLOT_STATE_COUNT] = {
-        "free", "starting", "idle", "busy", "awaiting_approval", "draining"};
+        "free", "starting", "idle", "busy", "awaiting_approval", "draining", "spare"};
 
     return state < SLOT_STATE_COUNT ? names[state] : "invalid";
 }
@@ -260,6 +260,8 @@ void pool_copy_session(const struct pool_slot *s, uint32_t index, struct pool_se
     ret->per_turn = s->flags & SLOT_F_PER_TURN;
     ret->history_broken = s->flags & SLOT_F_HISTORY_BROKEN;
     ret->cancel = s->flags & SLOT_F_CANCEL;
+    ret->spare = s->flags & SLOT_F_SPARE;
+    ret->from_spare = s->flags & SLOT_F_FROM_SPARE;
     ret->turns = s->turns;
     ret->harness = s->harness;
     ret->policy_mode = s->policy_mode;

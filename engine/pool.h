@@ -43,6 +43,7 @@ enum slot_state {
     SLOT_BUSY,              /* a worker runs a turn on it */
     SLOT_AWAITING_APPROVAL, /* parked on a permission gate, approval deadline running */
     SLOT_DRAINING,          /* being torn down */
+    SLOT_SPARE,             /* a pre-started environment no session holds yet (pool_spare_*) */
     SLOT_STATE_COUNT,
 };
 
@@ -66,6 +67,8 @@ struct pool_session {
     bool per_turn;
     bool history_broken;
     bool cancel;
+    bool spare; /* a spare (SLOT_SPARE, or being built for one) */
+    bool from_spare; /* a session that claimed a spare */
     uint32_t turns;
     uint8_t harness;
     uint8_t policy_mode;
@@ -377,6 +380,31 @@ void pool_metrics_turn(struct pool *p, unsigned harness, const char *provider,
                        unsigned outcome);
 /* The Prometheus exposition of the table's metrics and gauges. */
 int pool_metrics_render(const struct pool *p, struct buf *out);
+
+/* ---- spares (pool_spare.c): pre-started environments a new session claims ------------ */
+
+/*
+ * The master's spare maker: an anonymous SLOT_STARTING slot marked as a spare of harness.
+ * -ENOSPC when the table is full.
+ */
+int pool_spare_reserve(struct pool *p, uint8_t harness, pid_t by_pid, struct pool_handle *ret);
+/* Its keeper runs: SLOT_STARTING -> SLOT_SPARE (only a slot reserved as a spare). */
+int pool_spare_ready(struct pool *p, struct pool_handle h);
+/* Spares of harness: ready ones and ones being built (lock-free, approximate). */
+void pool_spare_count(const struct pool *p, uint8_t harness, uint32_t *ret_ready,
+                      uint32_t *ret_building);
+/*
+ * A new session takes a ready spare of rv->harness, atomically: SLOT_SPARE -> SLOT_STARTING
+ * with the reservation's key, owner and settings, exactly like pool_session_reserve, so no
+ * spare ever serves two sessions. ret is the slot after the claim (env_dir, keeper, sandbox).
+ * -ENOENT when no spare is ready, -EEXIST when the key is present, -ENAMETOOLONG.
+ */
+int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret);
+/*
+ * Capacity: drain one ready spare (any harness) for a session that needs its slot; 1 with
+ * victim filled (the caller stops its keeper: environment_evict), 0 when there is none.
+ */
+int pool_spare_evict(struct pool *p, struct pool_victim *victim);
 
 const char *pool_state_name(uint32_t state);
 uint32_t pool_key_hash(const char *key);

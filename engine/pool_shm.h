@@ -19,7 +19,7 @@
 #include "pool.h"
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 11u /* > 10 of both i14 (gate kinds) and sbx (sandbox fields) */
+#define POOL_LAYOUT_VERSION 12u /* > 11 of both i14 (gate kinds) + sbx and i17 (spares) */
 #define POOL_APPROVALS_MAX APPROVAL_GATES_MAX
 #define POOL_COUNTERS_MAX 128
 
@@ -27,6 +27,8 @@ enum slot_flags {
     SLOT_F_PER_TURN = 1u << 0,       /* destroy after the current turn */
     SLOT_F_HISTORY_BROKEN = 1u << 1, /* a turn died mid-way: the next turn replays cold */
     SLOT_F_CANCEL = 1u << 3,         /* /cancel asked the current turn to stop */
+    SLOT_F_SPARE = 1u << 4,          /* reserved for, or holding, a spare */
+    SLOT_F_FROM_SPARE = 1u << 5,     /* a session that claimed a spare */
 };
 
 /*

@@ -239,12 +239,18 @@ static void add_chain(struct nl_msg *m, const char *name, const char *type, int3
 }
 
 static void build_rules(struct nl_msg *m, const struct sandbox_net_config *cfg, uint16_t proxy,
-                        uint16_t dns)
+                        uint16_t dns, bool replace)
 {
     size_t off, ex;
 
     nfgen(m, NFNL_MSG_BATCH_BEGIN, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES, &off);
     nl_msg_end(m, off);
+    if (replace) {
+        /* the old table goes in the same batch: the sandbox never sees it missing */
+        nfgen(m, NFT_TYPE(NFT_MSG_DELTABLE), NLM_F_ACK, NFPROTO_INET, 0, &off);
+        nl_attr_str(m, NFTA_TABLE_NAME, SANDBOX_NET_TABLE);
+        nl_msg_end(m, off);
+    }
 
     nfgen(m, NFT_TYPE(NFT_MSG_NEWTABLE), NLM_F_CREATE | NLM_F_ACK, NFPROTO_INET, 0, &off);
     nl_attr_str(m, NFTA_TABLE_NAME, SANDBOX_NET_TABLE);
@@ -299,7 +305,7 @@ static void build_rules(struct nl_msg *m, const struct sandbox_net_config *cfg, 
 }
 
 static int install_rules(const struct sandbox_net_config *cfg, uint16_t proxy, uint16_t dns,
-                         char *err, size_t errlen)
+                         bool replace, char *err, size_t errlen)
 {
     struct nl_msg m;
     char why[128] = "";
@@ -311,7 +317,7 @@ static int install_rules(const struct sandbox_net_config *cfg, uint16_t proxy, u
         return fd;
     }
     nl_msg_init(&m);
-    build_rules(&m, cfg, proxy, dns);
+    build_rules(&m, cfg, proxy, dns, replace);
     r = nl_transact(fd, &m, why, sizeof(why));
     close(fd);
     if (r < 0)
@@ -408,7 +414,7 @@ int sandbox_net_setup_current(const struct sandbox_net_config *cfg, struct sandb
         seterr(err, errlen, "sandbox network: listening sockets: %s", strerror(-r));
         goto out;
     }
-    r = install_rules(cfg, proxy, dns, err, errlen);
+    r = install_rules(cfg, proxy, dns, false, err, errlen);
     if (r < 0)
         goto out;
     *ret_net = n;
@@ -611,6 +617,42 @@ int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net 
     }
     *ret_net = n;
     return 0;
+}
+
+int sandbox_net_set_loopback_ports(const struct sandbox_net *n, const uint16_t *ports,
+                                   size_t nports, char *err, size_t errlen)
+{
+    struct sandbox_net_config cfg = {.loopback_ports = ports, .nloopback_ports = nports};
+    int home, r;
+
+    if (nports > SANDBOX_NET_LOOPBACK_PORTS_MAX) {
+        seterr(err, errlen, "sandbox network: more than %d loopback ports",
+               SANDBOX_NET_LOOPBACK_PORTS_MAX);
+        return -E2BIG;
+    }
+    if (n->ns_fd < 0 || n->user_fd >= 0 || geteuid() != 0) {
+        seterr(err, errlen, "sandbox network: only a root keeper can change a namespace's rules");
+        return -ENOTSUP;
+    }
+    home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (home == -1) {
+        r = -errno;
+        seterr(err, errlen, "sandbox network: /proc/thread-self/ns/net: %s", strerror(errno));
+        return r;
+    }
+    if (setns(n->ns_fd, CLONE_NEWNET) == -1) {
+        r = -errno;
+        seterr(err, errlen, "sandbox network: enter the namespace: %s", strerror(errno));
+        close(home);
+        return r;
+    }
+    r = install_rules(&cfg, SANDBOX_NET_PROXY_PORT, SANDBOX_NET_DNS_PORT, true, err, errlen);
+    if (setns(home, CLONE_NEWNET) == -1) {
+        seterr(err, errlen, "sandbox network: back to the host namespace: %s", strerror(errno));
+        r = -ENOTRECOVERABLE;
+    }
+    close(home);
+    return r;
 }
 
 int sandbox_net_anchor(char *err, size_t errlen)

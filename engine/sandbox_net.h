@@ -69,6 +69,14 @@ struct sandbox_net {
     bool ipv6;
 };
 
+/*
+ * Replace the namespace's rules (one nf_tables batch: the table never goes missing) so that
+ * exactly `ports` on 127.0.0.1 / ::1 reach the proxy: a spare's claim (spare.h). Root keepers
+ * only (-ENOTSUP otherwise); -ENOTRECOVERABLE when the thread could not return to its own
+ * namespace (the process must exit).
+ */
+int sandbox_net_set_loopback_ports(const struct sandbox_net *n, const uint16_t *ports,
+                                   size_t nports, char *err, size_t errlen);
 /* All fds -1. */
 void sandbox_net_init(struct sandbox_net *n);
 /* Close every fd; the namespace goes when its last process and socket are gone. */

@@ -12,6 +12,7 @@
 #include "../engine/log.h"
 #include "../engine/pool.h"
 #include "../engine/run_limits.h"
+#include "../engine/spare.h"
 #include "../engine/util.h"
 
 enum kind { K_STR, K_U64, K_BOOL };
@@ -60,6 +61,8 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_CODEX_HOME", K_STR, OFF(codex_home), "", 0, 0},
     {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
+    {"AGENT_RUNNER_SPARES", K_STR, OFF(spares), SPARE_SETTINGS_DEFAULT, 0, 0},
+    {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
     {"AGENT_RUNNER_MCP_BIN", K_STR, OFF(mcp_bin), "", 0, 0},
     {"AGENT_RUNNER_MCP_HOST_ALLOWLIST", K_STR, OFF(mcp_allowlist), "", 0, 0},
     {"AGENT_RUNNER_TOOLS_CA_FILE", K_STR, OFF(tools_ca_file), "", 0, 0},
@@ -252,6 +255,8 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     }
     if (check_login_dirs(cfg, err, errlen) < 0 || load_tools(cfg, err, errlen) < 0)
         return -EINVAL;
+    if (spare_settings_parse(cfg->spares, &cfg->engine.spares, err, errlen) < 0)
+        return -EINVAL;
     cfg->engine.logins.codex_home = cfg->codex_home[0] ? cfg->codex_home : NULL;
     cfg->engine.logins.claude_config_dir = cfg->claude_config_dir[0] ? cfg->claude_config_dir
                                                                      : NULL;
@@ -315,6 +320,12 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
+    {
+        char spares[SPARE_SETTINGS_TEXT_MAX];
+        spare_settings_format(&cfg->engine.spares, spares, sizeof(spares));
+        log_info("config: spares %s, spare ttl %llums", spares,
+                 (unsigned long long)cfg->engine.spare_ttl_ms);
+    }
     /* which harness logins are configured, never where */
     log_info("subscription logins: codex %s, claude %s, pi %s",
              cfg->engine.logins.codex_home ? "configured" : "not configured",
@@ -349,6 +360,7 @@ void config_release(struct runner_config *cfg)
     free(cfg->codex_home);
     free(cfg->claude_config_dir);
     free(cfg->pi_agent_dir);
+    free(cfg->spares);
     free(cfg->mcp_bin);
     free(cfg->mcp_allowlist);
     free(cfg->tools_ca_file);

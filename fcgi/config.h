@@ -40,6 +40,7 @@ struct runner_config {
     char *codex_home;        /* the operator's harness login folders ("" = not configured) */
     char *claude_config_dir;
     char *pi_agent_dir;
+    char *spares; /* AGENT_RUNNER_SPARES as given (engine.spares: parsed) */
     char *mcp_bin;           /* agent-runner-mcp (default: next to agent-runnerd) */
     char *mcp_allowlist;     /* AGENT_RUNNER_MCP_HOST_ALLOWLIST ("" = none) */
     char *tools_ca_file;     /* AGENT_RUNNER_TOOLS_CA_FILE ("" = the system's CAs) */

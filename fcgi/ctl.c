@@ -65,6 +65,9 @@ static json_object *session_json(const struct pool_session *s, uint32_t i,
     json_object_object_add(o, "ownerPid", json_object_new_int(s->owner_pid));
     json_object_object_add(o, "idleLeftMs", json_object_new_int64(left > 0 ? left : 0));
     json_object_object_add(o, "turns", json_object_new_int((int)s->turns));
+    /* a spare (state "spare", or "starting" while it is being built) holds no session yet */
+    json_object_object_add(o, "spare", json_object_new_boolean(s->spare));
+    json_object_object_add(o, "fromSpare", json_object_new_boolean(s->from_spare));
     json_object_object_add(o, "slot", json_object_new_int((int)i));
     json_object_object_add(o, "generation", json_object_new_int64(s->h.generation));
     json_object_object_add(o, "lastTeardown",
@@ -126,7 +129,11 @@ static int cmd_sessions(const struct pool *p, bool json)
     for (size_t i = 0; i < json_object_array_length(list); i++) {
         json_object *o = json_object_array_get_idx(list, i);
         const char *last = jsonx_str(o, "lastTeardown");
-        printf("%-40s %-18s %-9s %-12s %8d %9llds %6d %s\n", jsonx_str(o, "key"),
+        const char *key = jsonx_str(o, "key");
+
+        if (json_object_get_boolean(jsonx_get(o, "spare")))
+            key = "(spare)";
+        printf("%-40s %-18s %-9s %-12s %8d %9llds %6d %s\n", key,
                jsonx_str(o, "state"), jsonx_str(o, "harness"), jsonx_str(o, "provider"),
                json_object_get_int(jsonx_get(o, "keeperPid")),
                (long long)(json_object_get_int64(jsonx_get(o, "idleLeftMs")) / 1000),

@@ -31,6 +31,7 @@
 #include "../engine/sandbox/host.h"
 #include "../engine/util.h"
 #include "config.h"
+#include "spares.h"
 #include "worker.h"
 
 #define SWEEP_MS 1000
@@ -61,6 +62,7 @@ struct master {
     /* scratch for the sweep, sized at start-up: no malloc near the lock */
     struct pool_reclaimed *scratch;
     bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
+    struct spares spares;  /* pre-started environments (spares.h) */
 };
 
 static void usage(void)
@@ -226,7 +228,7 @@ static void reap(struct master *m)
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
         int w = worker_index_of(m, pid);
 
-        if (w < 0 && reclaimer_done(m, pid))
+        if (w < 0 && (reclaimer_done(m, pid) || spares_reaped(&m->spares, pid, status)))
             continue;
         if (w < 0) {
             keeper_gone(m, pid);
@@ -472,6 +474,8 @@ static void loop(struct master *m)
             }
             timeout = 100;
         }
+        if (spares_timeout_ms(&m->spares) >= 0 && spares_timeout_ms(&m->spares) < timeout)
+            timeout = spares_timeout_ms(&m->spares);
         if (timeout < 0)
             timeout = 0;
         if (poll(&p, 1, timeout) == -1 && errno != EINTR)
@@ -485,6 +489,7 @@ static void loop(struct master *m)
                 start_drain(m);
         }
         reap(m);
+        spares_tick(&m->spares, m->draining);
         if (util_now_ms() >= next_sweep) {
             sweep(m);
             pool_inflight_release(m->pool, 0);
@@ -603,7 +608,10 @@ int main(int argc, char **argv)
     /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
     if (provider_startup_sweep(m.pool, m.keepers_stopped ? SANDBOX_SWEEP_GRACE_MS : 0) < 0)
         log_warn("cannot start the sandbox sweep: %s", strerror(errno));
+    spares_init(&m.spares, &m.cfg.engine, m.sig_fd);
     loop(&m);
+    /* every spare's keeper is in the table before destroy_all looks */
+    spares_stop(&m.spares);
     destroy_all(&m);
     sweep(&m);
     pool_destroy(m.pool);

@@ -26,7 +26,17 @@ struct harness_paths {
     const struct login_dirs *logins; /* the operator's harness logins (runtime_provided) */
 };
 
+/* What a plan is for (set by the caller after sandbox_plan_init, before plan()). */
+enum plan_form {
+    PLAN_COLD = 0, /* a harness started for this run */
+    PLAN_SESSION,  /* a run that may take a spare (spare.h): the key only in a file, the
+                      extension's gating in runner-session.json; the same plan starts the
+                      harness cold when no spare serves */
+    PLAN_SPARE,    /* a spare's placeholder: the spare's init command and attach shim */
+};
+
 struct sandbox_plan {
+    enum plan_form form;   /* input */
     json_object *argv;     /* array of strings: the command inside the sandbox */
     json_object *env;      /* object NAME -> value: the complete harness environment */
     json_object *ro_binds; /* array of host paths bound read-only at the same path */

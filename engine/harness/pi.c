@@ -16,6 +16,13 @@
  * channel at RUNNER_CHANNEL. With RUNNER_GATE_BUILTINS=1 (whenever the plan does not allow all
  * of pi's built-ins) every tool call waits for the runner's tool/permission answer. bin/ is
  * first on PATH: its `pi` answers pi-acp's `pi --version` probe without starting pi.
+ *
+ * Spares (spare.h): PLAN_SESSION keeps the key out of the environment (models.json reads
+ * PI_KEY_FILE with `!cat` at every model request) and puts the gating into
+ * runner-session.json, which the extension reads whenever pi (re)loads it; PLAN_SPARE is the
+ * placeholder a spare starts with: bin/pi-spare starts pi behind FIFOs and execs pi-acp, whose
+ * `pi` (bin/spare/pi, first on PATH and PI_ACP_PI_COMMAND) attaches to that pi at session/new
+ * after telling it `new_session` (the session's files are in place by then).
  */
 #include <errno.h>
 #include <limits.h>
@@ -30,6 +37,9 @@
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
 #define PI_ACP_JS "node_modules/pi-acp/dist/index.js"
 #define PI_EXTENSION_BIN "extension/bin"
+#define PI_SPARE_BIN PI_EXTENSION_BIN "/spare"
+#define PI_KEY_FILE PI_AGENT_DIR "/runner-key"
+#define PI_SESSION_FILE PI_AGENT_DIR "/runner-session.json"
 
 static const struct {
     const char *name;
@@ -96,17 +106,46 @@ static bool pi_installed(const struct harness_paths *paths)
 static void pi_launch_env(const struct harness_paths *paths, const struct run_request *req,
                           struct sandbox_plan *plan)
 {
-    char path[PATH_MAX * 2 + 8], launch[PATH_MAX];
+    const char *bin = plan->form == PLAN_SPARE ? PI_SPARE_BIN : PI_EXTENSION_BIN;
+    const char *launch_in = plan->form == PLAN_SPARE ? PI_SPARE_BIN "/pi" : PI_EXTENSION_BIN
+                                                                               "/pi-launch";
+    char path[PATH_MAX * 3 + 8], launch[PATH_MAX];
 
-    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN ":%s/node_modules/.bin", paths->harness_dir,
+    snprintf(path, sizeof(path), "%s/%s:%s/node_modules/.bin", paths->harness_dir, bin,
              paths->harness_dir);
     harness_base_env(plan, path);
-    snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
+    snprintf(launch, sizeof(launch), "%s/%s", paths->harness_dir, launch_in);
     harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);
     plan->channel_env = true; /* the extension takes the token (harnesses/extension) */
     plan->channel_gating = harness_pi_gating_active(req->permissions);
-    if (plan->channel_gating)
-        harness_setenv(plan, "RUNNER_GATE_BUILTINS", "1");
+    if (plan->form == PLAN_COLD) {
+        if (plan->channel_gating)
+            harness_setenv(plan, "RUNNER_GATE_BUILTINS", "1");
+        return;
+    }
+    /* the gating the extension applies comes from the session file, written with the
+     * session's configuration; until then (a spare's placeholder) every call is gated */
+    harness_setenv(plan, "RUNNER_GATE_BUILTINS", "1");
+    harness_setenv(plan, "RUNNER_SESSION_FILE", PI_SESSION_FILE);
+    if (plan->form == PLAN_SESSION)
+        harness_add_file(plan, PI_SESSION_FILE,
+                         plan->channel_gating ? "{\"gateBuiltins\":true}\n"
+                                              : "{\"gateBuiltins\":false}\n",
+                         0600);
+}
+
+/* A spare's command: bin/pi-spare <node> <pi-acp> (it starts pi itself). */
+static void pi_spare_argv(const struct harness_paths *paths, struct sandbox_plan *plan)
+{
+    char path[PATH_MAX];
+
+    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN "/pi-spare", paths->harness_dir);
+    json_object_array_add(plan->argv, json_object_new_string("/bin/sh"));
+    json_object_array_add(plan->argv, json_object_new_string(path));
+    snprintf(path, sizeof(path), "%s/" HARNESS_NODE, paths->harness_dir);
+    json_object_array_add(plan->argv, json_object_new_string(path));
+    snprintf(path, sizeof(path), "%s/" PI_ACP_JS, paths->harness_dir);
+    json_object_array_add(plan->argv, json_object_new_string(path));
 }
 
 static const char *pi_api_for(const char *provider)
@@ -163,12 +202,18 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     const char *slug, *model;
     bool custom;
 
-    harness_node_argv(paths, plan, PI_ACP_JS);
+    if (plan->form == PLAN_SPARE)
+        pi_spare_argv(paths, plan);
+    else
+        harness_node_argv(paths, plan, PI_ACP_JS);
     json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));
     pi_launch_env(paths, req, plan);
     harness_setenv(plan, "PI_OFFLINE", "1");
     harness_setenv(plan, "PI_CODING_AGENT_DIR", PI_AGENT_DIR);
-    harness_connection_env(plan, req);
+    /* a spare's environment exists before any session: no key, no connection variables
+     * (spare_ineligible keeps runs that need them cold) */
+    if (plan->form == PLAN_COLD)
+        harness_connection_env(plan, req);
 
     if (req->system_prompt)
         harness_add_file(plan, PI_AGENT_DIR "/SYSTEM.md", req->system_prompt, 0600);
@@ -235,8 +280,13 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
         json_object_object_add(compat, "supportsReasoningEffort", json_object_new_boolean(0));
         json_object_object_add(prov, "compat", compat);
     }
-    if (key)
+    if (key && plan->form != PLAN_COLD) {
+        /* read at every model request (pi runs it through the shell), never an env */
+        harness_add_file(plan, PI_KEY_FILE, key->value, 0600);
+        json_object_object_add(prov, "apiKey", json_object_new_string("!cat " PI_KEY_FILE));
+    } else if (key) {
         json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
+    }
     if (req->mc.nheaders > 0)
         json_object_object_add(prov, "headers", harness_headers_json(req));
     json_object_object_add(prov, "models", model_list);

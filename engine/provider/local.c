@@ -727,6 +727,21 @@ static void local_service(struct provider_process *proc, const struct pollfd *p,
         sandbox_egress_handle(box->egress, now);
 }
 
+static int local_claim(struct provider_process *proc, json_object *egress, char *err,
+                       size_t errlen)
+{
+    struct local_box *box = proc->priv;
+
+    if (!box || !box->egress) {
+        snprintf(err, errlen, "the sandbox has no network to rebind");
+        return -ENOTSUP;
+    }
+    /* the spare waited at a low CPU weight: the session's turn gets the usual share */
+    if (box->cg.n && sandbox_cgroup_set_cpu_weight(&box->cg, false) < 0)
+        snprintf(err, errlen, "cannot restore the sandbox's CPU weight");
+    return sandbox_egress_set_policy(box->egress, egress, err, errlen);
+}
+
 const struct provider_ops provider_local = {
     .name = "local",
     .caps = {.remote = false,
@@ -739,4 +754,5 @@ const struct provider_ops provider_local = {
     .stop = local_stop,
     .poll_fds = local_poll_fds,
     .service = local_service,
+    .claim = local_claim,
 };

@@ -204,6 +204,12 @@ struct provider_ops {
                        int *timeout_ms);
     void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n,
                     int64_t now);
+    /*
+     * A spare's claim (spare.h): from now on the running sandbox may reach what the session's
+     * egress policy allows (egress_policy_to_json) instead of the placeholder's. -errno with
+     * err; NULL: the provider cannot, the spare is not claimable.
+     */
+    int (*claim)(struct provider_process *proc, json_object *egress, char *err, size_t errlen);
 };
 
 #define PROVIDER_POLLFDS_MAX 24

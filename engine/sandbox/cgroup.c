@@ -194,6 +194,25 @@ int sandbox_cgroup_apply_limits(const struct sandbox_cgroup *cg,
     return first;
 }
 
+int sandbox_cgroup_set_cpu_weight(const struct sandbox_cgroup *cg, bool low)
+{
+    int first = 0;
+
+    for (size_t i = 0; i < cg->n; i++) {
+        int r;
+
+        if (!(cg->h[i].ctrl & SANDBOX_CG_CPU))
+            continue;
+        if (cg->h[i].v2)
+            r = sandbox_cgroup_write_at(cg->h[i].dir, "cpu.weight", low ? "10" : "100");
+        else
+            r = sandbox_cgroup_write_at(cg->h[i].dir, "cpu.shares", low ? "102" : "1024");
+        if (r < 0 && !first)
+            first = r;
+    }
+    return first;
+}
+
 int sandbox_cgroup_create(const struct sandbox_cgroup_host *host, const char *id,
                           const struct sandbox_cgroup_limits *lim, struct sandbox_cgroup *ret,
                           char *err, size_t errlen)

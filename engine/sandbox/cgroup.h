@@ -125,6 +125,12 @@ int sandbox_cgroup_for_id(const struct sandbox_cgroup_host *host, const char *id
  * directory of cg. Async-signal-safe (open/write/close on precomputed paths). -errno.
  */
 int sandbox_cgroup_enter(const struct sandbox_cgroup *cg);
+/*
+ * The environment's share of contended CPU: low (a spare being built or waiting: cpu.weight 10
+ * on v2, cpu.shares 102 on v1) or the default (100 / 1024). The quota stays as created.
+ * 0, or the first error (a hierarchy without the cpu controller is skipped).
+ */
+int sandbox_cgroup_set_cpu_weight(const struct sandbox_cgroup *cg, bool low);
 
 /* Read the counters (missing files leave their fields 0 and have_* false). */
 int sandbox_cgroup_stats(const struct sandbox_cgroup *cg, struct sandbox_cgroup_stats *ret);

@@ -133,6 +133,41 @@ fail:
     return r;
 }
 
+int sandbox_egress_set_policy(struct sandbox_egress *e, json_object *policy, char *err,
+                              size_t errlen)
+{
+    uint16_t old_ports[SANDBOX_NET_LOOPBACK_PORTS_MAX], ports[SANDBOX_NET_LOOPBACK_PORTS_MAX];
+    size_t nold = 0, n = 0;
+    struct egress_policy *p = malloc(sizeof(*p));
+    int r;
+
+    if (!p)
+        return -ENOMEM;
+    r = egress_policy_from_json(policy, p, err, errlen);
+    if (r < 0)
+        goto out;
+    (void)egress_dns_resolve_endpoints(p);
+    if (egress_policy_loopback_ports(e->policy, old_ports, SANDBOX_NET_LOOPBACK_PORTS_MAX, &nold) <
+            0 ||
+        egress_policy_loopback_ports(p, ports, SANDBOX_NET_LOOPBACK_PORTS_MAX, &n) < 0) {
+        snprintf(err, errlen, "sandbox network: more than %d named loopback ports",
+                 SANDBOX_NET_LOOPBACK_PORTS_MAX);
+        r = -E2BIG;
+        goto out;
+    }
+    if (n != nold || memcmp(ports, old_ports, n * sizeof(ports[0])) != 0) {
+        r = sandbox_net_set_loopback_ports(&e->net, ports, n, err, errlen);
+        if (r < 0)
+            goto out;
+    }
+    /* the proxy and the name server borrow e->policy: they decide by the new one from now */
+    memcpy(e->policy, p, sizeof(*p));
+    r = 0;
+out:
+    free(p);
+    return r;
+}
+
 int sandbox_egress_enter(const struct sandbox_egress *e)
 {
     return sandbox_net_enter(&e->net);

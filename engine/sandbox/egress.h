@@ -44,6 +44,14 @@ int sandbox_egress_new(json_object *policy, sandbox_egress_report_fn report, voi
                        struct sandbox_egress **ret, char *err, size_t errlen);
 void sandbox_egress_free(struct sandbox_egress *e);
 
+/*
+ * A spare's claim: decide by policy (egress_policy_to_json) from now on, the loopback ports it
+ * names redirected to the proxy (sandbox_net_set_loopback_ports). Connections already open
+ * stay as they are (a spare's placeholder opened none). -errno with err; e unchanged then.
+ */
+int sandbox_egress_set_policy(struct sandbox_egress *e, json_object *policy, char *err,
+                              size_t errlen);
+
 /* In the forked child, before dropping privileges: join the namespace (async-signal-safe). */
 int sandbox_egress_enter(const struct sandbox_egress *e);
 

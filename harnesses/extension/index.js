@@ -32,6 +32,10 @@
  *                         and any tool another extension adds)
  *   RUNNER_TOOLS_FILE     JSON [{name, description, inputSchema}]: tools registered here and
  *                         executed by the runner through tool/call
+ *   RUNNER_SESSION_FILE   JSON {gateBuiltins: bool}, read at every load: the session's gating
+ *                         when pi started before its session existed (a spare, whose runner
+ *                         writes the file at claim and has pi reload us). Missing or unreadable:
+ *                         RUNNER_GATE_BUILTINS decides (the spare's is "1": gated)
  *
  * Fail closed: with gating on, a missing, refused, closed or misbehaving channel blocks every
  * gated call with a reason the model sees; it never lets one through. Loading never throws:
@@ -293,8 +297,25 @@ function resultText(result) {
         .join("\n");
 }
 
+/* The session file's gating (RUNNER_SESSION_FILE), or the environment's when it has none. */
+function sessionGating() {
+    const envGating = process.env.RUNNER_GATE_BUILTINS === "1";
+    const path = process.env.RUNNER_SESSION_FILE || "";
+    if (!path)
+        return envGating;
+    let doc;
+    try {
+        doc = JSON.parse(fs.readFileSync(path, "utf8"));
+    } catch {
+        return envGating;
+    }
+    if (!doc || typeof doc !== "object" || typeof doc.gateBuiltins !== "boolean")
+        return true; /* a file we cannot read right: fail closed */
+    return doc.gateBuiltins;
+}
+
 export default async function agentRunner(pi) {
-    const gating = process.env.RUNNER_GATE_BUILTINS === "1";
+    const gating = sessionGating();
     const channelPath = process.env.RUNNER_CHANNEL || "";
     const toolsFile = process.env.RUNNER_TOOLS_FILE || "";
     const channel = new Channel();

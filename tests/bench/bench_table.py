@@ -16,6 +16,9 @@ TARGETS = {
     "pi_ratio": 10.0,
     "daytona_ratio": 4.0,     # seed 004: 30.4 s -> 7.6 s
     "keeper_rss": 4 * MiB,
+    "spare_first_ms": 300.0,  # issue 17: a new pi session from a spare
+    "cold_first_ms": 800.0,   # issue 17: the same, cold
+    "spare_pss": 120 * MiB,   # issue 17: one idle spare
 }
 
 
@@ -94,6 +97,11 @@ def build_rows(r):
                      ""))
     if "tools" in r:
         rows.extend(bench_tools.rows(r["tools"], fmt_ms))
+    if "spares" in r and "pi_cold" in r:
+        rows.extend(spare_rows(r))
+    elif "spares" in r["parts"]:
+        rows.append(("8. pi spares", "not run", "spare <= 300 ms, cold <= 800 ms",
+                     r.get("spares_why", "needs the pi part and harness pi_core"), ""))
     return rows
 
 
@@ -321,3 +329,27 @@ def daytona_rows(r):
          f"{d['uploads']} (1 = the create's only); all: {all_of('resumed')}",
          f"cold/resumed = {mc / mr:.1f}x"),
     ]
+
+
+def spare_rows(r):
+    t = TARGETS
+    rows = []
+    sp, cold = r["spares"], r["pi_cold"]
+    ms, mc = statistics.median(sp["first"]) * 1000, statistics.median(cold) * 1000
+    rows.append(("8. pi new session first message_delta from a spare (median)", f"{ms:.0f} ms",
+                 f"<= {t['spare_first_ms']:g} ms ({verdict(ms <= t['spare_first_ms'])})",
+                 f"{len(sp['first'])} new sessions on a stack with AGENT_RUNNER_SPARES=pi=2, "
+                 "each claiming a spare (the next one once the master replaced it), through "
+                 "TLS nginx; all: " + ", ".join(f"{x * 1000:.0f}" for x in sp["first"]) + " ms",
+                 f"cold/spare = {mc / ms:.1f}x"))
+    rows.append(("8. pi new session first message_delta, cold (median)", f"{mc:.0f} ms",
+                 f"<= {t['cold_first_ms']:g} ms ({verdict(mc <= t['cold_first_ms'])})",
+                 f"row 3's {len(cold)} cold turns (spares off; pi's version probe answered "
+                 "without starting pi)", ""))
+    rows.append(("8. idle pi spare PSS", f"{sp['pss'] / MiB:.0f} MiB",
+                 f"<= {t['spare_pss'] / MiB:.0f} MiB ({verdict(sp['pss'] <= t['spare_pss'])})",
+                 f"sum of Pss (/proc/<pid>/smaps_rollup) over the spare's {sp['pss_procs']} "
+                 "sandbox processes (bubblewrap x2, pi-acp, pi), 5 s after the second spare was "
+                 "ready, two spares side by side",
+                 f"its keeper: {sp['keeper_pss'] / MiB:.1f} MiB more"))
+    return rows

@@ -21,12 +21,15 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      follow-up after the idle window stopped the sandbox (resumed), and warm/cold
   7. what a runner-executed tool call adds over the callback's own time, scripted agent and
      pi (tests/bench/bench_tools.py), against Agenta's 300 ms file-relay poll
+  8. pi spares (issue 17): a new pi session's first message_delta served from a pre-started
+     spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
+     off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -59,7 +62,9 @@ from bench_table import build_rows, render, write_markdown  # noqa: E402
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp")
-PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares")
+
+
 def use_bin(path):
     global BIN
     BIN = path
@@ -249,7 +254,10 @@ def timed_stream(conn, body):
         if first is None and ev.get("type") == "message_delta":
             first = time.monotonic() - t0
         if ev.get("name") == "agent-status":
-            phases.setdefault((ev.get("data") or {}).get("phase"), time.monotonic() - t0)
+            data = ev.get("data") or {}
+            phases.setdefault(data.get("phase"), time.monotonic() - t0)
+            if data.get("phase") == "environment_ready":
+                phases["spare"] = data.get("spare")
         if rec.get("kind") == "result":
             result = rec["result"]
     return first, result, phases
@@ -341,6 +349,66 @@ def bench_pi(st, model, n):
     finally:
         conn.close()
     return cold, warm, ready, rss_sample
+
+
+def pss(pid):
+    """Pss of one process in bytes (/proc/<pid>/smaps_rollup), 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def ready_spares(st):
+    return [s for s in st.sessions()["sessions"] if s.get("spare") and s["state"] == "spare"]
+
+
+def wait_spares(st, n, settle=2.0, timeout=120):
+    stack.wait_for(lambda: len(ready_spares(st)) >= n, timeout=timeout, step=0.1,
+                   what=f"{n} ready spares")
+    time.sleep(settle)  # pi in the newest spare finishes its own start (~0.7 s of CPU)
+    return ready_spares(st)
+
+
+def bench_spares(model, n):
+    """A stack with pi spares: n new pi sessions' first message_delta (each from a spare, the
+    next one once the claimed spare was replaced) and the PSS of one idle spare."""
+    st = stack.Stack(workers=2, threads=16, model=model,
+                     env={"AGENT_RUNNER_LOG_LEVEL": "info", "AGENT_RUNNER_SPARES": "pi=2"})
+    out = {"first": [], "pss": 0, "pss_procs": 0, "keeper_pss": 0}
+    try:
+        log(f"starting a stack with pi spares in {st.tmp}")
+        st.start()
+        spares = wait_spares(st, 2, settle=5.0)
+        s = spares[0]
+        table = stack.proc_table()
+        procs = stack.descendants(s["keeperPid"], table)
+        out["pss"] = sum(pss(p) for p in procs)
+        out["pss_procs"] = len(procs)
+        out["keeper_pss"] = pss(s["keeperPid"])
+        conn = tls_connection(st)
+        try:
+            for i in range(n):
+                wait_spares(st, 2)
+                p, sess = "bench-spare", "spare-" + uuid.uuid4().hex[:8]
+                f, res, ph = timed_stream(conn, pi_body(model, f"Hello {i}.", p, sess))
+                if not res or res.get("ok") is not True or f is None:
+                    raise RuntimeError(f"pi turn on a spare failed: {res}")
+                if ph.get("spare") is not True:
+                    raise RuntimeError("the new session was not served from a spare")
+                out["first"].append(f)
+                log(f"  pi spare {i + 1}/{n}: first delta {f * 1000:.0f} ms")
+                st.ctl("kill", f"{p}:{sess}")
+        finally:
+            conn.close()
+    finally:
+        st.stop()
+        st.cleanup()
+    return out
 
 
 def codex_body(model, text, project, session, history=None, idle_ms=None):
@@ -533,7 +601,7 @@ def measure(args, r):
         if have_pi and ("pi" in parts or "rss" in parts):
             log("running pi turns")
             r["pi_cold"], r["pi_warm"], r["pi_ready"], pi_rss = bench_pi(st, model,
-                                                                         2 if q else 5)
+                                                                         2 if q else 10)
             if "rss" in parts:
                 mem["pi"] = pi_rss
             if "pi" not in parts:
@@ -556,6 +624,13 @@ def measure(args, r):
     finally:
         st.stop()
         st.cleanup()
+        if "spares" in parts and "pi_cold" in r:
+            log("running pi turns on spares")
+            try:
+                r["spares"] = bench_spares(model, 3 if q else 10)
+            except (RuntimeError, AssertionError, OSError) as e:
+                r["spares_why"] = f"the spare runs failed: {e}"
+                log(r["spares_why"])
         model.stop()
         shutil.rmtree(model_tmp, ignore_errors=True)
         if dt:

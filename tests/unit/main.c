@@ -124,6 +124,7 @@ static CU_SuiteInfo suites[] = {
     {"run_turn", NULL, NULL, NULL, NULL, run_turn_tests},
     {"run_limits", NULL, NULL, NULL, NULL, run_limits_tests},
     {"pool", NULL, NULL, NULL, NULL, pool_tests},
+    {"spare", NULL, NULL, NULL, NULL, spare_tests},
     {"identity", NULL, NULL, NULL, NULL, identity_tests},
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},

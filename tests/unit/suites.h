@@ -23,6 +23,7 @@ extern CU_TestInfo events_tests[];
 extern CU_TestInfo run_turn_tests[];
 extern CU_TestInfo run_limits_tests[];
 extern CU_TestInfo pool_tests[];
+extern CU_TestInfo spare_tests[];
 extern CU_TestInfo identity_tests[];
 extern CU_TestInfo policy_tests[];
 extern CU_TestInfo env_setup_tests[];

@@ -1,0 +1,178 @@
+#include "spares.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../engine/environment.h"
+#include "../engine/log.h"
+#include "../engine/pool.h"
+#include "../engine/spare.h"
+#include "../engine/util.h"
+
+#define BACKOFF_MIN_MS 1000
+#define BACKOFF_MAX_MS 60000
+#define MAKER_WAIT_MS 15000
+#define REFILL_TICK_MS 250
+
+void spares_init(struct spares *s, const struct engine_config *cfg, int sig_fd)
+{
+    memset(s, 0, sizeof(*s));
+    s->cfg = cfg;
+    s->maker_fd_close = sig_fd;
+    s->backoff_ms = BACKOFF_MIN_MS;
+}
+
+/* MemAvailable in MiB, or -1 when /proc/meminfo does not say. */
+static int64_t mem_available_mib(void)
+{
+    char *text = NULL, *p;
+    uint64_t kib;
+    int64_t r = -1;
+
+    if (util_read_file("/proc/meminfo", 16384, &text, NULL) < 0)
+        return -1;
+    p = strstr(text, "MemAvailable:");
+    if (p) {
+        p += strlen("MemAvailable:");
+        while (*p == ' ')
+            p++;
+        p[strcspn(p, " \n")] = '\0';
+        if (util_parse_u64(p, 0, UINT64_MAX / 2, &kib) == 0)
+            r = (int64_t)(kib / 1024);
+    }
+    free(text);
+    return r;
+}
+
+/* The harness short of spares, or -1. */
+static int short_kind(struct spares *s)
+{
+    for (unsigned n = 0; n < HARNESS_COUNT; n++) {
+        unsigned k = (s->next_kind + n) % HARNESS_COUNT;
+        uint32_t ready, building;
+
+        if (!s->cfg->spares.count[k])
+            continue;
+        pool_spare_count(s->cfg->pool, (uint8_t)k, &ready, &building);
+        if (ready + building < s->cfg->spares.count[k]) {
+            s->next_kind = (k + 1) % HARNESS_COUNT;
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+/* Under memory pressure spares go first: drain the oldest one. */
+static void shed_one(struct spares *s)
+{
+    struct pool_victim v;
+
+    if (pool_spare_evict(s->cfg->pool, &v) == 1 && v.keeper_pid > 0) {
+        log_info("memory is short: stopping a spare (keeper %d)", (int)v.keeper_pid);
+        if (util_proc_alive(v.keeper_pid, v.keeper_start))
+            kill(v.keeper_pid, SIGTERM); /* it frees its slot; reap() notes its exit */
+    }
+}
+
+static void run_maker(struct spares *s, enum harness_kind kind)
+{
+    char err[512];
+    sigset_t none;
+    int r;
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (s->maker_fd_close >= 0)
+        close(s->maker_fd_close);
+    util_redirect_null(STDIN_FILENO); /* not the FastCGI socket */
+    r = environment_start_spare(s->cfg, kind, err, sizeof(err));
+    if (r < 0) {
+        log_warn("cannot start a %s spare: %s", harness_kind_name(kind), err);
+        _exit(1);
+    }
+    _exit(0);
+}
+
+void spares_tick(struct spares *s, bool draining)
+{
+    struct pool_info info;
+    int64_t avail;
+    int kind;
+    pid_t pid;
+
+    if (!s->cfg->pool || !spare_settings_any(&s->cfg->spares) || draining)
+        return;
+    avail = mem_available_mib();
+    if (avail >= 0 && avail < SPARES_KEEP_MIN_MIB)
+        shed_one(s);
+    if (s->maker || util_now_ms() < s->not_before)
+        return;
+    if (avail >= 0 && avail < SPARES_START_MIN_MIB)
+        return;
+    pool_get_info(s->cfg->pool, &info);
+    if (info.nused + 1 >= info.nslots)
+        return; /* the last free slot is a session's */
+    kind = short_kind(s);
+    if (kind < 0)
+        return;
+    pid = fork();
+    if (pid == 0)
+        run_maker(s, (enum harness_kind)kind);
+    if (pid < 0) {
+        log_warn("cannot fork a spare maker: %s", strerror(errno));
+        s->not_before = util_now_ms() + s->backoff_ms;
+        return;
+    }
+    s->maker = pid;
+}
+
+int spares_reaped(struct spares *s, pid_t pid, int status)
+{
+    if (!s->maker || pid != s->maker)
+        return 0;
+    s->maker = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        s->backoff_ms = BACKOFF_MIN_MS;
+        s->not_before = 0;
+    } else {
+        s->not_before = util_now_ms() + s->backoff_ms;
+        s->backoff_ms = s->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : s->backoff_ms * 2;
+    }
+    return 1;
+}
+
+void spares_stop(struct spares *s)
+{
+    int64_t deadline = util_now_ms() + MAKER_WAIT_MS;
+    int status;
+
+    while (s->maker) {
+        pid_t pid = waitpid(s->maker, &status, WNOHANG);
+
+        if (pid == s->maker || (pid < 0 && errno != EINTR)) {
+            s->maker = 0;
+            break;
+        }
+        if (util_now_ms() > deadline) {
+            kill(s->maker, SIGKILL);
+            while (waitpid(s->maker, &status, 0) == -1 && errno == EINTR)
+                ;
+            s->maker = 0;
+            break;
+        }
+        usleep(10000);
+    }
+}
+
+int spares_timeout_ms(const struct spares *s)
+{
+    if (!s->cfg->pool || !spare_settings_any(&s->cfg->spares))
+        return -1;
+    /* claims are noticed within a tick: the refill starts while the claimed turn runs */
+    return REFILL_TICK_MS;
+}
