@@ -608,6 +608,16 @@ int main(int argc, char **argv)
     /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
     if (provider_startup_sweep(m.pool, m.keepers_stopped ? SANDBOX_SWEEP_GRACE_MS : 0) < 0)
         log_warn("cannot start the sandbox sweep: %s", strerror(errno));
+    if (geteuid() != 0) {
+        bool any = false;
+
+        for (unsigned k = 0; k < HARNESS_COUNT; k++)
+            any = any || m.cfg.engine.spares.count[k] > 0;
+        if (any)
+            log_info("spares: off (a runner that is not root cannot move a spare's network "
+                     "namespace to its session at claim; new sessions start cold)");
+        memset(m.cfg.engine.spares.count, 0, sizeof(m.cfg.engine.spares.count));
+    }
     spares_init(&m.spares, &m.cfg.engine, m.sig_fd);
     loop(&m);
     /* every spare's keeper is in the table before destroy_all looks */
