@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <grp.h>
+
 #include <curl/curl.h>
 
 #include "../engine/environment.h"
@@ -106,6 +108,43 @@ static int parse_args(struct master *m, int argc, char **argv)
     /* room for a crashed master's draining workers beside ours in the in-flight table */
     if (m->cfg.workers > POOL_WORKERS_MAX / 2)
         m->cfg.workers = POOL_WORKERS_MAX / 2;
+    return 0;
+}
+
+/*
+ * Every sandbox binds the harness folder (and the test agent, agent-runner-mcp) as its own
+ * host uid: a folder on the way that is not searchable by others (a checkout under /root, 0700)
+ * would fail every sandbox start. Checked once, as that uid, in a child; -EACCES with err
+ * naming the path and the fix.
+ */
+static int sandbox_can_reach(const struct sandbox_host *h, const char *path, char *err,
+                             size_t errlen)
+{
+    struct sandbox_uid_ids ids;
+    int status = 0;
+    pid_t pid;
+
+    if (!path || !path[0] || h->uids.shared || sandbox_uid_for_slot(&h->uids, 0, &ids) < 0)
+        return 0;
+    pid = fork();
+    if (pid == -1)
+        return 0; /* not knowable now: the sandbox start will say */
+    if (pid == 0) {
+        if (setgroups(0, NULL) == -1 || setresgid(ids.gid, ids.gid, ids.gid) == -1 ||
+            setresuid(ids.uid, ids.uid, ids.uid) == -1)
+            _exit(2);
+        _exit(access(path, R_OK) == 0 ? 0 : 1);
+    }
+    while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+        ;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+        snprintf(err, errlen,
+                 "the sandbox user (uid %u) cannot reach '%s': a folder on its path is not "
+                 "searchable by others (e.g. a checkout under /root, mode 0700); give it o+x "
+                 "or move the runner's files",
+                 (unsigned)ids.uid, path);
+        return -EACCES;
+    }
     return 0;
 }
 
@@ -568,6 +607,18 @@ int main(int argc, char **argv)
         return 1;
     }
     m.cfg.engine.sandbox = &m.host;
+    {
+        const char *paths[] = {m.cfg.engine.harness_dir, m.cfg.engine.scripted_agent,
+                               m.cfg.engine.tools.mcp_bin};
+
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+            if (sandbox_can_reach(&m.host, paths[i], err, sizeof(err)) < 0) {
+                log_error("refusing to start: %s", err);
+                sandbox_host_release(&m.host, true); /* no environment exists yet */
+                return 1;
+            }
+        }
+    }
     r = adopt_or_create(&m, kernel_boot_id());
     if (r == 0)
         clean_orphan_envs(&m);

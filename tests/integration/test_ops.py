@@ -11,7 +11,7 @@ import tempfile
 import threading
 import uuid
 
-from stack import ROOT, events_of, free_port, result_of, script, wait_for
+from stack import BIN, ROOT, events_of, free_port, result_of, script, wait_for
 
 TRACE_ALLOW = {
     "gen_ai.operation.name", "gen_ai.system", "gen_ai.agent.name", "gen_ai.request.model",
@@ -268,3 +268,26 @@ def test_systemd_units_verify(ctx):
         assert open(tmpfiles).read().startswith("# /run/agent-runner")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_harness_folder_the_sandbox_user_cannot_reach_refuses_the_start(ctx):
+    """Sandboxes bind the harness folder as their own host uid: a folder on its path that
+    others cannot search (a checkout under /root, 0700) would fail every sandbox. The master
+    says so at start instead."""
+    closed = tempfile.mkdtemp(dir=ctx.stack.tmp)  # mode 0700
+    os.chmod(closed, 0o700)
+    link = os.path.join(closed, "harnesses")
+    os.symlink(os.path.join(ROOT, "harnesses"), link)
+    env = ctx.stack.runner_env()
+    env.update({"AGENT_RUNNER_HARNESS_DIR": link,
+                "AGENT_RUNNER_STATE_DIR": os.path.join(ctx.stack.tmp, "reach-state"),
+                "AGENT_RUNNER_INSTANCE": "it-reach-" + uuid.uuid4().hex[:6]})
+    sock = os.path.join(ctx.stack.tmp, "reach.sock")
+    p = subprocess.run(["spawn-fcgi", "-n", "-s", sock, "--", os.path.join(BIN, "agent-runnerd"),
+                        "--workers", "1", "--threads", "2"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    print("    " + (p.stderr.strip().splitlines() or [""])[-1][:300])
+    assert p.returncode != 0, p
+    assert "refusing to start" in p.stderr and "cannot reach" in p.stderr, p.stderr
+    assert link in p.stderr, p.stderr
+
