@@ -412,27 +412,6 @@ int util_signalfd_for(const int *signals, size_t n)
     return fd == -1 ? -errno : fd;
 }
 
-int util_listen_unix(const char *path, mode_t mode, int backlog)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
-
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd == -1)
-        return -errno;
-    (void)unlink(path);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 || chmod(path, mode) == -1 ||
-        listen(fd, backlog) == -1) {
-        int r = -errno;
-        close(fd);
-        return r;
-    }
-    return fd;
-}
-
 void util_redirect_null(int fd)
 {
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);

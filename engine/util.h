@@ -74,11 +74,6 @@ pid_t util_self_pid(void);
 /* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
 int util_signalfd_for(const int *signals, size_t n);
 
-/*
- * A listening unix stream socket at path (an old file there is replaced), close-on-exec and
- * non-blocking, the file chmod'ed to mode. Returns the fd or -errno (-ENAMETOOLONG).
- */
-int util_listen_unix(const char *path, mode_t mode, int backlog);
 /* Point fd at /dev/null (read-write); left as it is when /dev/null cannot be opened. */
 void util_redirect_null(int fd);
 
