@@ -11,10 +11,15 @@
 #include "log.h"
 #include "metrics.h"
 #include "run_turn.h"
+#include "sandbox/host.h"
 #include "trace.h"
 #include "util.h"
 
-/* initialize + session/new on a fresh environment: its ACP session and capabilities. */
+/*
+ * initialize + session/new on a fresh environment: its ACP session and capabilities. Then a
+ * local sandbox gets its CPU quota (sandbox_host_env_throttle: the harness's own start ran
+ * without it; nothing the agent does can run before the first prompt).
+ */
 static int open_session(const struct engine_turn *t, struct environment *env, char *err,
                         size_t errlen)
 {
@@ -37,6 +42,9 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
                  "with gating on the keeper channel): refusing to run pi ungated");
         r = AR_E_HARNESS_ERROR;
     }
+    if (r == 0 && t->cfg->sandbox && !env->provider->acquire &&
+        sandbox_host_env_throttle(t->cfg->sandbox, env->paths.dir, err, errlen) < 0)
+        r = AR_E_SANDBOX;
     return r;
 }
 

@@ -11,18 +11,21 @@
  * still selects it over ACP and fails the run when pi does not end up on it (strict model
  * selection).
  *
- * pi-acp starts pi through harnesses/extension/bin/pi-launch (PI_ACP_PI_COMMAND): pi on the
- * pinned Node with agent-runner's extension as its only extension, which reaches the keeper
- * channel at RUNNER_CHANNEL. With RUNNER_GATE_BUILTINS=1 (whenever the plan does not allow all
- * of pi's built-ins) every tool call waits for the runner's tool/permission answer. bin/ is
- * first on PATH: its `pi` answers pi-acp's `pi --version` probe without starting pi.
+ * pi-acp starts pi through PI_ACP_PI_COMMAND: pi on the pinned Node with agent-runner's
+ * extension as its only extension, which reaches the keeper channel at RUNNER_CHANNEL. With
+ * RUNNER_GATE_BUILTINS=1 (whenever the plan does not allow all of pi's built-ins) every tool
+ * call waits for the runner's tool/permission answer. In a local sandbox the sandbox command is
+ * harnesses/extension/bin/pi-start: pi starts at once behind two FIFOs, alongside pi-acp
+ * instead of after its start and session/new (pi's start is the longest step of a cold
+ * environment), and pi-acp's `pi` (bin/spare/pi, first on PATH and PI_ACP_PI_COMMAND)
+ * attaches to it. Elsewhere (Daytona) pi-acp starts pi itself through bin/pi-launch. Either
+ * way the `pi` first on PATH answers pi-acp's `pi --version` probe without starting pi.
  *
  * Spares (spare.h): PLAN_SESSION keeps the key out of the environment (models.json reads
  * PI_KEY_FILE with `!cat` at every model request) and puts the gating into
  * runner-session.json, which the extension reads whenever pi (re)loads it; PLAN_SPARE is the
- * placeholder a spare starts with: bin/pi-spare starts pi behind FIFOs and execs pi-acp, whose
- * `pi` (bin/spare/pi, first on PATH and PI_ACP_PI_COMMAND) attaches to that pi at session/new
- * after telling it `new_session` (the session's files are in place by then).
+ * placeholder a spare starts with (`pi-start spare`): at the claim the attach shim tells the
+ * running pi `new_session` (the session's files are in place by then) before it relays.
  */
 #include <errno.h>
 #include <limits.h>
@@ -37,7 +40,7 @@
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
 #define PI_ACP_JS "node_modules/pi-acp/dist/index.js"
 #define PI_EXTENSION_BIN "extension/bin"
-#define PI_SPARE_BIN PI_EXTENSION_BIN "/spare"
+#define PI_ATTACH_BIN PI_EXTENSION_BIN "/spare"
 #define PI_KEY_FILE PI_AGENT_DIR "/runner-key"
 #define PI_SESSION_FILE PI_AGENT_DIR "/runner-session.json"
 
@@ -99,16 +102,24 @@ static bool pi_installed(const struct harness_paths *paths)
                                "node_modules/@mariozechner/pi-coding-agent/dist/cli.js") &&
            harness_file_exists(paths->harness_dir, HARNESS_NODE) &&
            harness_file_exists(paths->harness_dir, "extension/index.js") &&
-           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch");
+           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch") &&
+           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-start") &&
+           harness_file_exists(paths->harness_dir, PI_ATTACH_BIN "/pi");
+}
+
+/* pi runs in a local sandbox: pi-start starts it, pi-acp attaches (else pi-acp starts it). */
+static bool pi_prestarted(const struct run_request *req, const struct sandbox_plan *plan)
+{
+    return plan->form == PLAN_SPARE || !req->sandbox || strcmp(req->sandbox, "local") == 0;
 }
 
 /* How pi-acp starts pi, and the keeper channel the extension gates pi's tools through. */
 static void pi_launch_env(const struct harness_paths *paths, const struct run_request *req,
                           struct sandbox_plan *plan)
 {
-    const char *bin = plan->form == PLAN_SPARE ? PI_SPARE_BIN : PI_EXTENSION_BIN;
-    const char *launch_in = plan->form == PLAN_SPARE ? PI_SPARE_BIN "/pi" : PI_EXTENSION_BIN
-                                                                               "/pi-launch";
+    bool attach = pi_prestarted(req, plan);
+    const char *bin = attach ? PI_ATTACH_BIN : PI_EXTENSION_BIN;
+    const char *launch_in = attach ? PI_ATTACH_BIN "/pi" : PI_EXTENSION_BIN "/pi-launch";
     char path[PATH_MAX * 3 + 8], launch[PATH_MAX];
 
     snprintf(path, sizeof(path), "%s/%s:%s/node_modules/.bin", paths->harness_dir, bin,
@@ -134,14 +145,16 @@ static void pi_launch_env(const struct harness_paths *paths, const struct run_re
                          0600);
 }
 
-/* A spare's command: bin/pi-spare <node> <pi-acp> (it starts pi itself). */
-static void pi_spare_argv(const struct harness_paths *paths, struct sandbox_plan *plan)
+/* A local sandbox's command: bin/pi-start cold|spare <node> <pi-acp> (it starts pi itself). */
+static void pi_start_argv(const struct harness_paths *paths, struct sandbox_plan *plan)
 {
     char path[PATH_MAX];
 
-    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN "/pi-spare", paths->harness_dir);
+    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN "/pi-start", paths->harness_dir);
     json_object_array_add(plan->argv, json_object_new_string("/bin/sh"));
     json_object_array_add(plan->argv, json_object_new_string(path));
+    json_object_array_add(plan->argv,
+                          json_object_new_string(plan->form == PLAN_SPARE ? "spare" : "cold"));
     snprintf(path, sizeof(path), "%s/" HARNESS_NODE, paths->harness_dir);
     json_object_array_add(plan->argv, json_object_new_string(path));
     snprintf(path, sizeof(path), "%s/" PI_ACP_JS, paths->harness_dir);
@@ -202,8 +215,8 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     const char *slug, *model;
     bool custom;
 
-    if (plan->form == PLAN_SPARE)
-        pi_spare_argv(paths, plan);
+    if (pi_prestarted(req, plan))
+        pi_start_argv(paths, plan);
     else
         harness_node_argv(paths, plan, PI_ACP_JS);
     json_object_array_add(plan->ro_binds, json_object_new_string(paths->harness_dir));

@@ -14,6 +14,7 @@
 #include "../fstree.h"
 #include "../sandbox_net.h"
 #include "../util.h"
+#include "cgroup_io.h"
 #include "disk.h"
 
 static void add_missing(struct sandbox_host *h, const char *fmt, ...)
@@ -218,7 +219,27 @@ int sandbox_host_env_seal(const struct sandbox_host *h, const char *env_dir,
     if (h->cg.n == 0 || h->cg.can == 0)
         return 0; /* no usable cgroup here (/readyz says so) */
     sandbox_host_cgroup_limits(h, &lim);
+    lim.cpu_millis = 0; /* sandbox_host_env_throttle, once the harness has started */
     return sandbox_cgroup_create(&h->cg, id + 1, &lim, &env->cg, err, errlen);
+}
+
+int sandbox_host_env_throttle(const struct sandbox_host *h, const char *env_dir, char *err,
+                              size_t errlen)
+{
+    struct sandbox_cgroup_limits lim;
+    struct sandbox_cgroup cg;
+    const char *id = env_dir ? strrchr(env_dir, '/') : NULL;
+    int r;
+
+    if (!h || !(h->cg.can & SANDBOX_CG_CPU) || h->cfg.cpu_millis == 0)
+        return 0;
+    r = id ? sandbox_cgroup_for_id(&h->cg, id + 1, &cg) : -EINVAL;
+    if (r < 0) {
+        snprintf(err, errlen, "cgroup: no cgroup for '%s'", env_dir ? env_dir : "");
+        return r;
+    }
+    sandbox_host_cgroup_limits(h, &lim);
+    return sandbox_cgroup_apply_limits(&cg, &lim, SANDBOX_CG_CPU, NULL, err, errlen);
 }
 
 static void note(int *first, int r)

@@ -79,6 +79,16 @@ int sandbox_host_env_prepare(const struct sandbox_host *h, uint32_t slot, const 
 int sandbox_host_env_seal(const struct sandbox_host *h, const char *env_dir,
                           struct sandbox_env *env, char *err, size_t errlen);
 
+/*
+ * The CPU quota of an environment, written once its harness has started (engine_start: after
+ * session/new, before the first prompt). A harness's own start — its Node processes loading
+ * their modules — runs without the quota: no agent code and no model output exist before the
+ * first prompt, and the quota only spreads that fixed CPU cost over time (1 CPU made a cold pi
+ * start ~0.7 s slower on 2 cores). pids, memory and disk hold from the first instant. 0 when
+ * the host enforces no CPU limit.
+ */
+int sandbox_host_env_throttle(const struct sandbox_host *h, const char *env_dir, char *err,
+                              size_t errlen);
 /* The limits sandbox_cgroup_create writes for an environment. */
 void sandbox_host_cgroup_limits(const struct sandbox_host *h, struct sandbox_cgroup_limits *ret);
 /* RLIMIT_NPROC of a sandbox user (sandbox_uid_enter): 2 x pids when the pids cgroup holds. */

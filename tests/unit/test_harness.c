@@ -115,8 +115,16 @@ static void test_harness_pi_launch_and_settings(void)
     char err[64];
     const char *s;
 
+    /* elsewhere than a local sandbox (Daytona) pi-acp starts pi through pi-launch */
     plan_for(&p, HARNESS_PI, "pi_core", MC_OPENAI, "");
     CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    sandbox_plan_release(&p.plan);
+    sandbox_plan_init(&p.plan);
+    p.req.sandbox = "daytona";
+    CU_ASSERT_EQUAL_FATAL(harness_get(HARNESS_PI)->plan(&(struct harness_paths){.harness_dir =
+                                                                                    HDIR},
+                                                        &p.req, &p.plan, p.err, sizeof(p.err)),
+                          0);
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
                            HDIR "/" HARNESS_NODE);
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
@@ -124,6 +132,24 @@ static void test_harness_pi_launch_and_settings(void)
     /* the version stub first, then the pinned node's .bin, then the system */
     CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")),
                             HDIR "/extension/bin:" HDIR "/node_modules/.bin:", 60),
+                    0);
+    planned_release(&p);
+    /* a local sandbox starts pi at once (pi-start cold) and pi-acp's `pi` attaches to it */
+    plan_for(&p, HARNESS_PI, "pi_core", MC_OPENAI, "");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    CU_ASSERT_EQUAL_FATAL(json_object_array_length(p.plan.argv), 5);
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
+                           "/bin/sh");
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 1)),
+                           HDIR "/extension/bin/pi-start");
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 2)),
+                           "cold");
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 3)),
+                           HDIR "/" HARNESS_NODE);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
+                           HDIR "/extension/bin/spare/pi");
+    CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")),
+                            HDIR "/extension/bin/spare:" HDIR "/node_modules/.bin:", 66),
                     0);
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL")), SANDBOX_CHANNEL);
     s = file_of(&p, SANDBOX_HOME "/.pi/agent/settings.json");
