@@ -10,8 +10,8 @@
  * initialize / session/new exactly like a cold one. Whatever goes wrong on the way falls back
  * to a cold start inside the same turn.
  *
- * pi (the only harness with spares): the sandbox command is harnesses/extension/bin/pi-spare,
- * which starts pi behind two FIFOs on the placeholder configuration and execs pi-acp; pi-acp's
+ * pi (the only harness with spares): the sandbox command is harnesses/extension/bin/pi-start
+ * spare, which starts pi behind FIFOs on the placeholder configuration and execs pi-acp; pi-acp's
  * `pi` at session/new is bin/spare/pi, which sends pi `new_session` (pi re-reads models.json,
  * settings.json, SYSTEM.md, AGENTS.md, skills and reloads our extension) and then relays. The
  * key never travels in an environment: models.json says `"apiKey": "!cat <key file>"`, read
