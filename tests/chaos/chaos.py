@@ -585,9 +585,10 @@ class Chaos:
         pids = sorted(self.st.worker_pids())
         victim = self.rng.choice(pids)
         t = time.monotonic()
-        os.kill(victim, signal.SIGKILL)
+        # the window opens before the kill: a client that sees its stream cut must find it
         win = ["worker", t, None]
         self.windows.append(win)
+        os.kill(victim, signal.SIGKILL)
         self.event("kill worker", pid=victim)
         try:
             stk.wait_for(lambda: len(self.st.worker_pids()) == self.workers and
@@ -616,8 +617,9 @@ class Chaos:
         if not is_keeper or not touches(pid, self.st.tmp, shm):
             return f"kill -9 keeper {pid}: gone before the kill ({pick['key'] or 'per-turn'})"
         t = time.monotonic()
+        self.windows.append(["keeper", t, None])  # open before the kill, as for a worker
         os.kill(pid, signal.SIGKILL)
-        self.windows.append(["keeper", t, t + 1.0])
+        self.windows[-1][2] = time.monotonic() + 1.0
         sess = next((s for s in self.sessions if s.key == pick["key"]), None)
         if sess:
             with sess.mu:
