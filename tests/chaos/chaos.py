@@ -617,9 +617,10 @@ class Chaos:
         if not is_keeper or not touches(pid, self.st.tmp, shm):
             return f"kill -9 keeper {pid}: gone before the kill ({pick['key'] or 'per-turn'})"
         t = time.monotonic()
-        self.windows.append(["keeper", t, None])  # open before the kill, as for a worker
+        win = ["keeper", t, None]  # open before the kill, as for a worker
+        self.windows.append(win)
         os.kill(pid, signal.SIGKILL)
-        self.windows[-1][2] = time.monotonic() + 1.0
+        win[2] = time.monotonic() + 1.0
         sess = next((s for s in self.sessions if s.key == pick["key"]), None)
         if sess:
             with sess.mu:
