@@ -44,10 +44,12 @@ BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o \
               $(BUILD)/tests/bench/bench_net.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
               $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
-              $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tests/fixtures/daytona_driver.o
+              $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tools/pi_stdio.o \
+              $(BUILD)/tests/fixtures/daytona_driver.o
 
 PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
-            $(BIN)/acp-scripted $(BIN)/agent-runner-mcp $(BIN)/daytona-driver
+            $(BIN)/acp-scripted $(BIN)/agent-runner-mcp $(BIN)/agent-runner-pi-stdio \
+            $(BIN)/daytona-driver
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool $(BIN)/bench-net
 
 .PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
@@ -85,6 +87,11 @@ $(BIN)/agent-runner-ctl: $(BUILD)/fcgi/ctl.o $(BUILD)/libengine.a
 $(BIN)/agent-runner-mcp: $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs json-c)
+
+# pi started before pi-acp asks for it (local sandboxes): runs inside the sandbox, libc only
+$(BIN)/agent-runner-pi-stdio: $(BUILD)/tools/pi_stdio.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
 
 $(BIN)/acp-scripted: $(BUILD)/tests/fixtures/acp_scripted.o
 	@mkdir -p $(@D)

@@ -354,6 +354,7 @@ struct engine_config {
     const char *harness_dir;    /* node_modules of the pinned harnesses */
     const char *scripted_agent; /* test agent binary or NULL */
     const char *keeper_bin;     /* agent-runner-keeper */
+    const char *pi_stdio_bin;   /* agent-runner-pi-stdio, bound read-only into pi sandboxes */
     const char *bwrap;          /* bubblewrap binary */
     const char *shm_name;       /* the session table */
     struct pool *pool;          /* attached session table (may be NULL in unit tests) */

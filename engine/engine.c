@@ -76,6 +76,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
 {
     struct harness_paths paths = {.harness_dir = cfg->harness_dir,
                                   .scripted_agent = cfg->scripted_agent,
+                                  .pi_stdio = cfg->pi_stdio_bin,
                                   .logins = &cfg->logins};
     const struct provider_ops *provider = provider_get(req->sandbox);
     struct provider_caps caps;

@@ -64,7 +64,9 @@ static int await_harness(struct environment *env, char *err, size_t errlen)
 int environment_start_spare(const struct engine_config *cfg, enum harness_kind kind, char *err,
                             size_t errlen)
 {
-    struct harness_paths paths = {.harness_dir = cfg->harness_dir, .logins = &cfg->logins};
+    struct harness_paths paths = {.harness_dir = cfg->harness_dir,
+                                  .pi_stdio = cfg->pi_stdio_bin,
+                                  .logins = &cfg->logins};
     const struct harness_ops *harness = harness_get(kind);
     struct engine_config scfg = *cfg;
     struct environment *env = NULL;

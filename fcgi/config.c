@@ -41,6 +41,7 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_STATE_DIR", K_STR, OFF(state_dir), "/var/lib/agent-runner", 0, 0},
     {"AGENT_RUNNER_HARNESS_DIR", K_STR, OFF(harness_dir), "", 0, 0},
     {"AGENT_RUNNER_KEEPER_BIN", K_STR, OFF(keeper_bin), "", 0, 0},
+    {"AGENT_RUNNER_PI_STDIO_BIN", K_STR, OFF(pi_stdio_bin), "", 0, 0},
     {"AGENT_RUNNER_SCRIPTED_AGENT", K_STR, OFF(scripted_agent), "", 0, 0},
     {"AGENT_RUNNER_BWRAP", K_STR, OFF(bwrap), "/usr/bin/bwrap", 0, 0},
     {"AGENT_RUNNER_INSTANCE", K_STR, OFF(instance), "default", 0, 0},
@@ -219,8 +220,13 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     }
     if (set_default_path(&cfg->harness_dir, "../../harnesses") < 0 ||
         set_default_path(&cfg->keeper_bin, "agent-runner-keeper") < 0 ||
+        set_default_path(&cfg->pi_stdio_bin, "agent-runner-pi-stdio") < 0 ||
         set_default_path(&cfg->mcp_bin, "agent-runner-mcp") < 0) {
         snprintf(err, errlen, "cannot locate the install folder");
+        return -EINVAL;
+    }
+    if (cfg->pi_stdio_bin[0] != '/') {
+        snprintf(err, errlen, "AGENT_RUNNER_PI_STDIO_BIN must be an absolute path");
         return -EINVAL;
     }
     if (strlen(cfg->instance) > 40 || strchr(cfg->instance, '/')) {
@@ -273,6 +279,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     cfg->engine.harness_dir = cfg->harness_dir;
     cfg->engine.scripted_agent = cfg->scripted_agent[0] ? cfg->scripted_agent : NULL;
     cfg->engine.keeper_bin = cfg->keeper_bin;
+    cfg->engine.pi_stdio_bin = cfg->pi_stdio_bin;
     cfg->engine.bwrap = cfg->bwrap;
     cfg->engine.shm_name = cfg->shm_name;
     cfg->engine.log_level = cfg->log_level;
@@ -323,8 +330,8 @@ void config_log(const struct runner_config *cfg)
     {
         char spares[SPARE_SETTINGS_TEXT_MAX];
         spare_settings_format(&cfg->engine.spares, spares, sizeof(spares));
-        log_info("config: spares %s, spare ttl %llums", spares,
-                 (unsigned long long)cfg->engine.spare_ttl_ms);
+        log_info("config: spares %s, spare ttl %llums, pi started by '%s'", spares,
+                 (unsigned long long)cfg->engine.spare_ttl_ms, cfg->pi_stdio_bin);
     }
     /* which harness logins are configured, never where */
     log_info("subscription logins: codex %s, claude %s, pi %s",
@@ -352,6 +359,7 @@ void config_release(struct runner_config *cfg)
     free(cfg->state_dir);
     free(cfg->harness_dir);
     free(cfg->keeper_bin);
+    free(cfg->pi_stdio_bin);
     free(cfg->scripted_agent);
     free(cfg->bwrap);
     free(cfg->instance);

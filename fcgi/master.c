@@ -609,7 +609,7 @@ int main(int argc, char **argv)
     m.cfg.engine.sandbox = &m.host;
     {
         const char *paths[] = {m.cfg.engine.harness_dir, m.cfg.engine.scripted_agent,
-                               m.cfg.engine.tools.mcp_bin};
+                               m.cfg.engine.tools.mcp_bin, m.cfg.engine.pi_stdio_bin};
 
         for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
             if (sandbox_can_reach(&m.host, paths[i], err, sizeof(err)) < 0) {

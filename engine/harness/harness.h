@@ -23,6 +23,7 @@
 struct harness_paths {
     const char *harness_dir;    /* the project folder holding node_modules/ */
     const char *scripted_agent; /* the scripted test agent binary, or NULL */
+    const char *pi_stdio;       /* agent-runner-pi-stdio (pi.c), or NULL: pi-acp starts pi */
     const struct login_dirs *logins; /* the operator's harness logins (runtime_provided) */
 };
 

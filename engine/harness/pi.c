@@ -15,17 +15,19 @@
  * extension as its only extension, which reaches the keeper channel at RUNNER_CHANNEL. With
  * RUNNER_GATE_BUILTINS=1 (whenever the plan does not allow all of pi's built-ins) every tool
  * call waits for the runner's tool/permission answer. In a local sandbox the sandbox command is
- * harnesses/extension/bin/pi-start: pi starts at once behind two FIFOs, alongside pi-acp
- * instead of after its start and session/new (pi's start is the longest step of a cold
- * environment), and pi-acp's `pi` (bin/spare/pi, first on PATH and PI_ACP_PI_COMMAND)
- * attaches to it. Elsewhere (Daytona) pi-acp starts pi itself through bin/pi-launch. Either
- * way the `pi` first on PATH answers pi-acp's `pi --version` probe without starting pi.
+ * agent-runner-pi-stdio (tools/pi_stdio.c, bound read-only): pi starts at once on socket
+ * pairs, alongside pi-acp instead of after its start and session/new (pi's start is the
+ * longest step of a cold environment), and pi-acp's "pi" (PI_ACP_PI_COMMAND, the same
+ * program) attaches to it. Elsewhere (Daytona) pi-acp starts pi itself through bin/pi-launch.
+ * Either way the `pi` first on PATH answers pi-acp's `pi --version` probe without starting
+ * pi.
  *
  * Spares (spare.h): PLAN_SESSION keeps the key out of the environment (models.json reads
  * PI_KEY_FILE with `!cat` at every model request) and puts the gating into
  * runner-session.json, which the extension reads whenever pi (re)loads it; PLAN_SPARE is the
- * placeholder a spare starts with (`pi-start spare`): at the claim the attach shim tells the
- * running pi `new_session` (the session's files are in place by then) before it relays.
+ * placeholder a spare starts with (`agent-runner-pi-stdio start spare`): at the claim the
+ * attaching side tells the running pi `new_session` (the session's files are in place by then)
+ * before it relays.
  */
 #include <errno.h>
 #include <limits.h>
@@ -40,7 +42,7 @@
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
 #define PI_ACP_JS "node_modules/pi-acp/dist/index.js"
 #define PI_EXTENSION_BIN "extension/bin"
-#define PI_ATTACH_BIN PI_EXTENSION_BIN "/spare"
+#define PI_ATTACH_BIN PI_EXTENSION_BIN "/spare" /* its `pi`: the version stub for pi-stdio */
 #define PI_KEY_FILE PI_AGENT_DIR "/runner-key"
 #define PI_SESSION_FILE PI_AGENT_DIR "/runner-session.json"
 
@@ -103,13 +105,15 @@ static bool pi_installed(const struct harness_paths *paths)
            harness_file_exists(paths->harness_dir, HARNESS_NODE) &&
            harness_file_exists(paths->harness_dir, "extension/index.js") &&
            harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch") &&
-           harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-start") &&
            harness_file_exists(paths->harness_dir, PI_ATTACH_BIN "/pi");
 }
 
-/* pi runs in a local sandbox: pi-start starts it, pi-acp attaches (else pi-acp starts it). */
-static bool pi_prestarted(const struct run_request *req, const struct sandbox_plan *plan)
+/* A local sandbox: pi-stdio starts pi, pi-acp attaches (else pi-acp starts pi itself). */
+static bool pi_prestarted(const struct harness_paths *paths, const struct run_request *req,
+                          const struct sandbox_plan *plan)
 {
+    if (!paths->pi_stdio)
+        return false;
     return plan->form == PLAN_SPARE || !req->sandbox || strcmp(req->sandbox, "local") == 0;
 }
 
@@ -117,15 +121,17 @@ static bool pi_prestarted(const struct run_request *req, const struct sandbox_pl
 static void pi_launch_env(const struct harness_paths *paths, const struct run_request *req,
                           struct sandbox_plan *plan)
 {
-    bool attach = pi_prestarted(req, plan);
+    bool attach = pi_prestarted(paths, req, plan);
     const char *bin = attach ? PI_ATTACH_BIN : PI_EXTENSION_BIN;
-    const char *launch_in = attach ? PI_ATTACH_BIN "/pi" : PI_EXTENSION_BIN "/pi-launch";
     char path[PATH_MAX * 3 + 8], launch[PATH_MAX];
 
     snprintf(path, sizeof(path), "%s/%s:%s/node_modules/.bin", paths->harness_dir, bin,
              paths->harness_dir);
     harness_base_env(plan, path);
-    snprintf(launch, sizeof(launch), "%s/%s", paths->harness_dir, launch_in);
+    if (attach)
+        snprintf(launch, sizeof(launch), "%s", paths->pi_stdio);
+    else
+        snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
     harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);
     plan->channel_env = true; /* the extension takes the token (harnesses/extension) */
     plan->channel_gating = harness_pi_gating_active(req->permissions);
@@ -145,20 +151,52 @@ static void pi_launch_env(const struct harness_paths *paths, const struct run_re
                          0600);
 }
 
-/* A local sandbox's command: bin/pi-start cold|spare <node> <pi-acp> (it starts pi itself). */
-static void pi_start_argv(const struct harness_paths *paths, struct sandbox_plan *plan)
+static void argv_add(struct sandbox_plan *plan, const char *dir, const char *rel)
 {
     char path[PATH_MAX];
 
-    snprintf(path, sizeof(path), "%s/" PI_EXTENSION_BIN "/pi-start", paths->harness_dir);
-    json_object_array_add(plan->argv, json_object_new_string("/bin/sh"));
+    if (rel)
+        snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    else
+        snprintf(path, sizeof(path), "%s", dir);
     json_object_array_add(plan->argv, json_object_new_string(path));
-    json_object_array_add(plan->argv,
-                          json_object_new_string(plan->form == PLAN_SPARE ? "spare" : "cold"));
-    snprintf(path, sizeof(path), "%s/" HARNESS_NODE, paths->harness_dir);
-    json_object_array_add(plan->argv, json_object_new_string(path));
-    snprintf(path, sizeof(path), "%s/" PI_ACP_JS, paths->harness_dir);
-    json_object_array_add(plan->argv, json_object_new_string(path));
+}
+
+/*
+ * A local sandbox's command: agent-runner-pi-stdio start cold|spare -- <pi> -- <pi-acp>. pi as
+ * bin/pi-launch starts it; a spare's pi also preloads the provider modules pi-ai imports at
+ * the first model call (bin/spare/preload.mjs), and both of a spare's Node processes keep a
+ * small idle heap (--optimize-for-size: ~25 MiB less per spare, at a slower start nobody
+ * waits for).
+ */
+static void pi_start_argv(const struct harness_paths *paths, struct sandbox_plan *plan)
+{
+    const char *h = paths->harness_dir;
+    bool spare = plan->form == PLAN_SPARE;
+
+    argv_add(plan, paths->pi_stdio, NULL);
+    argv_add(plan, "start", NULL);
+    argv_add(plan, spare ? "spare" : "cold", NULL);
+    argv_add(plan, "--", NULL);
+    argv_add(plan, h, HARNESS_NODE);
+    if (spare) {
+        argv_add(plan, "--optimize-for-size", NULL);
+        argv_add(plan, "--import", NULL);
+        argv_add(plan, h, PI_ATTACH_BIN "/preload.mjs");
+    }
+    argv_add(plan, h, "node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+    argv_add(plan, "--no-extensions", NULL);
+    argv_add(plan, "--extension", NULL);
+    argv_add(plan, h, "extension/index.js");
+    argv_add(plan, "--mode", NULL);
+    argv_add(plan, "rpc", NULL);
+    argv_add(plan, "--no-themes", NULL);
+    argv_add(plan, "--", NULL);
+    argv_add(plan, h, HARNESS_NODE);
+    if (spare)
+        argv_add(plan, "--optimize-for-size", NULL);
+    argv_add(plan, h, PI_ACP_JS);
+    json_object_array_add(plan->ro_binds, json_object_new_string(paths->pi_stdio));
 }
 
 static const char *pi_api_for(const char *provider)
@@ -215,7 +253,7 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     const char *slug, *model;
     bool custom;
 
-    if (pi_prestarted(req, plan))
+    if (pi_prestarted(paths, req, plan))
         pi_start_argv(paths, plan);
     else
         harness_node_argv(paths, plan, PI_ACP_JS);

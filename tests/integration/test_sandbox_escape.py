@@ -128,11 +128,15 @@ def probe_script(ctx, other_ws):
         "echo shm=$(ls /dev/shm 2>/dev/null | grep -c agent-runner)",
         "echo insideuid=$(id -u)",
         # the harness's stdin (pid 1 of the sandbox passes it on): opening it to write forged
-        # client messages (a permission answer) must fail, whatever the agent runs as
+        # client messages (a permission answer) must fail, whatever the agent runs as; so must
+        # opening pi's stdio (pi-stdio hands it to pi-acp's "pi" over sockets) to forge pi's
+        # commands or its answers
         "n=0; for c in /proc/[0-9]*/comm; do case \"$(cat $c 2>/dev/null)\" in "
-        "acp-scripted|node|pi|MainThread) "
-        "sh -c \"exec 3>${c%/comm}/fd/0\" 2>/dev/null && n=$((n+1));; esac; done; "
+        "acp-scripted|node|pi|MainThread|agent-runner-pi*) for f in 0 1; do "
+        "sh -c \"exec 3>${c%/comm}/fd/$f\" 2>/dev/null && n=$((n+1)); done;; esac; done; "
         "echo stdinw=$n",
+        # pi-stdio's hand-over socket is gone once pi-acp's "pi" attached
+        "echo pisock=$(test -e /tmp/.pi/sock && echo yes || echo no)",
         "echo probe > /workspace/owner-probe && echo made=yes",
     ])
 
@@ -154,7 +158,7 @@ def check_identity_and_view(ctx, runner):
     assert res["ok"] is True, res
     for want in ("shadow=no", "envfile=no", "tokenfile=no", "sysctlw=0", "userns=no",
                  "usernet=no", "otherws=no", "state=no", "fcgi=no", "shm=0", "made=yes",
-                 "stdinw=0"):
+                 "stdinw=0", "pisock=no"):
         assert want in out, f"{runner}: expected {want!r} in:\n{out}"
     sb = ctx.stack.session(f"{b[0]}:{b[1]}")
     # from the host: every process of each sandbox runs as a non-root uid of its own

@@ -98,6 +98,13 @@ def test_spare_serves_a_new_pi_session(ctx):
     assert s is not None and s["fromSpare"] is True and not s["spare"], s
     assert s["slot"] in before, (s, before)
     assert s["keeperPid"] == before[s["slot"]]["keeperPid"], "the spare's keeper serves it"
+    # pi's stdio are sockets (nothing in the sandbox can reopen them through /proc) and the
+    # hand-over socket is gone once pi-acp's "pi" attached
+    pi = pi_of(s["keeperPid"])
+    assert pi, "no pi in the claimed spare"
+    for fd in (0, 1, 2):
+        assert os.readlink(f"/proc/{pi}/fd/{fd}").startswith("socket:"), (fd, pi)
+    assert not os.path.exists(f"/proc/{pi}/root/tmp/.pi/sock")
     # the claimed spare is replaced in the background
     wait_spares(ctx)
     assert all(x["slot"] != s["slot"] for x in ready_spares(ctx))

