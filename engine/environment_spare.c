@@ -20,7 +20,7 @@
 #define SPARE_GONE_WAIT_MS 10000
 
 /*
- * The spare is ready once its harness answers: ACP initialize through the keeper (pi-start
+ * The spare is ready once its harness answers: ACP initialize through the keeper (pi-stdio
  * starts pi-acp only after pi answered its first command), then "#park" for the spare's TTL
  * (the keeper keeps it with nobody attached, its slot untouched).
  */

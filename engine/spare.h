@@ -10,11 +10,11 @@
  * initialize / session/new exactly like a cold one. Whatever goes wrong on the way falls back
  * to a cold start inside the same turn.
  *
- * pi (the only harness with spares): the sandbox command is harnesses/extension/bin/pi-start
- * spare, which starts pi behind FIFOs on the placeholder configuration and execs pi-acp; pi-acp's
- * `pi` at session/new is bin/spare/pi, which sends pi `new_session` (pi re-reads models.json,
- * settings.json, SYSTEM.md, AGENTS.md, skills and reloads our extension) and then relays. The
- * key never travels in an environment: models.json says `"apiKey": "!cat <key file>"`, read
+ * pi (the only harness with spares): the sandbox command is `agent-runner-pi-stdio start spare`
+ * (tools/pi_stdio.c), which starts pi on socket pairs with the placeholder configuration and
+ * execs pi-acp once pi answered; pi-acp's "pi" at session/new is the same program attaching to
+ * that pi: it sends pi `new_session` (pi re-reads models.json, settings.json, SYSTEM.md,
+ * AGENTS.md, skills and reloads our extension) and then relays. The key never travels in an environment: models.json says `"apiKey": "!cat <key file>"`, read
  * at every model request (PI_KEY_FILE), and the extension's gating comes from
  * runner-session.json (RUNNER_SESSION_FILE), both written at claim.
  */
