@@ -61,7 +61,7 @@ from bench_table import build_rows, render, write_markdown  # noqa: E402
 
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
-            "acp-scripted", "agent-runner-ctl", "agent-runner-mcp")
+            "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
 PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares")
 
 
