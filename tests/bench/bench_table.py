@@ -359,7 +359,8 @@ def spare_rows(r):
     rows.append(("8. idle pi spare PSS", f"{sp['pss'] / MiB:.0f} MiB",
                  f"<= {t['spare_pss'] / MiB:.0f} MiB ({verdict(sp['pss'] <= t['spare_pss'])})",
                  f"sum of Pss (/proc/<pid>/smaps_rollup) over the spare's {sp['pss_procs']} "
-                 "sandbox processes (bubblewrap x2, pi-acp, pi), 5 s after the second spare was "
+                 "sandbox processes (bubblewrap x2, pi-acp, pi, pi-stdio's holder), 5 s after the "
+                 "second spare was "
                  "ready, two spares side by side",
                  f"its keeper: {sp['keeper_pss'] / MiB:.1f} MiB more"))
     return rows
