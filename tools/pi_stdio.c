@@ -287,16 +287,18 @@ out:
     return r;
 }
 
-/* Copy what is readable on from to to; 0 on EOF, -errno, else bytes copied. */
-static ssize_t pump(int from, int to, char *buf)
+enum { PUMP_OK = 1, PUMP_EOF = 0, PUMP_READ_ERR = -1, PUMP_WRITE_ERR = -2 };
+
+/* Copy what is readable on from to to. */
+static int pump(int from, int to, char *buf)
 {
     ssize_t n = read(from, buf, RELAY_BUF);
 
     if (n < 0)
-        return errno == EINTR || errno == EAGAIN ? 1 : -errno;
-    if (n > 0 && write_all(to, buf, (size_t)n) < 0)
-        return -EPIPE;
-    return n;
+        return errno == EINTR || errno == EAGAIN ? PUMP_OK : PUMP_READ_ERR;
+    if (n == 0)
+        return PUMP_EOF;
+    return write_all(to, buf, (size_t)n) < 0 ? PUMP_WRITE_ERR : PUMP_OK;
 }
 
 static int attach(void)
@@ -304,13 +306,14 @@ static int attach(void)
     struct pollfd p[3];
     char mode = 0, *buf = malloc(RELAY_BUF);
     bool input_open = true, err_open = true, acp_closed = false;
+    pid_t acp = getppid();
     int io = -1, er = -1, r;
 
     if (!buf)
         die("relay buffer", ENOMEM);
     r = attach_fds(&io, &er, &mode);
     if (r < 0) {
-        fprintf(stderr, "spare: pi is not running (%s)\n", strerror(-r));
+        fprintf(stderr, "pi-stdio: pi is not running (%s)\n", strerror(-r));
         return 1;
     }
     if (mode == 's') {
@@ -332,15 +335,20 @@ static int attach(void)
                 continue;
             break;
         }
-        if (p[2].revents && pump(er, 2, buf) <= 0)
+        if (p[2].revents && pump(er, 2, buf) != PUMP_OK)
             err_open = false;
-        if (p[0].revents && pump(0, io, buf) <= 0) {
-            /* pi-acp let go of its pi: pi's input ends, and pi with it */
-            input_open = false;
-            acp_closed = true;
-            shutdown(io, SHUT_WR);
+        if (p[0].revents) {
+            r = pump(0, io, buf);
+            if (r == PUMP_WRITE_ERR)
+                break; /* pi is gone */
+            if (r != PUMP_OK) {
+                /* pi-acp let go of its pi: pi's input ends, and pi with it */
+                input_open = false;
+                acp_closed = true;
+                shutdown(io, SHUT_WR);
+            }
         }
-        if (p[1].revents && pump(io, 1, buf) <= 0)
+        if (p[1].revents && pump(io, 1, buf) != PUMP_OK)
             break;
     }
     /* what pi wrote to stderr before it went (never wait for more: pi may be alive) */
@@ -352,7 +360,8 @@ static int attach(void)
     if (acp_closed)
         return 0;
     fprintf(stderr, "pi exited\n");
-    kill(getppid(), SIGTERM);
+    if (getppid() == acp) /* not whoever adopted us after pi-acp went */
+        kill(acp, SIGTERM);
     return 1;
 }
 
