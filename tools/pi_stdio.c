@@ -46,6 +46,12 @@
 #define LINE_MAX_BYTES (1 << 20)
 #define RELAY_BUF 65536
 
+/* Control data for two descriptors, aligned for struct cmsghdr. */
+union fd_cmsg {
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+    struct cmsghdr align;
+};
+
 static void die(const char *what, int err)
 {
     fprintf(stderr, "pi-stdio: %s: %s\n", what, strerror(err));
@@ -158,10 +164,10 @@ static int listen_socket(void)
 /* The holder: hand pi's ends and the mode to the first (and only) connection, then go. */
 static void hold(int lfd, int io, int er, char mode)
 {
-    char cbuf[CMSG_SPACE(2 * sizeof(int))];
+    union fd_cmsg cbuf;
     struct iovec iov = {.iov_base = &mode, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+                       .msg_controllen = sizeof(cbuf.buf)};
     struct cmsghdr *c;
     int conn, null = open("/dev/null", O_RDWR);
 
@@ -180,7 +186,7 @@ static void hold(int lfd, int io, int er, char mode)
     close(lfd);
     if (conn < 0)
         _exit(1);
-    memset(cbuf, 0, sizeof(cbuf));
+    memset(&cbuf, 0, sizeof(cbuf));
     c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
@@ -255,10 +261,10 @@ static int start(int argc, char **argv)
 static int attach_fds(int *io, int *er, char *mode)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
-    char cbuf[CMSG_SPACE(2 * sizeof(int))];
+    union fd_cmsg cbuf;
     struct iovec iov = {.iov_base = mode, .iov_len = 1};
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                       .msg_controllen = sizeof(cbuf)};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.buf,
+                       .msg_controllen = sizeof(cbuf.buf)};
     struct cmsghdr *c;
     int fd, r = -EPROTO, fds[2];
     ssize_t got;
