@@ -3,11 +3,13 @@ is `opencode acp` with no configuration at all, ready once it answered initializ
 opencode session served from one answers with the session's own endpoint, key and AGENTS.md
 (fake model log) and nothing of a placeholder; the key is only in a 0600 file of the private
 home, never in opencode's environment. A run the rule keeps cold still runs cold, with its own
-key. test_harnesses.py runs opencode cold with spares off.
+key; an eligible run whose spare cannot serve starts cold in the same turn from the same files.
+test_harnesses.py runs opencode cold with spares off.
 """
 
 import json
 import os
+import signal
 import uuid
 
 from stack import descendants, events_of, proc_table, result_of, wait_for
@@ -141,3 +143,32 @@ def test_opencode_with_connection_environment_starts_cold(ctx):
     # the spare is still there, unclaimed
     assert {x["keeperPid"] for x in ready_spares(ctx)} & spares
     kill(ctx, tag)
+
+
+def test_opencode_spare_that_cannot_serve_falls_back_to_a_cold_start(ctx):
+    """An eligible run whose spare is broken starts cold in the same turn, from the same
+    session plan: the configuration and key as files of the private home, the key in no
+    environment."""
+    spares = wait_spare(ctx)
+    for s in spares:
+        pid = opencode_of(s["keeperPid"])
+        assert pid, "no opencode in the spare"
+        os.kill(pid, signal.SIGKILL)
+    broken = {s["keeperPid"] for s in spares}
+    tag = first_turn(ctx, False)
+    s = ctx.stack.session(f"{PROJECT}:s-{tag}")
+    assert s is not None and not s["fromSpare"] and s["keeperPid"] not in broken, s
+    oc = opencode_of(s["keeperPid"])
+    assert oc, "no opencode in the cold session"
+    env = environ_of(oc)
+    assert f"sk-oc-{tag}" not in env and "OPENCODE_CONFIG_CONTENT=" not in env
+    st = os.stat(f"/proc/{oc}/root/{KEY_FILE}")
+    assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
+    kill(ctx, tag)
+    # the broken spare goes; the master makes a new one
+    for x in ready_spares(ctx):
+        if x["keeperPid"] in broken:
+            os.kill(x["keeperPid"], signal.SIGTERM)
+    wait_for(lambda: not any(x["keeperPid"] in broken for x in ctx.stack.spare_slots()),
+             timeout=60, what="the broken spare gone")
+    wait_spare(ctx)
