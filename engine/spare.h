@@ -10,13 +10,14 @@
  * initialize / session/new exactly like a cold one. Whatever goes wrong on the way falls back
  * to a cold start inside the same turn.
  *
- * pi: the sandbox command is `agent-runner-pi-stdio start spare`
- * (tools/pi_stdio.c), which starts pi on socket pairs with the placeholder configuration and
- * execs pi-acp once pi answered; pi-acp's "pi" at session/new is the same program attaching to
- * that pi: it sends pi `new_session` (pi re-reads models.json, settings.json, SYSTEM.md,
- * AGENTS.md, skills and reloads our extension) and then relays. The key never travels in an environment: models.json says `"apiKey": "!cat <key file>"`, read
- * at every model request (PI_KEY_FILE), and the extension's gating comes from
- * runner-session.json (RUNNER_SESSION_FILE), both written at claim.
+ * pi: the sandbox command is `agent-runner-pi-stdio start spare` (tools/pi_stdio.c), which
+ * starts pi on socket pairs with the placeholder configuration and execs pi-acp once pi
+ * answered; pi-acp's "pi" at session/new is the same program attaching to that pi: it sends pi
+ * `new_session` (pi re-reads models.json, settings.json, SYSTEM.md, AGENTS.md, skills and
+ * reloads our extension) and then relays. The key never travels in an environment: models.json
+ * says `"apiKey": "!cat <key file>"`, read at every model request (PI_KEY_FILE), and the
+ * extension's gating comes from runner-session.json (RUNNER_SESSION_FILE), both written at
+ * claim.
  *
  * opencode (opt-in: its idle spare is ~330 MiB): `opencode acp` started with no configuration
  * at all (no provider, no key, no OPENCODE_CONFIG_CONTENT), ready once it answered initialize;
@@ -48,8 +49,9 @@
 /*
  * AGENT_RUNNER_SPARES: "" or "<harness>=<n>[,<harness>=<n>...]" with harness one of pi,
  * claude, codex, opencode and n in [0, SPARE_PER_HARNESS_MAX]; harnesses not named keep their
- * default (pi: 2, the others 0: opencode spares are opt-in). A harness that cannot have spares (spare_harness_supported)
- * accepts only 0. -EINVAL with err naming the entry at fault; *ret is written only on success.
+ * default (pi: 2, the others 0: opencode spares are opt-in). A harness that cannot have
+ * spares (spare_harness_supported) accepts only 0. -EINVAL with err naming the entry at fault;
+ * *ret is written only on success.
  */
 int spare_settings_parse(const char *text, struct spare_settings *ret, char *err, size_t errlen);
 /* The effective settings as "pi=2,claude=0,codex=0,opencode=0" (config_log). */

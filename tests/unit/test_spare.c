@@ -289,7 +289,8 @@ static int parse(const char *body, struct run_request *req)
 #define PI_BASE                                                                                    \
     "\"harness\":\"pi\",\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 #define OC_BASE                                                                                    \
-    "\"harness\":\"opencode\",\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+    "\"harness\":\"opencode\",\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"       \
+    "\"hi\"}]"
 #define PI_MC(extra)                                                                               \
     "\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"custom\",\"endpoint\":{"        \
     "\"baseUrl\":\"https://models.example/v1\"},\"credentialMode\":\"env\",\"credentials\":[{"     \
