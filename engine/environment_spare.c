@@ -21,7 +21,8 @@
 
 /*
  * The spare is ready once its harness answers: ACP initialize through the keeper (pi-stdio
- * starts pi-acp only after pi answered its first command), then "#park" for the spare's TTL
+ * starts pi-acp only after pi answered its first command; opencode answers once its own start
+ * is done, and must not see a session/new before the claim), then "#park" for the spare's TTL
  * (the keeper keeps it with nobody attached, its slot untouched).
  */
 static int await_harness(struct environment *env, char *err, size_t errlen)
@@ -115,7 +116,8 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
     r = environment_prepare_sandbox(env, &req, &confine, err, errlen);
     if (r < 0)
         goto out;
-    /* a spare's pi start (~0.9 CPU-s) yields to running turns; its claim restores the share */
+    /* a spare's start (pi ~0.9 CPU-s, opencode ~6) yields to running turns; its claim restores
+     * the share */
     if (cfg->sandbox && sandbox_cgroup_set_cpu_weight(&confine.cg, true) < 0)
         log_debug("cannot lower the CPU weight of a spare");
     buf_init(&spec, KEEPER_SPEC_MAX);

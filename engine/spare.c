@@ -18,7 +18,7 @@
 
 bool spare_harness_supported(enum harness_kind kind)
 {
-    return kind == HARNESS_PI;
+    return kind == HARNESS_PI || kind == HARNESS_OPENCODE;
 }
 
 bool spare_settings_any(const struct spare_settings *s)

@@ -10,13 +10,20 @@
  * initialize / session/new exactly like a cold one. Whatever goes wrong on the way falls back
  * to a cold start inside the same turn.
  *
- * pi (the only harness with spares): the sandbox command is `agent-runner-pi-stdio start spare`
- * (tools/pi_stdio.c), which starts pi on socket pairs with the placeholder configuration and
- * execs pi-acp once pi answered; pi-acp's "pi" at session/new is the same program attaching to
- * that pi: it sends pi `new_session` (pi re-reads models.json, settings.json, SYSTEM.md,
- * AGENTS.md, skills and reloads our extension) and then relays. The key never travels in an environment: models.json says `"apiKey": "!cat <key file>"`, read
- * at every model request (PI_KEY_FILE), and the extension's gating comes from
- * runner-session.json (RUNNER_SESSION_FILE), both written at claim.
+ * pi: the sandbox command is `agent-runner-pi-stdio start spare` (tools/pi_stdio.c), which
+ * starts pi on socket pairs with the placeholder configuration and execs pi-acp once pi
+ * answered; pi-acp's "pi" at session/new is the same program attaching to that pi: it sends pi
+ * `new_session` (pi re-reads models.json, settings.json, SYSTEM.md, AGENTS.md, skills and
+ * reloads our extension) and then relays. The key never travels in an environment: models.json
+ * says `"apiKey": "!cat <key file>"`, read at every model request (PI_KEY_FILE), and the
+ * extension's gating comes from runner-session.json (RUNNER_SESSION_FILE), both written at
+ * claim.
+ *
+ * opencode (opt-in: its idle spare is ~330 MiB): `opencode acp` started with no configuration
+ * at all (no provider, no key, no OPENCODE_CONFIG_CONTENT), ready once it answered initialize;
+ * it never opens a session before the claim. The claim writes the session's opencode.json
+ * (global, in the private home) and its key file ("apiKey": "{file:...}"), and AGENTS.md into
+ * the workspace; opencode reads them when session/new creates the workspace's instance.
  */
 #ifndef AR_SPARE_H
 #define AR_SPARE_H
@@ -42,13 +49,14 @@
 /*
  * AGENT_RUNNER_SPARES: "" or "<harness>=<n>[,<harness>=<n>...]" with harness one of pi,
  * claude, codex, opencode and n in [0, SPARE_PER_HARNESS_MAX]; harnesses not named keep their
- * default (pi: 2, the others 0). A harness that cannot have spares (spare_harness_supported)
- * accepts only 0. -EINVAL with err naming the entry at fault; *ret is written only on success.
+ * default (pi: 2, the others 0: opencode spares are opt-in). A harness that cannot have
+ * spares (spare_harness_supported) accepts only 0. -EINVAL with err naming the entry at fault;
+ * *ret is written only on success.
  */
 int spare_settings_parse(const char *text, struct spare_settings *ret, char *err, size_t errlen);
 /* The effective settings as "pi=2,claude=0,codex=0,opencode=0" (config_log). */
 void spare_settings_format(const struct spare_settings *s, char *out, size_t outlen);
-/* Harnesses a spare can be made for (pi). */
+/* Harnesses a spare can be made for (pi, opencode). */
 bool spare_harness_supported(enum harness_kind kind);
 /* Any spare configured at all. */
 bool spare_settings_any(const struct spare_settings *s);

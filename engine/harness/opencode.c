@@ -10,6 +10,16 @@
  * environment. Its local control server gets a random password per environment.
  * Unless the plan allows everything, every tool asks ({"*": "ask"}), so the runner's permission
  * plan decides each call.
+ *
+ * Spares (spare.h): PLAN_SPARE is the command and environment alone — no provider, no key, no
+ * OPENCODE_CONFIG_CONTENT (an environment variable would override the files written at the
+ * claim) — and the spare stops at ACP initialize (a session/new would cache the workspace's
+ * configuration). PLAN_SESSION writes the same configuration as the global opencode.json of
+ * the private home (OPENCODE_JSON) with "apiKey": "{file:OPENCODE_KEY_FILE}" and the key in
+ * that 0600 file: a cold start reads it at its start, a claimed spare at session/new (opencode
+ * re-reads its global and project configuration for every new session's instance: measured
+ * for issue 17 item 4, README "Spares"). PLAN_COLD keeps OPENCODE_CONFIG_CONTENT and the key
+ * in the environment.
  */
 #include <errno.h>
 #include <limits.h>
@@ -23,6 +33,8 @@
 #define OPENCODE_BIN "node_modules/opencode-linux-x64/bin/opencode"
 #define OPENCODE_VERSION "1.18.33"
 #define OPENCODE_CONFIG SANDBOX_HOME "/.config"
+#define OPENCODE_JSON OPENCODE_CONFIG "/opencode/opencode.json"
+#define OPENCODE_KEY_FILE OPENCODE_CONFIG "/opencode/runner-key"
 
 static bool opencode_installed(const struct harness_paths *paths)
 {
@@ -36,6 +48,7 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
     const struct credential *key;
     const char *slug, *model;
     char bin[PATH_MAX], apikey[160], password[33];
+    bool cold = plan->form == PLAN_COLD;
 
     snprintf(bin, sizeof(bin), "%s/%s", paths->harness_dir, OPENCODE_BIN);
     json_object_array_add(plan->argv, json_object_new_string(bin));
@@ -57,6 +70,9 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
                      OPENCODE_CONFIG "/opencode/node_modules/@opencode-ai/plugin/package.json",
                      "{\"name\":\"@opencode-ai/plugin\",\"version\":\"" OPENCODE_VERSION "\"}\n",
                      0644);
+    /* a spare exists before any session: nothing of one (the claim writes OPENCODE_JSON) */
+    if (plan->form == PLAN_SPARE)
+        return 0;
     if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME) {
         snprintf(err, errlen, "modelConnection.credentialMode: \"runtime_provided\" is not "
                               "supported for opencode on this runner (no operator login for it)");
@@ -78,12 +94,20 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
         snprintf(err, errlen, "modelConnection.credentials: opencode needs an API key");
         return AR_E_INVALID_REQUEST;
     }
-    harness_connection_env(plan, req);
+    /* PLAN_SESSION: the key only in OPENCODE_KEY_FILE (spare_ineligible: one credential and
+     * no modelConnection.environment, so nothing else would go into the environment) */
+    if (cold)
+        harness_connection_env(plan, req);
+    else
+        harness_add_file(plan, OPENCODE_KEY_FILE, key->value, 0600);
     slug = req->connection_slug ? req->connection_slug : "custom";
     model = req->model;
     if (strncmp(model, slug, strlen(slug)) == 0 && model[strlen(slug)] == '/')
         model += strlen(slug) + 1;
-    snprintf(apikey, sizeof(apikey), "{env:%s}", key->name);
+    if (cold)
+        snprintf(apikey, sizeof(apikey), "{env:%s}", key->name);
+    else
+        snprintf(apikey, sizeof(apikey), "{file:" OPENCODE_KEY_FILE "}");
 
     options = json_object_new_object();
     json_object_object_add(options, "baseURL", json_object_new_string(req->mc.base_url));
@@ -116,7 +140,10 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
         json_object_object_add(perm, "*", json_object_new_string("ask"));
         json_object_object_add(cfg, "permission", perm);
     }
-    harness_setenv(plan, "OPENCODE_CONFIG_CONTENT", jsonx_text(cfg, NULL));
+    if (cold)
+        harness_setenv(plan, "OPENCODE_CONFIG_CONTENT", jsonx_text(cfg, NULL));
+    else
+        harness_add_file(plan, OPENCODE_JSON, jsonx_text(cfg, NULL), 0600);
     json_object_put(cfg);
     snprintf(plan->model_name, sizeof(plan->model_name), "%s", model);
     snprintf(plan->provider, sizeof(plan->provider), "%s", req->mc.provider);

@@ -255,6 +255,79 @@ static void test_harness_opencode_asks_for_every_tool(void)
     planned_release(&p);
 }
 
+/* Plan p's request again in the given form (PLAN_SESSION, PLAN_SPARE). */
+static void replan_form(struct planned *p, enum harness_kind kind, enum plan_form form)
+{
+    struct harness_paths paths = {.harness_dir = HDIR};
+
+    sandbox_plan_release(&p->plan);
+    sandbox_plan_init(&p->plan);
+    p->plan.form = form;
+    p->rc = harness_get(kind)->plan(&paths, &p->req, &p->plan, p->err, sizeof(p->err));
+}
+
+#define OC_JSON SANDBOX_HOME "/.config/opencode/opencode.json"
+#define OC_KEY SANDBOX_HOME "/.config/opencode/runner-key"
+
+/*
+ * opencode's spare forms: PLAN_SESSION gives the configuration as the global opencode.json
+ * with the key in a 0600 file it names ({file:}), nothing of it in the environment; PLAN_SPARE
+ * holds no session data at all (no config, no key, no OPENCODE_CONFIG_CONTENT), with the same
+ * command and config home.
+ */
+static void test_harness_opencode_session_and_spare_forms(void)
+{
+    struct planned p;
+    json_object *cfg = NULL, *opts;
+    const char *text, *cold_argv;
+    char err[64];
+
+    plan_for(&p, HARNESS_OPENCODE, "opencode", MC_OPENAI, "");
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    cold_argv = jsonx_text(p.plan.argv, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cold_argv);
+    cold_argv = strdup(cold_argv);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "OPENAI_API_KEY")), "sk-x"); /* PLAN_COLD */
+    CU_ASSERT_PTR_NULL(file_of(&p, OC_JSON));
+
+    replan_form(&p, HARNESS_OPENCODE, PLAN_SESSION);
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    CU_ASSERT_PTR_NULL(env_of(&p, "OPENCODE_CONFIG_CONTENT"));
+    CU_ASSERT_PTR_NULL(env_of(&p, "OPENAI_API_KEY"));
+    CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_text(p.plan.env, NULL)), "sk-x"));
+    CU_ASSERT_STRING_EQUAL(TEST_STR(file_of(&p, OC_KEY)), "sk-x");
+    text = file_of(&p, OC_JSON);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NULL(strstr(text, "sk-x"));
+    CU_ASSERT_EQUAL_FATAL(jsonx_parse(text, strlen(text), 16, &cfg, err, sizeof(err)), 0);
+    opts = jsonx_get(jsonx_get(jsonx_get(cfg, "provider"), "custom"), "options");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(opts, "apiKey")), "{file:" OC_KEY "}");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(opts, "baseURL")), "https://models.test/v1");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(cfg, "model")), "custom/m1");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(cfg, "permission"), "*")), "ask");
+    CU_ASSERT_STRING_EQUAL(p.plan.model_id, "custom/m1");
+    for (size_t i = 0; i < json_object_array_length(p.plan.files); i++) {
+        json_object *f = json_object_array_get_idx(p.plan.files, i);
+        if (strcmp(jsonx_str(f, "path"), OC_JSON) == 0 || strcmp(jsonx_str(f, "path"), OC_KEY) == 0)
+            CU_ASSERT_EQUAL(json_object_get_int(jsonx_get(f, "mode")), 0600);
+    }
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_text(p.plan.argv, NULL)), cold_argv);
+    json_object_put(cfg);
+
+    replan_form(&p, HARNESS_OPENCODE, PLAN_SPARE);
+    CU_ASSERT_EQUAL_FATAL(p.rc, 0);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_text(p.plan.argv, NULL)), cold_argv);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "XDG_CONFIG_HOME")), SANDBOX_HOME "/.config");
+    CU_ASSERT_PTR_NULL(env_of(&p, "OPENCODE_CONFIG_CONTENT"));
+    CU_ASSERT_PTR_NULL(env_of(&p, "OPENAI_API_KEY"));
+    CU_ASSERT_PTR_NULL(file_of(&p, OC_JSON));
+    CU_ASSERT_PTR_NULL(file_of(&p, OC_KEY));
+    CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_text(p.plan.env, NULL)), "sk-x"));
+    CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_text(p.plan.files, NULL)), "sk-x"));
+    free((char *)cold_argv);
+    planned_release(&p);
+}
+
 static void test_harness_claude_runs_on_the_pinned_node(void)
 {
     struct planned p;
@@ -368,6 +441,8 @@ CU_TestInfo harness_tests[] = {
      test_harness_codex_asks_unless_the_plan_allows_all},
     {"test_harness_codex_read_only_is_refused", test_harness_codex_read_only_is_refused},
     {"test_harness_opencode_asks_for_every_tool", test_harness_opencode_asks_for_every_tool},
+    {"test_harness_opencode_session_and_spare_forms",
+     test_harness_opencode_session_and_spare_forms},
     {"test_harness_claude_runs_on_the_pinned_node", test_harness_claude_runs_on_the_pinned_node},
     {"test_harness_pi_builtins_and_allow_all", test_harness_pi_builtins_and_allow_all},
     CU_TEST_INFO_NULL,

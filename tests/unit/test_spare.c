@@ -239,6 +239,16 @@ static void test_spare_settings_parse(void)
     CU_ASSERT_FALSE(spare_settings_any(&s));
     CU_ASSERT_EQUAL(spare_settings_parse("pi_core=1", &s, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(s.count[HARNESS_PI], 1);
+    /* opencode spares are opt-in: named, they count; unnamed, they stay off */
+    CU_ASSERT_EQUAL(spare_settings_parse("pi=0,opencode=3", &s, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(s.count[HARNESS_OPENCODE], 3);
+    CU_ASSERT_EQUAL(s.count[HARNESS_PI], 0);
+    CU_ASSERT_TRUE(spare_settings_any(&s));
+    spare_settings_format(&s, text, sizeof(text));
+    CU_ASSERT_STRING_EQUAL(text, "pi=0,claude=0,codex=0,opencode=3");
+    CU_ASSERT_EQUAL(spare_settings_parse("pi=1", &s, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(s.count[HARNESS_OPENCODE], 0);
+    CU_ASSERT_EQUAL(spare_settings_parse("opencode=65", &s, err, sizeof(err)), -EINVAL);
 
     s.count[HARNESS_PI] = 9; /* untouched on failure */
     CU_ASSERT_EQUAL(spare_settings_parse("pi", &s, err, sizeof(err)), -EINVAL);
@@ -254,6 +264,8 @@ static void test_spare_settings_parse(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "0..64"));
     CU_ASSERT_EQUAL(spare_settings_parse("pi=2x", &s, err, sizeof(err)), -EINVAL);
     CU_ASSERT_EQUAL(spare_settings_parse("codex=1", &s, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot have spares"));
+    CU_ASSERT_EQUAL(spare_settings_parse("claude=1", &s, err, sizeof(err)), -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "cannot have spares"));
     CU_ASSERT_EQUAL(s.count[HARNESS_PI], 9);
     memset(text, 'x', sizeof(text) - 1);
@@ -276,6 +288,9 @@ static int parse(const char *body, struct run_request *req)
 
 #define PI_BASE                                                                                    \
     "\"harness\":\"pi\",\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+#define OC_BASE                                                                                    \
+    "\"harness\":\"opencode\",\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"       \
+    "\"hi\"}]"
 #define PI_MC(extra)                                                                               \
     "\"modelConnection\":{\"provider\":\"openai\",\"deployment\":\"custom\",\"endpoint\":{"        \
     "\"baseUrl\":\"https://models.example/v1\"},\"credentialMode\":\"env\",\"credentials\":[{"     \
@@ -296,11 +311,17 @@ static void test_spare_eligibility_rule(void)
          "network off"},
         {"{" PI_BASE "," PI_MC(",\"environment\":{\"AWS_REGION\":\"eu-west-1\"}") "}",
          "modelConnection.environment"},
+        /* opencode, by the same rule once opencode=N is set */
+        {"{" OC_BASE "," PI_MC("") "}", NULL},
+        {"{" OC_BASE "," PI_MC("") ",\"sandboxPermission\":{\"network\":{\"mode\":\"off\"}}}",
+         "network off"},
+        {"{" OC_BASE "," PI_MC(",\"environment\":{\"AWS_REGION\":\"eu-west-1\"}") "}",
+         "modelConnection.environment"},
     };
     struct spare_settings s;
     char err[128];
 
-    CU_ASSERT_EQUAL_FATAL(spare_settings_parse("pi=1", &s, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(spare_settings_parse("pi=1,opencode=1", &s, err, sizeof(err)), 0);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct run_request req;
         const char *why;
@@ -324,6 +345,19 @@ static void test_spare_eligibility_rule(void)
         CU_ASSERT_PTR_NULL(req.session_id);
         CU_ASSERT_PTR_NULL(spare_ineligible(&s, &req));
         CU_ASSERT_STRING_EQUAL(req.mc.base_url, SPARE_PLACEHOLDER_URL);
+        run_request_release(&req);
+        /* an opencode spare's placeholder, likewise; claude has none */
+        CU_ASSERT_EQUAL_FATAL(spare_placeholder_request(HARNESS_OPENCODE, &req, err, sizeof(err)),
+                              0);
+        CU_ASSERT_EQUAL(req.harness, HARNESS_OPENCODE);
+        CU_ASSERT_PTR_NULL(spare_ineligible(&s, &req));
+        run_request_release(&req);
+        CU_ASSERT_EQUAL(spare_placeholder_request(HARNESS_CLAUDE, &req, err, sizeof(err)),
+                        -ENOTSUP);
+        /* pi spares only (the default): an opencode session starts cold */
+        CU_ASSERT_EQUAL_FATAL(spare_settings_parse("pi=1", &s, err, sizeof(err)), 0);
+        CU_ASSERT_EQUAL_FATAL(parse("{" OC_BASE "," PI_MC("") "}", &req), 0);
+        CU_ASSERT_STRING_EQUAL(TEST_STR(spare_ineligible(&s, &req)), "no spares of this harness");
         run_request_release(&req);
         /* spares disabled: nothing is eligible */
         CU_ASSERT_EQUAL_FATAL(spare_settings_parse("pi=0", &s, err, sizeof(err)), 0);
