@@ -67,6 +67,18 @@ def ready_event(events):
     return ready[0]["data"]
 
 
+def follow_up(ctx, req, first, again):
+    """The session's second turn ([first, the fake model's answer, again]); asserts it ran."""
+    req["messages"] = [{"role": "user", "content": first},
+                       {"role": "assistant", "content": "Hello from the fake model."},
+                       {"role": "user", "content": again}]
+    status, recs = ctx.stack.stream(req)
+    assert status == 200, recs
+    res = result_of(recs)
+    assert res["ok"] is True, res
+    return res
+
+
 def first_turn(ctx, expect_spare, tag=None):
     """Run a new pi session's first turn; check what the model saw. Returns (tag, result)."""
     tag = tag or uuid.uuid4().hex[:10]
@@ -109,13 +121,7 @@ def test_spare_serves_a_new_pi_session(ctx):
     wait_spares(ctx)
     assert all(x["slot"] != s["slot"] for x in ready_spares(ctx))
     # a follow-up on the claimed spare is a warm turn of the same session
-    req = session_request(ctx, tag)
-    req["messages"] = [{"role": "user", "content": f"hello spare {tag}"},
-                       {"role": "assistant", "content": "Hello from the fake model."},
-                       {"role": "user", "content": f"again {tag}"}]
-    status, recs = ctx.stack.stream(req)
-    res = result_of(recs)
-    assert res["ok"] is True, res
+    follow_up(ctx, session_request(ctx, tag), f"hello spare {tag}", f"again {tag}")
     assert ctx.stack.session(f"proj-spares:s-{tag}")["turns"] >= 2
     ctx.stack.request("POST", "/kill", {"sessionId": f"s-{tag}", "projectId": "proj-spares"})
 

@@ -13,7 +13,7 @@ import signal
 import uuid
 
 from stack import descendants, events_of, proc_table, result_of, wait_for
-from test_spares import ready_event
+from test_spares import follow_up, ready_event
 
 STACK = {"env": {"AGENT_RUNNER_SPARES": "pi=0,opencode=1", "AGENT_RUNNER_SLOTS": "32"}}
 PROJECT = "proj-oc-spares"
@@ -110,13 +110,7 @@ def test_opencode_spare_serves_a_new_session(ctx):
     assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
     assert f"sk-oc-{tag}" not in environ_of(oc)
     # a follow-up is a warm turn of the same session on the same process
-    req = session_request(ctx, tag)
-    req["messages"] = [{"role": "user", "content": f"hello oc spare {tag}"},
-                       {"role": "assistant", "content": "Hello from the fake model."},
-                       {"role": "user", "content": f"again {tag}"}]
-    status, recs = ctx.stack.stream(req)
-    res = result_of(recs)
-    assert res["ok"] is True, res
+    follow_up(ctx, session_request(ctx, tag), f"hello oc spare {tag}", f"again {tag}")
     assert ctx.stack.session(f"{PROJECT}:s-{tag}")["turns"] >= 2
     last = [r for r in ctx.model.requests() if f"again {tag}" in json.dumps(r["body"])]
     assert last and last[-1]["headers"].get("authorization") == f"Bearer sk-oc-{tag}", last
