@@ -67,6 +67,16 @@ def ready_event(events):
     return ready[0]["data"]
 
 
+def retire_spares(ctx, keepers, timeout=60):
+    """End the spares of these keeper pids that still wait for a claim (SIGTERM to the keeper)
+    and wait until no slot names them."""
+    for s in ctx.stack.spare_slots():
+        if s["keeperPid"] in keepers and s["state"] == "spare":
+            os.kill(s["keeperPid"], signal.SIGTERM)
+    wait_for(lambda: not any(x["keeperPid"] in keepers for x in ctx.stack.spare_slots()),
+             timeout=timeout, what="the broken spares gone")
+
+
 def follow_up(ctx, req, first, again):
     """The session's second turn ([first, the fake model's answer, again]); asserts it ran."""
     req["messages"] = [{"role": "user", "content": first},
@@ -166,11 +176,7 @@ def test_spare_whose_pi_died_falls_back_to_cold_in_the_turn(ctx):
     assert "a spare could not serve the session" in ctx.stack.log_text()
     ctx.stack.request("POST", "/kill", {"sessionId": f"s-{tag}", "projectId": "proj-spares"})
     # the broken spares that were not claimed go; the master replaces them
-    for s in ready_spares(ctx):
-        if s["keeperPid"] in broken:
-            os.kill(s["keeperPid"], signal.SIGTERM)
-    wait_for(lambda: not any(x["keeperPid"] in broken for x in ctx.stack.spare_slots()),
-             timeout=30, what="the broken spares gone")
+    retire_spares(ctx, broken)
     wait_spares(ctx)
 
 

@@ -13,7 +13,7 @@ import signal
 import uuid
 
 from stack import descendants, events_of, proc_table, result_of, wait_for
-from test_spares import follow_up, ready_event
+from test_spares import follow_up, ready_event, retire_spares
 
 STACK = {"env": {"AGENT_RUNNER_SPARES": "pi=0,opencode=1", "AGENT_RUNNER_SLOTS": "32"}}
 PROJECT = "proj-oc-spares"
@@ -160,9 +160,5 @@ def test_opencode_spare_that_cannot_serve_falls_back_to_a_cold_start(ctx):
     assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
     kill(ctx, tag)
     # the broken spare goes; the master makes a new one
-    for x in ready_spares(ctx):
-        if x["keeperPid"] in broken:
-            os.kill(x["keeperPid"], signal.SIGTERM)
-    wait_for(lambda: not any(x["keeperPid"] in broken for x in ctx.stack.spare_slots()),
-             timeout=60, what="the broken spare gone")
+    retire_spares(ctx, broken)
     wait_spare(ctx)
