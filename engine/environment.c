@@ -352,6 +352,20 @@ int environment_prepare_sandbox(struct environment *env, const struct run_reques
     return sandbox_host_env_seal(sh, env->paths.dir, confine, err, errlen) < 0 ? AR_E_SANDBOX : 0;
 }
 
+struct pool_reservation environment_reservation(const struct run_request *req,
+                                                const struct sandbox_plan *plan, const char *key,
+                                                uint64_t idle_ms, bool per_turn)
+{
+    return (struct pool_reservation){.key = key,
+                                     .by_pid = util_self_pid(),
+                                     .harness = (uint8_t)req->harness,
+                                     .per_turn = per_turn,
+                                     .idle_ms = (uint32_t)idle_ms,
+                                     .provider = plan->provider,
+                                     .model = plan->model_name,
+                                     .turn_id = req->turn_id};
+}
+
 void environment_release_slot(struct environment *env)
 {
     /* the keeper frees its own slot; free it here only if nobody started */
@@ -381,14 +395,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
         return AR_E_INVALID_REQUEST;
     }
     if (cfg->pool) {
-        struct pool_reservation rv = {.key = key,
-                                      .by_pid = util_self_pid(),
-                                      .harness = (uint8_t)req->harness,
-                                      .per_turn = per_turn,
-                                      .idle_ms = (uint32_t)idle_ms,
-                                      .provider = plan->provider,
-                                      .model = plan->model_name,
-                                      .turn_id = req->turn_id};
+        struct pool_reservation rv = environment_reservation(req, plan, key, idle_ms, per_turn);
 
         r = pool_session_reserve(cfg->pool, &rv, &env->h);
         if (r == -ENOSPC && environment_evict_spare(cfg) > 0) /* sessions before spares */

@@ -24,6 +24,10 @@ int environment_spawn_keeper(struct environment *env, const struct buf *spec, ch
 /* The slot's host uid, capped workspace, the request's workspace files, the cgroup. */
 int environment_prepare_sandbox(struct environment *env, const struct run_request *req,
                                 struct sandbox_env *confine, char *err, size_t errlen);
+/* The session table reservation of a new session's environment (cold start or claimed spare). */
+struct pool_reservation environment_reservation(const struct run_request *req,
+                                                const struct sandbox_plan *plan, const char *key,
+                                                uint64_t idle_ms, bool per_turn);
 /* Free a reservation whose keeper never started. */
 void environment_release_slot(struct environment *env);
 

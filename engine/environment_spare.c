@@ -254,14 +254,7 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
                             const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                             bool per_turn, struct environment **ret, char *err, size_t errlen)
 {
-    struct pool_reservation rv = {.key = key,
-                                  .by_pid = util_self_pid(),
-                                  .harness = (uint8_t)req->harness,
-                                  .per_turn = per_turn,
-                                  .idle_ms = (uint32_t)idle_ms,
-                                  .provider = plan->provider,
-                                  .model = plan->model_name,
-                                  .turn_id = req->turn_id};
+    struct pool_reservation rv = environment_reservation(req, plan, key, idle_ms, per_turn);
     struct environment *env = NULL;
     struct pool_session *ps = NULL;
     const char *id;
