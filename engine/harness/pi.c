@@ -41,6 +41,10 @@
 
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
 #define PI_ACP_JS "node_modules/pi-acp/dist/index.js"
+#define PI_JS "node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
+/* the one-file builds a cold local start runs (tools/bundle/bundle.mjs, at install) */
+#define PI_BUNDLE_START "node_modules/@mariozechner/pi-coding-agent/dist/agent-runner/start.mjs"
+#define PI_ACP_BUNDLE_START "node_modules/pi-acp/dist/agent-runner/start.mjs"
 #define PI_EXTENSION_BIN "extension/bin"
 #define PI_ATTACH_BIN PI_EXTENSION_BIN "/spare" /* its `pi`: the version stub for pi-stdio */
 #define PI_KEY_FILE PI_AGENT_DIR "/runner-key"
@@ -100,8 +104,9 @@ bool harness_pi_gating_active(json_object *permissions)
 static bool pi_installed(const struct harness_paths *paths)
 {
     return harness_file_exists(paths->harness_dir, PI_ACP_JS) &&
-           harness_file_exists(paths->harness_dir,
-                               "node_modules/@mariozechner/pi-coding-agent/dist/cli.js") &&
+           harness_file_exists(paths->harness_dir, PI_JS) &&
+           harness_file_exists(paths->harness_dir, PI_BUNDLE_START) &&
+           harness_file_exists(paths->harness_dir, PI_ACP_BUNDLE_START) &&
            harness_file_exists(paths->harness_dir, HARNESS_NODE) &&
            harness_file_exists(paths->harness_dir, "extension/index.js") &&
            harness_file_exists(paths->harness_dir, PI_EXTENSION_BIN "/pi-launch") &&
@@ -184,7 +189,7 @@ static void pi_start_argv(const struct harness_paths *paths, struct sandbox_plan
         argv_add(plan, "--import", NULL);
         argv_add(plan, h, PI_ATTACH_BIN "/preload.mjs");
     }
-    argv_add(plan, h, "node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+    argv_add(plan, h, spare ? PI_JS : PI_BUNDLE_START);
     argv_add(plan, "--no-extensions", NULL);
     argv_add(plan, "--extension", NULL);
     argv_add(plan, h, "extension/index.js");
@@ -195,7 +200,7 @@ static void pi_start_argv(const struct harness_paths *paths, struct sandbox_plan
     argv_add(plan, h, HARNESS_NODE);
     if (spare)
         argv_add(plan, "--optimize-for-size", NULL);
-    argv_add(plan, h, PI_ACP_JS);
+    argv_add(plan, h, spare ? PI_ACP_JS : PI_ACP_BUNDLE_START);
     json_object_array_add(plan->ro_binds, json_object_new_string(paths->pi_stdio));
 }
 

@@ -1,15 +1,16 @@
 """test_spares.py's first turn with spares disabled (AGENT_RUNNER_SPARES=pi=0): the same
 session answers with its own endpoint, key, system prompt and AGENTS.md from a cold start, and
 environment_ready says spare:false; no spare is ever made. Then the cold path itself: pi
-started at once beside pi-acp (bin/pi-start cold), the CPU quota written once the harness has
-started, a pi that dies mid-turn ending the turn."""
+started at once beside pi-acp (agent-runner-pi-stdio start cold), both from their one-file builds
+(tools/bundle), the CPU quota written once the harness has started, a pi that dies mid-turn
+ending the turn."""
 
 import json
 import os
 import signal
 import uuid
 
-from stack import pi_request, wait_for
+from stack import descendants, pi_request, proc_table, wait_for
 from test_spares import first_turn, pi_of
 
 STACK = {"env": {"AGENT_RUNNER_SPARES": "pi=0"}}
@@ -62,6 +63,23 @@ def test_cold_pi_session_has_its_cpu_quota_once_the_harness_started(ctx):
         assert quota in ("100000 100000",), quota
     else:
         assert quota in (None, "max 100000"), (quota, enforced)
+    ctx.stack.request("POST", "/kill", {"sessionId": f"s-{tag}", "projectId": "proj-spares"})
+
+
+def test_cold_pi_runs_the_one_file_builds(ctx):
+    """A cold pi sandbox runs pi and pi-acp from the builds install-harnesses made
+    (dist/agent-runner/start.mjs in each package), and the session's first turn is the same as
+    from the packages (first_turn checks the fake model saw the session's key, endpoint,
+    system prompt and AGENTS.md). pi renames its process "pi" (process.title), so only
+    pi-acp's command line still names its file here; test_harness.c pins pi's."""
+    tag, _ = first_turn(ctx, False)
+    s = ctx.stack.session(f"proj-spares:s-{tag}")
+    t = proc_table()
+    cmds = [t[p][1] for p in descendants(s["keeperPid"], t) if p in t]
+    acp = [c for c in cmds if "pi-acp/" in c]
+    assert acp and all("pi-acp/dist/agent-runner/start.mjs" in c for c in acp), cmds
+    assert pi_of(s["keeperPid"]), cmds
+    assert not any("pi-coding-agent/dist/cli.js" in c for c in cmds), cmds
     ctx.stack.request("POST", "/kill", {"sessionId": f"s-{tag}", "projectId": "proj-spares"})
 
 

@@ -154,6 +154,8 @@ static void make_harnesses(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(harness_dir));
     touch("node_modules/pi-acp/dist/index.js");
     touch("node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+    touch("node_modules/@mariozechner/pi-coding-agent/dist/agent-runner/start.mjs");
+    touch("node_modules/pi-acp/dist/agent-runner/start.mjs"); /* the one-file builds */
     touch("node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp");
     touch("node_modules/@zed-industries/claude-agent-acp/dist/index.js");
     touch("node_modules/opencode-linux-x64/bin/opencode");

@@ -110,6 +110,19 @@ static void test_harness_pi_gates_unless_the_plan_allows_all_builtins(void)
 
 #define PI_STDIO "/opt/agent-runner/bin/agent-runner-pi-stdio"
 
+/* Plan p's request again in a local sandbox with pi-stdio, in the given form. */
+static void replan_pi_form(struct planned *p, enum plan_form form)
+{
+    struct harness_paths paths = {.harness_dir = HDIR, .pi_stdio = PI_STDIO};
+
+    sandbox_plan_release(&p->plan);
+    sandbox_plan_init(&p->plan);
+    p->plan.form = form;
+    p->req.sandbox = "local";
+    p->rc = harness_get(HARNESS_PI)->plan(&paths, &p->req, &p->plan, p->err, sizeof(p->err));
+    CU_ASSERT_EQUAL_FATAL(p->rc, 0);
+}
+
 /* Plan p's request again with pi-stdio at stdio and the given sandbox. */
 static void replan_pi(struct planned *p, const char *stdio, const char *sandbox)
 {
@@ -160,13 +173,25 @@ static void test_harness_pi_launch_and_settings(void)
                            "cold");
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 4)),
                            HDIR "/" HARNESS_NODE);
+    /* cold: the one-file builds with their code caches (tools/bundle), for pi and pi-acp */
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 5)),
+                           HDIR "/node_modules/@mariozechner/pi-coding-agent/dist/agent-runner/"
+                                "start.mjs");
     CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 14)),
-                           HDIR "/node_modules/pi-acp/dist/index.js");
+                           HDIR "/node_modules/pi-acp/dist/agent-runner/start.mjs");
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")), PI_STDIO);
     CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")),
                             HDIR "/extension/bin/spare:" HDIR "/node_modules/.bin:", 66),
                     0);
     CU_ASSERT_TRUE(has_ro_bind(&p, PI_STDIO));
+    /* a spare runs the packages' own files: its preload shares pi-ai's modules with pi, and
+     * its start is on nobody's path */
+    replan_pi_form(&p, PLAN_SPARE);
+    CU_ASSERT_EQUAL_FATAL(json_object_array_length(p.plan.argv), 19);
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 8)),
+                           HDIR "/node_modules/@mariozechner/pi-coding-agent/dist/cli.js");
+    CU_ASSERT_STRING_EQUAL(json_object_get_string(json_object_array_get_idx(p.plan.argv, 18)),
+                           HDIR "/node_modules/pi-acp/dist/index.js");
     /* a remote sandbox keeps pi-acp's own way */
     replan_pi(&p, PI_STDIO, "daytona");
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
