@@ -18,9 +18,11 @@
  * agent-runner-pi-stdio (tools/pi_stdio.c, bound read-only): pi starts at once on socket
  * pairs, alongside pi-acp instead of after its start and session/new (pi's start is the
  * longest step of a cold environment), and pi-acp's "pi" (PI_ACP_PI_COMMAND, the same
- * program) attaches to it. Elsewhere (Daytona) pi-acp starts pi itself through bin/pi-launch.
- * Either way the `pi` first on PATH answers pi-acp's `pi --version` probe without starting
- * pi.
+ * program) attaches to it; a cold one runs pi and pi-acp from their one-file builds with V8
+ * code caches (dist/agent-runner/start.mjs in each package, made by tools/bundle/bundle.mjs at
+ * install), which halves pi's own start. Elsewhere (Daytona) pi-acp starts pi itself through
+ * bin/pi-launch. Either way the `pi` first on PATH answers pi-acp's `pi --version` probe
+ * without starting pi.
  *
  * Spares (spare.h): PLAN_SESSION keeps the key out of the environment (models.json reads
  * PI_KEY_FILE with `!cat` at every model request) and puts the gating into
@@ -168,11 +170,13 @@ static void argv_add(struct sandbox_plan *plan, const char *dir, const char *rel
 }
 
 /*
- * A local sandbox's command: agent-runner-pi-stdio start cold|spare -- <pi> -- <pi-acp>. pi as
- * bin/pi-launch starts it; a spare's pi also preloads the provider modules pi-ai imports at
- * the first model call (bin/spare/preload.mjs), and both of a spare's Node processes keep a
- * small idle heap (--optimize-for-size: ~25 MiB less per spare, at a slower start nobody
- * waits for).
+ * A local sandbox's command: agent-runner-pi-stdio start cold|spare -- <pi> -- <pi-acp>, pi with
+ * the arguments bin/pi-launch gives it. Cold: both from the one-file builds (their start is on
+ * the user's path). A spare: the packages' own files, because its pi also preloads the
+ * provider modules pi-ai imports at the first model call (bin/spare/preload.mjs, by their file
+ * URLs), and both of its Node processes keep a small idle heap (--optimize-for-size: ~25 MiB
+ * less per spare, at a slower start nobody waits for; a flag V8 would also refuse the code
+ * cache under).
  */
 static void pi_start_argv(const struct harness_paths *paths, struct sandbox_plan *plan)
 {
