@@ -13,12 +13,14 @@
  *   node_modules/@mariozechner/pi-coding-agent/dist/agent-runner/{start.mjs,bundle.cjs,bundle.cjs.cache}
  *   node_modules/pi-acp/dist/agent-runner/{start.mjs,bundle.cjs,bundle.cjs.cache}
  *
- * The cache is written by running each program once on a placeholder configuration (pi: its
- * start and a get_state; pi-acp: initialize), then checked by running it again: the build
- * fails unless V8 accepts the cache, so a cache that does not fit this Node never ships.
+ * The caches are written by one first turn on a placeholder configuration (pi-acp starting
+ * the bundled pi, a fake model on loopback answering), then checked by starting each program
+ * again: the build fails unless V8 accepts the cache, so a cache that does not fit this Node
+ * never ships.
  */
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import readline from "node:readline";
@@ -103,11 +105,10 @@ async function bundle(entry, outDir) {
 }
 
 /* Runs start.mjs once, sends `requests` one at a time (each waits for the line that answers
- * it), then SIGTERM; returns stderr. */
+ * it; `send` may build the request from the answers so far), then SIGTERM; returns stderr. */
 function drive(outDir, args, env, requests) {
     return new Promise((resolve, reject) => {
-        const node = process.execPath;
-        const child = spawn(node, [path.join(outDir, "start.mjs"), ...args], {
+        const child = spawn(process.execPath, [path.join(outDir, "start.mjs"), ...args], {
             env, cwd: env.HOME, stdio: ["pipe", "pipe", "pipe"],
         });
         let stderr = "";
@@ -117,19 +118,18 @@ function drive(outDir, args, env, requests) {
             reject(new Error(`${outDir}: no answer within 120 s; stderr:\n${stderr}`));
         }, 120000);
         const pending = [...requests];
+        const answers = [];
         const next = () => {
-            const r = pending.shift();
-            if (!r) {
+            if (!pending.length) {
                 child.kill("SIGTERM");
                 return;
             }
-            child.stdin.write(`${JSON.stringify(r.send)}\n`);
-            r.waiting = true;
-            pending.unshift(r);
+            const r = pending[0];
+            child.stdin.write(`${JSON.stringify(typeof r.send === "function" ? r.send(answers) : r.send)}\n`);
         };
         readline.createInterface({ input: child.stdout }).on("line", (line) => {
-            const r = pending[0];
-            if (r?.waiting && r.answers(line)) {
+            if (pending.length && pending[0].answers(line)) {
+                answers.push(JSON.parse(line));
                 pending.shift();
                 next();
             }
@@ -145,47 +145,93 @@ function drive(outDir, args, env, requests) {
     });
 }
 
-async function cache(name, outDir, args, env, requests) {
-    const cacheFile = path.join(outDir, "bundle.cjs.cache");
-    await drive(outDir, args, { ...env, AGENT_RUNNER_CODE_CACHE: "write" }, requests);
-    if (!fs.existsSync(cacheFile))
-        throw new Error(`${name}: no code cache written`);
+/* An OpenAI-style model that streams "ok" to every chat completion: the warm-up's turn. */
+function fakeModel() {
+    const chunk = (delta, finish) => `data: ${JSON.stringify({ id: "warm-up", object: "chat.completion.chunk",
+        created: 0, model: "placeholder", choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+    const server = http.createServer((req, res) => {
+        server.requests = (server.requests ?? 0) + 1;
+        req.resume();
+        req.on("end", () => {
+            res.writeHead(200, { "content-type": "text/event-stream" });
+            res.write(chunk({ role: "assistant", content: "ok" }, null));
+            res.write(chunk({}, "stop"));
+            res.end("data: [DONE]\n\n");
+        });
+    });
+    return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+async function waitFor(file, what) {
+    for (let i = 0; i < 600 && !fs.existsSync(file); i++)
+        await new Promise((r) => setTimeout(r, 100));
+    if (!fs.existsSync(file))
+        throw new Error(`${what}: no code cache written (${file})`);
+}
+
+function report(name, outDir) {
+    const size = (f) => (fs.statSync(path.join(outDir, f)).size / 1048576).toFixed(1);
+    console.log(`bundle: ${name}: ${path.relative(harnessDir, outDir)}: bundle.cjs ` +
+        `${size("bundle.cjs")} MiB, cache ${size("bundle.cjs.cache")} MiB (accepted)`);
+}
+
+async function check(name, outDir, args, env, requests) {
     const said = await drive(outDir, args, { ...env, AGENT_RUNNER_CODE_CACHE: "check" }, requests);
     if (!said.includes("agent-runner code cache: accepted"))
         throw new Error(`${name}: V8 does not take the code cache: ${said.trim()}`);
-    console.log(`bundle: ${name}: ${path.relative(harnessDir, outDir)}: bundle.cjs ` +
-        `${(fs.statSync(path.join(outDir, "bundle.cjs")).size / 1048576).toFixed(1)} MiB, cache ` +
-        `${(fs.statSync(cacheFile).size / 1048576).toFixed(1)} MiB (accepted)`);
+    report(name, outDir);
 }
 
+const piDir = path.join(nm, "@mariozechner/pi-coding-agent/dist/agent-runner");
+const acpDir = path.join(nm, "pi-acp/dist/agent-runner");
+const piArgs = ["--no-extensions", "--extension", path.join(harnessDir, "extension/index.js")];
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ar-bundle."));
+const model = await fakeModel();
 try {
+    await bundle(path.join(nm, "@mariozechner/pi-coding-agent/dist/cli.js"), piDir);
+    await bundle(path.join(nm, "pi-acp/dist/index.js"), acpDir);
+
     const agentDir = path.join(tmp, "agent");
+    const workspace = path.join(tmp, "workspace");
     fs.mkdirSync(agentDir);
+    fs.mkdirSync(workspace);
     fs.writeFileSync(path.join(agentDir, "models.json"), JSON.stringify({
-        providers: { placeholder: { baseUrl: "http://127.0.0.1:9/v1", api: "openai-completions",
-            apiKey: "placeholder", models: [{ id: "placeholder" }] } },
+        providers: { placeholder: { baseUrl: `http://127.0.0.1:${model.address().port}/v1`,
+            api: "openai-completions", apiKey: "placeholder", models: [{ id: "placeholder" }] } },
     }));
     fs.writeFileSync(path.join(agentDir, "settings.json"), JSON.stringify({
         defaultProvider: "placeholder", defaultModel: "placeholder", quietStartup: true,
-        enableInstallTelemetry: false,
+        enableInstallTelemetry: false, retry: { enabled: false },
     }));
-    const env = { PATH: "/usr/bin:/bin", HOME: tmp, LANG: "C.UTF-8", PI_OFFLINE: "1",
-        PI_CODING_AGENT_DIR: agentDir };
+    // pi-acp's pi: the bundled pi (the version stub first on PATH, as in a sandbox)
+    const piCommand = path.join(tmp, "pi");
+    fs.writeFileSync(piCommand, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ` +
+        `${JSON.stringify(path.join(piDir, "start.mjs"))} ${piArgs.map((a) => JSON.stringify(a)).join(" ")} "$@"\n`,
+    { mode: 0o755 });
+    const env = { PATH: `${path.join(harnessDir, "extension/bin/spare")}:/usr/bin:/bin`, HOME: tmp,
+        LANG: "C.UTF-8", PI_OFFLINE: "1", PI_CODING_AGENT_DIR: agentDir, PI_ACP_PI_COMMAND: piCommand };
 
-    const piDir = path.join(nm, "@mariozechner/pi-coding-agent/dist/agent-runner");
-    await bundle(path.join(nm, "@mariozechner/pi-coding-agent/dist/cli.js"), piDir);
-    await cache("pi", piDir,
-        ["--no-extensions", "--extension", path.join(harnessDir, "extension/index.js"),
-            "--mode", "rpc", "--no-themes"], env,
+    // The caches: one whole first turn through pi-acp and the pi it starts (initialize,
+    // session/new, a prompt the fake model answers), so what a cold start and its first turn
+    // run is compiled; each process writes its cache when it ends (pi when pi-acp has gone).
+    const rpc = (id, method, params) => ({ jsonrpc: "2.0", id, method, params });
+    const byId = (id) => (l) => { try { return JSON.parse(l).id === id; } catch { return false; } };
+    await drive(acpDir, [], { ...env, AGENT_RUNNER_CODE_CACHE: "write" }, [
+        { send: rpc(1, "initialize", { protocolVersion: 1, clientCapabilities: {} }), answers: byId(1) },
+        { send: rpc(2, "session/new", { cwd: workspace, mcpServers: [] }), answers: byId(2) },
+        { send: (a) => rpc(3, "session/prompt", { sessionId: a[1].result.sessionId,
+            prompt: [{ type: "text", text: "warm up" }] }), answers: byId(3) },
+    ]);
+    if (!model.requests)
+        throw new Error("warm-up: the turn never reached the fake model");
+    await waitFor(path.join(acpDir, "bundle.cjs.cache"), "pi-acp");
+    await waitFor(path.join(piDir, "bundle.cjs.cache"), "pi");
+
+    await check("pi", piDir, [...piArgs, "--mode", "rpc", "--no-themes"], env,
         [{ send: { type: "get_state", id: "bundle" }, answers: (l) => l.includes('"id":"bundle"') }]);
-
-    const acpDir = path.join(nm, "pi-acp/dist/agent-runner");
-    await bundle(path.join(nm, "pi-acp/dist/index.js"), acpDir);
-    await cache("pi-acp", acpDir, [], env,
-        [{ send: { jsonrpc: "2.0", id: 1, method: "initialize",
-            params: { protocolVersion: 1, clientCapabilities: {} } },
-        answers: (l) => l.includes('"id":1') }]);
+    await check("pi-acp", acpDir, [], env,
+        [{ send: rpc(1, "initialize", { protocolVersion: 1, clientCapabilities: {} }), answers: byId(1) }]);
 } finally {
+    model.close();
     fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -50,8 +50,10 @@ if (mode === "check")
 if (mode === "write") {
     let written = false;
     const save = () => {
-        if (!written)
-            fs.writeFileSync(cacheFile, script.createCachedData());
+        if (!written) {
+            fs.writeFileSync(`${cacheFile}.${process.pid}`, script.createCachedData());
+            fs.renameSync(`${cacheFile}.${process.pid}`, cacheFile);
+        }
         written = true;
     };
     process.on("exit", save);
