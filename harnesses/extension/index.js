@@ -4,7 +4,9 @@
  * pi (@mariozechner/pi-coding-agent 0.73.1) loads it when it starts and again after every
  * session replacement: from its agent folder ($PI_CODING_AGENT_DIR/extensions/agent-runner,
  * a symlink to this read-only folder) or as `--extension` through bin/pi-launch. The folder's
- * package.json ("type": "module") makes pi's loader import it natively. Node built-ins only.
+ * package.json ("type": "module") makes pi's loader import it natively (in a cold sandbox's
+ * one-file pi, tools/bundle, through require() of an ES module: no top-level await here).
+ * Node built-ins only.
  * The full protocol, with the reasons behind each rule, is in PROTOCOL.md next to this file;
  * in short:
  *
