@@ -42,12 +42,18 @@ const groups = []; // the warm-up's process groups, gone once the build ends
  *    follow; a literal import() makes it part of the bundle (loaded on first use, as before).
  *  - pi-acp's `--terminal-login` (never used here) awaits import("child_process") at top
  *    level; CommonJS has no top-level await, and require() gives the same built-in module.
+ *  - pi's extension loader takes jiti's "static" entry, which exists so that Bun bundles
+ *    babel into pi's compiled binary: it loads babel (~90 ms here) at every start. jiti's
+ *    main entry is the same createJiti and loads babel on the first extension that needs
+ *    transpiling; ours never does (it is an ES module jiti imports natively).
  */
 const rewrites = [
     { file: /pi-ai[\\/]dist[\\/]providers[\\/]register-builtins\.js$/,
         from: 'importNodeOnlyProvider("./amazon-bedrock.js")', to: 'import("./amazon-bedrock.js")' },
     { file: /pi-acp[\\/]dist[\\/]index\.js$/,
         from: 'await import("child_process")', to: 'require("child_process")' },
+    { file: /pi-coding-agent[\\/]dist[\\/]core[\\/]extensions[\\/]loader\.js$/,
+        from: 'from "jiti/static";', to: 'from "jiti";' },
 ];
 /*
  * CommonJS modules that read __dirname / __filename, reviewed: in the bundle those name the
