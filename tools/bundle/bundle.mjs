@@ -109,8 +109,13 @@ async function bundle(entry, outDir) {
         platform: "node",
         format: "cjs",
         target: "node20",
-        minifyWhitespace: true,
-        minifySyntax: true,
+        // minified (a smaller file is read and deserialized faster: ~80 ms of a cold start
+        // here), names kept (.name of functions and classes as in the packages); stack
+        // traces map back with `node --enable-source-maps` through bundle.cjs.map
+        minify: true,
+        keepNames: true,
+        sourcemap: "linked",
+        sourcesContent: false,
         // ASCII only (non-ASCII text escaped, licence comments in bundle.cjs.LEGAL.txt): the
         // starter reads the file as Latin-1, a plain copy, where UTF-8 would be decoded
         charset: "ascii",
