@@ -110,8 +110,8 @@ async function bundle(entry, outDir) {
         format: "cjs",
         target: "node20",
         // minified (a smaller file is read and deserialized faster: ~80 ms of a cold start
-        // here), names kept (.name of functions and classes as in the packages); stack
-        // traces map back with `node --enable-source-maps` through bundle.cjs.map
+        // here), names kept (.name of functions and classes as in the packages);
+        // bundle.cjs.map maps a stack trace's positions back to the packages' files
         minify: true,
         keepNames: true,
         sourcemap: "linked",
