@@ -10,7 +10,7 @@ import os
 import signal
 import uuid
 
-from stack import descendants, pi_request, proc_table, wait_for
+from stack import descendants, pi_request, proc_table, result_of, wait_for
 from test_spares import first_turn, pi_of
 
 STACK = {"env": {"AGENT_RUNNER_SPARES": "pi=0"}}
@@ -81,6 +81,37 @@ def test_cold_pi_runs_the_one_file_builds(ctx):
     assert pi_of(s["keeperPid"]), cmds
     assert not any("pi-coding-agent/dist/cli.js" in c for c in cmds), cmds
     ctx.stack.request("POST", "/kill", {"sessionId": f"s-{tag}", "projectId": "proj-spares"})
+
+
+# a 1x1 PNG: pi's read tool sends it on as an image once photon (wasm) has checked its size
+PNG_B64 = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+           "RU5ErkJggg==")
+
+
+def test_cold_pi_reads_an_image_through_its_bundled_image_code(ctx):
+    """pi's read tool resizes images with photon, whose wasm a module finds next to its own
+    file: in the one-file build that is the bundle's folder (tools/bundle copies it there).
+    Without it the model would get "[Image omitted: ...]" instead of the picture."""
+    tag = uuid.uuid4().hex[:8]
+    name = f"img-{tag}"
+    ctx.model.script(name, [
+        {"tool": {"name": "bash", "arguments": {
+            "command": f"echo {PNG_B64} | base64 -d > /workspace/dot-{tag}.png"}}},
+        {"tool": {"name": "read", "arguments": {"path": f"/workspace/dot-{tag}.png"}}},
+        {"text": f"seen {tag}"}])
+    req = pi_request(ctx.model, f"Look at it [[script:{name}]]", projectId="proj-spares",
+                     sessionId=f"img-{tag}", permissions={"default": "allow"},
+                     modelCapabilities={"inputModalities": ["text", "image"]})
+    status, recs = ctx.stack.stream(req)
+    assert status == 200
+    res = result_of(recs)
+    assert res["ok"] is True and res["output"].endswith(f"seen {tag}"), res
+    seen = [json.dumps(r["body"]) for r in ctx.model.requests()
+            if f"[[script:{name}]]" in json.dumps(r["body"])]
+    assert len(seen) == 3, (len(seen), res)
+    assert "Image omitted" not in seen[2], seen[2][-2000:]
+    assert "data:image/png;base64," in seen[2], seen[2][-2000:]
+    ctx.stack.request("POST", "/kill", {"sessionId": f"img-{tag}", "projectId": "proj-spares"})
 
 
 def test_cold_pi_that_dies_mid_turn_ends_the_turn_as_a_harness_failure(ctx):
