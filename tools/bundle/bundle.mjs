@@ -68,7 +68,7 @@ const dirnameUsers = [
     // a comment
     { file: /pi-coding-agent[\\/]dist[\\/]utils[\\/]photon\.js$/, assets: [] },
     // text of the code jiti generates for the modules it transpiles
-    { file: /[\\/]jiti[\\/]dist[\\/](jiti|babel)\.cjs$/, assets: [] },
+    { file: /[\\/]jiti[\\/]dist[\\/]jiti\.cjs$/, assets: [] },
     // emscripten's script folder, used to find a separate wasm: this build embeds it
     { file: /quickjs-emscripten[\\/]dist[\\/]generated[\\/]emscripten-module\.WASM_RELEASE_SYNC\.js$/, assets: [] },
 ];
@@ -91,8 +91,13 @@ function locate(outDir, dirnameSeen) {
                 }
                 const rel = JSON.stringify(path.relative(outDir, args.path));
                 text = text.replaceAll("import.meta.url", `__agent_runner_url(${rel})`);
-                if (/\b__(dirname|filename)\b/.test(text) && !/\b(const|let|var)\s+__(dirname|filename)\b/.test(text))
-                    dirnameSeen.add(args.path);
+                // a free __dirname / __filename (each name on its own: a file that declares
+                // one may still read the other)
+                for (const n of ["__dirname", "__filename"]) {
+                    if (new RegExp(`\\b${n}\\b`).test(text) &&
+                        !new RegExp(`\\b(const|let|var)\\s+${n}\\b`).test(text))
+                        dirnameSeen.add(args.path);
+                }
                 return { contents: text, loader: "js" };
             });
         },
@@ -111,7 +116,8 @@ async function bundle(entry, outDir) {
         target: "node20",
         // minified (a smaller file is read and deserialized faster: ~80 ms of a cold start
         // here), names kept (.name of functions and classes as in the packages);
-        // bundle.cjs.map maps a stack trace's positions back to the packages' files
+        // bundle.cjs.map maps a stack trace's positions back (through the packages' own
+        // maps, mostly to their TypeScript sources, which npm does not install)
         minify: true,
         keepNames: true,
         sourcemap: "linked",
@@ -139,6 +145,12 @@ async function bundle(entry, outDir) {
         text = `//${text.slice(2)}`; // a CommonJS wrapper cannot start with a hashbang
     if (/[^\x00-\x7f]/.test(text))
         throw new Error(`${out}: not ASCII, the starter could not read it as Latin-1`);
+    // import.meta.url is rewritten per module and import.meta.resolve defined: any other
+    // property of import.meta would be undefined in CommonJS (acorn's messages name a bare
+    // 'import.meta' in strings)
+    const meta = text.match(/import\.meta\.\w+/g);
+    if (meta)
+        throw new Error(`${out}: ${[...new Set(meta)].join(", ")} left in the bundle (review tools/bundle)`);
     fs.mkdirSync(outDir, { recursive: true });
     for (const f of fs.readdirSync(outDir))
         fs.rmSync(path.join(outDir, f), { force: true });
@@ -166,6 +178,8 @@ function drive(outDir, args, env, requests) {
         groups.push(child.pid);
         let stderr = "";
         child.stderr.on("data", (d) => { stderr += d; });
+        child.on("error", (e) => reject(new Error(`${outDir}: ${e.message}`)));
+        child.stdin.on("error", () => {}); // a child that died early: its exit says so
         const timer = setTimeout(() => {
             child.kill("SIGKILL");
             reject(new Error(`${outDir}: no answer within 120 s; stderr:\n${stderr}`));
@@ -182,7 +196,11 @@ function drive(outDir, args, env, requests) {
         };
         readline.createInterface({ input: child.stdout }).on("line", (line) => {
             if (pending.length && pending[0].answers(line)) {
-                answers.push(JSON.parse(line));
+                try {
+                    answers.push(JSON.parse(line));
+                } catch {
+                    answers.push(null);
+                }
                 pending.shift();
                 next();
             }
@@ -213,6 +231,16 @@ function fakeModel() {
         });
     });
     return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+function killGroups() {
+    for (const g of groups.splice(0)) {
+        try {
+            process.kill(-g, "SIGKILL");
+        } catch {
+            // the group has ended
+        }
+    }
 }
 
 async function waitFor(file, what) {
@@ -279,19 +307,14 @@ try {
         throw new Error("warm-up: the turn never reached the fake model");
     await waitFor(path.join(acpDir, "bundle.cjs.cache"), "pi-acp");
     await waitFor(path.join(piDir, "bundle.cjs.cache"), "pi");
+    killGroups(); // the warm-up's pi, should it not have ended with pi-acp
 
     await check("pi", piDir, [...piArgs, "--mode", "rpc", "--no-themes"], env,
         [{ send: { type: "get_state", id: "bundle" }, answers: (l) => l.includes('"id":"bundle"') }]);
     await check("pi-acp", acpDir, [], env,
         [{ send: rpc(1, "initialize", { protocolVersion: 1, clientCapabilities: {} }), answers: byId(1) }]);
 } finally {
-    for (const g of groups) {
-        try {
-            process.kill(-g, "SIGKILL");
-        } catch {
-            // the group has ended
-        }
-    }
+    killGroups();
     model.close();
     fs.rmSync(tmp, { recursive: true, force: true });
 }

@@ -48,13 +48,19 @@ if (mode === "check")
 if (mode === "write") {
     let written = false;
     const save = () => {
+        const tmp = `${cacheFile}.${process.pid}`;
         if (!written) {
-            fs.writeFileSync(`${cacheFile}.${process.pid}`, script.createCachedData());
-            fs.renameSync(`${cacheFile}.${process.pid}`, cacheFile);
+            try {
+                fs.writeFileSync(tmp, script.createCachedData());
+                fs.renameSync(tmp, cacheFile);
+            } finally {
+                fs.rmSync(tmp, { force: true });
+            }
         }
         written = true;
     };
     process.on("exit", save);
+    // install time only: the harness's own SIGTERM handling does not run
     process.on("SIGTERM", () => {
         save();
         process.exit(0);
