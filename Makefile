@@ -23,14 +23,15 @@ WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-protot
         -Wformat=2 -Wvla -Wpointer-arith -Wundef -fno-common $(if $(WERROR),-Werror)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-ALL_CPPFLAGS := -D_GNU_SOURCE $(CPPFLAGS)
+ALL_CPPFLAGS := -D_GNU_SOURCE -Iengine $(CPPFLAGS)
 ALL_CFLAGS   := -std=c17 -pthread $(WARN) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS       := $(PKG_LIBS) -pthread -lrt
 
 BIN := $(BUILD)/bin
 
-ENGINE_SRC := $(filter-out engine/keeper_main.c,$(wildcard engine/*.c engine/harness/*.c engine/provider/*.c \
-                                                         engine/sandbox/*.c))
+# engine/<layer>/*.c (and provider/daytona/): the engine library; keeper/ and fcgi/ are programs
+ENGINE_SRC := $(wildcard engine/*.c engine/*/*.c engine/*/*/*.c)
+KEEPER_SRC := $(filter-out keeper/main.c,$(wildcard keeper/*.c))
 FRONT_SRC  := $(filter-out fcgi/master.c fcgi/ctl.c,$(wildcard fcgi/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 # tests/fuzz/fuzz_<target>.c, each with its seed corpus in tests/fuzz/corpus/<target>/
@@ -39,11 +40,12 @@ FUZZ_OBJ     := $(FUZZ_TARGETS:%=$(BUILD)/tests/fuzz/fuzz_%.o) $(BUILD)/tests/fu
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 FRONT_OBJ  := $(FRONT_SRC:%.c=$(BUILD)/%.o)
+KEEPER_OBJ := $(KEEPER_SRC:%.c=$(BUILD)/%.o)
 UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o \
               $(BUILD)/tests/bench/bench_net.o
-ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
-              $(BUILD)/engine/keeper_main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
+ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(KEEPER_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
+              $(BUILD)/keeper/main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
               $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tools/pi_stdio.o \
               $(BUILD)/tests/fixtures/daytona_driver.o
 
@@ -70,11 +72,15 @@ $(BUILD)/libfront.a: $(FRONT_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+$(BUILD)/libkeeper.a: $(KEEPER_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
 $(BIN)/agent-runnerd: $(BUILD)/fcgi/master.o $(BUILD)/libfront.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/agent-runner-keeper: $(BUILD)/engine/keeper_main.o $(BUILD)/libengine.a
+$(BIN)/agent-runner-keeper: $(BUILD)/keeper/main.o $(BUILD)/libkeeper.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -102,7 +108,7 @@ $(BIN)/daytona-driver: $(BUILD)/tests/fixtures/daytona_driver.o $(BUILD)/libengi
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/unit-tests: $(UNIT_OBJ) $(BUILD)/libfront.a $(BUILD)/libengine.a
+$(BIN)/unit-tests: $(UNIT_OBJ) $(BUILD)/libfront.a $(BUILD)/libkeeper.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcunit
 
@@ -119,7 +125,7 @@ $(BIN)/bench-net: $(BUILD)/tests/bench/bench_net.o $(BUILD)/libengine.a
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BIN)/fuzz-replay-%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o \
-                      $(BUILD)/libfront.a $(BUILD)/libengine.a
+                      $(BUILD)/libfront.a $(BUILD)/libkeeper.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -207,12 +213,16 @@ $(FUZZ_BUILD)/libengine.a: $(ENGINE_SRC:%.c=$(FUZZ_BUILD)/%.o)
 $(FUZZ_BUILD)/libfront.a: $(FRONT_SRC:%.c=$(FUZZ_BUILD)/%.o)
 	rm -f $@ && ar rcs $@ $^
 
+$(FUZZ_BUILD)/libkeeper.a: $(KEEPER_SRC:%.c=$(FUZZ_BUILD)/%.o)
+	rm -f $@ && ar rcs $@ $^
+
 $(FUZZ_BUILD)/fuzz-%: $(FUZZ_BUILD)/tests/fuzz/fuzz_%.o $(FUZZ_BUILD)/libfront.a \
-                      $(FUZZ_BUILD)/libengine.a
+                      $(FUZZ_BUILD)/libkeeper.a $(FUZZ_BUILD)/libengine.a
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 
 .SECONDARY: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/tests/fuzz/fuzz_%.o)
--include $(wildcard $(FUZZ_BUILD)/engine/*.d $(FUZZ_BUILD)/engine/*/*.d $(FUZZ_BUILD)/fcgi/*.d \
+-include $(wildcard $(FUZZ_BUILD)/engine/*.d $(FUZZ_BUILD)/engine/*/*.d \
+                    $(FUZZ_BUILD)/engine/*/*/*.d $(FUZZ_BUILD)/fcgi/*.d $(FUZZ_BUILD)/keeper/*.d \
                     $(FUZZ_BUILD)/tests/fuzz/*.d)
 
 fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)

@@ -7,20 +7,20 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "engine_priv.h"
-#include "environment.h"
-#include "jsonx.h"
-#include "log.h"
-#include "metrics.h"
-#include "provider/provider.h"
-#include "request.h"
-#include "trace.h"
-#include "run_turn.h"
-#include "spare.h"
 #include "engine_tools.h"
-#include "tool_runner.h"
-#include "transcript.h"
-#include "util.h"
+#include "environment/environment.h"
+#include "environment/spare.h"
+#include "provider/provider.h"
+#include "request/request.h"
+#include "telemetry/metrics.h"
+#include "telemetry/trace.h"
+#include "tools/tool_runner.h"
+#include "turn/run_turn.h"
+#include "turn/transcript.h"
 
 /* A parked session that /cancel keeps warm without an admitted idle window of its own. */
 #define CANCEL_IDLE_FALLBACK_MS 60000

@@ -27,13 +27,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "contracts.h"
-#include "events.h"
+#include "agenta/platform.h"
+#include "core/contracts.h"
+#include "core/policy.h"
 #include "harness/harness.h"
-#include "identity.h"
-#include "platform.h"
-#include "policy.h"
-#include "pool.h"
+#include "session/identity.h"
+#include "session/pool.h"
+#include "turn/events.h"
 
 struct trace_run;
 

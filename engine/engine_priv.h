@@ -5,8 +5,8 @@
 #define AR_ENGINE_PRIV_H
 
 #include "engine.h"
-#include "environment.h"
-#include "events.h"
+#include "environment/environment.h"
+#include "turn/events.h"
 
 /* Events reach the client before every wait for the harness. */
 void engine_stream_before_waits(struct environment *env, struct event_stream *es);

@@ -6,14 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "engine_priv.h"
-#include "jsonx.h"
-#include "log.h"
-#include "metrics.h"
-#include "run_turn.h"
 #include "sandbox/host.h"
-#include "trace.h"
-#include "util.h"
+#include "telemetry/metrics.h"
+#include "telemetry/trace.h"
+#include "turn/run_turn.h"
 
 /*
  * initialize + session/new on a fresh environment: its ACP session and capabilities. Then a

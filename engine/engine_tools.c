@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "harness/harness.h"
-#include "jsonx.h"
-#include "tool_channel.h"
-#include "tool_runner.h"
-#include "transcript.h"
-#include "util.h"
+#include "proto/tool_channel.h"
+#include "tools/tool_runner.h"
+#include "turn/transcript.h"
 
 static int hook_find(void *ctx, const char *name, const struct tool_spec **ret, char *err,
                      size_t errlen)

@@ -14,8 +14,8 @@
 #include <stddef.h>
 
 #include "engine.h"
-#include "environment.h"
-#include "run_turn.h"
+#include "environment/environment.h"
+#include "turn/run_turn.h"
 
 struct engine_tools {
     struct engine_turn *t;

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../engine/util.h"
+#include "base/util.h"
 
 /* Longer tokens are refused the same way in either header. */
 #define AUTH_TOKEN_MAX 4096

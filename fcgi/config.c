@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/log.h"
-#include "../engine/pool.h"
-#include "../engine/run_limits.h"
-#include "../engine/spare.h"
-#include "../engine/util.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "environment/spare.h"
+#include "session/pool.h"
+#include "turn/run_limits.h"
 
 enum kind { K_STR, K_U64, K_BOOL };
 

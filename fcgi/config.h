@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/agenta_api.h"
-#include "../engine/contracts.h"
-#include "../engine/tool_runner.h"
+#include "agenta/agenta_api.h"
+#include "core/contracts.h"
+#include "tools/tool_runner.h"
 
 struct runner_config {
     char *token;

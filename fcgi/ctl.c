@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/environment.h"
-#include "../engine/harness/harness.h"
-#include "../engine/metrics.h"
-#include "../engine/jsonx.h"
-#include "../engine/pool.h"
-#include "../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "environment/environment.h"
+#include "harness/harness.h"
+#include "session/pool.h"
+#include "telemetry/metrics.h"
 
 #define POOL_RECENT_VIEWS 64
 

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/jsonx.h"
-#include "../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 
 static const char *reason_of(int status)
 {

@@ -13,7 +13,7 @@
 #include <fcgiapp.h>
 #include <json-c/json.h>
 
-#include "../engine/buf.h"
+#include "base/buf.h"
 
 struct http_req {
     FCGX_Request *fr;

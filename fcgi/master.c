@@ -26,13 +26,13 @@
 
 #include <curl/curl.h>
 
-#include "../engine/environment.h"
-#include "../engine/log.h"
-#include "../engine/pool.h"
-#include "../engine/provider/provider.h"
-#include "../engine/sandbox/host.h"
-#include "../engine/util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "config.h"
+#include "environment/environment.h"
+#include "provider/provider.h"
+#include "sandbox/host.h"
+#include "session/pool.h"
 #include "spares.h"
 #include "worker.h"
 

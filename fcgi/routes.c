@@ -7,17 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/engine.h"
-#include "../engine/events.h"
-#include "../engine/jsonx.h"
-#include "../engine/log.h"
-#include "../engine/login.h"
-#include "../engine/provider/provider.h"
-#include "../engine/request.h"
-#include "../engine/sandbox/host.h"
-#include "../engine/util.h"
 #include "auth.h"
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "engine.h"
+#include "harness/login.h"
 #include "http.h"
+#include "provider/provider.h"
+#include "request/request.h"
+#include "sandbox/host.h"
+#include "turn/events.h"
 
 /* Bodies from this size on are followed by malloc_trim (their parse trees were large). */
 #define TRIM_AFTER_BYTES (1u << 20)

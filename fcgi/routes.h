@@ -7,8 +7,8 @@
 
 #include <fcgiapp.h>
 
-#include "../engine/pool.h"
 #include "config.h"
+#include "session/pool.h"
 
 struct route_ctx {
     const struct runner_config *cfg;

@@ -8,11 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../engine/environment.h"
-#include "../engine/log.h"
-#include "../engine/pool.h"
-#include "../engine/spare.h"
-#include "../engine/util.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "environment/environment.h"
+#include "environment/spare.h"
+#include "session/pool.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000

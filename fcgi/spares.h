@@ -1,6 +1,6 @@
 /*
  * spares — the master keeps AGENT_RUNNER_SPARES pre-started environments per harness
- * (engine/spare.h). One maker child at a time starts one spare (environment_start_spare: the
+ * (engine/environment/spare.h). One maker child at a time starts one spare (environment_start_spare: the
  * keeper it spawns is adopted by the master like any other); a claimed, expired or evicted
  * spare is replaced at the next tick. Rules:
  *   - a spare never takes the last free slot of the table (sessions come first), and a
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../engine/contracts.h"
+#include "core/contracts.h"
 
 #define SPARES_START_MIN_MIB 1024
 #define SPARES_KEEP_MIN_MIB 512

@@ -12,11 +12,11 @@
 
 #include <fcgiapp.h>
 
-#include "../engine/log.h"
-#include "../engine/platform.h"
-#include "../engine/pool.h"
-#include "../engine/util.h"
+#include "agenta/platform.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "routes.h"
+#include "session/pool.h"
 
 #define THREAD_STACK (2u * 1024 * 1024)
 

@@ -6,8 +6,8 @@
 #ifndef AR_WORKER_H
 #define AR_WORKER_H
 
-#include "../engine/pool.h"
 #include "config.h"
+#include "session/pool.h"
 
 /* Runs in the forked child; returns the exit status. */
 int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned index);

@@ -2,7 +2,7 @@
  * agent-runner-mcp — the stdio MCP server "agenta-tools" inside the sandbox (claude, codex,
  * opencode). It lists the run's tools from $RUNNER_TOOLS_FILE and forwards every tools/call
  * to the runner over the keeper channel at $RUNNER_CHANNEL; the protocol work is in
- * engine/mcp_bridge.c, this file only moves bytes.
+ * engine/tools/mcp_bridge.c, this file only moves bytes.
  *
  * The keeper channel takes nothing before a hello with the environment's secret: it comes in
  * $RUNNER_CHANNEL_TOKEN (the harness's mcpServers entry), which is read and removed from the
@@ -26,10 +26,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../engine/buf.h"
-#include "../engine/mcp_bridge.h"
-#include "../engine/tool_channel.h"
-#include "../engine/util.h"
+#include "base/buf.h"
+#include "base/util.h"
+#include "proto/tool_channel.h"
+#include "tools/mcp_bridge.h"
 
 #define HARNESS_LINE_MAX (8u * 1024 * 1024)
 #define READ_CHUNK 65536

@@ -16,8 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../jsonx.h"
-#include "harness.h"
+#include "base/jsonx.h"
+#include "harness/harness.h"
 
 #define CLAUDE_JS "node_modules/@zed-industries/claude-agent-acp/dist/index.js"
 #define CLAUDE_CONFIG SANDBOX_HOME "/.claude"

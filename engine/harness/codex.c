@@ -23,10 +23,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../buf.h"
-#include "../jsonx.h"
-#include "../util.h"
-#include "harness.h"
+#include "base/buf.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "harness/harness.h"
 
 #define CODEX_BIN "node_modules/@zed-industries/codex-acp-linux-x64/bin/codex-acp"
 #define CODEX_HOME SANDBOX_HOME "/.codex"

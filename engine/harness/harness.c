@@ -1,4 +1,4 @@
-#include "harness.h"
+#include "harness/harness.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,9 +8,9 @@
 
 #include <openssl/sha.h>
 
-#include "../jsonx.h"
-#include "../log.h"
-#include "../util.h"
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
 
 
 #define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin"

@@ -15,8 +15,8 @@
 
 #include <json-c/json.h>
 
-#include "../contracts.h"
-#include "../login.h"
+#include "core/contracts.h"
+#include "harness/login.h"
 
 #define HARNESS_CHANNEL_TOKEN_LEN 32
 

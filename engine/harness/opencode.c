@@ -26,9 +26,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../jsonx.h"
-#include "../util.h"
-#include "harness.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "harness/harness.h"
 
 #define OPENCODE_BIN "node_modules/opencode-linux-x64/bin/opencode"
 #define OPENCODE_VERSION "1.18.33"

@@ -37,9 +37,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../jsonx.h"
-#include "../util.h"
-#include "harness.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "harness/harness.h"
 
 #define PI_AGENT_DIR SANDBOX_HOME "/.pi/agent"
 #define PI_ACP_JS "node_modules/pi-acp/dist/index.js"

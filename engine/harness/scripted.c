@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness.h"
+#include "harness/harness.h"
 
 static bool scripted_installed(const struct harness_paths *paths)
 {

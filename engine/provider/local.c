@@ -15,7 +15,7 @@
  * namespace, then drops to the environment's own host uid/gid (sandbox_uid), so the user
  * namespace maps the sandbox user to that uid, never to host root.
  */
-#include "provider.h"
+#include "provider/provider.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,14 +30,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../jsonx.h"
-#include "../keeper_proto.h"
-#include "../sandbox/config.h"
-#include "../sandbox/egress.h"
-#include "../sandbox/etc.h"
-#include "../sandbox/host.h"
-#include "../sandbox/seccomp.h"
-#include "../util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "proto/keeper_proto.h"
+#include "sandbox/config.h"
+#include "sandbox/egress.h"
+#include "sandbox/etc.h"
+#include "sandbox/host.h"
+#include "sandbox/seccomp.h"
 
 #define ARGV_MAX 512
 #define MAX_FILES 64

@@ -1,5 +1,5 @@
 /* provider — the registry of sandbox providers and what they share (provider.h). */
-#include "provider.h"
+#include "provider/provider.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,12 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../jsonx.h"
-#include "../log.h"
-#include "../metrics.h"
-#include "../pool.h"
-#include "../sandbox/config.h"
-#include "../util.h"
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "sandbox/config.h"
+#include "session/pool.h"
+#include "telemetry/metrics.h"
 
 #define REPORT_FILE "lease.json"
 #define REPORT_MAX (256u * 1024)
@@ -120,28 +120,6 @@ enum provider_disposition provider_disposition(bool reusable, enum teardown_reas
     default:
         return PROVIDER_DESTROY;
     }
-}
-
-const char *provider_disposition_name(enum provider_disposition d)
-{
-    static const char *const names[] = {"keep_running", "stop_and_retain", "destroy"};
-
-    return (unsigned)d < ARRAY_SIZE(names) ? names[d] : "unknown";
-}
-
-const char *provider_lease_outcome_name(enum provider_lease_outcome o)
-{
-    static const char *const names[] = {"created", "resumed", "replacement"};
-
-    return (unsigned)o < ARRAY_SIZE(names) ? names[o] : "unknown";
-}
-
-const char *provider_replacement_reason_name(enum provider_replacement_reason r)
-{
-    static const char *const names[] = {"", "not_found", "expired", "identity_mismatch",
-                                        "resume_failed"};
-
-    return (unsigned)r < ARRAY_SIZE(names) ? names[r] : "unknown";
 }
 
 void provider_lease_release(struct provider_lease *lease)

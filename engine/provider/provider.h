@@ -53,8 +53,8 @@
 
 #include <json-c/json.h>
 
-#include "../contracts.h"
-#include "../harness/harness.h"
+#include "core/contracts.h"
+#include "harness/harness.h"
 
 struct keeper_spec;
 struct pool;
@@ -69,27 +69,6 @@ struct provider_caps {
     bool filesystem_modes;
     bool network_keeps_endpoints; /* under "off"/"allowlist" the run's model endpoint stays
                                      reachable (a real harness can run with the network off) */
-};
-
-enum provider_lease_outcome {
-    PROVIDER_LEASE_CREATED = 0,
-    PROVIDER_LEASE_RESUMED,
-    PROVIDER_LEASE_REPLACEMENT,
-};
-
-enum provider_replacement_reason {
-    PROVIDER_REPLACED_NONE = 0,
-    PROVIDER_REPLACED_NOT_FOUND,
-    PROVIDER_REPLACED_EXPIRED,
-    PROVIDER_REPLACED_IDENTITY_MISMATCH,
-    PROVIDER_REPLACED_RESUME_FAILED,
-};
-
-/* What the runner does with a leased sandbox after a turn. */
-enum provider_disposition {
-    PROVIDER_KEEP_RUNNING = 0,
-    PROVIDER_STOP_AND_RETAIN,
-    PROVIDER_DESTROY,
 };
 
 #define PROVIDER_LEASE_ID_MAX 128
@@ -237,7 +216,6 @@ void provider_caps_of(const struct provider_ops *p, struct provider_caps *ret);
  * flight, harness exit, superseded, runtime mismatch).
  */
 enum provider_disposition provider_disposition(bool reusable, enum teardown_reason reason);
-const char *provider_disposition_name(enum provider_disposition d);
 
 /* ---- remote leases: what the worker tells the keeper, what the keeper tells back ------- */
 
@@ -285,8 +263,6 @@ int provider_report_read(const char *env_dir, json_object **ret);
  */
 pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms);
 
-const char *provider_lease_outcome_name(enum provider_lease_outcome o);
-const char *provider_replacement_reason_name(enum provider_replacement_reason r);
 
 /*
  * The sandbox description of a harness plan (a new reference), NULL on ENOMEM. limits: the

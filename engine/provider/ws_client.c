@@ -1,4 +1,4 @@
-#include "ws_client.h"
+#include "provider/ws_client.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -22,7 +22,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "../util.h"
+#include "base/util.h"
 
 #define WS_HANDSHAKE_MAX (16u * 1024)
 #define WS_REQUEST_MAX (64u * 1024)

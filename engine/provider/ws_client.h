@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../buf.h"
+#include "base/buf.h"
 
-#include "ws_frame.h"
+#include "provider/ws_frame.h"
 
 struct ws_options {
     const char *url;            /* ws://, wss://, http:// or https:// (mapped to ws/wss) */

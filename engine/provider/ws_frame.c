@@ -1,4 +1,4 @@
-#include "ws_frame.h"
+#include "provider/ws_frame.h"
 
 #include <errno.h>
 #include <stdio.h>

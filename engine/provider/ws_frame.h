@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../buf.h"
+#include "base/buf.h"
 
 #define WS_CONTROL_MAX 125
 #define WS_DEFAULT_MAX_FRAME (1u << 20)

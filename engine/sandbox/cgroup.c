@@ -3,7 +3,7 @@
  * by the sandbox's child, read back for a tripped limit, killed and removed; and the I/O
  * helpers both halves share (cgroup_io.h). cgroup_host.c holds the host side.
  */
-#include "cgroup.h"
+#include "sandbox/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../util.h"
-#include "cgroup_io.h"
+#include "base/util.h"
+#include "sandbox/cgroup_io.h"
 
 /* A plain name: [A-Za-z0-9._-], 1..64 characters, not "." or "..". */
 bool sandbox_cgroup_plain_name(const char *s)

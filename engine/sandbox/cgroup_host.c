@@ -3,7 +3,7 @@
  * us (layout, probe), the cgroups of an instance found by id, swept, and removed at a clean
  * stop. cgroup.c holds what is done to one environment's cgroup.
  */
-#include "cgroup.h"
+#include "sandbox/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util.h"
-#include "cgroup_io.h"
+#include "base/util.h"
+#include "sandbox/cgroup_io.h"
 
 #define SWEEP_MAX 65536u
 #define SUPERVISOR "supervisor"

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cgroup.h"
+#include "sandbox/cgroup.h"
 
 #define SANDBOX_CG_TEXT_MAX (1u << 20) /* a cgroup or /proc file read whole */
 

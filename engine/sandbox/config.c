@@ -1,11 +1,11 @@
-#include "config.h"
+#include "sandbox/config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util.h"
+#include "base/util.h"
 
 #define KiB 1024ull
 #define MiB (1024ull * KiB)

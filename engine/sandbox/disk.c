@@ -1,4 +1,4 @@
-#include "disk.h"
+#include "sandbox/disk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "../util.h"
+#include "base/util.h"
 
 #define MOUNTINFO_MAX (16u * 1024 * 1024)
 #define FULL_BYTES (64u * 1024)

@@ -1,16 +1,16 @@
-#include "egress.h"
+#include "sandbox/egress.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../buf.h"
-#include "../dnsmsg.h"
-#include "../egress_dns.h"
-#include "../egress_policy.h"
-#include "../egress_proxy.h"
-#include "../sandbox_net.h"
+#include "base/buf.h"
+#include "egress/dnsmsg.h"
+#include "egress/egress_dns.h"
+#include "egress/egress_policy.h"
+#include "egress/egress_proxy.h"
+#include "egress/sandbox_net.h"
 
 #define ETC_TEXT_MAX (256u * 1024)
 

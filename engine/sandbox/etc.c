@@ -1,4 +1,4 @@
-#include "etc.h"
+#include "sandbox/etc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util.h"
+#include "base/util.h"
 
 #define ENTRIES_MAX 64
 #define RESOLV_MAX (64u * 1024)

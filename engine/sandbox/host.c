@@ -1,4 +1,4 @@
-#include "host.h"
+#include "sandbox/host.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../fstree.h"
-#include "../sandbox_net.h"
-#include "../util.h"
-#include "cgroup_io.h"
-#include "disk.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "egress/sandbox_net.h"
+#include "sandbox/cgroup_io.h"
+#include "sandbox/disk.h"
 
 static void add_missing(struct sandbox_host *h, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -30,9 +30,9 @@
 
 #include <json-c/json.h>
 
-#include "cgroup.h"
-#include "config.h"
-#include "uid.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/config.h"
+#include "sandbox/uid.h"
 
 #define SANDBOX_HOST_MISSING_MAX 1024
 #define SANDBOX_HOST_KILL_MS 2000

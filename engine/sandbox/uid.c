@@ -1,4 +1,4 @@
-#include "uid.h"
+#include "sandbox/uid.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../fstree.h"
-#include "../util.h"
+#include "base/fstree.h"
+#include "base/util.h"
 
 #define FILE_MAX (16u * 1024 * 1024)
 #define ID_FLOOR 1000u      /* everything below is system territory */

@@ -19,9 +19,9 @@
 
 #include <json-c/json.h>
 
-#include "../../engine/sandbox/egress.h"
-#include "../../engine/sandbox_net.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "egress/sandbox_net.h"
+#include "sandbox/egress.h"
 
 static int cmp_i64(const void *a, const void *b)
 {

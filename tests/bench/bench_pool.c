@@ -1,5 +1,5 @@
 /*
- * bench_pool — the shared-memory session table (engine/pool.h) under a single process, for
+ * bench_pool — the shared-memory session table (engine/session/pool.h) under a single process, for
  * `make bench` (tests/bench/run.py).
  *
  * Creates a private segment of --slots slots (default 10,000), fills --fill of them (default
@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/pool.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "session/pool.h"
 
 #define KEY_LEN 48
 

@@ -250,7 +250,7 @@ How to read it:
 - Warm turns alternate a one-message `[user]` turn and a `[user, assistant, user]` follow-up
   on the same session (`--chain 1`). A fixed three-message window cannot stay warm for more
   than one follow-up: the runner compares the follow-up's earlier user texts with the user
-  texts of the previous turn (engine/identity.c), so `[u2, a2, u3]` after `[u1, a1, u2]` is
+  texts of the previous turn (engine/session/identity.c), so `[u2, a2, u3]` after `[u1, a1, u2]` is
   continuity-invalid and replays cold. A one-message turn needs no history check.
 - Throughput counts the warm turns of the measured phase over its wall time (all sessions
   warm before the clock starts; each session's cold turn and its final `/kill` are not

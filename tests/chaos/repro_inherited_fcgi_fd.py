@@ -2,8 +2,8 @@
 """Reproducer: FastCGI connections of a worker leak into keepers and sandboxes.
 
 libfcgi accepts connections without close-on-exec, and the keeper is started with
-posix_spawn (engine/environment.c spawn_keeper) without closing inherited descriptors; the
-keeper forks + execs bwrap (engine/keeper.c start_sandbox) the same way, and bwrap hands them to
+posix_spawn (engine/environment/environment.c spawn_keeper) without closing inherited descriptors; the
+keeper forks + execs bwrap (keeper/keeper.c start_sandbox) the same way, and bwrap hands them to
 the harness. So every FastCGI connection the worker has open while it starts a keeper (its own
 and those of the other threads' requests) lives on in that keeper and inside its sandbox.
 

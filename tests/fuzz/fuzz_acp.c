@@ -16,8 +16,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/acp.h"
 #include "fuzz.h"
+#include "proto/acp.h"
 
 #define ERR_SIZE 256
 #define CHUNK_MAX 4096

@@ -15,11 +15,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/agenta_api.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/reconstruct.h"
-#include "../../engine/request.h"
+#include "agenta/agenta_api.h"
+#include "agenta/reconstruct.h"
+#include "base/jsonx.h"
 #include "fuzz.h"
+#include "request/request.h"
 
 static const char REQUEST[] = "{\"sessionId\":\"s\",\"turnId\":\"t-cur\",\"messages\":"
                               "[{\"role\":\"user\",\"content\":\"now\"}]}";

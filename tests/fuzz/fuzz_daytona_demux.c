@@ -1,6 +1,6 @@
 /*
  * fuzz_daytona_demux — the stdout/stderr demultiplexer of Daytona command logs
- * (engine/provider/daytona_demux.c) on arbitrary logs cut at arbitrary places, with replays.
+ * (engine/provider/daytona/daytona_demux.c) on arbitrary logs cut at arbitrary places, with replays.
  *
  * Input layout: bytes 0-3 choose up to four cut points and a replay point; the rest is the raw
  * log. Properties:
@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/buf.h"
-#include "../../engine/provider/daytona_demux.h"
+#include "base/buf.h"
 #include "fuzz.h"
+#include "provider/daytona/daytona_demux.h"
 
 struct out {
     struct buf s[3];

@@ -1,6 +1,6 @@
 /*
  * fuzz_daytona_manifest — the manifest record a sandbox keeps (~/.agent-runner/manifest.json,
- * engine/provider/daytona_manifest.c). The sandbox belongs to the agent, so the record is
+ * engine/provider/daytona/daytona_manifest.c). The sandbox belongs to the agent, so the record is
  * untrusted input read back on every resume. Properties:
  *   - parsing never fails open: on failure the manifest is empty (everything uploads once);
  *   - what parses serializes back to a record that parses to the same entries;
@@ -8,9 +8,9 @@
  */
 #include <string.h>
 
-#include "../../engine/buf.h"
-#include "../../engine/provider/daytona_manifest.h"
+#include "base/buf.h"
 #include "fuzz.h"
+#include "provider/daytona/daytona_manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

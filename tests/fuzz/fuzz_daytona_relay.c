@@ -1,6 +1,6 @@
 /*
  * fuzz_daytona_relay — the frames a (hostile) sandbox's keeper channel relay prints, as the
- * keeper parses them (engine/provider/daytona_relay.c): daytona_relay_frame_parse on every
+ * keeper parses them (engine/provider/daytona/daytona_relay.c): daytona_relay_frame_parse on every
  * line of the input, base64 decoding of each data payload, and the keeper's own encoding.
  * Properties:
  *   - a parsed frame has an id in 1..DAYTONA_RELAY_ID_MAX (0 only for ready), a data payload
@@ -13,9 +13,9 @@
  */
 #include <string.h>
 
-#include "../../engine/buf.h"
-#include "../../engine/provider/daytona_relay.h"
+#include "base/buf.h"
 #include "fuzz.h"
+#include "provider/daytona/daytona_relay.h"
 
 #define MAX (1u << 20)
 

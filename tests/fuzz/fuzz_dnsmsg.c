@@ -14,7 +14,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/dnsmsg.h"
+#include "egress/dnsmsg.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/egress_policy.h"
+#include "egress/egress_policy.h"
 #include "fuzz.h"
 
 static struct egress_policy pol; /* 40 KB: not on the stack */

@@ -1,5 +1,5 @@
 /*
- * fuzz_keeper_channel — the keeper's end of the tool channel (engine/keeper_channel.c): what a
+ * fuzz_keeper_channel — the keeper's end of the tool channel (keeper/keeper_channel.c): what a
  * hostile sandbox writes on the channel socket, and what the worker answers.
  *
  * Each input opens a channel in a scratch folder, connects one sandbox client to it and plays
@@ -28,12 +28,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/keeper_channel.h"
-#include "../../engine/keeper_proto.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "../../keeper/keeper_channel.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "fuzz.h"
+#include "proto/keeper_proto.h"
 
 #define FUZZ_TOKEN "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0"
 

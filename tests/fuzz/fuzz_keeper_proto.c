@@ -1,5 +1,5 @@
 /*
- * fuzz_keeper_proto — the worker <-> keeper protocol (engine/keeper_proto.c): both sides decode
+ * fuzz_keeper_proto — the worker <-> keeper protocol (engine/proto/keeper_proto.c): both sides decode
  * lines the other side (a keeper whose harness is hostile, a worker) wrote.
  *
  * Input layout: byte 0 even: the rest is split at '\n' into lines, each decoded as a socket or
@@ -14,8 +14,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/keeper_proto.h"
 #include "fuzz.h"
+#include "proto/keeper_proto.h"
 
 static void check_line(const char *line, size_t len)
 {

@@ -1,5 +1,5 @@
 /*
- * fuzz_mcp_bridge — the JSON-RPC input of agent-runner-mcp (engine/mcp_bridge.c): what the
+ * fuzz_mcp_bridge — the JSON-RPC input of agent-runner-mcp (engine/tools/mcp_bridge.c): what the
  * harness writes on the server's stdin and what the runner answers on the channel.
  *
  * Input layout: lines split at '\n'. If the first line starts with 'T', the rest of it is the
@@ -23,11 +23,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/acp.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/mcp_bridge.h"
-#include "../../engine/tool_channel.h"
+#include "base/jsonx.h"
 #include "fuzz.h"
+#include "proto/acp.h"
+#include "proto/tool_channel.h"
+#include "tools/mcp_bridge.h"
 
 #define DEFAULT_TOOLS                                                                          \
     "[{\"name\":\"get_user\",\"description\":\"Get a user\",\"inputSchema\":{\"type\":"          \

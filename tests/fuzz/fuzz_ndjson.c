@@ -12,9 +12,9 @@
  */
 #include <string.h>
 
-#include "../../engine/events.h"
-#include "../../engine/jsonx.h"
+#include "base/jsonx.h"
 #include "fuzz.h"
+#include "turn/events.h"
 
 #define NFIELDS 3
 #define LINE_MAX_BYTES (256u * 1024 * 1024)

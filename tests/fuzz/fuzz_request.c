@@ -17,9 +17,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/request.h"
+#include "base/jsonx.h"
 #include "fuzz.h"
+#include "request/request.h"
 
 #define ERR_SIZE 256
 #define SECRET_MIN 12

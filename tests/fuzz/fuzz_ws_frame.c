@@ -16,8 +16,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/provider/ws_client.h"
 #include "fuzz.h"
+#include "provider/ws_client.h"
 
 struct trace {
     struct buf data;   /* DATA bytes, with a 0xff separator after each final fragment */

@@ -1,6 +1,6 @@
 """The keeper channel relay a remote (Daytona) sandbox runs (harnesses/extension/bin/
 channel-relay.js), on the pinned Node, driven through its stdio the way the keeper's pump
-(engine/provider/daytona_relay.c) drives it; the end-to-end path through the fake Daytona is
+(engine/provider/daytona/daytona_relay.c) drives it; the end-to-end path through the fake Daytona is
 in test_daytona.py. The runner's stack is not involved; every test ends its relay and checks
 that nothing of it survives."""
 

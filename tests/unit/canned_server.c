@@ -15,8 +15,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "../../engine/provider/ws_client.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "provider/ws_client.h"
 
 #define WAIT_MS 5000
 

@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "../../engine/buf.h"
+#include "base/buf.h"
 
 #define CANNED_MAX 16
 

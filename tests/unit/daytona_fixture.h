@@ -5,8 +5,8 @@
 #ifndef AR_TEST_DAYTONA_FIXTURE_H
 #define AR_TEST_DAYTONA_FIXTURE_H
 
-#include "../../engine/provider/daytona_client.h"
 #include "canned_server.h"
+#include "provider/daytona/daytona_client.h"
 
 #define DAYTONA_FIXTURE_KEY "k3y-very-secret-0123456789"
 

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/jsonx.h"
+#include "base/jsonx.h"
 
 #define HEAD_MAX (64 * 1024)
 #define BODY_MAX (64u * 1024 * 1024)

@@ -10,8 +10,8 @@
 
 #include <CUnit/Basic.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "suites.h"
 #include "suites_platform.h"
 

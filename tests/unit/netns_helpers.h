@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../../engine/sandbox_net.h"
+#include "egress/sandbox_net.h"
 
 /* True when a sandbox namespace can be made here; else prints why the test is skipped. */
 bool netns_test_possible(const char *test);

@@ -13,7 +13,7 @@
 #include <CUnit/CUnit.h>
 #include <json-c/json.h>
 
-#include "../../engine/events.h"
+#include "turn/events.h"
 
 extern CU_TestInfo acp_tests[];
 extern CU_TestInfo log_tests[];

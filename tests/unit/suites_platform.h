@@ -8,7 +8,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "../../engine/agenta_api.h"
+#include "agenta/agenta_api.h"
 
 extern CU_TestInfo redact_tests[];
 extern CU_TestInfo agenta_api_tests[];

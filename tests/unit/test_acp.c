@@ -7,9 +7,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../../engine/acp.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "proto/acp.h"
 #include "suites.h"
 
 #define BIG_LINE (3u * 1024 * 1024)

@@ -3,11 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/agenta_api.h"
-#include "../../engine/jsonx.h"
+#include "agenta/agenta_api.h"
+#include "base/jsonx.h"
 #include "fake_http.h"
-#include "suites_platform.h"
 #include "suites.h"
+#include "suites_platform.h"
 
 struct env_table {
     const char *const *kv; /* name, value, name, value, ..., NULL */

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/util.h"
-#include "../../engine/provider/daytona_api.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "daytona_fixture.h"
+#include "provider/daytona/daytona_api.h"
 #include "suites.h"
 
 static json_object *body_for(const struct daytona_config *cfg,

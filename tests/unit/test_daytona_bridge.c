@@ -10,9 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/provider/daytona_bridge.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "provider/daytona/daytona_bridge.h"
 #include "suites.h"
 
 static void test_daytona_bridge_shell_quote(void)

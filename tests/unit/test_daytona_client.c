@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
-#include "../../engine/provider/daytona_api.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "daytona_fixture.h"
+#include "provider/daytona/daytona_api.h"
 #include "suites.h"
 
 static void test_daytona_client_config(void)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/provider/daytona_demux.h"
+#include "provider/daytona/daytona_demux.h"
 #include "suites.h"
 
 struct sink {

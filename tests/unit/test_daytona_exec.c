@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/provider/daytona_exec.h"
+#include "base/jsonx.h"
+#include "provider/daytona/daytona_exec.h"
 #include "suites.h"
 
 static void test_daytona_exec_command_label(void)

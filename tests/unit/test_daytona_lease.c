@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/provider/daytona_lease.h"
+#include "provider/daytona/daytona_lease.h"
 #include "suites.h"
 
 static const char *test_env_value;

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/provider/daytona_manifest.h"
+#include "provider/daytona/daytona_manifest.h"
 #include "suites.h"
 
 static void test_daytona_manifest_digests_and_records(void)

@@ -12,13 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../engine/engine.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/provider/daytona_plan.h"
-#include "../../engine/provider/daytona_provider.h"
-#include "../../engine/request.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "engine.h"
+#include "provider/daytona/daytona_plan.h"
+#include "provider/daytona/daytona_provider.h"
+#include "request/request.h"
 #include "suites.h"
 
 #define KEY "dtn_0123456789abcdef0123456789abcdef"

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/fstree.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/keeper_channel.h"
-#include "../../engine/provider/daytona_relay.h"
-#include "../../engine/util.h"
+#include "../../keeper/keeper_channel.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "provider/daytona/daytona_relay.h"
 #include "suites.h"
 
 /* ---- framing ---------------------------------------------------------------------------- */

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/provider/daytona_sandbox.h"
+#include "provider/daytona/daytona_sandbox.h"
 #include "suites.h"
 
 static struct daytona_sandbox sandbox(enum daytona_state st, const char *lease)

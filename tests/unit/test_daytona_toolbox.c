@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/util.h"
-#include "../../engine/provider/daytona_toolbox.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "daytona_fixture.h"
+#include "provider/daytona/daytona_toolbox.h"
 #include "suites.h"
 
 static void test_daytona_toolbox_bulk_upload(void)

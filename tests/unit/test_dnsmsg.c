@@ -3,7 +3,7 @@
  */
 #include <string.h>
 
-#include "../../engine/dnsmsg.h"
+#include "egress/dnsmsg.h"
 #include "suites.h"
 
 static struct egress_addr addr(const char *s)

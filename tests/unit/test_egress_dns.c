@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/dnsmsg.h"
-#include "../../engine/egress_dns.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "egress/dnsmsg.h"
+#include "egress/egress_dns.h"
 #include "netns_helpers.h"
 #include "suites.h"
 

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/egress_policy.h"
+#include "egress/egress_policy.h"
 #include "suites.h"
 
 static struct egress_addr A(const char *s) {

@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/egress_proxy.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "egress/egress_proxy.h"
 #include "netns_helpers.h"
 #include "suites.h"
 

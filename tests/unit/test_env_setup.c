@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/env_setup.h"
-#include "../../engine/request.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "environment/env_setup.h"
+#include "request/request.h"
 #include "suites.h"
 
 static char state[64];

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/contracts.h"
-#include "../../engine/events.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "core/contracts.h"
 #include "suites.h"
+#include "turn/events.h"
 
 /* Type of element i of an event array, "" when missing. */
 static const char *type_at(json_object *arr, size_t i)

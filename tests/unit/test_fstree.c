@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
 #include "suites.h"
 
 static void tmpdir(char *buf, size_t len, const char *tag)

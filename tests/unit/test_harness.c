@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/harness/harness.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/log.h"
-#include "../../engine/request.h"
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "harness/harness.h"
+#include "request/request.h"
 #include "suites.h"
 
 #define HDIR "/opt/ar/harnesses"

@@ -5,10 +5,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../engine/heartbeat.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/request.h"
+#include "agenta/heartbeat.h"
+#include "base/jsonx.h"
 #include "fake_http.h"
+#include "request/request.h"
 #include "suites.h"
 #include "suites_platform.h"
 

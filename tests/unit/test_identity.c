@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/identity.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/request.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "request/request.h"
+#include "session/identity.h"
 #include "suites.h"
 
 #define SECRET_ONE "sk-canary-one-5d1f"

@@ -13,12 +13,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/keeper_channel.h"
-#include "../../engine/keeper_proto.h"
-#include "../../engine/tool_channel.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "../../keeper/keeper_channel.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "proto/keeper_proto.h"
+#include "proto/tool_channel.h"
 #include "suites.h"
 
 #define TOKEN "0123456789abcdef0123456789abcdef"

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/keeper_proto.h"
+#include "proto/keeper_proto.h"
 #include "suites.h"
 
 static int decode(const char *line, struct keeper_msg *m)

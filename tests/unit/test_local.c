@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/fstree.h"
-#include "../../engine/provider/provider.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "provider/provider.h"
 #include "suites.h"
 
 static char ws[64];

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/log.h"
+#include "base/log.h"
 #include "suites.h"
 
 /* What log_debug(fmt...) writes, captured from fd 2 into a malloc'ed string. */

@@ -7,14 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../engine/harness/harness.h"
-#include "../../engine/log.h"
 #include "../../fcgi/config.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/login.h"
-#include "../../engine/request.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "harness/harness.h"
+#include "harness/login.h"
+#include "request/request.h"
 #include "suites.h"
 
 /* A temp folder with one sub-folder per name; removed by rm_tree. */

@@ -8,10 +8,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/acp.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/mcp_bridge.h"
+#include "base/jsonx.h"
+#include "proto/acp.h"
 #include "suites.h"
+#include "tools/mcp_bridge.h"
 
 #define TOOLS                                                                                  \
     "[{\"name\":\"get_user\",\"description\":\"Get a user\",\"inputSchema\":{\"type\":"          \

@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/log.h"
-#include "../../engine/mcp_client.h"
-#include "../../engine/tool_callback.h"
+#include "base/jsonx.h"
+#include "base/log.h"
 #include "http_stub.h"
 #include "suites.h"
+#include "tools/mcp_client.h"
+#include "tools/tool_callback.h"
 
 /* ---- SSE -------------------------------------------------------------------------------- */
 

@@ -4,14 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/harness/harness.h"
-#include "../../engine/heartbeat.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/platform.h"
-#include "../../engine/records.h"
-#include "../../engine/request.h"
-#include "../../engine/util.h"
+#include "agenta/heartbeat.h"
+#include "agenta/platform.h"
+#include "agenta/records.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "fake_http.h"
+#include "harness/harness.h"
+#include "request/request.h"
 #include "suites.h"
 #include "suites_platform.h"
 

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/contracts.h"
-#include "../../engine/egress_policy.h"
-#include "../../engine/policy.h"
+#include "base/jsonx.h"
+#include "core/contracts.h"
+#include "core/policy.h"
+#include "egress/egress_policy.h"
 #include "suites.h"
-#include "../../engine/jsonx.h"
 
 #define DAY_MS POLICY_IDLE_MAX_MS
 

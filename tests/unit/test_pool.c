@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../engine/contracts.h"
-#include "../../engine/pool_shm.h" /* the slot layout: this suite checks it directly */
+#include "core/contracts.h"
+#include "session/pool_shm.h" /* the slot layout: this suite checks it directly */
 #include "suites.h"
 
 static unsigned pool_seq;

@@ -2,9 +2,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/harness/harness.h"
-#include "../../engine/provider/provider.h"
-#include "../../engine/sandbox/config.h"
+#include "harness/harness.h"
+#include "provider/provider.h"
+#include "sandbox/config.h"
 #include "suites.h"
 
 static void test_provider_registry_lists_local_first(void)

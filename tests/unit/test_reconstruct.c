@@ -3,14 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/reconstruct.h"
-#include "../../engine/records.h"
-#include "../../engine/transcript.h"
-#include "../../engine/util.h"
+#include "agenta/reconstruct.h"
+#include "agenta/records.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "fake_http.h"
 #include "suites.h"
 #include "suites_platform.h"
+#include "turn/transcript.h"
 
 /* Two earlier turns and the current one (t3), as /sessions/records/query returns them. */
 static const char *const LOG =

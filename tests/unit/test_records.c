@@ -8,15 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/events.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/records.h"
-#include "../../engine/request.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "agenta/records.h"
+#include "base/fstree.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "fake_http.h"
+#include "request/request.h"
 #include "suites.h"
 #include "suites_platform.h"
+#include "turn/events.h"
 
 #define CRED "Access run-cred-secret-1"
 #define INGEST AGENTA_PATH_RECORDS_INGEST

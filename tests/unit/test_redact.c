@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/redact.h"
-#include "../../engine/request.h"
+#include "agenta/redact.h"
+#include "base/jsonx.h"
+#include "request/request.h"
 #include "suites.h"
 #include "suites_platform.h"
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/request.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
+#include "request/request.h"
 #include "suites.h"
 
 /* A credential value planted in hostile requests: it must never appear in an error message. */

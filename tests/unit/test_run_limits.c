@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/contracts.h"
-#include "../../engine/run_limits.h"
+#include "core/contracts.h"
 #include "suites.h"
+#include "turn/run_limits.h"
 
 #define T0 1000000 /* an arbitrary monotonic start time */
 

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/run_limits.h"
-#include "../../engine/run_turn.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "suites.h"
+#include "turn/run_limits.h"
+#include "turn/run_turn.h"
 
 /* A turn translating into a recording sink. */
 struct turn_fixture {

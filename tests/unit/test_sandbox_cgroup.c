@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/sandbox/cgroup.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "sandbox/cgroup.h"
 #include "suites.h"
 
 static const char hybrid_mounts[] =

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/sandbox/config.h"
+#include "sandbox/config.h"
 #include "suites.h"
 
 static const char *const vars[] = {

@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/fstree.h"
-#include "../../engine/sandbox/cgroup.h"
-#include "../../engine/sandbox/disk.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/disk.h"
 #include "suites.h"
 
 static char root[64];

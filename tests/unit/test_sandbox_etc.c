@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../engine/fstree.h"
-#include "../../engine/sandbox/etc.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "sandbox/etc.h"
 #include "suites.h"
 
 static char root[64];

@@ -12,11 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../engine/egress_report.h"
-#include "../../engine/fstree.h"
-#include "../../engine/sandbox/disk.h"
-#include "../../engine/sandbox/host.h"
-#include "../../engine/util.h"
+#include "../../keeper/egress_report.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "sandbox/disk.h"
+#include "sandbox/host.h"
 #include "suites.h"
 
 static char state[64], instance[32];

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/nl.h"
+#include "egress/nl.h"
 #include "netns_helpers.h"
 #include "suites.h"
 

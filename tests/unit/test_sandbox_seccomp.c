@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/sandbox/seccomp.h"
+#include "sandbox/seccomp.h"
 #include "suites.h"
 
 #define RET_ALLOW SECCOMP_RET_ALLOW

@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/fstree.h"
-#include "../../engine/sandbox/uid.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
+#include "sandbox/uid.h"
 #include "suites.h"
 
 #define BASE 2000000000u

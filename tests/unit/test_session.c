@@ -9,8 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/pool.h"
-#include "../../engine/util.h"
+#include "base/util.h"
+#include "session/pool.h"
 #include "suites.h"
 
 static unsigned seq;

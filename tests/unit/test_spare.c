@@ -11,10 +11,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../engine/keeper_claim.h"
-#include "../../engine/pool_shm.h"
-#include "../../engine/request.h"
-#include "../../engine/spare.h"
+#include "../../keeper/keeper_claim.h"
+#include "environment/spare.h"
+#include "request/request.h"
+#include "session/pool_shm.h"
 #include "suites.h"
 
 static struct pool *spare_pool(uint32_t nslots)

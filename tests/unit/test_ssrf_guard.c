@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/ssrf_guard.h"
 #include "suites.h"
+#include "tools/ssrf_guard.h"
 
 static bool v4(const char *s)
 {

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/log.h"
-#include "../../engine/tool_callback.h"
+#include "base/jsonx.h"
+#include "base/log.h"
 #include "http_stub.h"
 #include "suites.h"
+#include "tools/tool_callback.h"
 
 struct reply {
     int status;

@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/tool_channel.h"
+#include "base/jsonx.h"
+#include "proto/tool_channel.h"
 #include "suites.h"
 
 static int decode_line(const char *line, struct acp_msg *m, struct tool_channel_msg *out,

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/tool_http.h"
 #include "http_stub.h"
 #include "suites.h"
+#include "tools/tool_http.h"
 
 struct script {
     int status;

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/engine_tools.h"
-#include "../../engine/jsonx.h"
-#include "../../engine/request.h"
-#include "../../engine/tool_runner.h"
+#include "base/jsonx.h"
+#include "engine_tools.h"
 #include "http_stub.h"
+#include "request/request.h"
 #include "suites.h"
+#include "tools/tool_runner.h"
 
 /* ---- a tiny MCP server and a callback on the same stub --------------------------------- */
 

@@ -8,9 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/tool_spec.h"
+#include "base/jsonx.h"
 #include "suites.h"
+#include "tools/tool_spec.h"
 
 static struct tool_set *build(const char *custom, const char *callback, const char *servers,
                               char *err, size_t errlen, int *ret_r)

@@ -1,9 +1,9 @@
 /* transcript: the cold replay text. */
 #include <string.h>
 
-#include "../../engine/request.h"
-#include "../../engine/transcript.h"
+#include "request/request.h"
 #include "suites.h"
+#include "turn/transcript.h"
 
 static int parse(const char *json, struct run_request *req)
 {

@@ -2,9 +2,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/turn_channel.h"
+#include "base/jsonx.h"
 #include "suites.h"
+#include "turn/turn_channel.h"
 
 static json_object *answer_of(struct buf *out)
 {

@@ -8,11 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../engine/jsonx.h"
-#include "../../engine/run_turn.h"
-#include "../../engine/turn_channel.h"
-#include "../../engine/util.h"
+#include "base/jsonx.h"
+#include "base/util.h"
 #include "suites.h"
+#include "turn/run_turn.h"
+#include "turn/turn_channel.h"
 
 #define SCRIPT_MAX 16
 #define TOOL "TOOL "

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../engine/provider/ws_client.h"
-#include "../../engine/fstree.h"
-#include "../../engine/util.h"
+#include "base/fstree.h"
+#include "base/util.h"
 #include "canned_server.h"
+#include "provider/ws_client.h"
 #include "suites.h"
 
 #define UPGRADE                                                                                    \

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../engine/provider/ws_frame.h"
+#include "provider/ws_frame.h"
 #include "suites.h"
 
 /* Feed all of data; collect DATA payload bytes into out; count events; stop at the first

@@ -1,0 +1,224 @@
+#include "base/jsonx.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+/*
+ * One tokener per thread and depth, reset between documents: a turn parses every line the
+ * harness sends, and a fresh tokener for each was a measurable share of a warm turn.
+ */
+static _Thread_local struct {
+    int depth;
+    struct json_tokener *tok;
+} cache[8];
+
+#define ARRAY_LEN (sizeof(cache) / sizeof(cache[0]))
+
+/* A thread that ends frees its tokeners (the Daytona bridge starts and ends threads). */
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t cache_key;
+
+static void free_cache(void *unused)
+{
+    (void)unused;
+    for (size_t i = 0; i < ARRAY_LEN; i++) {
+        if (cache[i].tok)
+            json_tokener_free(cache[i].tok);
+        cache[i].tok = NULL;
+    }
+}
+
+static void make_key(void)
+{
+    (void)pthread_key_create(&cache_key, free_cache);
+}
+
+static struct json_tokener *tokener_for(int depth)
+{
+    for (size_t i = 0; i < ARRAY_LEN; i++) {
+        if (cache[i].tok && cache[i].depth == depth) {
+            json_tokener_reset(cache[i].tok);
+            return cache[i].tok;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_LEN; i++) {
+        if (!cache[i].tok) {
+            cache[i].tok = json_tokener_new_ex(depth);
+            if (!cache[i].tok)
+                return NULL;
+            if (pthread_once(&key_once, make_key) == 0)
+                (void)pthread_setspecific(cache_key, cache);
+            cache[i].depth = depth;
+            json_tokener_set_flags(cache[i].tok,
+                                   JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+            return cache[i].tok;
+        }
+    }
+    return NULL;
+}
+
+int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
+                size_t errlen)
+{
+    struct json_tokener *tok;
+    enum json_tokener_error jerr;
+    json_object *o;
+    size_t used;
+
+    if (len > (size_t)0x7fffffff) {
+        snprintf(err, errlen, "document too large");
+        return -EBADMSG;
+    }
+    tok = tokener_for(depth);
+    if (!tok)
+        return -ENOMEM;
+    o = json_tokener_parse_ex(tok, data, (int)len);
+    jerr = json_tokener_get_error(tok);
+    used = json_tokener_get_parse_end(tok);
+    if (jerr == json_tokener_continue) {
+        /*
+         * The input ended inside a value. A number or literal that ends the data ("42",
+         * "null") is complete only once the tokener sees the end, so finish with a NUL;
+         * anything else (and an empty document) is truncated.
+         */
+        o = json_tokener_parse_ex(tok, "", 1);
+        if (json_tokener_get_error(tok) != json_tokener_success) {
+            json_object_put(o);
+            snprintf(err, errlen, "unexpected end of input");
+            return -EBADMSG;
+        }
+        jerr = json_tokener_success;
+        used = len;
+    }
+    if (jerr != json_tokener_success) {
+        snprintf(err, errlen, "%s at offset %zu", json_tokener_error_desc(jerr), used);
+        return -EBADMSG;
+    }
+    for (size_t i = used; i < len; i++) {
+        if (data[i] != ' ' && data[i] != '\n' && data[i] != '\r' && data[i] != '\t') {
+            snprintf(err, errlen, "unexpected data after the JSON value at offset %zu", i);
+            json_object_put(o);
+            return -EBADMSG;
+        }
+    }
+    *ret = o;
+    return 0;
+}
+
+json_object *jsonx_get(json_object *o, const char *key)
+{
+    json_object *v;
+
+    if (!o || !json_object_is_type(o, json_type_object))
+        return NULL;
+    if (!json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v; /* json-c represents null as NULL */
+}
+
+const char *jsonx_str(json_object *o, const char *key)
+{
+    json_object *v = jsonx_get(o, key);
+
+    if (!v || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+json_object *jsonx_path(json_object *o, const char *path)
+{
+    char part[128];
+    const char *p = path;
+
+    while (o && *p) {
+        const char *dot = strchr(p, '.');
+        size_t n = dot ? (size_t)(dot - p) : strlen(p);
+
+        if (n >= sizeof(part))
+            return NULL;
+        memcpy(part, p, n);
+        part[n] = '\0';
+        o = jsonx_get(o, part);
+        p += n;
+        if (*p == '.')
+            p++;
+    }
+    return o;
+}
+
+const char *jsonx_text(json_object *o, size_t *ret_len)
+{
+    const char *s;
+    size_t n;
+
+    if (!o) {
+        if (ret_len)
+            *ret_len = 4;
+        return "null";
+    }
+    s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
+                                                 JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    if (ret_len)
+        *ret_len = n;
+    return s;
+}
+
+int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int max_depth, char *err,
+                       size_t errlen)
+{
+    size_t elements = 0;
+    bool in_string = false, in_token = false;
+    int depth = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = data[i];
+
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        switch (c) {
+        case ' ':
+        case '\n':
+        case '\r':
+        case '\t':
+            continue;
+        case '{':
+        case '[':
+            if (++depth > max_depth) {
+                snprintf(err, errlen, "nested deeper than %d levels", max_depth);
+                return -ELOOP;
+            }
+            elements++;
+            in_token = false;
+            break;
+        case '}':
+        case ']':
+            depth--;
+            in_token = true;
+            continue;
+        case ',':
+        case ':':
+            in_token = false;
+            continue;
+        default: /* a string (a member name counts too: it costs as much), number, literal */
+            in_string = c == '"';
+            if (in_token)
+                continue;
+            in_token = true;
+            elements++;
+            break;
+        }
+        if (elements > max_elements) {
+            snprintf(err, errlen, "more than %zu JSON elements", max_elements);
+            return -E2BIG;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,416 @@
+/*
+ * contracts — the engine's shared types: run request, run result, teardown reasons and the
+ * project error codes. Every other engine module speaks in these types; nothing here does I/O.
+ *
+ * Ownership: a struct run_request holds one reference to the parsed JSON document (root);
+ * every `const char *` in it points into that document and lives exactly as long as the request.
+ * run_request_release() drops the reference and the arrays. A struct run_result owns its strings.
+ */
+#ifndef AR_CONTRACTS_H
+#define AR_CONTRACTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "base/buf.h"
+
+#define AR_VERSION "0.1.0"
+#define AR_PROTOCOL 1
+
+/* Project error codes live below -10000 so they never collide with -errno. */
+enum ar_error {
+    AR_E_BASE = -10000,
+    AR_E_INVALID_REQUEST = -10001, /* a request field is wrong: message names it */
+    AR_E_PROTOCOL = -10002,        /* the harness broke ACP */
+    AR_E_HARNESS_EXITED = -10003,  /* the harness process went away */
+    AR_E_HARNESS_ERROR = -10004,   /* the harness answered with a JSON-RPC error */
+    AR_E_TIMEOUT = -10005,         /* a run limit tripped */
+    AR_E_CAPACITY = -10006,        /* no free slot, no free keeper */
+    AR_E_SANDBOX = -10007,         /* the sandbox could not be created */
+    AR_E_CANCELLED = -10008,       /* the turn was cancelled */
+    AR_E_CLIENT_GONE = -10009,     /* the HTTP client disconnected */
+    AR_E_UNAVAILABLE = -10010,     /* a harness or provider is not installed */
+    AR_E_MODEL = -10011,           /* the requested model cannot be selected */
+    AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
+    AR_E_SANDBOX_CAPACITY = -10013, /* the sandbox provider refused for capacity (429s) */
+    AR_E_SANDBOX_LIMIT = -10014,   /* a sandbox limit tripped (memory, pids, disk) */
+    AR_E_KEEPER_LOST = -10015,     /* the environment's keeper died (its sandbox with it) */
+};
+
+/*
+ * Limits: every buffer cap of the engine and the front, in one place. A growable buffer gets
+ * one of these at creation (buf_init); hitting it is an error the caller sees.
+ */
+#define RUN_OUTPUT_MAX (64u * 1024 * 1024)   /* the assistant text of one turn */
+/* one NDJSON result record: JSON escaping may turn an output byte into six ("\u00XX") */
+#define RESULT_LINE_MAX (8u * RUN_OUTPUT_MAX)
+#define EVENT_LINE_MAX (256u * 1024 * 1024)  /* one NDJSON event record */
+#define PROMPT_TEXT_MAX (80u * 1024 * 1024)  /* the prompt text of a turn, a replay included */
+#define TOOL_OUTPUT_MAX (4u * 1024 * 1024)   /* the text of one tool result event */
+#define CANONICAL_ARGS_MAX (1024u * 1024)    /* canonical tool arguments (stored decisions) */
+#define CANONICAL_MAX (64u * 1024 * 1024)    /* canonical JSON of a fingerprinted document */
+#define REPLAY_LATEST_MAX (16u * 1024 * 1024) /* the latest user text of a cold replay */
+#define REPLAY_TEXT_MAX (64u * 1024 * 1024)  /* the rendered history of a cold replay */
+#define KEEPER_SPEC_MAX (64u * 1024 * 1024)  /* the spec a keeper reads at start */
+#define KEEPER_QUEUE_MAX (256u * 1024 * 1024) /* a keeper's queue towards worker or harness */
+#define KEEPER_QUEUE_HIGH (8u * 1024 * 1024) /* the keeper stops reading the harness above it */
+#define HARNESS_LOG_MAX (1024u * 1024)       /* harness stderr kept in harness.log */
+#define KEEPER_REPLY_MAX (1024u * 1024)      /* an answer the keeper writes to the harness */
+#define METRICS_TEXT_MAX (4u * 1024 * 1024)  /* the /metrics exposition */
+
+/* Paths inside every sandbox, whatever the provider. */
+#define SANDBOX_WORKSPACE "/workspace" /* the workspace: the only host-writable place */
+#define SANDBOX_HOME "/home/agent"     /* the harness's private home (a tmpfs) */
+#define SANDBOX_CHANNEL_DIR "/run/agent-runner" /* the keeper channel folder (read-only) */
+#define SANDBOX_CHANNEL SANDBOX_CHANNEL_DIR "/channel.sock" /* RUNNER_CHANNEL */
+
+/* strerror for -errno and the project codes above. Never NULL. */
+const char *ar_strerror(int r);
+
+enum harness_kind {
+    HARNESS_PI = 0,
+    HARNESS_CLAUDE,
+    HARNESS_CODEX,
+    HARNESS_OPENCODE,
+    HARNESS_SCRIPTED, /* the test fixture agent, only when the runner is configured with one */
+    HARNESS_COUNT,
+};
+
+enum credential_mode { CREDENTIAL_MODE_NONE = 0, CREDENTIAL_MODE_ENV, CREDENTIAL_MODE_RUNTIME };
+enum credential_usage { CREDENTIAL_USAGE_OPAQUE_HTTP = 0, CREDENTIAL_USAGE_LOCAL_USE };
+
+struct str_pair {
+    const char *name;
+    const char *value;
+};
+
+struct credential {
+    const char *name; /* the environment variable it binds */
+    const char *value;
+    enum credential_usage usage;
+};
+
+struct model_connection {
+    bool present;
+    const char *provider;
+    const char *deployment;
+    const char *base_url; /* endpoint.baseUrl, may be NULL */
+    const char *api_version;
+    const char *region;
+    struct str_pair *headers; /* endpoint.headers */
+    size_t nheaders;
+    enum credential_mode credential_mode;
+    struct str_pair *environment;
+    size_t nenvironment;
+    struct credential *credentials;
+    size_t ncredentials;
+};
+
+enum block_type {
+    BLOCK_TEXT = 0,
+    BLOCK_IMAGE,
+    BLOCK_RESOURCE,
+    BLOCK_ATTACHMENT,
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
+    BLOCK_OTHER,
+};
+
+struct content_block {
+    enum block_type type;
+    const char *type_name;
+    const char *text;
+    const char *data; /* base64 for images */
+    const char *mime_type;
+    const char *uri;
+    const char *tool_call_id;
+    const char *tool_name;
+    const char *attachment_id; /* attachment blocks: the id in Agenta's API */
+    const char *filename;      /* attachment blocks: the name shown (not trusted as a path) */
+    json_object *input;  /* borrowed */
+    json_object *output; /* borrowed */
+    bool is_error;
+};
+
+struct chat_message {
+    const char *role;
+    struct content_block *blocks; /* a string content is one text block */
+    size_t nblocks;
+};
+
+struct harness_file {
+    const char *path; /* relative to the workspace, validated */
+    const char *content;
+};
+
+struct skill_file {
+    const char *path;
+    const char *content;
+    bool executable;
+};
+
+struct skill {
+    const char *name;
+    const char *description;
+    const char *body;
+    struct skill_file *files;
+    size_t nfiles;
+    bool disable_model_invocation;
+    bool allow_executable_files;
+};
+
+enum network_mode { NETWORK_ON = 0, NETWORK_OFF, NETWORK_ALLOWLIST };
+
+enum lifecycle_mode { LIFECYCLE_UNSET = 0, LIFECYCLE_WARM, LIFECYCLE_PER_TURN };
+
+struct run_request {
+    json_object *root; /* one reference, owned */
+
+    const char *harness_name; /* as sent ("pi_core", ...) */
+    enum harness_kind harness;
+    const char *sandbox;
+    const char *session_id;
+    const char *turn_id;
+    const char *project_id; /* runContext.project.id, else projectId */
+    const char *agents_md;
+    const char *system_prompt;
+    const char *append_system_prompt;
+    const char *model;
+    const char *harness_mode;
+    const char *connection_mode;
+    const char *connection_slug;
+    struct model_connection mc;
+
+    struct chat_message *messages;
+    size_t nmessages;
+
+    struct harness_file *harness_files;
+    size_t nharness_files;
+    struct skill *skills;
+    size_t nskills;
+
+    json_object *custom_tools;  /* borrowed, validated array or NULL */
+    json_object *mcp_servers;   /* borrowed, validated array or NULL */
+    json_object *tool_callback; /* borrowed or NULL */
+    json_object *permissions;   /* borrowed or NULL */
+    json_object *telemetry;     /* borrowed or NULL */
+    json_object *run_context;   /* borrowed or NULL */
+    const char *traceparent;
+
+    enum network_mode network;
+    json_object *network_allowlist; /* borrowed, validated array of CIDR strings, or NULL */
+    bool network_allow_names;       /* some allowlist entry is a host name ... */
+    size_t network_allow_name_at;   /* ... the first of them */
+    bool network_strict;
+
+    enum lifecycle_mode lifecycle_mode;
+    uint64_t lifecycle_idle_ms; /* 0 = unset */
+
+    char turn_id_buf[40]; /* minted when the request has none */
+};
+
+/* Release everything a parsed request holds; safe on a zeroed struct. */
+void run_request_release(struct run_request *req);
+
+/* The text of the last message when it is a user message (text blocks joined), or NULL. */
+int run_request_prompt_text(const struct run_request *req, struct buf *out);
+/* The request's modelCapabilities.inputModalities declares images ("image" or "images"). */
+bool run_request_model_takes_images(const struct run_request *req);
+
+struct run_usage {
+    int64_t input;
+    int64_t output;
+    int64_t total;
+    double cost;
+    bool present;
+};
+
+struct harness_caps {
+    bool text_messages;
+    bool images;
+    bool file_attachments;
+    bool mcp_tools;
+    bool tool_calls;
+    bool reasoning;
+    bool plan_mode;
+    bool permissions;
+    bool usage;
+    bool streaming_deltas;
+    bool session_lifecycle;
+    bool known;
+};
+
+struct run_result {
+    bool ok;
+    struct buf output;   /* assistant text of the turn */
+    char *error;         /* concise message when !ok */
+    char *stop_reason;   /* end_turn, cancelled, paused, ... */
+    char *session_id;
+    char *model;
+    char *trace_id;
+    struct run_usage usage;
+    struct harness_caps caps;
+    json_object *events; /* coalesced events (one-shot path) or NULL when streamed */
+    json_object *tool_call_ids; /* ids of the tool calls the turn made (array), or NULL */
+};
+
+void run_result_init(struct run_result *res);
+void run_result_release(struct run_result *res);
+/* Record a failure (first one wins): the message is copied. */
+void run_result_fail(struct run_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Add input/output/total/cost of u to the JSON object o. */
+void run_usage_fill(json_object *o, const struct run_usage *u);
+/* The AgentRunResult JSON object (a new reference). */
+json_object *run_result_to_json(const struct run_result *res);
+
+#define APPROVAL_GATES_MAX 8
+
+/*
+ * A permission gate the harness is waiting on (its request is unanswered): a turn that paused
+ * parks its gates with the session; the next request's answers resume them.
+ */
+/* What a parked gate holds open: a permission request, or a runner tool's tool/call. */
+enum gate_kind {
+    GATE_PERMISSION = 0, /* ACP session/request_permission or the channel's tool/permission */
+    GATE_CALL,           /* a runner tool's tool/call waiting for approval (permission "ask") */
+    GATE_CLIENT,         /* a client tool's tool/call waiting for the browser's result */
+};
+
+struct approval_gate {
+    char tool_call_id[160]; /* pi's Responses ids join two ids: "call_...|fc_..." */
+    char token[48];
+    char request_id[64]; /* the JSON-RPC id of the open request (permission or tool/call) */
+    char tool_name[80];  /* a runner tool's name is up to 64 bytes */
+    char allow_option[48];  /* the allow_once option to answer "approved" with */
+    char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
+    int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved / answered */
+    bool channel; /* asked over the keeper channel (pi's tool/permission): answered there */
+    uint8_t kind; /* enum gate_kind; CALL and CLIENT are always channel requests */
+};
+
+/* Teardown reasons (reference/agenta-runner.md §3.16). */
+enum teardown_reason {
+    TEARDOWN_NONE = 0,
+    TEARDOWN_PER_TURN,
+    TEARDOWN_CONTINUITY_INVALID,
+    TEARDOWN_RUNTIME_INCOMPATIBLE,
+    TEARDOWN_SESSION_INCOMPATIBLE,
+    TEARDOWN_CAPACITY_EVICTION,
+    TEARDOWN_IDLE_EXPIRY,
+    TEARDOWN_KILL,
+    TEARDOWN_FAILED_TURN,
+    TEARDOWN_ABORTED,
+    TEARDOWN_SHUTDOWN_IDLE,
+    TEARDOWN_SHUTDOWN_IN_FLIGHT,
+    TEARDOWN_HARNESS_EXITED,
+    TEARDOWN_APPROVAL_EXPIRY,
+    TEARDOWN_SUPERSEDED,
+    TEARDOWN_SANDBOX_LIMIT, /* the sandbox hit its memory, pids or disk limit */
+    TEARDOWN_KEEPER_DIED,   /* the keeper process died (killed): the master reclaimed it */
+    TEARDOWN_COUNT,
+};
+
+const char *teardown_reason_name(enum teardown_reason r);
+
+/* The operator's harness login folders (harness/login.h), NULL or "" = not configured;
+ * absolute paths. */
+struct login_dirs {
+    const char *codex_home;
+    const char *claude_config_dir;
+    const char *pi_agent_dir;
+};
+
+/* ---- sandbox leases (provider/provider.h): shared with metrics and traces ---------- */
+
+enum provider_lease_outcome {
+    PROVIDER_LEASE_CREATED = 0,
+    PROVIDER_LEASE_RESUMED,
+    PROVIDER_LEASE_REPLACEMENT,
+};
+
+enum provider_replacement_reason {
+    PROVIDER_REPLACED_NONE = 0,
+    PROVIDER_REPLACED_NOT_FOUND,
+    PROVIDER_REPLACED_EXPIRED,
+    PROVIDER_REPLACED_IDENTITY_MISMATCH,
+    PROVIDER_REPLACED_RESUME_FAILED,
+};
+
+/* What the runner does with a leased sandbox after a turn. */
+enum provider_disposition {
+    PROVIDER_KEEP_RUNNING = 0,
+    PROVIDER_STOP_AND_RETAIN,
+    PROVIDER_DESTROY,
+};
+
+const char *provider_disposition_name(enum provider_disposition d);
+const char *provider_lease_outcome_name(enum provider_lease_outcome o);
+const char *provider_replacement_reason_name(enum provider_replacement_reason r);
+
+
+/* Run limits (reference/agenta-runner.md §3.11); 0 disables a limit. */
+struct run_limits_config {
+    uint64_t total_ms;
+    uint64_t idle_ms;
+    uint64_t first_event_ms;
+    uint64_t tool_call_ms;
+};
+
+struct pool;
+struct agenta_config;
+struct sandbox_host;
+struct tool_runner_resolve;
+
+/* Runner-executed tools (tool_runner.h): what the operator configured. */
+struct tools_config {
+    const char *mcp_bin;       /* agent-runner-mcp, bound read-only into sandboxes */
+    const char *mcp_allowlist; /* AGENT_RUNNER_MCP_HOST_ALLOWLIST (comma-separated), or NULL */
+    const char *ca_file;       /* AGENT_RUNNER_TOOLS_CA_FILE: CA bundle for https MCP servers */
+    /* AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only): host names resolved to given addresses */
+    const struct tool_runner_resolve *test_resolve;
+};
+
+/*
+ * What the engine needs from the runner's configuration; read-only while workers run.
+ * Filled by fcgi/config.c (the engine never reads the environment itself).
+ */
+/* Spares kept per harness (spare.h; AGENT_RUNNER_SPARES). */
+struct spare_settings {
+    uint32_t count[HARNESS_COUNT]; /* 0: none */
+};
+
+struct engine_config {
+    const char *state_dir;      /* envs/ lives here */
+    const char *harness_dir;    /* node_modules of the pinned harnesses */
+    const char *scripted_agent; /* test agent binary or NULL */
+    const char *keeper_bin;     /* agent-runner-keeper */
+    const char *pi_stdio_bin;   /* agent-runner-pi-stdio, bound read-only into pi sandboxes */
+    const char *bwrap;          /* bubblewrap binary */
+    const char *shm_name;       /* the session table */
+    struct pool *pool;          /* attached session table (may be NULL in unit tests) */
+    /* what local sandboxes get on this host (the master's probe; NULL: unconfined tests) */
+    const struct sandbox_host *sandbox;
+    uint64_t session_ttl_ms;    /* warm idle window default */
+    uint64_t session_pool_max;  /* warm environments kept at most */
+    uint64_t approval_ttl_ms;
+    uint64_t keeper_start_ms;   /* keeper + sandbox start deadline */
+    uint64_t harness_init_ms;   /* initialize + session/new deadline */
+    struct run_limits_config limits;
+    bool model_strict;
+    const char *log_level;      /* passed to keepers */
+    enum lifecycle_mode local_mode; /* runner's mode for the local provider (UNSET = inherit) */
+    uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
+    uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
+    struct login_dirs logins;   /* the operator's harness logins (runtime_provided) */
+    struct tools_config tools;  /* runner-executed tools: the MCP bridge, SSRF allowlist */
+    /* platform mode (engine/agenta/platform.h): Agenta's API, NULL when it is not configured */
+    const struct agenta_config *agenta;
+    struct spare_settings spares; /* pre-started environments (spare.h) */
+    uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
+};
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * environment_spare — start a spare and bind one to a session (environment.h, spare.h).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "environment/environment_priv.h"
+#include "environment/spare.h"
+#include "proto/keeper_proto.h"
+#include "request/request.h"
+
+#define CLAIM_CONNECT_MS 5000
+#define SPARE_GONE_WAIT_MS 10000
+
+/*
+ * The spare is ready once its harness answers: ACP initialize through the keeper (pi-stdio
+ * starts pi-acp only after pi answered its first command; opencode answers once its own start
+ * is done, and must not see a session/new before the claim), then "#park" for the spare's TTL
+ * (the keeper keeps it with nobody attached, its slot untouched).
+ */
+static int await_harness(struct environment *env, char *err, size_t errlen)
+{
+    const struct engine_config *cfg = env->cfg;
+    int64_t deadline = util_now_ms() + (int64_t)cfg->harness_init_ms;
+    json_object *params = json_object_new_object();
+    int64_t id = 0;
+    int r;
+
+    if (!params)
+        return -ENOMEM;
+    json_object_object_add(params, "protocolVersion", json_object_new_int(ACP_PROTOCOL_VERSION));
+    json_object_object_add(params, "clientCapabilities", json_object_new_object());
+    r = environment_connect_keeper(env, util_now_ms() + CLAIM_CONNECT_MS, err, errlen);
+    if (r == 0)
+        r = environment_request(env, "initialize", params, &id);
+    json_object_put(params);
+    while (r == 0) {
+        struct acp_msg m;
+
+        r = environment_recv(env, deadline, &m);
+        if (r < 0)
+            break;
+        if (m.kind == ACP_RESPONSE && json_object_get_int64(m.id) == id) {
+            r = m.error ? AR_E_HARNESS_ERROR : 0;
+            acp_msg_release(&m);
+            break;
+        }
+        acp_msg_release(&m);
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "the spare's harness did not answer initialize: %s",
+                 env->fail[0] ? env->fail : ar_strerror(r));
+        return r;
+    }
+    return environment_park(env, cfg->spare_ttl_ms, false);
+}
+
+int environment_start_spare(const struct engine_config *cfg, enum harness_kind kind, char *err,
+                            size_t errlen)
+{
+    struct harness_paths paths = {.harness_dir = cfg->harness_dir,
+                                  .pi_stdio = cfg->pi_stdio_bin,
+                                  .logins = &cfg->logins};
+    const struct harness_ops *harness = harness_get(kind);
+    struct engine_config scfg = *cfg;
+    struct environment *env = NULL;
+    struct run_request req;
+    struct sandbox_plan plan;
+    struct sandbox_env confine;
+    struct buf spec;
+    bool created = false;
+    int r;
+
+    if (!cfg->pool || !harness || !spare_harness_supported(kind)) {
+        snprintf(err, errlen, "spares of %s are not supported", harness_kind_name(kind));
+        return -ENOTSUP;
+    }
+    r = spare_placeholder_request(kind, &req, err, errlen);
+    if (r < 0)
+        return r;
+    sandbox_plan_init(&plan);
+    plan.form = PLAN_SPARE;
+    r = harness->plan(&paths, &req, &plan, err, errlen);
+    /* the spare's pi says hello with it from its start; a claim keeps the spare's token */
+    if (r == 0)
+        r = harness_channel_token(&plan);
+    if (r < 0)
+        goto out;
+    /* the keeper waits a spare's TTL for its claim (its attach deadline) */
+    scfg.keeper_start_ms = cfg->spare_ttl_ms;
+    env = environment_new(&scfg);
+    if (!env) {
+        r = -ENOMEM;
+        goto out;
+    }
+    env->provider = provider_get("local");
+    r = pool_spare_reserve(cfg->pool, (uint8_t)kind, util_self_pid(), &env->h);
+    if (r < 0) {
+        snprintf(err, errlen, r == -ENOSPC ? "no free session slot" : "session table: %s",
+                 ar_strerror(r));
+        goto out;
+    }
+    env->has_slot = true;
+    r = env_setup_create(cfg->state_dir, &env->paths, err, errlen);
+    if (r < 0)
+        goto out;
+    created = true;
+    (void)pool_session_set_env_dir(cfg->pool, env->h, env->paths.dir);
+    r = environment_prepare_sandbox(env, &req, &confine, err, errlen);
+    if (r < 0)
+        goto out;
+    /* a spare's start (pi ~0.9 CPU-s, opencode ~6) yields to running turns; its claim restores
+     * the share */
+    if (cfg->sandbox && sandbox_cgroup_set_cpu_weight(&confine.cg, true) < 0)
+        log_debug("cannot lower the CPU weight of a spare");
+    buf_init(&spec, KEEPER_SPEC_MAX);
+    r = environment_encode_spec(env, &req, &plan, "", cfg->spare_ttl_ms, false, false,
+                                cfg->sandbox ? &confine : NULL, &spec, err, errlen);
+    env->cfg = cfg; /* the keeper itself gets the runner's own start deadline */
+    if (r == 0)
+        r = environment_spawn_keeper(env, &spec, err, errlen);
+    buf_release(&spec);
+    if (r < 0)
+        goto out;
+    created = false; /* the keeper owns the folder and the slot now */
+    env->has_slot = false;
+    r = await_harness(env, err, errlen);
+    if (r < 0) {
+        (void)environment_destroy(env, TEARDOWN_FAILED_TURN); /* the keeper frees the slot */
+        goto out;
+    }
+    r = pool_spare_ready(cfg->pool, env->h);
+    if (r < 0) {
+        /* its keeper is gone already (or the slot was drained): it cleans up after itself */
+        snprintf(err, errlen, "the spare's slot changed: %s", ar_strerror(r));
+        (void)environment_destroy_keeper(env->keeper_pid, 0, SPARE_GONE_WAIT_MS);
+    }
+out:
+    if (created)
+        (void)sandbox_host_reclaim(cfg->sandbox, env->paths.dir);
+    if (env) {
+        environment_release_slot(env);
+        environment_free(env);
+    }
+    sandbox_plan_release(&plan);
+    run_request_release(&req);
+    return r;
+}
+
+int environment_evict_spare(const struct engine_config *cfg)
+{
+    int64_t deadline = util_now_ms() + SPARE_GONE_WAIT_MS;
+    struct pool_session s;
+    struct pool_victim v;
+
+    if (!cfg->pool || pool_spare_evict(cfg->pool, &v) != 1)
+        return 0;
+    log_debug("evicting a spare for a session (keeper %d)", (int)v.keeper_pid);
+    (void)environment_destroy_keeper(v.keeper_pid, v.keeper_start, SPARE_GONE_WAIT_MS);
+    /* its keeper frees the slot at the end of its teardown */
+    while (pool_session_peek(cfg->pool, v.h.index, &s) && s.h.generation == v.h.generation &&
+           util_now_ms() < deadline)
+        usleep(2000);
+    return 1;
+}
+
+/* The session's files into the claimed spare: the workspace's on the host, the home's inside. */
+static int write_session_files(struct environment *env, const struct run_request *req,
+                               const struct sandbox_plan *plan, pid_t sandbox_pid, char *err,
+                               size_t errlen)
+{
+    const struct sandbox_host *sh = env->cfg->sandbox;
+    struct sandbox_uid_ids ids = {.uid = geteuid(), .gid = getegid(), .shared = true};
+    int r;
+
+    if (sh && sandbox_uid_for_slot(&sh->uids, env->h.index, &ids) < 0) {
+        snprintf(err, errlen, "spare: slot %u has no host uid", (unsigned)env->h.index);
+        return -ERANGE;
+    }
+    /* nothing of the agent has run in there yet: these writes cannot be redirected */
+    r = env_setup_workspace(&env->paths, req, err, errlen);
+    if (r == 0 && sh && !ids.shared) {
+        r = sandbox_uid_give_workspace(env->paths.workspace, &ids);
+        if (r < 0)
+            snprintf(err, errlen, "spare: cannot give the workspace to uid %u: %s",
+                     (unsigned)ids.uid, strerror(-r));
+    }
+    if (r == 0)
+        r = spare_write_home_files(sandbox_pid, ids.uid, ids.gid, plan->files, err, errlen);
+    return r;
+}
+
+/* "#claim {idleMs, perTurn, sessionKey, egress}" to the attached keeper. */
+static int send_claim(struct environment *env, const struct run_request *req, const char *key,
+                      uint64_t idle_ms, bool per_turn, char *err, size_t errlen)
+{
+    json_object *o = json_object_new_object(), *egress = NULL;
+    struct keeper_msg m = {.kind = KEEPER_MSG_CLAIM};
+    struct buf line;
+    const char *text;
+    int r;
+
+    if (!o)
+        return -ENOMEM;
+    json_object_object_add(o, "idleMs", json_object_new_int64((int64_t)idle_ms));
+    json_object_object_add(o, "perTurn", json_object_new_boolean(per_turn));
+    json_object_object_add(o, "sessionKey", json_object_new_string(key));
+    if (env->cfg->sandbox) {
+        egress = environment_egress_json(env->cfg, req, err, errlen);
+        if (!egress) {
+            json_object_put(o);
+            return AR_E_SANDBOX;
+        }
+        json_object_object_add(o, "egress", egress);
+    }
+    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+    m.payload = text;
+    m.payload_len = strlen(text);
+    buf_init(&line, KEEPER_SPEC_MAX);
+    r = keeper_proto_encode(&m, &line);
+    if (r == 0)
+        r = environment_send(env, &line);
+    if (r < 0)
+        snprintf(err, errlen, "spare: cannot send the claim: %s", ar_strerror(r));
+    buf_release(&line);
+    json_object_put(o);
+    return r;
+}
+
+/* A claim that failed before the keeper was attached: stop the keeper, free what it held. */
+static void abandon(struct environment *env, const struct pool_session *ps)
+{
+    const struct engine_config *cfg = env->cfg;
+
+    if (util_proc_alive(ps->keeper_pid, ps->keeper_start)) {
+        /* it frees its slot and folder at its teardown */
+        (void)pool_session_drain(cfg->pool, env->h, TEARDOWN_FAILED_TURN);
+        (void)environment_destroy_keeper(ps->keeper_pid, ps->keeper_start, SPARE_GONE_WAIT_MS);
+        return;
+    }
+    /* a dead keeper: whoever frees its slot first (here or the master) removes its folder */
+    if (pool_session_free(cfg->pool, env->h, TEARDOWN_FAILED_TURN) == 0)
+        (void)sandbox_host_reclaim(cfg->sandbox, ps->env_dir);
+}
+
+int environment_claim_spare(const struct engine_config *cfg, const struct run_request *req,
+                            const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                            bool per_turn, struct environment **ret, char *err, size_t errlen)
+{
+    struct pool_reservation rv = environment_reservation(req, plan, key, idle_ms, per_turn);
+    struct environment *env = NULL;
+    struct pool_session *ps = NULL;
+    const char *id;
+    bool attached = false;
+    int r;
+
+    if (!cfg->pool)
+        return -ENOENT;
+    ps = malloc(sizeof(*ps));
+    env = environment_new(cfg);
+    if (!ps || !env) {
+        r = -ENOMEM;
+        snprintf(err, errlen, "spare: %s", strerror(ENOMEM));
+        goto out;
+    }
+    r = pool_spare_claim(cfg->pool, &rv, ps);
+    if (r < 0) {
+        if (r != -ENOENT)
+            snprintf(err, errlen, "spare: session table: %s", ar_strerror(r));
+        goto out;
+    }
+    env->provider = provider_get("local");
+    env->h = ps->h;
+    env->has_slot = true;
+    env->from_spare = true;
+    env->keeper_pid = ps->keeper_pid;
+    env->sandbox_pid = ps->sandbox_pid;
+    id = strrchr(ps->env_dir, '/');
+    snprintf(env->paths.id, sizeof(env->paths.id), "%s", id ? id + 1 : "");
+    snprintf(env->paths.dir, sizeof(env->paths.dir), "%s", ps->env_dir);
+    snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace", ps->env_dir);
+    snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", ps->env_dir);
+    if (!util_proc_alive(ps->keeper_pid, ps->keeper_start)) {
+        snprintf(err, errlen, "spare: its keeper %d is gone", (int)ps->keeper_pid);
+        r = -ESRCH;
+        goto fail;
+    }
+    r = write_session_files(env, req, plan, ps->sandbox_pid, err, errlen);
+    if (r < 0)
+        goto fail;
+    log_debug("spare of keeper %d claimed: the session's files are in place", (int)ps->keeper_pid);
+    r = environment_connect_keeper(env, util_now_ms() + CLAIM_CONNECT_MS, err, errlen);
+    if (r < 0)
+        goto fail;
+    attached = true;
+    r = send_claim(env, req, key, idle_ms, per_turn, err, errlen);
+    if (r < 0)
+        goto fail;
+    log_debug("spare of keeper %d bound to the session", (int)ps->keeper_pid);
+    *ret = env;
+    env = NULL;
+    r = 0;
+    goto out;
+fail:
+    /* the claim happened: whatever failed, the caller must not take it for "no spare" */
+    if (r == -ENOENT || r == -EEXIST)
+        r = AR_E_SANDBOX;
+    if (attached)
+        (void)environment_destroy(env, TEARDOWN_FAILED_TURN);
+    else
+        abandon(env, ps);
+    env->has_slot = false;
+out:
+    environment_free(env);
+    free(ps);
+    return r;
+}

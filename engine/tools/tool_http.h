@@ -1,0 +1,95 @@
+/*
+ * tool_http — one bounded HTTP exchange over libcurl, for the runner-executed tools (callback
+ * and direct calls, the MCP client). Nothing here knows about tools; it only makes sure that
+ * every request the runner sends on a tool's behalf is bounded and cannot be bent:
+ *
+ *   - http and https only, redirects never followed (a 3xx is just a status), proxies from the
+ *     environment never used (a proxy would bypass the SSRF pin);
+ *   - a total deadline (timeout_ms) and a connect deadline; an optional cancel flag polled
+ *     while the transfer runs (POST /cancel ends a tool call within ~100 ms);
+ *   - the response body is read into a buffer with a hard maximum: past it the transfer is
+ *     either an error (-E2BIG) or, with truncate_ok, stopped and flagged `truncated`;
+ *   - an optional pin: "host:port:address" handed to CURLOPT_RESOLVE, and the address the
+ *     connection really reached is checked against it before a byte is sent, so DNS rebinding
+ *     between the SSRF check and the connect cannot slip through;
+ *   - header values are refused when they hold CR, LF or NUL (no header injection).
+ *
+ * Errors: the function returns 0 when an HTTP response was received (whatever its status),
+ * -ECANCELED when the cancel flag was raised, -ETIMEDOUT on the deadline, -E2BIG when the body
+ * passed max_body without truncate_ok, -EPERM when a pinned connection reached another
+ * address, -EINVAL for a bad request, -EIO for any other transport failure. err then holds a
+ * short reason from libcurl's fixed messages (never the URL, never a header value).
+ *
+ * Threads: a CURL handle belongs to one thread at a time. Passing the same handle again keeps
+ * its connections alive (a warm callback costs no TLS handshake); NULL uses a fresh one.
+ * curl_global_init() must have run (the master does it; unit tests do it in their main).
+ */
+#ifndef AR_TOOL_HTTP_H
+#define AR_TOOL_HTTP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "base/buf.h"
+
+#define TOOL_HTTP_HEADERS_MAX 64
+#define TOOL_HTTP_CONNECT_MS_MAX 10000u
+
+struct tool_http_response;
+
+/*
+ * Called with each piece of the body as it arrives (after it was appended to the response
+ * buffer); res already holds the status and the content type. Return 0 to go on, 1 to stop
+ * the transfer now (the response then counts as complete: `stopped` is set), or -errno to
+ * fail it.
+ */
+typedef int (*tool_http_data_fn)(void *ctx, const struct tool_http_response *res,
+                                 const char *data, size_t len);
+
+struct tool_http_request {
+    const char *method;   /* GET, POST, PUT, DELETE */
+    const char *url;
+    const char *body;     /* sent as is (POST/PUT); NULL = no body */
+    size_t body_len;
+    const char *const *headers; /* "Name: value" lines, at most TOOL_HTTP_HEADERS_MAX, or NULL */
+    size_t nheaders;
+    uint64_t timeout_ms;  /* total; 0 = 30 s */
+    size_t max_body;      /* response body cap in bytes (> 0) */
+    bool truncate_ok;     /* at the cap: stop and flag `truncated` instead of failing */
+    const char *pin_resolve; /* "host:port:address" for CURLOPT_RESOLVE, or NULL */
+    const char *pin_addr;    /* the address the connection must reach, or NULL */
+    const char *capture_header; /* a response header to keep (case-insensitive), or NULL */
+    const char *ca_file;        /* CA bundle to verify https against instead of the system's */
+    const atomic_int *cancel;   /* non-zero = stop, or NULL */
+    tool_http_data_fn on_data;  /* or NULL */
+    void *on_data_ctx;
+};
+
+struct tool_http_response {
+    long status;
+    struct buf body;            /* capped at max_body; buf_init()ed by tool_http_perform */
+    char content_type[128];     /* lower-cased media type without parameters, "" when none */
+    char captured[512];         /* value of capture_header ("" when absent or too long) */
+    bool truncated;             /* the body passed max_body and was cut there (truncate_ok) */
+    bool stopped;               /* on_data asked to stop */
+};
+
+/*
+ * Perform rq with handle h (NULL = a temporary handle). On 0, *ret holds the response and the
+ * caller releases it with tool_http_response_release(); on failure nothing needs releasing.
+ */
+int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_http_response *ret,
+                      char *err, size_t errlen);
+
+void tool_http_response_release(struct tool_http_response *res);
+
+/* True when v is safe as a header value (no CR, LF or NUL; at most 8 KiB). */
+bool tool_http_header_value_ok(const char *v);
+/* True when n is an RFC 9110 token (a header name), 1-128 bytes. */
+bool tool_http_header_name_ok(const char *n);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * events — build AgentEvents (CONTRACT.md "Events") and deliver them.
+ *
+ * A struct event_stream has two modes:
+ *   - streaming: each event is written at once as one NDJSON record
+ *     {"kind":"event","event":{...}}\n through the sink, which must flush it to the client;
+ *   - collecting (one-shot JSON path): events are kept, with message_* and thought_* deltas
+ *     coalesced into single {"type":"message","text":...} / {"type":"thought",...} events.
+ * The stream also records when the last event left (run limits use it) and whether the sink
+ * failed (the client is gone).
+ */
+#ifndef AR_EVENTS_H
+#define AR_EVENTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "base/buf.h"
+#include "core/contracts.h"
+
+struct event_sink {
+    /*
+     * Write len bytes (one complete NDJSON line, '\n' included); <0 = client gone. Without a
+     * flush callback every line must be flushed here; with one, lines may be buffered until
+     * flush() is called, which the engine does before every wait (so nothing that exists is
+     * ever held back while the turn waits for more).
+     */
+    int (*write_line)(void *ctx, const char *line, size_t len);
+    int (*flush)(void *ctx); /* may be NULL */
+    /* false once the client is known to be gone, without writing (may be NULL) */
+    bool (*client_alive)(void *ctx);
+    void *ctx;
+};
+
+struct event_stream {
+    struct event_sink sink;
+    bool streaming;
+    bool client_gone;
+    bool unflushed; /* lines written to the sink since its last flush */
+    uint64_t nevents;
+    int64_t first_event_ms; /* monotonic, 0 until the first event */
+    int64_t last_event_ms;
+    int64_t first_output_ms; /* the first event that is not a `data` status event */
+    /* sees every event before it is delivered (tracing); may be NULL */
+    void (*observe)(void *ctx, json_object *ev);
+    void *observe_ctx;
+    /* collecting mode */
+    json_object *collected;
+    int open_kind; /* 0 none, 1 message, 2 thought */
+    struct buf pending;
+};
+
+/* sink may be NULL: collecting mode. */
+void event_stream_init(struct event_stream *es, const struct event_sink *sink);
+void event_stream_release(struct event_stream *es);
+
+/* Deliver one event; takes ownership of ev. Returns <0 only for -ENOMEM; a failed sink sets
+ * client_gone and the event is dropped (the turn decides what a gone client means). */
+int event_emit(struct event_stream *es, json_object *ev);
+
+/* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
+void event_stream_flush(struct event_stream *es);
+
+/* false when the client went away (a failed write, or the sink's probe says so). */
+bool event_stream_client_alive(struct event_stream *es);
+
+/* Move the coalesced events out (a new array, never NULL) for the one-shot result. */
+json_object *event_stream_take(struct event_stream *es);
+
+/* Serialise {"kind":kind,"<kind>":payload}\n into out. payload is borrowed. */
+int events_record_line(const char *kind, json_object *payload, struct buf *out);
+
+/* Builders: each returns a new reference (NULL only on out of memory). */
+json_object *event_new(const char *type);
+json_object *event_data_phase(const char *phase);
+/* The environment_ready phase, saying whether the environment was a claimed spare (spare.h). */
+json_object *event_environment_ready(bool spare);
+json_object *event_text(const char *type, const char *id, const char *delta);
+json_object *event_block(const char *type, const char *id); /* *_start / *_end */
+json_object *event_tool_call(const char *id, const char *name, json_object *input);
+json_object *event_tool_result(const char *id, const char *output, bool is_error, bool denied);
+json_object *event_usage(const struct run_usage *u);
+json_object *event_error(const char *message, const char *code);
+json_object *event_done(const char *stop_reason, const char *trace_id);
+
+#endif

@@ -1,0 +1,513 @@
+#include "keeper_channel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/jsonx.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "proto/keeper_proto.h"
+#include "proto/tool_channel.h"
+
+#define REPLY_MAX (64u * 1024)
+
+void keeper_channel_init(struct keeper_channel *kc)
+{
+    memset(kc, 0, sizeof(*kc));
+    kc->listen_fd = -1;
+    kc->next_id = 1;
+    kc->next_serial = 1;
+}
+
+int keeper_channel_open(struct keeper_channel *kc, const char *env_dir, const char *token,
+                        const struct keeper_channel_worker *w, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, r;
+
+    if (!token || strlen(token) < TOOL_CHANNEL_TOKEN_LEN ||
+        strlen(token) > TOOL_CHANNEL_TOKEN_MAX) {
+        snprintf(err, errlen, "tool channel: the environment's token must be %d-%d bytes",
+                 TOOL_CHANNEL_TOKEN_LEN, TOOL_CHANNEL_TOKEN_MAX);
+        return -EINVAL;
+    }
+    memcpy(kc->token, token, strlen(token) + 1);
+    if ((size_t)snprintf(kc->dir, sizeof(kc->dir), "%s/%s", env_dir, KEEPER_CHANNEL_DIR) >=
+            sizeof(kc->dir) ||
+        (size_t)snprintf(kc->path, sizeof(kc->path), "%s/%s", kc->dir, KEEPER_CHANNEL_SOCKET) >=
+            sizeof(sa.sun_path)) {
+        snprintf(err, errlen, "tool channel: the path under '%s' is too long for a unix socket",
+                 env_dir);
+        return -ENAMETOOLONG;
+    }
+    /* 0711: the sandbox's uid may pass through to the socket, not list or change the folder */
+    if (mkdir(kc->dir, 0711) == -1 && errno != EEXIST) {
+        r = -errno;
+        snprintf(err, errlen, "tool channel: mkdir '%s': %s", kc->dir, strerror(-r));
+        return r;
+    }
+    if (chmod(kc->dir, 0711) == -1) {
+        r = -errno;
+        snprintf(err, errlen, "tool channel: chmod '%s': %s", kc->dir, strerror(-r));
+        return r;
+    }
+    /* 0666: connecting needs write permission on the socket, whatever uid the sandbox has */
+    /* a backlog for every connection at once: a remote sandbox's relay connects them in a
+     * burst (daytona_relay), before this loop accepts any */
+    fd = util_unix_listen(kc->path, 0666, 2 * KEEPER_CHANNEL_CONNS_MAX);
+    if (fd < 0) {
+        snprintf(err, errlen, "tool channel: cannot listen on '%s': %s", kc->path, strerror(-fd));
+        return fd;
+    }
+    kc->listen_fd = fd;
+    kc->worker = *w;
+    return 0;
+}
+
+static struct keeper_channel_conn *conn_of(struct keeper_channel *kc, uint64_t serial)
+{
+    for (size_t i = 0; i < kc->nconns; i++)
+        if (kc->conns[i].serial == serial)
+            return &kc->conns[i];
+    return NULL;
+}
+
+static void pending_drop(struct keeper_channel *kc, size_t i)
+{
+    free(kc->pending[i].orig_id);
+    kc->pending[i] = kc->pending[--kc->npending];
+}
+
+/* Close connection i; its pending requests have nobody left to answer. */
+static void conn_close(struct keeper_channel *kc, size_t i)
+{
+    struct keeper_channel_conn *c = &kc->conns[i];
+
+    for (size_t j = kc->npending; j-- > 0;)
+        if (kc->pending[j].conn == c->serial)
+            pending_drop(kc, j);
+    close(c->fd);
+    acp_lines_release(&c->in);
+    buf_release(&c->out);
+    kc->conns[i] = kc->conns[--kc->nconns];
+}
+
+void keeper_channel_close(struct keeper_channel *kc)
+{
+    while (kc->nconns > 0)
+        conn_close(kc, kc->nconns - 1);
+    while (kc->npending > 0)
+        pending_drop(kc, kc->npending - 1);
+    if (kc->listen_fd >= 0) {
+        close(kc->listen_fd);
+        (void)unlink(kc->path);
+    }
+    kc->listen_fd = -1;
+}
+
+/*
+ * Whether a warning the sandbox can provoke may be logged now: at most
+ * KEEPER_CHANNEL_WARNS_PER_S a second, the rest summed in one line the next second, so a
+ * connect loop inside cannot write thousands of lines a second into the host's log.
+ */
+static bool warn_allowed(struct keeper_channel *kc)
+{
+    int64_t now = util_now_ms();
+
+    if (now - kc->warn_window_ms >= 1000) {
+        if (kc->warn_suppressed)
+            log_warn("tool channel: %llu more warnings not logged",
+                     (unsigned long long)kc->warn_suppressed);
+        kc->warn_window_ms = now;
+        kc->warn_logged = 0;
+        kc->warn_suppressed = 0;
+    }
+    if (kc->warn_logged >= KEEPER_CHANNEL_WARNS_PER_S) {
+        kc->warn_suppressed++;
+        return false;
+    }
+    kc->warn_logged++;
+    return true;
+}
+
+/* Queue an encoded line (it ends in '\n') to connection c; a connection that does not read is
+ * dropped at KEEPER_CHANNEL_OUT_MAX rather than growing without bound. */
+static void conn_queue(struct keeper_channel_conn *c, const struct buf *line)
+{
+    if (buf_append(&c->out, line->data, line->len) < 0) {
+        log_warn("tool channel: a connection does not read its answers: dropping it");
+        shutdown(c->fd, SHUT_RDWR);
+    }
+}
+
+static void answer_error(struct keeper_channel_conn *c, json_object *id, int code,
+                         const char *message)
+{
+    struct buf out;
+
+    buf_init(&out, REPLY_MAX);
+    if (acp_encode_error(&out, id, code, message) == 0)
+        conn_queue(c, &out);
+    buf_release(&out);
+}
+
+/* The keeper's own answer to a request, as when no worker is attached. */
+static void answer_alone(struct keeper_channel_conn *c, json_object *id,
+                         enum tool_channel_kind kind)
+{
+    struct buf out;
+    int r;
+
+    buf_init(&out, REPLY_MAX);
+    if (kind == TOOL_CHANNEL_HELLO)
+        r = tool_channel_encode_hello_result(&out, id);
+    else if (kind == TOOL_CHANNEL_PERMISSION)
+        r = tool_channel_encode_permission_result(&out, id, TOOL_CHANNEL_CANCELLED, NULL);
+    else
+        r = tool_channel_encode_call_result(&out, id,
+                                            "agent-runner: no turn is running to take this "
+                                            "tool call",
+                                            true);
+    if (r == 0)
+        conn_queue(c, &out);
+    buf_release(&out);
+}
+
+static bool worker_attached(const struct keeper_channel *kc)
+{
+    return kc->worker.fd && *kc->worker.fd >= 0 && !*kc->worker.gone;
+}
+
+/* Queue one "@tool <json>" line to the worker: -E2BIG when its queue is full. */
+static int to_worker(struct keeper_channel *kc, const char *json, size_t len)
+{
+    struct keeper_msg m = {.kind = KEEPER_MSG_TOOL, .payload = json, .payload_len = len};
+
+    return keeper_proto_encode(&m, kc->worker.out);
+}
+
+/* msg as one line with its id replaced by id (the root is changed in place). */
+static int relay_with_id(struct keeper_channel *kc, json_object *root, json_object *id)
+{
+    const char *text;
+    size_t len;
+
+    json_object_object_add(root, "id", id);
+    text = jsonx_text(root, &len);
+    return to_worker(kc, text, len);
+}
+
+/* A request of connection c for the worker: relayed under a fresh keeper-wide id. */
+static void relay_request(struct keeper_channel *kc, struct keeper_channel_conn *c,
+                          const struct acp_msg *m, enum tool_channel_kind kind)
+{
+    struct keeper_channel_pending *p;
+    int64_t id;
+
+    if (kc->npending >= KEEPER_CHANNEL_PENDING_MAX) {
+        answer_error(c, m->id, -32000, "agent-runner: too many tool requests are open");
+        return;
+    }
+    p = &kc->pending[kc->npending];
+    p->orig_id = strdup(jsonx_text(m->id, NULL));
+    if (!p->orig_id) {
+        answer_alone(c, m->id, kind);
+        return;
+    }
+    id = kc->next_id++;
+    p->id = id;
+    p->conn = c->serial;
+    p->kind = (int)kind;
+    kc->npending++;
+    if (relay_with_id(kc, m->root, json_object_new_int64(id)) < 0) {
+        pending_drop(kc, kc->npending - 1);
+        answer_alone(c, m->id, kind);
+    }
+}
+
+/* got equals the environment's token, in time that does not depend on where they differ */
+static bool token_matches(const struct keeper_channel *kc, const char *got)
+{
+    size_t n = strlen(kc->token);
+    unsigned char diff = 0;
+
+    if (!got || strlen(got) != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(kc->token[i] ^ got[i]);
+    return diff == 0;
+}
+
+/*
+ * The authentication gate: a connection is taken at its word only after a hello with the
+ * environment's token. False when the line ends the connection (it was answered with an
+ * error naming the problem); a good hello marks c authenticated and loses its token, which
+ * never travels further.
+ */
+static bool authenticate(struct keeper_channel *kc, struct keeper_channel_conn *c,
+                         const struct acp_msg *m, const struct tool_channel_msg *tm, int decoded)
+{
+    const char *why;
+
+    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO && token_matches(kc, tm->token)) {
+        c->authed = true;
+        json_object_object_del(m->params, "token");
+        return true;
+    }
+    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO)
+        why = tm->token ? "channel: wrong token" : KEEPER_CHANNEL_HELLO_FIRST;
+    else if (c->authed)
+        return true;
+    else
+        why = KEEPER_CHANNEL_HELLO_FIRST;
+    kc->refused++;
+    answer_error(c, m->kind == ACP_REQUEST ? m->id : NULL, KEEPER_CHANNEL_UNAUTHORIZED, why);
+    if (warn_allowed(kc))
+        log_warn("tool channel: refusing a connection: %s", why);
+    return false;
+}
+
+/* One line of connection c; false when the connection is to be closed. */
+static bool on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, const char *line,
+                    size_t len)
+{
+    struct tool_channel_msg tm;
+    struct acp_msg m;
+    char err[256];
+    int r;
+
+    if (acp_decode(line, len, &m, err, sizeof(err)) < 0) {
+        kc->dropped++;
+        if (!c->authed) {
+            kc->refused++;
+            answer_error(c, NULL, KEEPER_CHANNEL_UNAUTHORIZED, KEEPER_CHANNEL_HELLO_FIRST);
+            return false;
+        }
+        answer_error(c, NULL, ACP_INVALID_REQUEST, err);
+        return true;
+    }
+    memset(&tm, 0, sizeof(tm));
+    r = tool_channel_decode(&m, &tm, err, sizeof(err));
+    if (!authenticate(kc, c, &m, &tm, r)) {
+        acp_msg_release(&m);
+        return false;
+    }
+    if (r == -EBADMSG) {
+        kc->dropped++; /* a response: the runner asked nothing */
+    } else if (r < 0 && m.kind == ACP_REQUEST) {
+        answer_error(c, m.id, r == -ENOENT ? ACP_METHOD_NOT_FOUND : ACP_INVALID_PARAMS, err);
+    } else if (r < 0) {
+        kc->dropped++; /* an unknown notification */
+    } else if (m.kind == ACP_NOTIFICATION) {
+        if (!worker_attached(kc) || to_worker(kc, line, len) < 0)
+            kc->dropped++;
+    } else if (worker_attached(kc)) {
+        relay_request(kc, c, &m, tm.kind);
+    } else {
+        answer_alone(c, m.id, tm.kind);
+    }
+    acp_msg_release(&m);
+    return true;
+}
+
+static bool conn_flush(struct keeper_channel *kc, size_t i);
+
+static void conn_read(struct keeper_channel *kc, size_t i)
+{
+    struct keeper_channel_conn *c = &kc->conns[i];
+    ssize_t n = acp_lines_fill(&c->in, c->fd);
+    char *line;
+    size_t len;
+    int r;
+
+    if (n == -EAGAIN)
+        return;
+    if (n <= 0) {
+        if (n < 0 && n != -ECONNRESET)
+            log_debug("tool channel: dropping a connection: %s", strerror((int)-n));
+        conn_close(kc, i);
+        return;
+    }
+    while ((r = acp_lines_next(&c->in, &line, &len)) == 1) {
+        bool keep = len == 0 || on_line(kc, c, line, len);
+
+        free(line);
+        if (!keep) {
+            /* the error that says why goes out first (conn_flush closes a broken one) */
+            if (conn_flush(kc, i))
+                conn_close(kc, i);
+            return;
+        }
+    }
+    if (r < 0) {
+        if (warn_allowed(kc))
+            log_warn("tool channel: a line exceeds %u bytes: dropping its connection",
+                     TOOL_CHANNEL_LINE_MAX);
+        conn_close(kc, i);
+    }
+}
+
+/* Write what is queued; false when the connection broke (it is closed then). */
+static bool conn_flush(struct keeper_channel *kc, size_t i)
+{
+    struct keeper_channel_conn *c = &kc->conns[i];
+
+    while (c->out.len > 0) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+
+        if (n == -1 && errno == EINTR)
+            continue;
+        if (n == -1 && errno == EAGAIN)
+            return true;
+        if (n == -1) {
+            conn_close(kc, i);
+            return false;
+        }
+        buf_consume(&c->out, (size_t)n);
+    }
+    return true;
+}
+
+static void accept_conn(struct keeper_channel *kc)
+{
+    struct keeper_channel_conn *c;
+    int fd = accept4(kc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+    if (fd == -1)
+        return;
+    if (kc->nconns >= KEEPER_CHANNEL_CONNS_MAX) {
+        if (warn_allowed(kc))
+            log_warn("tool channel: %d connections are open: refusing another",
+                     KEEPER_CHANNEL_CONNS_MAX);
+        close(fd);
+        return;
+    }
+    c = &kc->conns[kc->nconns++];
+    c->fd = fd;
+    c->serial = kc->next_serial++;
+    c->authed = false;
+    acp_lines_init(&c->in, TOOL_CHANNEL_LINE_MAX);
+    buf_init(&c->out, KEEPER_CHANNEL_OUT_MAX);
+}
+
+size_t keeper_channel_pollfds(struct keeper_channel *kc, struct pollfd *p, size_t max, bool reading)
+{
+    size_t n = 0;
+
+    kc->npolled = 0;
+    if (kc->listen_fd < 0)
+        return 0;
+    if (n < max) {
+        p[n] = (struct pollfd){.fd = kc->listen_fd, .events = POLLIN};
+        kc->polled[n++] = kc->listen_fd;
+    }
+    for (size_t i = 0; i < kc->nconns && n < max; i++) {
+        struct keeper_channel_conn *c = &kc->conns[i];
+        short ev = (short)((reading ? POLLIN : 0) | (c->out.len ? POLLOUT : 0));
+
+        p[n] = (struct pollfd){.fd = c->fd, .events = ev};
+        kc->polled[n++] = c->fd;
+    }
+    kc->npolled = n;
+    return n;
+}
+
+static ssize_t conn_index(const struct keeper_channel *kc, int fd)
+{
+    for (size_t i = 0; i < kc->nconns; i++)
+        if (kc->conns[i].fd == fd)
+            return (ssize_t)i;
+    return -1;
+}
+
+void keeper_channel_handle(struct keeper_channel *kc, const struct pollfd *p, size_t n)
+{
+    /* connections first: the listener may add one, and a closed one moves another */
+    for (size_t j = 1; j < n && j < kc->npolled; j++) {
+        ssize_t i = conn_index(kc, kc->polled[j]);
+
+        if (i < 0 || p[j].fd != kc->polled[j])
+            continue;
+        if ((p[j].revents & POLLOUT) && !conn_flush(kc, (size_t)i))
+            continue;
+        if (p[j].revents & (POLLIN | POLLHUP | POLLERR))
+            conn_read(kc, (size_t)i);
+    }
+    /* answers queued while reading go out now, not at the next wake-up */
+    for (size_t i = kc->nconns; i-- > 0;)
+        if (kc->conns[i].out.len)
+            (void)conn_flush(kc, i);
+    if (n > 0 && kc->npolled > 0 && (p[0].revents & POLLIN))
+        accept_conn(kc);
+}
+
+void keeper_channel_from_worker(struct keeper_channel *kc, const char *json, size_t len)
+{
+    struct keeper_channel_conn *c;
+    json_object *orig = NULL;
+    struct acp_msg m;
+    char err[128];
+    int64_t id;
+    size_t i;
+
+    if (acp_decode(json, len, &m, err, sizeof(err)) < 0) {
+        log_debug("tool channel: dropping a malformed worker line: %s", err);
+        return;
+    }
+    if (m.kind != ACP_RESPONSE || acp_msg_int_id(&m, &id) < 0) {
+        log_debug("tool channel: dropping a worker line that answers nothing");
+        acp_msg_release(&m);
+        return;
+    }
+    for (i = 0; i < kc->npending && kc->pending[i].id != id; i++)
+        ;
+    if (i == kc->npending) {
+        log_debug("tool channel: dropping an answer to id %lld: nobody waits for it",
+                  (long long)id);
+        acp_msg_release(&m);
+        return;
+    }
+    c = conn_of(kc, kc->pending[i].conn);
+    if (c && jsonx_parse(kc->pending[i].orig_id, strlen(kc->pending[i].orig_id), 4, &orig, err,
+                         sizeof(err)) == 0) {
+        struct buf out;
+        const char *text;
+        size_t tlen;
+
+        json_object_object_add(m.root, "id", orig);
+        text = jsonx_text(m.root, &tlen);
+        buf_init(&out, TOOL_CHANNEL_LINE_MAX);
+        if (buf_append(&out, text, tlen) == 0 && buf_append_char(&out, '\n') == 0)
+            conn_queue(c, &out);
+        buf_release(&out);
+    }
+    pending_drop(kc, i);
+    acp_msg_release(&m);
+}
+
+void keeper_channel_detached(struct keeper_channel *kc)
+{
+    for (size_t i = kc->npending; i-- > 0;) {
+        struct keeper_channel_pending *p = &kc->pending[i];
+        struct keeper_channel_conn *c;
+        json_object *id = NULL;
+        char err[64];
+
+        c = conn_of(kc, p->conn);
+        if (c && jsonx_parse(p->orig_id, strlen(p->orig_id), 4, &id, err, sizeof(err)) == 0) {
+            answer_alone(c, id, (enum tool_channel_kind)p->kind);
+            json_object_put(id);
+        }
+        pending_drop(kc, i);
+    }
+    for (size_t i = kc->nconns; i-- > 0;)
+        if (kc->conns[i].out.len)
+            (void)conn_flush(kc, i);
+}
