@@ -36,20 +36,6 @@ struct agenta_api {
     char *credential;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /*
  * Parse an answer of the API strictly (UTF-8 validated). A tokener of its own each time, not
  * jsonx's per-thread cache: answers are parsed on short-lived threads (the heartbeat timer)
@@ -113,8 +99,8 @@ static int load_u64(const char *(*lookup)(const char *, void *), void *ctx, cons
         return 0;
     }
     if (util_parse_u64(v, min, max, &n) < 0) {
-        set_err(err, errlen, "%s: expected a whole number in [%" PRIu64 ", %" PRIu64 "]", name,
-                min, max);
+        util_seterr(err, errlen, "%s: expected a whole number in [%" PRIu64 ", %" PRIu64 "]", name,
+                    min, max);
         return -EINVAL;
     }
     *ret = n;
@@ -145,8 +131,9 @@ static bool clean_text(const char *s)
     return true;
 }
 
-int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const char *name, void *ctx),
-                       void *ctx, char *err, size_t errlen)
+int agenta_config_load(struct agenta_config *cfg,
+                       const char *(*lookup)(const char *name, void *ctx), void *ctx, char *err,
+                       size_t errlen)
 {
     const char *base = lookup_value(lookup, ctx, "AGENTA_API_INTERNAL_URL"), *name;
     const char *replica = lookup_value(lookup, ctx, "AGENTA_RUNNER_REPLICA_ID");
@@ -168,8 +155,8 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
         if (len >= sizeof(c.base_url) || !clean_text(base) ||
             (strncmp(base, "http://", 7) != 0 && strncmp(base, "https://", 8) != 0) ||
             len <= (base[4] == 's' ? 8u : 7u)) {
-            set_err(err, errlen, "%s: expected an http:// or https:// URL of at most %zu bytes",
-                    name, sizeof(c.base_url) - 1);
+            util_seterr(err, errlen, "%s: expected an http:// or https:// URL of at most %zu bytes",
+                        name, sizeof(c.base_url) - 1);
             return -EINVAL;
         }
         memcpy(c.base_url, base, len);
@@ -178,8 +165,9 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
     }
     if (replica) {
         if (strlen(replica) >= sizeof(c.replica_id) || !clean_text(replica)) {
-            set_err(err, errlen, "AGENTA_RUNNER_REPLICA_ID: expected at most %zu printable bytes",
-                    sizeof(c.replica_id) - 1);
+            util_seterr(err, errlen,
+                        "AGENTA_RUNNER_REPLICA_ID: expected at most %zu printable bytes",
+                        sizeof(c.replica_id) - 1);
             return -EINVAL;
         }
         snprintf(c.replica_id, sizeof(c.replica_id), "%s", replica);
@@ -199,8 +187,9 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
         r = snprintf(c.replica_id, sizeof(c.replica_id), "agent-runner@%s/%s", host,
                      inst ? inst : "default");
         if (r < 0 || (size_t)r >= sizeof(c.replica_id) || !clean_text(c.replica_id)) {
-            set_err(err, errlen, "AGENTA_RUNNER_REPLICA_ID: the host name and instance make no "
-                                 "usable replica id; set one");
+            util_seterr(err, errlen,
+                        "AGENTA_RUNNER_REPLICA_ID: the host name and instance make no "
+                        "usable replica id; set one");
             return -EINVAL;
         }
     }
@@ -215,8 +204,7 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
                  &c.record_tool_ttl_ms, err, errlen);
     if (r == 0)
         r = load_u64(lookup, ctx, "AGENTA_SESSIONS_RECORDS_QUERY_TIMEOUT_MS",
-                     DEFAULT_QUERY_TIMEOUT_MS, 1, 600000, &c.records_query_timeout_ms, err,
-                     errlen);
+                     DEFAULT_QUERY_TIMEOUT_MS, 1, 600000, &c.records_query_timeout_ms, err, errlen);
     if (r == 0)
         r = load_u64(lookup, ctx, "AGENTA_ATTACHMENTS_FETCH_TIMEOUT_MS",
                      DEFAULT_ATTACHMENT_TIMEOUT_MS, 1, 600000, &c.attachments_timeout_ms, err,
@@ -231,8 +219,8 @@ int agenta_config_load(struct agenta_config *cfg, const char *(*lookup)(const ch
                  600000, &c.call_timeout_ms, err, errlen);
     if (r < 0)
         return r;
-    r = load_u64(lookup, ctx, "AGENT_RUNNER_AGENTA_HEARTBEAT_MS", DEFAULT_HEARTBEAT_MS, 50,
-                 600000, &c.heartbeat_interval_ms, err, errlen);
+    r = load_u64(lookup, ctx, "AGENT_RUNNER_AGENTA_HEARTBEAT_MS", DEFAULT_HEARTBEAT_MS, 50, 600000,
+                 &c.heartbeat_interval_ms, err, errlen);
     if (r == 0)
         r = load_u64(lookup, ctx, "AGENT_RUNNER_AGENTA_REFRESH_EVERY", DEFAULT_REFRESH_EVERY, 1,
                      1000, &n, err, errlen);
@@ -500,8 +488,8 @@ static int errno_of(CURLcode rc)
 }
 
 /* One attempt: > 0 HTTP status, or -errno. */
-static int attempt(struct agenta_api *api, CURL *c, const struct agenta_call *call,
-                   const char *url, struct agenta_response *res, char *err, size_t errlen)
+static int attempt(struct agenta_api *api, CURL *c, const struct agenta_call *call, const char *url,
+                   struct agenta_response *res, char *err, size_t errlen)
 {
     struct exchange x = {.res = res, .abort = call->abort};
     struct curl_slist *headers = NULL, *h;
@@ -530,8 +518,8 @@ static int attempt(struct agenta_api *api, CURL *c, const struct agenta_call *ca
     buf_release(&auth);
     if (!h || r < 0) {
         curl_slist_free_all(h);
-        set_err(err, errlen, "agenta api: %s %.*s: out of memory", method_name(call->method),
-                path_len(call->path), call->path);
+        util_seterr(err, errlen, "agenta api: %s %.*s: out of memory", method_name(call->method),
+                    path_len(call->path), call->path);
         return -ENOMEM;
     }
     headers = h;
@@ -541,9 +529,9 @@ static int attempt(struct agenta_api *api, CURL *c, const struct agenta_call *ca
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(timeout < AGENTA_CONNECT_TIMEOUT_MS ? timeout
-                                                                : AGENTA_CONNECT_TIMEOUT_MS));
+    curl_easy_setopt(
+        c, CURLOPT_CONNECTTIMEOUT_MS,
+        (long)(timeout < AGENTA_CONNECT_TIMEOUT_MS ? timeout : AGENTA_CONNECT_TIMEOUT_MS));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -565,18 +553,18 @@ static int attempt(struct agenta_api *api, CURL *c, const struct agenta_call *ca
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(headers);
     if (x.over_cap) {
-        set_err(err, errlen, "agenta api: %s %.*s: answer larger than %zu bytes",
-                method_name(call->method), path_len(call->path), call->path, res->body.max);
+        util_seterr(err, errlen, "agenta api: %s %.*s: answer larger than %zu bytes",
+                    method_name(call->method), path_len(call->path), call->path, res->body.max);
         return -E2BIG;
     }
     if (rc != CURLE_OK) {
         r = errno_of(rc);
         if (r == -ETIMEDOUT)
-            set_err(err, errlen, "agenta api: %s %.*s: timed out after %" PRIu64 " ms",
-                    method_name(call->method), path_len(call->path), call->path, timeout);
+            util_seterr(err, errlen, "agenta api: %s %.*s: timed out after %" PRIu64 " ms",
+                        method_name(call->method), path_len(call->path), call->path, timeout);
         else
-            set_err(err, errlen, "agenta api: %s %.*s: %s", method_name(call->method),
-                    path_len(call->path), call->path, curl_easy_strerror(rc));
+            util_seterr(err, errlen, "agenta api: %s %.*s: %s", method_name(call->method),
+                        path_len(call->path), call->path, curl_easy_strerror(rc));
         return r;
     }
     res->status = status;
@@ -615,14 +603,13 @@ int agenta_api_call(struct agenta_api *api, const struct agenta_call *call,
     memset(ret, 0, sizeof(*ret));
     buf_init(&ret->body, call->response_max ? call->response_max : AGENTA_RESPONSE_MAX);
     if (!call->path || call->path[0] != '/' ||
-        (size_t)snprintf(url, sizeof(url), "%s%s", api->cfg.base_url, call->path) >=
-            sizeof(url)) {
-        set_err(err, errlen, "agenta api: a path that does not fit a URL");
+        (size_t)snprintf(url, sizeof(url), "%s%s", api->cfg.base_url, call->path) >= sizeof(url)) {
+        util_seterr(err, errlen, "agenta api: a path that does not fit a URL");
         return -EINVAL;
     }
     c = thread_curl();
     if (!c) {
-        set_err(err, errlen, "agenta api: cannot make a curl handle");
+        util_seterr(err, errlen, "agenta api: cannot make a curl handle");
         return -ENOMEM;
     }
     for (n = 1; n <= attempts; n++) {
@@ -637,8 +624,8 @@ int agenta_api_call(struct agenta_api *api, const struct agenta_call *call,
             if (r > 0)
                 break; /* keep the last answer */
             r = -ECANCELED;
-            set_err(err, errlen, "agenta api: %s %.*s: cancelled", method_name(call->method),
-                    path_len(call->path), call->path);
+            util_seterr(err, errlen, "agenta api: %s %.*s: cancelled", method_name(call->method),
+                        path_len(call->path), call->path);
             break;
         }
     }
@@ -655,10 +642,9 @@ void agenta_response_release(struct agenta_response *r)
 
 /* POST a JSON document: 0 on 2xx, -EREMOTEIO (message naming the status) otherwise. When
  * ret_answer is set the answer must be a JSON value and is parsed into it. */
-static int post_json(struct agenta_api *api, const char *path, json_object *body,
-                     unsigned attempts, uint64_t timeout_ms, size_t response_max,
-                     const atomic_bool *abort, long *ret_status, json_object **ret_answer,
-                     char *err, size_t errlen)
+static int post_json(struct agenta_api *api, const char *path, json_object *body, unsigned attempts,
+                     uint64_t timeout_ms, size_t response_max, const atomic_bool *abort,
+                     long *ret_status, json_object **ret_answer, char *err, size_t errlen)
 {
     struct agenta_call call = {
         .method = AGENTA_POST,
@@ -675,7 +661,7 @@ static int post_json(struct agenta_api *api, const char *path, json_object *body
     int r;
 
     if (!body) {
-        set_err(err, errlen, "agenta api: POST %.*s: out of memory", path_len(path), path);
+        util_seterr(err, errlen, "agenta api: POST %.*s: out of memory", path_len(path), path);
         return -ENOMEM;
     }
     call.body = jsonx_text(body, &call.body_len);
@@ -689,7 +675,8 @@ static int post_json(struct agenta_api *api, const char *path, json_object *body
         return 0;
     }
     if (res.status < 200 || res.status > 299) {
-        set_err(err, errlen, "agenta api: POST %.*s: HTTP %ld", path_len(path), path, res.status);
+        util_seterr(err, errlen, "agenta api: POST %.*s: HTTP %ld", path_len(path), path,
+                    res.status);
         agenta_response_release(&res);
         return -EREMOTEIO;
     }
@@ -698,8 +685,8 @@ static int post_json(struct agenta_api *api, const char *path, json_object *body
 
         r = parse_answer(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr, sizeof(perr));
         if (r < 0) {
-            set_err(err, errlen, "agenta api: POST %.*s: the answer is not JSON (%s)",
-                    path_len(path), path, perr);
+            util_seterr(err, errlen, "agenta api: POST %.*s: the answer is not JSON (%s)",
+                        path_len(path), path, perr);
             agenta_response_release(&res);
             return -EBADMSG;
         }
@@ -823,8 +810,8 @@ int agenta_beat_reply_parse(const char *body, size_t len, struct agenta_beat_rep
     }
     memset(&rep, 0, sizeof(rep));
     v = jsonx_get(o, "is_current_turn");
-    rep.is_current_turn = !(v && json_object_is_type(v, json_type_boolean) &&
-                            !json_object_get_boolean(v));
+    rep.is_current_turn =
+        !(v && json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v));
     v = jsonx_get(o, "admitted");
     if (v && json_object_is_type(v, json_type_boolean))
         rep.admitted = json_object_get_boolean(v);
@@ -1137,7 +1124,8 @@ static int decode_5987(const char *v, size_t len, struct buf *out)
                 ch = (unsigned)(hexval(p[1]) * 16 + hexval(p[2]));
                 p += 2;
                 if (latin1 && ch >= 0x80)
-                    r = buf_printf(out, "%c%c", (char)(0xc0 | (ch >> 6)), (char)(0x80 | (ch & 0x3f)));
+                    r = buf_printf(out, "%c%c", (char)(0xc0 | (ch >> 6)),
+                                   (char)(0x80 | (ch & 0x3f)));
                 else
                     r = buf_append_char(out, (char)ch);
             }
@@ -1263,7 +1251,7 @@ int agenta_api_heartbeat(struct agenta_api *api, const struct agenta_beat *b,
     int r;
 
     if (!body) {
-        set_err(err, errlen, "agenta api: heartbeat: out of memory");
+        util_seterr(err, errlen, "agenta api: heartbeat: out of memory");
         return -ENOMEM;
     }
     call.body = jsonx_text(body, &call.body_len);
@@ -1272,11 +1260,12 @@ int agenta_api_heartbeat(struct agenta_api *api, const struct agenta_beat *b,
     if (r < 0)
         return r;
     if (res.status < 200 || res.status > 299) {
-        set_err(err, errlen, "agenta api: POST %s: HTTP %ld", AGENTA_PATH_HEARTBEAT, res.status);
+        util_seterr(err, errlen, "agenta api: POST %s: HTTP %ld", AGENTA_PATH_HEARTBEAT,
+                    res.status);
         r = -EREMOTEIO;
     } else if (agenta_beat_reply_parse(buf_str(&res.body), res.body.len, ret) < 0) {
-        set_err(err, errlen, "agenta api: POST %s: the answer is not a JSON object",
-                AGENTA_PATH_HEARTBEAT);
+        util_seterr(err, errlen, "agenta api: POST %s: the answer is not a JSON object",
+                    AGENTA_PATH_HEARTBEAT);
         r = -EBADMSG;
     } else {
         r = 0;
@@ -1300,7 +1289,7 @@ int agenta_api_refresh_credential(struct agenta_api *api, const atomic_bool *abo
     if (r < 0)
         return r;
     if (res.status < 200 || res.status > 299) {
-        set_err(err, errlen, "agenta api: GET /access/permissions/check: HTTP %ld", res.status);
+        util_seterr(err, errlen, "agenta api: GET /access/permissions/check: HTTP %ld", res.status);
         agenta_response_release(&res);
         return -EREMOTEIO;
     }
@@ -1308,8 +1297,9 @@ int agenta_api_refresh_credential(struct agenta_api *api, const atomic_bool *abo
     agenta_response_release(&res);
     cred = r == 0 ? jsonx_str(o, "credentials") : NULL;
     if (!cred || !cred[0] || check_credential(cred) < 0) {
-        set_err(err, errlen, "agenta api: GET /access/permissions/check: no usable credentials "
-                             "in the answer");
+        util_seterr(err, errlen,
+                    "agenta api: GET /access/permissions/check: no usable credentials "
+                    "in the answer");
         json_object_put(o);
         return -EBADMSG;
     }
@@ -1334,8 +1324,8 @@ int agenta_api_records_query(struct agenta_api *api, const char *session_id,
     if (r < 0)
         return r;
     if (!answer || !json_object_is_type(answer, json_type_object)) {
-        set_err(err, errlen, "agenta api: POST %s: the answer is not a JSON object",
-                AGENTA_PATH_RECORDS_QUERY);
+        util_seterr(err, errlen, "agenta api: POST %s: the answer is not a JSON object",
+                    AGENTA_PATH_RECORDS_QUERY);
         json_object_put(answer);
         return -EBADMSG;
     }
@@ -1380,8 +1370,8 @@ int agenta_api_interactions_cancel_stale(struct agenta_api *api, const char *ses
     json_object *body = agenta_cancel_stale_body(session_id, turn_id, tokens, ntokens);
     int r;
 
-    r = post_json(api, AGENTA_PATH_INTERACTIONS_CANCEL_STALE, body, 1, 0, 0, NULL, NULL, NULL,
-                  err, errlen);
+    r = post_json(api, AGENTA_PATH_INTERACTIONS_CANCEL_STALE, body, 1, 0, 0, NULL, NULL, NULL, err,
+                  errlen);
     json_object_put(body);
     return r;
 }
@@ -1394,7 +1384,8 @@ int agenta_api_turn_create(struct agenta_api *api, const struct agenta_turn *t, 
     int r;
 
     if (!t->stream_id || !t->stream_id[0]) {
-        set_err(err, errlen, "agenta api: a turn row needs the stream id of the first heartbeat");
+        util_seterr(err, errlen,
+                    "agenta api: a turn row needs the stream id of the first heartbeat");
         return -EINVAL;
     }
     body = agenta_turn_body(t);
@@ -1405,7 +1396,7 @@ int agenta_api_turn_create(struct agenta_api *api, const struct agenta_turn *t, 
     if (status == 409)
         return 1;
     if (status < 200 || status > 299) {
-        set_err(err, errlen, "agenta api: POST %s: HTTP %ld", AGENTA_PATH_TURNS, status);
+        util_seterr(err, errlen, "agenta api: POST %s: HTTP %ld", AGENTA_PATH_TURNS, status);
         return -EREMOTEIO;
     }
     return 0;
@@ -1415,8 +1406,8 @@ int agenta_api_turn_complete(struct agenta_api *api, const char *session_id, uin
                              const char *agent_session_id, const char *end_time, char *err,
                              size_t errlen)
 {
-    json_object *body = agenta_turn_complete_body(session_id, turn_index, agent_session_id,
-                                                  end_time);
+    json_object *body =
+        agenta_turn_complete_body(session_id, turn_index, agent_session_id, end_time);
     int r;
 
     r = post_json(api, AGENTA_PATH_TURNS_COMPLETE, body, 1, 0, 0, NULL, NULL, NULL, err, errlen);
@@ -1425,8 +1416,8 @@ int agenta_api_turn_complete(struct agenta_api *api, const char *session_id, uin
 }
 
 int agenta_api_turn_query_latest(struct agenta_api *api, const char *session_id,
-                                 const char *harness_kind, struct agenta_turn_row *ret,
-                                 char *err, size_t errlen)
+                                 const char *harness_kind, struct agenta_turn_row *ret, char *err,
+                                 size_t errlen)
 {
     json_object *body = agenta_turn_query_body(session_id, harness_kind), *answer = NULL;
     int r;
@@ -1438,8 +1429,8 @@ int agenta_api_turn_query_latest(struct agenta_api *api, const char *session_id,
     r = agenta_turn_query_parse(answer, ret);
     json_object_put(answer);
     if (r < 0)
-        set_err(err, errlen, "agenta api: POST %s: the answer has no turns list",
-                AGENTA_PATH_TURNS_QUERY);
+        util_seterr(err, errlen, "agenta api: POST %s: the answer has no turns list",
+                    AGENTA_PATH_TURNS_QUERY);
     return r;
 }
 
@@ -1466,14 +1457,14 @@ int agenta_api_attachment_content(struct agenta_api *api, const char *session_id
     if (!id || !sid) {
         curl_free(id);
         curl_free(sid);
-        set_err(err, errlen, "agenta api: attachment: out of memory");
+        util_seterr(err, errlen, "agenta api: attachment: out of memory");
         return -ENOMEM;
     }
     r = snprintf(path, sizeof(path), "/sessions/attachments/%s/content?session_id=%s", id, sid);
     curl_free(id);
     curl_free(sid);
     if (r < 0 || (size_t)r >= sizeof(path)) {
-        set_err(err, errlen, "agenta api: attachment: the ids are too long");
+        util_seterr(err, errlen, "agenta api: attachment: the ids are too long");
         return -EINVAL;
     }
     call.path = path;
@@ -1481,16 +1472,16 @@ int agenta_api_attachment_content(struct agenta_api *api, const char *session_id
     if (r < 0)
         return r;
     if (res.status < 200 || res.status > 299) {
-        set_err(err, errlen, "agenta api: GET /sessions/attachments/{id}/content: HTTP %ld",
-                res.status);
+        util_seterr(err, errlen, "agenta api: GET /sessions/attachments/{id}/content: HTTP %ld",
+                    res.status);
         r = -EREMOTEIO;
         goto out;
     }
-    if (!res.content_type[0] ||
-        strlen(res.content_type) >= sizeof(a.media_type) ||
+    if (!res.content_type[0] || strlen(res.content_type) >= sizeof(a.media_type) ||
         agenta_disposition_filename(res.content_disposition, a.filename, sizeof(a.filename)) < 0) {
-        set_err(err, errlen, "agenta api: GET /sessions/attachments/{id}/content: missing "
-                             "verified attachment headers");
+        util_seterr(err, errlen,
+                    "agenta api: GET /sessions/attachments/{id}/content: missing "
+                    "verified attachment headers");
         r = -EBADMSG;
         goto out;
     }
@@ -1519,8 +1510,7 @@ void agenta_attachment_release(struct agenta_attachment *a)
 }
 
 int agenta_api_attachments_reference(struct agenta_api *api, const char *session_id,
-                                     const char *const *ids, size_t nids, char *err,
-                                     size_t errlen)
+                                     const char *const *ids, size_t nids, char *err, size_t errlen)
 {
     json_object *body;
     int r;
@@ -1528,8 +1518,8 @@ int agenta_api_attachments_reference(struct agenta_api *api, const char *session
     if (nids == 0)
         return 0;
     body = agenta_attachments_reference_body(session_id, ids, nids);
-    r = post_json(api, AGENTA_PATH_ATTACHMENTS_REFERENCE, body, 1,
-                  api->cfg.attachments_timeout_ms, 0, NULL, NULL, NULL, err, errlen);
+    r = post_json(api, AGENTA_PATH_ATTACHMENTS_REFERENCE, body, 1, api->cfg.attachments_timeout_ms,
+                  0, NULL, NULL, NULL, err, errlen);
     json_object_put(body);
     return r;
 }

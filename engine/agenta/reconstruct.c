@@ -8,25 +8,12 @@
 
 #include "agenta/records.h"
 #include "base/jsonx.h"
+#include "base/util.h"
 
 /* A value nested deeper than this is replayed as its JSON text: the request parser caps
  * depth at JSONX_DEFAULT_DEPTH, and a message adds four levels around a block's value. */
 #define VALUE_DEPTH_MAX (JSONX_DEFAULT_DEPTH - 8)
 #define CUT_MARKER " [... cut: the rest is in the session log]"
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void reconstruct_history_init(struct reconstruct_history *h)
 {
@@ -428,37 +415,37 @@ int reconstruct_fetch(struct agenta_api *api, const char *session_key, const cha
     int r;
 
     if (records_session_incomplete(session_key)) {
-        set_err(err, errlen,
-                "session %s lost a durable record; refusing to rebuild an incomplete "
-                "conversation",
-                session_id);
+        util_seterr(err, errlen,
+                    "session %s lost a durable record; refusing to rebuild an incomplete "
+                    "conversation",
+                    session_id);
         return -ENOTRECOVERABLE;
     }
     r = agenta_api_records_query(api, session_id, &records, qerr, sizeof(qerr));
     if (r < 0) {
-        set_err(err, errlen,
-                "session %s record log is unreadable; cannot rebuild the conversation (%s)",
-                session_id, qerr);
+        util_seterr(err, errlen,
+                    "session %s record log is unreadable; cannot rebuild the conversation (%s)",
+                    session_id, qerr);
         return r;
     }
     r = reconstruct_from_records(records, turn_id, &h);
     json_object_put(records);
     if (r < 0) {
-        set_err(err, errlen, "session %s: out of memory rebuilding the conversation",
-                session_id);
+        util_seterr(err, errlen, "session %s: out of memory rebuilding the conversation",
+                    session_id);
         return r;
     }
     if (approval_reply_only && (h.nprior == 0 || json_object_array_length(h.messages) == 0)) {
         if (h.nprior == 0)
-            set_err(err, errlen,
-                    "session %s: cannot resume an approval reply with no conversation to "
-                    "rebuild (the log holds no turn other than %s)",
-                    session_id, turn_id && turn_id[0] ? turn_id : "the current one");
+            util_seterr(err, errlen,
+                        "session %s: cannot resume an approval reply with no conversation to "
+                        "rebuild (the log holds no turn other than %s)",
+                        session_id, turn_id && turn_id[0] ? turn_id : "the current one");
         else
-            set_err(err, errlen,
-                    "session %s: cannot resume an approval reply with no conversation to "
-                    "rebuild (%zu prior record(s) rebuilt into no messages)",
-                    session_id, h.nprior);
+            util_seterr(err, errlen,
+                        "session %s: cannot resume an approval reply with no conversation to "
+                        "rebuild (%zu prior record(s) rebuilt into no messages)",
+                        session_id, h.nprior);
         reconstruct_history_release(&h);
         return -ENOENT;
     }
@@ -491,7 +478,7 @@ int reconstruct_splice(const struct reconstruct_history *h, const struct request
     if (!root || !msgs) {
         json_object_put(root);
         json_object_put(msgs);
-        set_err(err, errlen, "out of memory");
+        util_seterr(err, errlen, "out of memory");
         return -ENOMEM;
     }
     json_object_object_foreach(req->root, k, v)

@@ -167,7 +167,7 @@ int util_write_file(const char *path, const void *data, size_t len, mode_t mode)
 }
 
 int util_write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
-                       mode_t mode)
+                            mode_t mode)
 {
     char part[256];
     const char *p = rel;
@@ -208,8 +208,8 @@ int util_write_file_beneath(const char *root, const char *rel, const void *data,
     }
     /* O_NONBLOCK: a FIFO the sandbox planted fails (ENXIO) instead of blocking the writer
      * until a reader comes; anything but a regular file is refused */
-    fd = openat(dfd, part, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                mode);
+    fd =
+        openat(dfd, part, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
     if (fd == -1) {
         r = -errno;
         goto out;
@@ -424,4 +424,30 @@ void util_redirect_null(int fd)
     }
     dup2(null, fd);
     close(null);
+}
+
+void util_vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+    if (!err || errlen == 0)
+        return;
+    vsnprintf(err, errlen, fmt, ap);
+}
+
+void util_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    util_vseterr(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int util_fail(int r, char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    util_vseterr(err, errlen, fmt, ap);
+    va_end(ap);
+    return r;
 }

@@ -1,6 +1,7 @@
 /*
  * util — small, dependency-free helpers shared by every binary: strict number parsing,
- * clocks, random identifiers, constant-time comparison and a few file-system verbs.
+ * clocks, random identifiers, constant-time comparison, the one error-message setter and a
+ * few file-system verbs.
  *
  * Every function that can fail returns >= 0 on success and -errno on failure; out-parameters
  * are written only on success.
@@ -8,6 +9,7 @@
 #ifndef AR_UTIL_H
 #define AR_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +49,7 @@ int util_write_file(const char *path, const void *data, size_t len, mode_t mode)
  * rel must be a relative path without "." or ".." components.
  */
 int util_write_file_beneath(const char *root, const char *rel, const void *data, size_t len,
-                       mode_t mode);
+                            mode_t mode);
 /* Read a whole file (at most max bytes) into a NUL-terminated malloc'ed buffer. */
 int util_read_file(const char *path, size_t max, char **ret_data, size_t *ret_len);
 
@@ -76,5 +78,17 @@ int util_signalfd_for(const int *signals, size_t n);
 
 /* Point fd at /dev/null (read-write); left as it is when /dev/null cannot be opened. */
 void util_redirect_null(int fd);
+
+/*
+ * The error-message setter every module uses: fmt into err (errlen bytes, always
+ * terminated); nothing when err is NULL or errlen is 0. util_fail also returns r, so a failure
+ * path reads `return util_fail(-EINVAL, err, errlen, "...", ...)`.
+ */
+void util_vseterr(char *err, size_t errlen, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+void util_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int util_fail(int r, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -70,20 +70,6 @@ static const struct range v6_ranges[] = {
     {{0}, 0, EGRESS_CLASS_RESERVED, 0},  /* everything else is not routable */
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static size_t addr_len(uint8_t family)
 {
     return family == AF_INET ? 4 : 16;
@@ -398,12 +384,12 @@ int egress_cidr_parse(const char *s, struct egress_cidr *ret_cidr, char *err, si
     uint64_t prefix;
 
     if (!s || !s[0]) {
-        seterr(err, errlen, "empty entry");
+        util_seterr(err, errlen, "empty entry");
         return -EINVAL;
     }
     len = strlen(s);
     if (len > EGRESS_CIDR_TEXT_MAX) {
-        seterr(err, errlen, "longer than %d characters", EGRESS_CIDR_TEXT_MAX);
+        util_seterr(err, errlen, "longer than %d characters", EGRESS_CIDR_TEXT_MAX);
         return -EINVAL;
     }
     slash = strchr(s, '/');
@@ -411,15 +397,15 @@ int egress_cidr_parse(const char *s, struct egress_cidr *ret_cidr, char *err, si
     memcpy(text, s, alen);
     text[alen] = '\0';
     if (strchr(text, '%')) {
-        seterr(err, errlen, "\"%s\": zone ids are not allowed", s);
+        util_seterr(err, errlen, "\"%s\": zone ids are not allowed", s);
         return -EINVAL;
     }
     if (egress_addr_parse(text, &c.net) < 0) {
-        seterr(err, errlen, "\"%s\": \"%s\" is not an IPv4 or IPv6 address", s, text);
+        util_seterr(err, errlen, "\"%s\": \"%s\" is not an IPv4 or IPv6 address", s, text);
         return -EINVAL;
     }
     if (c.net.family == AF_INET && strchr(text, ':')) {
-        seterr(err, errlen, "\"%s\": write IPv4-mapped ranges as IPv4", s);
+        util_seterr(err, errlen, "\"%s\": write IPv4-mapped ranges as IPv4", s);
         return -EINVAL;
     }
     bits = c.net.family == AF_INET ? 32 : 128;
@@ -428,7 +414,7 @@ int egress_cidr_parse(const char *s, struct egress_cidr *ret_cidr, char *err, si
         const char *p = slash + 1;
 
         if (!*p || (p[0] == '0' && p[1]) || util_parse_u64(p, 0, bits, &prefix) < 0) {
-            seterr(err, errlen, "\"%s\": prefix length must be 0-%zu", s, bits);
+            util_seterr(err, errlen, "\"%s\": prefix length must be 0-%zu", s, bits);
             return -EINVAL;
         }
     }
@@ -443,8 +429,8 @@ int egress_cidr_parse(const char *s, struct egress_cidr *ret_cidr, char *err, si
             for (size_t j = prefix; j < bits; j++)
                 net.net.b[j / 8] &= (uint8_t) ~(0x80u >> (j % 8));
             egress_addr_format(&net.net, shown);
-            seterr(err, errlen, "\"%s\": host bits set (the range is %s/%u)", s, shown,
-                   (unsigned)prefix);
+            util_seterr(err, errlen, "\"%s\": host bits set (the range is %s/%u)", s, shown,
+                        (unsigned)prefix);
             return -EINVAL;
         }
     }
@@ -473,7 +459,7 @@ int egress_policy_add_cidr(struct egress_policy *p, const char *entry, char *err
         if (p->cidrs[i].prefix == c.prefix && egress_addr_equal(&p->cidrs[i].net, &c.net))
             return 0;
     if (p->ncidrs >= EGRESS_ALLOWLIST_MAX) {
-        seterr(err, errlen, "more than %d entries", EGRESS_ALLOWLIST_MAX);
+        util_seterr(err, errlen, "more than %d entries", EGRESS_ALLOWLIST_MAX);
         return -E2BIG;
     }
     p->cidrs[p->ncidrs++] = c;
@@ -509,30 +495,30 @@ int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16
     size_t len;
 
     if (!host || !host[0]) {
-        seterr(err, errlen, "empty host");
+        util_seterr(err, errlen, "empty host");
         return -EINVAL;
     }
     if (port == 0) {
-        seterr(err, errlen, "\"%s\": port 0", host);
+        util_seterr(err, errlen, "\"%s\": port 0", host);
         return -EINVAL;
     }
     len = strlen(host);
     if (host[0] == '[') {
         if (len < 3 || host[len - 1] != ']' || len - 2 >= sizeof(lit)) {
-            seterr(err, errlen, "\"%s\": not an IPv6 address in brackets", host);
+            util_seterr(err, errlen, "\"%s\": not an IPv6 address in brackets", host);
             return -EINVAL;
         }
         memcpy(lit, host + 1, len - 2);
         lit[len - 2] = '\0';
         if (egress_addr_parse(lit, &a) < 0 || !strchr(lit, ':')) {
-            seterr(err, errlen, "\"%s\": not an IPv6 address in brackets", host);
+            util_seterr(err, errlen, "\"%s\": not an IPv6 address in brackets", host);
             return -EINVAL;
         }
         literal = true;
     } else if (egress_addr_parse(host, &a) == 0) {
         literal = true;
     } else if (egress_host_normalize(host, name) < 0) {
-        seterr(err, errlen, "\"%.64s\": not a host name or IP address", host);
+        util_seterr(err, errlen, "\"%.64s\": not a host name or IP address", host);
         return -EINVAL;
     }
     if (literal)
@@ -541,7 +527,7 @@ int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16
         if (p->endpoints[i].port == port && strcmp(p->endpoints[i].host, name) == 0)
             return 0;
     if (p->nendpoints >= EGRESS_ENDPOINTS_MAX) {
-        seterr(err, errlen, "more than %d named endpoints", EGRESS_ENDPOINTS_MAX);
+        util_seterr(err, errlen, "more than %d named endpoints", EGRESS_ENDPOINTS_MAX);
         return -E2BIG;
     }
     e = &p->endpoints[p->nendpoints];
@@ -553,7 +539,7 @@ int egress_policy_add_endpoint(struct egress_policy *p, const char *host, uint16
         int r = egress_policy_add_named_addr(p, p->nendpoints - 1, &a);
         if (r < 0) {
             p->nendpoints--;
-            seterr(err, errlen, "more than %d named addresses", EGRESS_NAMED_ADDRS_MAX);
+            util_seterr(err, errlen, "more than %d named addresses", EGRESS_NAMED_ADDRS_MAX);
             return r;
         }
     }
@@ -580,7 +566,7 @@ int egress_policy_add_url(struct egress_policy *p, const char *url, char *err, s
         }
     }
     if (!auth) {
-        seterr(err, errlen, "not an http(s) URL");
+        util_seterr(err, errlen, "not an http(s) URL");
         return -EINVAL;
     }
     end = auth + strcspn(auth, "/?#");
@@ -593,12 +579,12 @@ int egress_policy_add_url(struct egress_policy *p, const char *url, char *err, s
     if (*auth == '[') {
         hend = memchr(auth, ']', (size_t)(end - auth));
         if (!hend) {
-            seterr(err, errlen, "unterminated IPv6 address in the URL");
+            util_seterr(err, errlen, "unterminated IPv6 address in the URL");
             return -EINVAL;
         }
         hend++;
         if (hend < end && *hend != ':') {
-            seterr(err, errlen, "junk after the IPv6 address in the URL");
+            util_seterr(err, errlen, "junk after the IPv6 address in the URL");
             return -EINVAL;
         }
         colon = hend < end ? hend : NULL;
@@ -608,7 +594,7 @@ int egress_policy_add_url(struct egress_policy *p, const char *url, char *err, s
     }
     hlen = (size_t)(hend - auth);
     if (hlen == 0 || hlen >= sizeof(host)) {
-        seterr(err, errlen, hlen ? "the URL's host is too long" : "the URL has no host");
+        util_seterr(err, errlen, hlen ? "the URL's host is too long" : "the URL has no host");
         return -EINVAL;
     }
     memcpy(host, auth, hlen);
@@ -619,13 +605,13 @@ int egress_policy_add_url(struct egress_policy *p, const char *url, char *err, s
         uint64_t v;
 
         if (dlen == 0 || dlen >= sizeof(digits)) {
-            seterr(err, errlen, "bad port in the URL");
+            util_seterr(err, errlen, "bad port in the URL");
             return -EINVAL;
         }
         memcpy(digits, colon + 1, dlen);
         digits[dlen] = '\0';
         if (util_parse_u64(digits, 1, 65535, &v) < 0) {
-            seterr(err, errlen, "bad port in the URL");
+            util_seterr(err, errlen, "bad port in the URL");
             return -EINVAL;
         }
         port = (uint16_t)v;

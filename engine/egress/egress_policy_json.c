@@ -15,20 +15,6 @@
 
 #include "base/util.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static int cmp_u16(const void *a, const void *b)
 {
     return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
@@ -155,7 +141,7 @@ int egress_policy_from_json(json_object *o, struct egress_policy *ret_policy, ch
     int r = -EINVAL;
 
     if (!o || !json_object_is_type(o, json_type_object)) {
-        seterr(err, errlen, "egress: expected an object");
+        util_seterr(err, errlen, "egress: expected an object");
         return -EINVAL;
     }
     p = malloc(sizeof(*p));
@@ -164,12 +150,12 @@ int egress_policy_from_json(json_object *o, struct egress_policy *ret_policy, ch
     if (json_object_object_get_ex(o, "mode", &v) &&
         (!json_object_is_type(v, json_type_string) ||
          egress_mode_parse(json_object_get_string(v), &mode) < 0)) {
-        seterr(err, errlen, "egress.mode: expected on, allowlist or off");
+        util_seterr(err, errlen, "egress.mode: expected on, allowlist or off");
         goto out;
     }
     if (json_object_object_get_ex(o, "privateEgress", &v)) {
         if (!json_object_is_type(v, json_type_boolean)) {
-            seterr(err, errlen, "egress.privateEgress: expected a boolean");
+            util_seterr(err, errlen, "egress.privateEgress: expected a boolean");
             goto out;
         }
         priv = json_object_get_boolean(v);
@@ -179,19 +165,19 @@ int egress_policy_from_json(json_object *o, struct egress_policy *ret_policy, ch
     eps = get_array(o, "endpoints", &bad);
     ports = get_array(o, "runnerPorts", &bad);
     if (bad) {
-        seterr(err, errlen, "egress: allowlist, endpoints and runnerPorts must be arrays");
+        util_seterr(err, errlen, "egress: allowlist, endpoints and runnerPorts must be arrays");
         goto out;
     }
     for (size_t i = 0; list && i < json_object_array_length(list); i++) {
         json_object *e = json_object_array_get_idx(list, i);
 
         if (!json_object_is_type(e, json_type_string)) {
-            seterr(err, errlen, "egress.allowlist[%zu]: expected a string", i);
+            util_seterr(err, errlen, "egress.allowlist[%zu]: expected a string", i);
             goto out;
         }
         r = egress_policy_add_cidr(p, json_object_get_string(e), msg, sizeof(msg));
         if (r < 0) {
-            seterr(err, errlen, "egress.allowlist[%zu]: %s", i, msg);
+            util_seterr(err, errlen, "egress.allowlist[%zu]: %s", i, msg);
             goto out;
         }
     }
@@ -203,12 +189,13 @@ int egress_policy_from_json(json_object *o, struct egress_policy *ret_policy, ch
         if (!json_object_object_get_ex(e, "host", &h) ||
             !json_object_is_type(h, json_type_string) ||
             !json_object_object_get_ex(e, "port", &v) || port_of(v, &port) < 0) {
-            seterr(err, errlen, "egress.endpoints[%zu]: expected {\"host\":s,\"port\":1-65535}", i);
+            util_seterr(err, errlen,
+                        "egress.endpoints[%zu]: expected {\"host\":s,\"port\":1-65535}", i);
             goto out;
         }
         r = egress_policy_add_endpoint(p, json_object_get_string(h), port, msg, sizeof(msg));
         if (r < 0) {
-            seterr(err, errlen, "egress.endpoints[%zu]: %s", i, msg);
+            util_seterr(err, errlen, "egress.endpoints[%zu]: %s", i, msg);
             goto out;
         }
     }
@@ -219,8 +206,8 @@ int egress_policy_from_json(json_object *o, struct egress_policy *ret_policy, ch
         if (r == 0)
             r = egress_policy_add_runner_port(p, port);
         if (r < 0) {
-            seterr(err, errlen, "egress.runnerPorts[%zu]: expected a port (at most %d)", i,
-                   EGRESS_RUNNER_PORTS_MAX);
+            util_seterr(err, errlen, "egress.runnerPorts[%zu]: expected a port (at most %d)", i,
+                        EGRESS_RUNNER_PORTS_MAX);
             goto out;
         }
     }

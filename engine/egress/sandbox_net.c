@@ -36,20 +36,6 @@
 #define PRIO_NAT_DST (-100) /* NF_IP_PRI_NAT_DST: before the filter chain sees the packet */
 #define PRIO_FILTER 0
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 void sandbox_net_init(struct sandbox_net *n)
 {
     n->ns_fd = n->proxy4_fd = n->proxy6_fd = n->dns4_fd = n->dns6_fd = -1;
@@ -313,7 +299,7 @@ static int install_rules(const struct sandbox_net_config *cfg, uint16_t proxy, u
 
     fd = nl_open(NETLINK_NETFILTER);
     if (fd < 0) {
-        seterr(err, errlen, "sandbox network: netfilter netlink: %s", strerror(-fd));
+        util_seterr(err, errlen, "sandbox network: netfilter netlink: %s", strerror(-fd));
         return fd;
     }
     nl_msg_init(&m);
@@ -321,7 +307,8 @@ static int install_rules(const struct sandbox_net_config *cfg, uint16_t proxy, u
     r = nl_transact(fd, &m, why, sizeof(why));
     close(fd);
     if (r < 0)
-        seterr(err, errlen, "sandbox network: nf_tables rules: %s", why[0] ? why : strerror(-r));
+        util_seterr(err, errlen, "sandbox network: nf_tables rules: %s",
+                    why[0] ? why : strerror(-r));
     return r;
 }
 
@@ -375,29 +362,29 @@ int sandbox_net_setup_current(const struct sandbox_net_config *cfg, struct sandb
 
     sandbox_net_init(&n);
     if (cfg->nloopback_ports > SANDBOX_NET_LOOPBACK_PORTS_MAX) {
-        seterr(err, errlen, "sandbox network: more than %d loopback ports",
-               SANDBOX_NET_LOOPBACK_PORTS_MAX);
+        util_seterr(err, errlen, "sandbox network: more than %d loopback ports",
+                    SANDBOX_NET_LOOPBACK_PORTS_MAX);
         return -E2BIG;
     }
     lo = if_nametoindex("lo");
     if (lo == 0) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: no loopback interface: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: no loopback interface: %s", strerror(errno));
         return r;
     }
     fd = nl_open(NETLINK_ROUTE);
     if (fd < 0) {
-        seterr(err, errlen, "sandbox network: rtnetlink: %s", strerror(-fd));
+        util_seterr(err, errlen, "sandbox network: rtnetlink: %s", strerror(-fd));
         return fd;
     }
     r = nl_link_up(fd, (int)lo);
     if (r < 0) {
-        seterr(err, errlen, "sandbox network: loopback up: %s", strerror(-r));
+        util_seterr(err, errlen, "sandbox network: loopback up: %s", strerror(-r));
         goto out;
     }
     r = nl_route_default_dev(fd, AF_INET, (int)lo, lo4);
     if (r < 0) {
-        seterr(err, errlen, "sandbox network: IPv4 default route: %s", strerror(-r));
+        util_seterr(err, errlen, "sandbox network: IPv4 default route: %s", strerror(-r));
         goto out;
     }
     /* without IPv6 in the kernel (or disabled) the sandbox simply has none */
@@ -411,7 +398,7 @@ int sandbox_net_setup_current(const struct sandbox_net_config *cfg, struct sandb
     if (r >= 0 && n.ipv6)
         r = n.dns6_fd = bound_socket(AF_INET6, SOCK_DGRAM, dns);
     if (r < 0) {
-        seterr(err, errlen, "sandbox network: listening sockets: %s", strerror(-r));
+        util_seterr(err, errlen, "sandbox network: listening sockets: %s", strerror(-r));
         goto out;
     }
     r = install_rules(cfg, proxy, dns, false, err, errlen);
@@ -537,7 +524,7 @@ static int create_unprivileged(const struct sandbox_net_config *cfg, struct sand
     sandbox_net_init(&n);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: socketpair: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: socketpair: %s", strerror(errno));
         return r;
     }
     pid = fork();
@@ -548,7 +535,7 @@ static int create_unprivileged(const struct sandbox_net_config *cfg, struct sand
     close(sv[1]);
     if (pid == -1) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: fork: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: fork: %s", strerror(errno));
         close(sv[0]);
         return r;
     }
@@ -556,14 +543,15 @@ static int create_unprivileged(const struct sandbox_net_config *cfg, struct sand
         ssize_t k = recv(sv[0], text, sizeof(text) - 1, 0);
 
         text[k > 1 ? k : 1] = '\0';
-        seterr(err, errlen, "%s", text + 1);
+        util_seterr(err, errlen, "%s", text + 1);
         r = -EPERM;
     } else {
         r = sandbox_net_recv(sv[0], &n);
         if (r == 0)
             r = recv_fd(sv[0], &n.user_fd);
         if (r < 0)
-            seterr(err, errlen, "sandbox network: the namespace helper failed: %s", strerror(-r));
+            util_seterr(err, errlen, "sandbox network: the namespace helper failed: %s",
+                        strerror(-r));
     }
     close(sv[0]);
     while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
@@ -589,12 +577,12 @@ int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net 
     home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (home == -1) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: /proc/thread-self/ns/net: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: /proc/thread-self/ns/net: %s", strerror(errno));
         return r;
     }
     if (unshare(CLONE_NEWNET) == -1) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: new namespace: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: new namespace: %s", strerror(errno));
         close(home);
         return r;
     }
@@ -603,11 +591,12 @@ int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net 
         n.ns_fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
         if (n.ns_fd == -1) {
             r = -errno;
-            seterr(err, errlen, "sandbox network: keep namespace: %s", strerror(errno));
+            util_seterr(err, errlen, "sandbox network: keep namespace: %s", strerror(errno));
         }
     }
     if (setns(home, CLONE_NEWNET) == -1) {
-        seterr(err, errlen, "sandbox network: back to the host namespace: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: back to the host namespace: %s",
+                    strerror(errno));
         r = -ENOTRECOVERABLE;
     }
     close(home);
@@ -626,29 +615,31 @@ int sandbox_net_set_loopback_ports(const struct sandbox_net *n, const uint16_t *
     int home, r;
 
     if (nports > SANDBOX_NET_LOOPBACK_PORTS_MAX) {
-        seterr(err, errlen, "sandbox network: more than %d loopback ports",
-               SANDBOX_NET_LOOPBACK_PORTS_MAX);
+        util_seterr(err, errlen, "sandbox network: more than %d loopback ports",
+                    SANDBOX_NET_LOOPBACK_PORTS_MAX);
         return -E2BIG;
     }
     if (n->ns_fd < 0 || n->user_fd >= 0 || geteuid() != 0) {
-        seterr(err, errlen, "sandbox network: only a root keeper can change a namespace's rules");
+        util_seterr(err, errlen,
+                    "sandbox network: only a root keeper can change a namespace's rules");
         return -ENOTSUP;
     }
     home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
     if (home == -1) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: /proc/thread-self/ns/net: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: /proc/thread-self/ns/net: %s", strerror(errno));
         return r;
     }
     if (setns(n->ns_fd, CLONE_NEWNET) == -1) {
         r = -errno;
-        seterr(err, errlen, "sandbox network: enter the namespace: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: enter the namespace: %s", strerror(errno));
         close(home);
         return r;
     }
     r = install_rules(&cfg, SANDBOX_NET_PROXY_PORT, SANDBOX_NET_DNS_PORT, true, err, errlen);
     if (setns(home, CLONE_NEWNET) == -1) {
-        seterr(err, errlen, "sandbox network: back to the host namespace: %s", strerror(errno));
+        util_seterr(err, errlen, "sandbox network: back to the host namespace: %s",
+                    strerror(errno));
         r = -ENOTRECOVERABLE;
     }
     close(home);

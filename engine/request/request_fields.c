@@ -20,7 +20,7 @@ int rq_fail(struct rq_ctx *c, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(c->err, c->errlen, fmt, ap);
+    util_vseterr(c->err, c->errlen, fmt, ap);
     va_end(ap);
     return AR_E_INVALID_REQUEST;
 }

@@ -13,6 +13,7 @@
 
 #include "base/jsonx.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "core/contracts.h"
 #include "tools/tool_callback.h"
 #include "tools/tool_http.h"
@@ -25,9 +26,9 @@
 static const char *const supported_versions[] = {"2025-06-18", "2025-03-26"};
 
 static const char *const reserved_headers[] = {
-    "accept",         "content-type", "host",           "content-length",
-    "transfer-encoding", "connection", "expect",        "mcp-session-id",
-    "mcp-protocol-version", "te",     "upgrade",        "keep-alive",
+    "accept",     "content-type", "host",           "content-length",       "transfer-encoding",
+    "connection", "expect",       "mcp-session-id", "mcp-protocol-version", "te",
+    "upgrade",    "keep-alive",
 };
 
 struct mcp_client {
@@ -41,19 +42,6 @@ struct mcp_client {
     char protocol[32];
     int64_t next_id;
 };
-
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int r, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return r;
-}
 
 /* ---- SSE -------------------------------------------------------------------------------- */
 
@@ -177,25 +165,26 @@ static int add_header(struct mcp_client_config *cfg, const char *server, const c
     char *line;
 
     if (!tool_http_header_name_ok(name))
-        return fail(err, errlen, -EINVAL, "MCP server \"%s\": \"%.64s\" is not a header name",
-                    server, name);
+        return util_fail(-EINVAL, err, errlen, "MCP server \"%s\": \"%.64s\" is not a header name",
+                         server, name);
     if (reserved(name))
-        return fail(err, errlen, -EINVAL,
-                    "MCP server \"%s\": header \"%s\" is set by the runner itself", server, name);
+        return util_fail(-EINVAL, err, errlen,
+                         "MCP server \"%s\": header \"%s\" is set by the runner itself", server,
+                         name);
     if (!value || !tool_http_header_value_ok(value) || (secret && !*value))
-        return fail(err, errlen, -EINVAL, "MCP server \"%s\": header \"%s\": invalid value",
-                    server, name);
+        return util_fail(-EINVAL, err, errlen, "MCP server \"%s\": header \"%s\": invalid value",
+                         server, name);
     for (size_t i = 0; i < cfg->nheaders; i++) {
         const char *colon = strchr(cfg->headers[i], ':');
 
         if ((size_t)(colon - cfg->headers[i]) == strlen(name) &&
             strncasecmp(cfg->headers[i], name, strlen(name)) == 0)
-            return fail(err, errlen, -EINVAL, "MCP server \"%s\": header \"%s\" is given twice",
-                        server, name);
+            return util_fail(-EINVAL, err, errlen,
+                             "MCP server \"%s\": header \"%s\" is given twice", server, name);
     }
     if (cfg->nheaders == MCP_CLIENT_HEADERS_MAX)
-        return fail(err, errlen, -EINVAL, "MCP server \"%s\": more than %d headers", server,
-                    MCP_CLIENT_HEADERS_MAX);
+        return util_fail(-EINVAL, err, errlen, "MCP server \"%s\": more than %d headers", server,
+                         MCP_CLIENT_HEADERS_MAX);
     n = strlen(name) + strlen(value) + 3;
     line = malloc(n);
     if (!line)
@@ -221,8 +210,8 @@ int mcp_client_config_from_json(json_object *server, size_t index, struct mcp_cl
 
     memset(&cfg, 0, sizeof(cfg));
     if (!name || !url)
-        return fail(err, errlen, -EINVAL, "mcpServers[%zu]: name and connection.url required",
-                    index);
+        return util_fail(-EINVAL, err, errlen, "mcpServers[%zu]: name and connection.url required",
+                         index);
     cfg.name = strdup(name);
     cfg.url = strdup(url);
     if (!cfg.name || !cfg.url) {
@@ -231,16 +220,16 @@ int mcp_client_config_from_json(json_object *server, size_t index, struct mcp_cl
     }
     headers = jsonx_get(conn, "headers");
     if (headers && !json_object_is_type(headers, json_type_object)) {
-        r = fail(err, errlen, -EINVAL, "MCP server \"%s\": connection.headers must be an object",
-                 name);
+        r = util_fail(-EINVAL, err, errlen,
+                      "MCP server \"%s\": connection.headers must be an object", name);
         goto out;
     }
     if (headers) {
         json_object_object_foreach(headers, key, val)
         {
             if (!val || !json_object_is_type(val, json_type_string)) {
-                r = fail(err, errlen, -EINVAL,
-                         "MCP server \"%s\": header \"%.64s\": expected a string", name, key);
+                r = util_fail(-EINVAL, err, errlen,
+                              "MCP server \"%s\": header \"%.64s\": expected a string", name, key);
                 goto out;
             }
             r = add_header(&cfg, name, key, json_object_get_string(val), false, err, errlen);
@@ -250,8 +239,8 @@ int mcp_client_config_from_json(json_object *server, size_t index, struct mcp_cl
     }
     creds = jsonx_get(conn, "credentials");
     if (creds && !json_object_is_type(creds, json_type_array)) {
-        r = fail(err, errlen, -EINVAL,
-                 "MCP server \"%s\": connection.credentials must be an array", name);
+        r = util_fail(-EINVAL, err, errlen,
+                      "MCP server \"%s\": connection.credentials must be an array", name);
         goto out;
     }
     for (size_t i = 0; creds && i < json_object_array_length(creds); i++) {
@@ -260,14 +249,16 @@ int mcp_client_config_from_json(json_object *server, size_t index, struct mcp_cl
         const char *usage = jsonx_str(c, "usage"), *value = jsonx_str(c, "value");
 
         if (!kind || strcmp(kind, "header") != 0 || !hname) {
-            r = fail(err, errlen, -EINVAL,
-                     "MCP server \"%s\": credentials[%zu].binding must be {kind:\"header\", name}",
-                     name, i);
+            r = util_fail(
+                -EINVAL, err, errlen,
+                "MCP server \"%s\": credentials[%zu].binding must be {kind:\"header\", name}", name,
+                i);
             goto out;
         }
         if (usage && strcmp(usage, "opaque_http") != 0) {
-            r = fail(err, errlen, -EINVAL,
-                     "MCP server \"%s\": credentials[%zu].usage must be \"opaque_http\"", name, i);
+            r = util_fail(-EINVAL, err, errlen,
+                          "MCP server \"%s\": credentials[%zu].usage must be \"opaque_http\"", name,
+                          i);
             goto out;
         }
         r = add_header(&cfg, name, hname, value, true, err, errlen);
@@ -310,10 +301,10 @@ static int config_copy(const struct mcp_client_config *src, struct mcp_client_co
 struct exchange {
     struct mcp_client *c;
     int64_t id;
-    json_object *response;  /* the matched response (owned) */
+    json_object *response; /* the matched response (owned) */
     struct mcp_client_sse sse;
     bool sse_on;
-    int error;              /* -errno noticed while reading */
+    int error; /* -errno noticed while reading */
 };
 
 static bool id_is(json_object *id, int64_t want)
@@ -322,8 +313,8 @@ static bool id_is(json_object *id, int64_t want)
 }
 
 static int post(struct mcp_client *c, CURL *h, const char *body, size_t len, bool with_session,
-                uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn,
-                void *ctx, struct tool_http_response *res, char *err, size_t errlen);
+                uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn, void *ctx,
+                struct tool_http_response *res, char *err, size_t errlen);
 
 /* Answer a request the server sent inside an SSE stream: ping gets {}, the rest -32601. */
 static void answer_server_request(struct mcp_client *c, json_object *msg)
@@ -401,8 +392,8 @@ static int on_data(void *ctx, const struct tool_http_response *res, const char *
 }
 
 static int post(struct mcp_client *c, CURL *h, const char *body, size_t len, bool with_session,
-                uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn,
-                void *ctx, struct tool_http_response *res, char *err, size_t errlen)
+                uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn, void *ctx,
+                struct tool_http_response *res, char *err, size_t errlen)
 {
     const char *lines[MCP_CLIENT_HEADERS_MAX + 4];
     char version[64], session[SESSION_MAX + 32];
@@ -486,8 +477,8 @@ static int request(struct mcp_client *c, const char *method, json_object *params
     r = post(c, c->h, text, len, true, timeout_ms, cancel, on_data, &x, &res, err, errlen);
     if (r < 0) {
         if (r != -ECANCELED && r != -ENOMEM)
-            r = fail(err, errlen, r, "MCP server \"%s\": %s: %s", c->cfg.name, method,
-                     reason_of(r, err, timeout_ms, why, sizeof(why)));
+            r = util_fail(r, err, errlen, "MCP server \"%s\": %s: %s", c->cfg.name, method,
+                          reason_of(r, err, timeout_ms, why, sizeof(why)));
         goto out;
     }
     have_res = true;
@@ -502,13 +493,14 @@ static int request(struct mcp_client *c, const char *method, json_object *params
         goto out;
     }
     if (res.status == 401 || res.status == 403) {
-        r = fail(err, errlen, -EACCES, "MCP server \"%s\": %s: HTTP %ld (check its credentials)",
-                 c->cfg.name, method, res.status);
+        r = util_fail(-EACCES, err, errlen,
+                      "MCP server \"%s\": %s: HTTP %ld (check its credentials)", c->cfg.name,
+                      method, res.status);
         goto out;
     }
     if (res.status < 200 || res.status > 299) {
-        r = fail(err, errlen, -EIO, "MCP server \"%s\": %s: HTTP %ld", c->cfg.name, method,
-                 res.status);
+        r = util_fail(-EIO, err, errlen, "MCP server \"%s\": %s: HTTP %ld", c->cfg.name, method,
+                      res.status);
         goto out;
     }
     if (strcmp(method, "initialize") == 0 && res.captured[0]) {
@@ -518,8 +510,8 @@ static int request(struct mcp_client *c, const char *method, json_object *params
         for (const char *p = res.captured; ok && *p; p++)
             ok = *p >= 0x21 && *p <= 0x7e;
         if (!ok) {
-            r = fail(err, errlen, -EPROTO, "MCP server \"%s\": invalid Mcp-Session-Id",
-                     c->cfg.name);
+            r = util_fail(-EPROTO, err, errlen, "MCP server \"%s\": invalid Mcp-Session-Id",
+                          c->cfg.name);
             goto out;
         }
         memcpy(c->session, res.captured, n + 1); /* n <= SESSION_MAX: checked above */
@@ -537,17 +529,18 @@ static int request(struct mcp_client *c, const char *method, json_object *params
         }
     }
     if (!x.response) {
-        r = fail(err, errlen, -EPROTO, "MCP server \"%s\": %s: no JSON-RPC response in the answer",
-                 c->cfg.name, method);
+        r = util_fail(-EPROTO, err, errlen,
+                      "MCP server \"%s\": %s: no JSON-RPC response in the answer", c->cfg.name,
+                      method);
         goto out;
     }
     e = jsonx_get(x.response, "error");
     if (e) {
         const char *m = jsonx_str(e, "message");
 
-        r = fail(err, errlen, -EPROTO, "MCP server \"%s\": %s failed: %.512s (code %d)",
-                 c->cfg.name, method, m ? m : "unknown error",
-                 json_object_get_int(jsonx_get(e, "code")));
+        r = util_fail(-EPROTO, err, errlen, "MCP server \"%s\": %s failed: %.512s (code %d)",
+                      c->cfg.name, method, m ? m : "unknown error",
+                      json_object_get_int(jsonx_get(e, "code")));
         goto out;
     }
     *ret_result = json_object_get(jsonx_get(x.response, "result"));
@@ -571,12 +564,12 @@ static int notify(struct mcp_client *c, const char *method, char *err, size_t er
     snprintf(buf, sizeof(buf), "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"}", method);
     r = post(c, c->h, buf, strlen(buf), true, c->timeout_ms, NULL, NULL, NULL, &res, err, errlen);
     if (r < 0)
-        return fail(err, errlen, r, "MCP server \"%s\": %s: %s", c->cfg.name, method,
-                    reason_of(r, err, c->timeout_ms, why, sizeof(why)));
+        return util_fail(r, err, errlen, "MCP server \"%s\": %s: %s", c->cfg.name, method,
+                         reason_of(r, err, c->timeout_ms, why, sizeof(why)));
     r = res.status >= 200 && res.status <= 299
             ? 0
-            : fail(err, errlen, -EIO, "MCP server \"%s\": %s: HTTP %ld", c->cfg.name, method,
-                   res.status);
+            : util_fail(-EIO, err, errlen, "MCP server \"%s\": %s: HTTP %ld", c->cfg.name, method,
+                        res.status);
     tool_http_response_release(&res);
     return r;
 }
@@ -608,8 +601,9 @@ static int initialize(struct mcp_client *c, char *err, size_t errlen)
          i++)
         known = known || strcmp(version, supported_versions[i]) == 0;
     if (!known) {
-        r = fail(err, errlen, -EPROTO, "MCP server \"%s\": unsupported protocol version \"%.32s\"",
-                 c->cfg.name, version ? version : "");
+        r = util_fail(-EPROTO, err, errlen,
+                      "MCP server \"%s\": unsupported protocol version \"%.32s\"", c->cfg.name,
+                      version ? version : "");
         goto out;
     }
     snprintf(c->protocol, sizeof(c->protocol), "%s", version);
@@ -680,8 +674,9 @@ int mcp_client_list_tools(struct mcp_client *c, json_object **ret, char *err, si
         const char *next;
 
         if (page == MCP_LIST_PAGES_MAX) {
-            r = fail(err, errlen, -E2BIG, "MCP server \"%s\": tools/list has more than %d pages",
-                     c->cfg.name, MCP_LIST_PAGES_MAX);
+            r = util_fail(-E2BIG, err, errlen,
+                          "MCP server \"%s\": tools/list has more than %d pages", c->cfg.name,
+                          MCP_LIST_PAGES_MAX);
             break;
         }
         params = json_object_new_object();
@@ -698,14 +693,13 @@ int mcp_client_list_tools(struct mcp_client *c, json_object **ret, char *err, si
             break;
         tools = jsonx_get(result, "tools");
         if (!tools || !json_object_is_type(tools, json_type_array)) {
-            r = fail(err, errlen, -EPROTO, "MCP server \"%s\": tools/list without a tools array",
-                     c->cfg.name);
+            r = util_fail(-EPROTO, err, errlen,
+                          "MCP server \"%s\": tools/list without a tools array", c->cfg.name);
             break;
         }
-        if (json_object_array_length(all) + json_object_array_length(tools) >
-            MCP_LIST_TOOLS_MAX) {
-            r = fail(err, errlen, -E2BIG, "MCP server \"%s\": lists more than %d tools",
-                     c->cfg.name, MCP_LIST_TOOLS_MAX);
+        if (json_object_array_length(all) + json_object_array_length(tools) > MCP_LIST_TOOLS_MAX) {
+            r = util_fail(-E2BIG, err, errlen, "MCP server \"%s\": lists more than %d tools",
+                          c->cfg.name, MCP_LIST_TOOLS_MAX);
             break;
         }
         for (size_t i = 0; i < json_object_array_length(tools); i++)
@@ -714,8 +708,8 @@ int mcp_client_list_tools(struct mcp_client *c, json_object **ret, char *err, si
         if (!next || !*next)
             break;
         if (strlen(next) >= sizeof(cursor) || strcmp(next, cursor) == 0) {
-            r = fail(err, errlen, -EPROTO, "MCP server \"%s\": tools/list cursor is invalid",
-                     c->cfg.name);
+            r = util_fail(-EPROTO, err, errlen, "MCP server \"%s\": tools/list cursor is invalid",
+                          c->cfg.name);
             break;
         }
         snprintf(cursor, sizeof(cursor), "%s", next);
@@ -745,8 +739,7 @@ static int render_item(json_object *item, struct buf *out)
     if (strcmp(type, "text") == 0)
         return buf_append_str(out, (t = jsonx_str(item, "text")) ? t : "");
     if (strcmp(type, "image") == 0 || strcmp(type, "audio") == 0)
-        return buf_printf(out, "[%s %s]", type,
-                          (t = jsonx_str(item, "mimeType")) ? t : "unknown");
+        return buf_printf(out, "[%s %s]", type, (t = jsonx_str(item, "mimeType")) ? t : "unknown");
     if (strcmp(type, "resource") == 0) {
         res = jsonx_get(item, "resource");
         if ((t = jsonx_str(res, "text")))
@@ -789,9 +782,8 @@ int mcp_client_render_result(json_object *result, size_t result_max, struct tool
     return r;
 }
 
-int mcp_client_call(struct mcp_client *c, const char *tool, json_object *args,
-                    uint64_t timeout_ms, const atomic_int *cancel, size_t result_max,
-                    struct tool_result *ret)
+int mcp_client_call(struct mcp_client *c, const char *tool, json_object *args, uint64_t timeout_ms,
+                    const atomic_int *cancel, size_t result_max, struct tool_result *ret)
 {
     json_object *params = json_object_new_object(), *result = NULL;
     char err[1024];
@@ -827,12 +819,16 @@ void mcp_client_close(struct mcp_client *c)
     if (c->session[0] && c->h) {
         const char *lines[MCP_CLIENT_HEADERS_MAX + 2];
         char session[SESSION_MAX + 32];
-        struct tool_http_request rq = {.method = "DELETE", .url = c->cfg.url, .headers = lines,
-                                       .timeout_ms = CLOSE_TIMEOUT_MS, .max_body = 4096,
+        struct tool_http_request rq = {.method = "DELETE",
+                                       .url = c->cfg.url,
+                                       .headers = lines,
+                                       .timeout_ms = CLOSE_TIMEOUT_MS,
+                                       .max_body = 4096,
                                        .truncate_ok = true,
-                                       .pin_resolve = c->target.resolve[0] ? c->target.resolve
-                                                                           : NULL,
-                                       .pin_addr = c->target.addr, .ca_file = c->ca_file};
+                                       .pin_resolve =
+                                           c->target.resolve[0] ? c->target.resolve : NULL,
+                                       .pin_addr = c->target.addr,
+                                       .ca_file = c->ca_file};
         struct tool_http_response res;
         char err[128];
         size_t n = 0;

@@ -24,19 +24,6 @@
 #define REMOTE_NAME_MAX 256
 #define CANON_MAX (64u * 1024 * 1024)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
-
 const char *tool_exec_name(enum tool_exec e)
 {
     switch (e) {
@@ -176,8 +163,8 @@ static const char *type_word(json_object *v)
 }
 
 /* A string member with a length cap: absent -> NULL; wrong type or too long -> error. */
-static int opt_str(json_object *o, const char *key, size_t max, const char *field,
-                   const char **ret, char *err, size_t errlen)
+static int opt_str(json_object *o, const char *key, size_t max, const char *field, const char **ret,
+                   char *err, size_t errlen)
 {
     json_object *v = jsonx_get(o, key);
 
@@ -185,9 +172,10 @@ static int opt_str(json_object *o, const char *key, size_t max, const char *fiel
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_string))
-        return fail(err, errlen, "%s.%s: expected a string, got %s", field, key, type_word(v));
+        return util_fail(-EINVAL, err, errlen, "%s.%s: expected a string, got %s", field, key,
+                         type_word(v));
     if ((size_t)json_object_get_string_len(v) > max)
-        return fail(err, errlen, "%s.%s: longer than %zu bytes", field, key, max);
+        return util_fail(-EINVAL, err, errlen, "%s.%s: longer than %zu bytes", field, key, max);
     *ret = json_object_get_string(v);
     return 0;
 }
@@ -201,7 +189,8 @@ static int opt_type(json_object *o, const char *key, enum json_type type, const 
     if (!v)
         return 0;
     if (!json_object_is_type(v, type))
-        return fail(err, errlen, "%s.%s: expected %s, got %s", field, key, what, type_word(v));
+        return util_fail(-EINVAL, err, errlen, "%s.%s: expected %s, got %s", field, key, what,
+                         type_word(v));
     *ret = v;
     return 0;
 }
@@ -216,7 +205,7 @@ static int parse_permission(json_object *o, const char *field, enum permission *
         return r;
     *ret = policy_permission_parse(p);
     if (p && *ret == PERMISSION_UNSET)
-        return fail(err, errlen, "%s.permission: expected allow, ask or deny", field);
+        return util_fail(-EINVAL, err, errlen, "%s.permission: expected allow, ask or deny", field);
     return 0;
 }
 
@@ -229,13 +218,15 @@ static int check_bindings(json_object *o, const char *field, const char *key, ch
     json_object_object_foreach(o, path, token)
     {
         if (++n > BINDINGS_MAX)
-            return fail(err, errlen, "%s.%s: more than %d bindings", field, key, BINDINGS_MAX);
+            return util_fail(-EINVAL, err, errlen, "%s.%s: more than %d bindings", field, key,
+                             BINDINGS_MAX);
         if (!tool_spec_path_ok(path))
-            return fail(err, errlen, "%s.%s: \"%.64s\" is not a dotted path", field, key, path);
+            return util_fail(-EINVAL, err, errlen, "%s.%s: \"%.64s\" is not a dotted path", field,
+                             key, path);
         if (!token || !json_object_is_type(token, json_type_string) ||
             !tool_spec_ctx_token_ok(json_object_get_string(token)))
-            return fail(err, errlen, "%s.%s.%.64s: expected a \"$ctx.<path>\" token", field, key,
-                        path);
+            return util_fail(-EINVAL, err, errlen, "%s.%s.%.64s: expected a \"$ctx.<path>\" token",
+                             field, key, path);
     }
     return 0;
 }
@@ -254,13 +245,14 @@ static int parse_call(json_object *call, const char *field, char *err, size_t er
     for (size_t i = 0; method && i < ARRAY_SIZE(methods); i++)
         known = known || strcmp(method, methods[i]) == 0;
     if (!known)
-        return fail(err, errlen, "%s.method: expected GET, POST, PUT or DELETE", field);
+        return util_fail(-EINVAL, err, errlen, "%s.method: expected GET, POST, PUT or DELETE",
+                         field);
     r = opt_str(call, "path", CALL_PATH_MAX, field, &path, err, errlen);
     if (r < 0)
         return r;
     if (!path || path[0] != '/' || path[1] == '/')
-        return fail(err, errlen, "%s.path: must be an absolute path starting with one '/'",
-                    field);
+        return util_fail(-EINVAL, err, errlen,
+                         "%s.path: must be an absolute path starting with one '/'", field);
     r = opt_type(call, "body", json_type_object, "an object", field, &v, err, errlen);
     if (r < 0)
         return r;
@@ -273,13 +265,12 @@ static int parse_call(json_object *call, const char *field, char *err, size_t er
     if (r < 0)
         return r;
     if (args_into && !tool_spec_path_ok(args_into))
-        return fail(err, errlen, "%s.args_into: \"%.64s\" is not a dotted path", field,
-                    args_into);
+        return util_fail(-EINVAL, err, errlen, "%s.args_into: \"%.64s\" is not a dotted path",
+                         field, args_into);
     return 0;
 }
 
-static int parse_timeout(json_object *t, const char *field, uint64_t *ret, char *err,
-                         size_t errlen)
+static int parse_timeout(json_object *t, const char *field, uint64_t *ret, char *err, size_t errlen)
 {
     json_object *v = jsonx_get(t, "timeoutMs");
     int64_t ms;
@@ -288,18 +279,17 @@ static int parse_timeout(json_object *t, const char *field, uint64_t *ret, char 
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_int))
-        return fail(err, errlen, "%s.timeoutMs: expected an integer, got %s", field,
-                    type_word(v));
+        return util_fail(-EINVAL, err, errlen, "%s.timeoutMs: expected an integer, got %s", field,
+                         type_word(v));
     ms = json_object_get_int64(v);
     if (ms < 0 || (uint64_t)ms > TOOL_TIMEOUT_MAX_MS)
-        return fail(err, errlen, "%s.timeoutMs: must be between 0 and %llu", field,
-                    (unsigned long long)TOOL_TIMEOUT_MAX_MS);
+        return util_fail(-EINVAL, err, errlen, "%s.timeoutMs: must be between 0 and %llu", field,
+                         (unsigned long long)TOOL_TIMEOUT_MAX_MS);
     *ret = (uint64_t)ms;
     return 0;
 }
 
-static int schema_of(json_object *o, const char *field, json_object **ret, char *err,
-                     size_t errlen)
+static int schema_of(json_object *o, const char *field, json_object **ret, char *err, size_t errlen)
 {
     json_object *v = jsonx_get(o, "inputSchema");
     size_t len;
@@ -310,11 +300,12 @@ static int schema_of(json_object *o, const char *field, json_object **ret, char 
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_object))
-        return fail(err, errlen, "%s.inputSchema: expected an object, got %s", field,
-                    type_word(v));
+        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: expected an object, got %s", field,
+                         type_word(v));
     jsonx_text(v, &len);
     if (len > TOOL_SCHEMA_MAX)
-        return fail(err, errlen, "%s.inputSchema: longer than %d bytes", field, TOOL_SCHEMA_MAX);
+        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: longer than %d bytes", field,
+                         TOOL_SCHEMA_MAX);
     *ret = copy(v);
     return *ret ? 0 : -ENOMEM;
 }
@@ -337,25 +328,26 @@ static int parse_custom(json_object *o, size_t i, struct tool_spec *t, char *err
 
     snprintf(field, sizeof(field), "customTools[%zu]", i);
     if (!o || !json_object_is_type(o, json_type_object))
-        return fail(err, errlen, "%s: expected an object", field);
+        return util_fail(-EINVAL, err, errlen, "%s: expected an object", field);
     r = opt_str(o, "name", 256, field, &name, err, errlen);
     if (r < 0)
         return r;
     if (!name || !tool_name_ok(name))
-        return fail(err, errlen, "%s.name: must be 1-%d letters, digits, '_' or '-'", field,
-                    TOOL_NAME_MAX);
+        return util_fail(-EINVAL, err, errlen, "%s.name: must be 1-%d letters, digits, '_' or '-'",
+                         field, TOOL_NAME_MAX);
     if (strcmp(name, TOOL_SPEC_RESERVED_NAME) == 0)
-        return fail(err, errlen, "%s.name: \"%s\" is reserved", field, TOOL_SPEC_RESERVED_NAME);
+        return util_fail(-EINVAL, err, errlen, "%s.name: \"%s\" is reserved", field,
+                         TOOL_SPEC_RESERVED_NAME);
     snprintf(field, sizeof(field), "customTools[%zu] \"%s\"", i, name);
     r = opt_str(o, "kind", 32, field, &kind, err, errlen);
     if (r < 0)
         return r;
     if (kind && strcmp(kind, "code") == 0)
-        return fail(err, errlen,
-                    "%s: kind \"code\" is not supported: this runner executes no code tools",
-                    field);
+        return util_fail(-EINVAL, err, errlen,
+                         "%s: kind \"code\" is not supported: this runner executes no code tools",
+                         field);
     if (kind && strcmp(kind, "callback") != 0 && strcmp(kind, "client") != 0)
-        return fail(err, errlen, "%s.kind: expected callback or client", field);
+        return util_fail(-EINVAL, err, errlen, "%s.kind: expected callback or client", field);
     r = opt_str(o, "callRef", CALL_REF_MAX, field, &call_ref, err, errlen);
     if (r < 0)
         return r;
@@ -366,11 +358,13 @@ static int parse_custom(json_object *o, size_t i, struct tool_spec *t, char *err
         t->exec = TOOL_EXEC_CLIENT;
     } else {
         if (call_ref && call)
-            return fail(err, errlen, "%s: callRef and call are mutually exclusive", field);
+            return util_fail(-EINVAL, err, errlen, "%s: callRef and call are mutually exclusive",
+                             field);
         if (!call_ref && !call)
-            return fail(err, errlen, "%s: a callback tool needs callRef or call", field);
+            return util_fail(-EINVAL, err, errlen, "%s: a callback tool needs callRef or call",
+                             field);
         if (call_ref && !*call_ref)
-            return fail(err, errlen, "%s.callRef: must not be empty", field);
+            return util_fail(-EINVAL, err, errlen, "%s.callRef: must not be empty", field);
         t->exec = call ? TOOL_EXEC_DIRECT : TOOL_EXEC_CALLBACK;
         if (call) {
             char cfield[160];
@@ -400,8 +394,8 @@ static int parse_custom(json_object *o, size_t i, struct tool_spec *t, char *err
 
         if (j >= EPHEMERAL_MAX || !e || !json_object_is_type(e, json_type_string) ||
             json_object_get_string_len(e) == 0 || json_object_get_string_len(e) > 256)
-            return fail(err, errlen, "%s.ephemeralArgs[%zu]: expected an argument name", field,
-                        j);
+            return util_fail(-EINVAL, err, errlen,
+                             "%s.ephemeralArgs[%zu]: expected an argument name", field, j);
     }
     r = parse_timeout(o, field, &t->timeout_ms, err, errlen);
     if (r < 0)
@@ -451,7 +445,8 @@ static int header_names(json_object *conn, const char *field, json_object **ret,
         {
             (void)val;
             if (n == ARRAY_SIZE(list)) {
-                r = fail(err, errlen, "%s.connection.headers: too many headers", field);
+                r = util_fail(-EINVAL, err, errlen, "%s.connection.headers: too many headers",
+                              field);
                 goto out;
             }
             list[n++] = key;
@@ -460,13 +455,14 @@ static int header_names(json_object *conn, const char *field, json_object **ret,
     for (size_t i = 0; creds && json_object_is_type(creds, json_type_array) &&
                        i < json_object_array_length(creds);
          i++) {
-        const char *name = jsonx_str(jsonx_get(json_object_array_get_idx(creds, i), "binding"),
-                                     "name");
+        const char *name =
+            jsonx_str(jsonx_get(json_object_array_get_idx(creds, i), "binding"), "name");
 
         if (!name)
             continue;
         if (n == ARRAY_SIZE(list)) {
-            r = fail(err, errlen, "%s.connection.credentials: too many headers", field);
+            r = util_fail(-EINVAL, err, errlen, "%s.connection.credentials: too many headers",
+                          field);
             goto out;
         }
         list[n++] = name;
@@ -489,8 +485,7 @@ out:
     return r;
 }
 
-static int parse_server(json_object *o, size_t i, struct tool_server *sv, char *err,
-                        size_t errlen)
+static int parse_server(json_object *o, size_t i, struct tool_server *sv, char *err, size_t errlen)
 {
     json_object *conn, *policy, *tools, *names;
     const char *name, *url, *mode;
@@ -499,28 +494,30 @@ static int parse_server(json_object *o, size_t i, struct tool_server *sv, char *
 
     snprintf(field, sizeof(field), "mcpServers[%zu]", i);
     if (!o || !json_object_is_type(o, json_type_object))
-        return fail(err, errlen, "%s: expected an object", field);
+        return util_fail(-EINVAL, err, errlen, "%s: expected an object", field);
     r = opt_str(o, "name", 256, field, &name, err, errlen);
     if (r < 0)
         return r;
     if (!name || !tool_name_ok(name))
-        return fail(err, errlen, "%s.name: must be 1-%d letters, digits, '_' or '-'", field,
-                    TOOL_NAME_MAX);
+        return util_fail(-EINVAL, err, errlen, "%s.name: must be 1-%d letters, digits, '_' or '-'",
+                         field, TOOL_NAME_MAX);
     if (strcmp(name, TOOL_SPEC_RESERVED_NAME) == 0)
-        return fail(err, errlen, "%s.name: \"%s\" is reserved", field, TOOL_SPEC_RESERVED_NAME);
+        return util_fail(-EINVAL, err, errlen, "%s.name: \"%s\" is reserved", field,
+                         TOOL_SPEC_RESERVED_NAME);
     snprintf(field, sizeof(field), "mcpServers[%zu] \"%s\"", i, name);
     r = opt_type(o, "connection", json_type_object, "an object", field, &conn, err, errlen);
     if (r < 0)
         return r;
     if (!conn)
-        return fail(err, errlen, "%s.connection: required", field);
+        return util_fail(-EINVAL, err, errlen, "%s.connection: required", field);
     if (!jsonx_str(conn, "type") || strcmp(jsonx_str(conn, "type"), "http") != 0)
-        return fail(err, errlen, "%s.connection.type: only \"http\" is supported", field);
+        return util_fail(-EINVAL, err, errlen, "%s.connection.type: only \"http\" is supported",
+                         field);
     r = opt_str(conn, "url", 2048, field, &url, err, errlen);
     if (r < 0)
         return r;
     if (!url)
-        return fail(err, errlen, "%s.connection.url: required", field);
+        return util_fail(-EINVAL, err, errlen, "%s.connection.url: required", field);
     r = opt_type(o, "policy", json_type_object, "an object", field, &policy, err, errlen);
     if (r < 0)
         return r;
@@ -537,19 +534,19 @@ static int parse_server(json_object *o, size_t i, struct tool_server *sv, char *
         if (r < 0)
             return r;
         if (mode && strcmp(mode, "all") != 0 && strcmp(mode, "include") != 0)
-            return fail(err, errlen, "%s.policy.tools.mode: expected all or include", field);
+            return util_fail(-EINVAL, err, errlen, "%s.policy.tools.mode: expected all or include",
+                             field);
         if (mode && strcmp(mode, "include") == 0) {
             sv->include_all = false;
-            r = opt_type(tools, "names", json_type_array, "an array", field, &names, err,
-                         errlen);
+            r = opt_type(tools, "names", json_type_array, "an array", field, &names, err, errlen);
             if (r < 0)
                 return r;
             for (size_t j = 0; names && j < json_object_array_length(names); j++) {
                 json_object *e = json_object_array_get_idx(names, j);
 
                 if (!e || !json_object_is_type(e, json_type_string))
-                    return fail(err, errlen, "%s.policy.tools.names[%zu]: expected a string",
-                                field, j);
+                    return util_fail(-EINVAL, err, errlen,
+                                     "%s.policy.tools.names[%zu]: expected a string", field, j);
             }
             sv->include = names ? copy(names) : json_object_new_array();
             if (!sv->include)
@@ -580,17 +577,17 @@ int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_obj
     int r = 0;
 
     if (custom_tools && !json_object_is_type(custom_tools, json_type_array))
-        return fail(err, errlen, "customTools: expected an array");
+        return util_fail(-EINVAL, err, errlen, "customTools: expected an array");
     if (mcp_servers && !json_object_is_type(mcp_servers, json_type_array))
-        return fail(err, errlen, "mcpServers: expected an array");
+        return util_fail(-EINVAL, err, errlen, "mcpServers: expected an array");
     if (tool_callback && !json_object_is_type(tool_callback, json_type_object))
-        return fail(err, errlen, "toolCallback: expected an object");
+        return util_fail(-EINVAL, err, errlen, "toolCallback: expected an object");
     nt = custom_tools ? json_object_array_length(custom_tools) : 0;
     ns = mcp_servers ? json_object_array_length(mcp_servers) : 0;
     if (nt > TOOL_SET_MAX)
-        return fail(err, errlen, "customTools: more than %d tools", TOOL_SET_MAX);
+        return util_fail(-EINVAL, err, errlen, "customTools: more than %d tools", TOOL_SET_MAX);
     if (ns > MCP_SERVERS_MAX)
-        return fail(err, errlen, "mcpServers: more than %d servers", MCP_SERVERS_MAX);
+        return util_fail(-EINVAL, err, errlen, "mcpServers: more than %d servers", MCP_SERVERS_MAX);
     s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
@@ -610,7 +607,8 @@ int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_obj
         }
         s->ntools++;
         if (find(s, i, t->name)) {
-            r = fail(err, errlen, "customTools[%zu] \"%s\": duplicate tool name", i, t->name);
+            r = util_fail(-EINVAL, err, errlen, "customTools[%zu] \"%s\": duplicate tool name", i,
+                          t->name);
             goto out;
         }
     }
@@ -625,8 +623,8 @@ int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_obj
         s->nservers++;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(s->servers[j].name, sv->name) == 0) {
-                r = fail(err, errlen, "mcpServers[%zu] \"%s\": duplicate server name", i,
-                         sv->name);
+                r = util_fail(-EINVAL, err, errlen, "mcpServers[%zu] \"%s\": duplicate server name",
+                              i, sv->name);
                 goto out;
             }
         }
@@ -635,7 +633,7 @@ int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_obj
         const char *endpoint = jsonx_str(tool_callback, "endpoint");
 
         if (!endpoint || !*endpoint) {
-            r = fail(err, errlen, "toolCallback.endpoint: required");
+            r = util_fail(-EINVAL, err, errlen, "toolCallback.endpoint: required");
             goto out;
         }
         if (set_str(&s->callback_endpoint, endpoint) < 0) {
@@ -648,9 +646,9 @@ int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_obj
 
         if ((t->exec == TOOL_EXEC_CALLBACK || t->exec == TOOL_EXEC_DIRECT) &&
             !s->callback_endpoint) {
-            r = fail(err, errlen,
-                     "customTools[%zu] \"%s\": a callback tool needs toolCallback.endpoint", i,
-                     t->name);
+            r = util_fail(-EINVAL, err, errlen,
+                          "customTools[%zu] \"%s\": a callback tool needs toolCallback.endpoint", i,
+                          t->name);
             goto out;
         }
     }
@@ -742,9 +740,8 @@ static int parse_listed(const struct tool_server *sv, size_t server, json_object
     if (r < 0)
         return r;
     hint = jsonx_get(jsonx_get(o, "annotations"), "readOnlyHint");
-    t->read_only = hint && json_object_is_type(hint, json_type_boolean)
-                       ? json_object_get_boolean(hint)
-                       : -1;
+    t->read_only =
+        hint && json_object_is_type(hint, json_type_boolean) ? json_object_get_boolean(hint) : -1;
     t->exec = TOOL_EXEC_MCP;
     t->permission = PERMISSION_UNSET;
     t->server_permission = sv->permission;
@@ -764,11 +761,11 @@ int tool_set_add_mcp_tools(struct tool_set *s, size_t server, json_object *liste
     int r = 0;
 
     if (server >= s->nservers)
-        return fail(err, errlen, "MCP server #%zu: no such server", server);
+        return util_fail(-EINVAL, err, errlen, "MCP server #%zu: no such server", server);
     sv = &s->servers[server];
     if (!listed || !json_object_is_type(listed, json_type_array))
-        return fail(err, errlen, "MCP server \"%s\": tools/list did not return a tools array",
-                    sv->name);
+        return util_fail(-EINVAL, err, errlen,
+                         "MCP server \"%s\": tools/list did not return a tools array", sv->name);
     n = json_object_array_length(listed);
     for (size_t i = 0; i < n; i++) {
         const char *name = jsonx_str(json_object_array_get_idx(listed, i), "name");
@@ -793,8 +790,8 @@ int tool_set_add_mcp_tools(struct tool_set *s, size_t server, json_object *liste
 
         if (!o || !json_object_is_type(o, json_type_object) || !name || !*name ||
             strlen(name) > REMOTE_NAME_MAX) {
-            r = fail(err, errlen, "MCP server \"%s\": tools/list entry %zu has no valid name",
-                     sv->name, i);
+            r = util_fail(-EINVAL, err, errlen,
+                          "MCP server \"%s\": tools/list entry %zu has no valid name", sv->name, i);
             goto out;
         }
         if (!included(sv, name))
@@ -804,11 +801,11 @@ int tool_set_add_mcp_tools(struct tool_set *s, size_t server, json_object *liste
             goto out;
         other = find(s, s->ntools, exposed);
         if (other) {
-            r = fail(err, errlen,
-                     "MCP server \"%s\" tool \"%.128s\": its name \"%s\" clashes with %s tool "
-                     "\"%s\"",
-                     sv->name, name, exposed, other->exec == TOOL_EXEC_MCP ? "MCP" : "custom",
-                     other->exec == TOOL_EXEC_MCP ? other->remote_name : other->name);
+            r = util_fail(-EINVAL, err, errlen,
+                          "MCP server \"%s\" tool \"%.128s\": its name \"%s\" clashes with %s tool "
+                          "\"%s\"",
+                          sv->name, name, exposed, other->exec == TOOL_EXEC_MCP ? "MCP" : "custom",
+                          other->exec == TOOL_EXEC_MCP ? other->remote_name : other->name);
             goto out;
         }
         memset(t, 0, sizeof(*t));
@@ -861,9 +858,8 @@ int tool_set_public_json(const struct tool_set *s, struct buf *out)
         json_object_object_add(o, "name", json_object_new_string(t->name));
         json_object_object_add(o, "description",
                                json_object_new_string(t->description ? t->description : t->name));
-        json_object_object_add(o, "inputSchema", t->input_schema
-                                                     ? json_object_get(t->input_schema)
-                                                     : empty_schema());
+        json_object_object_add(o, "inputSchema",
+                               t->input_schema ? json_object_get(t->input_schema) : empty_schema());
         json_object_array_add(arr, o);
     }
     text = jsonx_text(arr, &len);
@@ -952,9 +948,8 @@ static int missing_required(json_object *schema, json_object *value, struct buf 
                        i < json_object_array_length(required);
          i++) {
         json_object *f = json_object_array_get_idx(required, i);
-        const char *name = f && json_object_is_type(f, json_type_string)
-                               ? json_object_get_string(f)
-                               : NULL;
+        const char *name =
+            f && json_object_is_type(f, json_type_string) ? json_object_get_string(f) : NULL;
 
         if (!name || (is_obj && jsonx_get(value, name)))
             continue;
