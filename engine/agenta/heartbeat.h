@@ -1,7 +1,7 @@
 /*
- * heartbeat — the session watchdog of a session run in platform mode
- * (reference/agenta-runner.md §1.8 item 2, §1.13): the alive lock in Agenta's API, the
- * admission answer, the stream id, the interrupt signal and the credential refresh.
+ * heartbeat — the session watchdog of a session run in platform mode, as Agenta's runner keeps
+ * it (README "Platform mode (Agenta)"): the alive lock in Agenta's API, the admission answer,
+ * the stream id, the interrupt signal and the credential refresh.
  *
  *   heartbeat_start   sends the first beat and waits for it (POST /sessions/streams/heartbeat
  *                     {session_id, replica_id, turn_id, is_running:true, name?, references?}).

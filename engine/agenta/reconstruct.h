@@ -1,7 +1,7 @@
 /*
- * reconstruct — a session's earlier turns rebuilt from its record log in Agenta's API
- * (reference/agenta-runner.md §3.9 step 2, AGENTA_SESSIONS_RECONSTRUCT), so a platform that
- * sends only the newest user message keeps its conversation across a cold start.
+ * reconstruct — a session's earlier turns rebuilt from its record log in Agenta's API, as
+ * Agenta's runner does before a cold turn (on unless AGENTA_SESSIONS_RECONSTRUCT=false), so a
+ * platform that sends only the newest user message keeps its conversation across a cold start.
  *
  * It applies when the request carries a minimal history (exactly one message, a fresh user
  * message: reconstruct_minimal_history) or only an approval answer with no user text

@@ -1,6 +1,6 @@
 /*
  * redact — a run's known-value deny set, as Agenta's runner applies it to everything it
- * persists (reference/agenta-runner.md §1.8: "seedForRun"; golden file
+ * persists, logs or exports (its "seedForRun"; golden file
  * tests/fixtures/agenta-golden/redaction.known_value.json).
  *
  * The set holds the credential values of one run: every modelConnection credential and

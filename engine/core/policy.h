@@ -1,8 +1,8 @@
 /*
  * policy — small pure rules, no I/O.
  *
- * Lifecycle (DESIGN.md §4, Paperclip's warm rule): whether an environment stays warm after a
- * turn and for how long. First match wins:
+ * Lifecycle (Paperclip's warm rule): whether an environment stays warm after a turn and for
+ * how long. First match wins:
  *   1. the policy admitted with the session's first turn, while that session lives;
  *   2. per-turn for managed (runtime-provided / subscription) credentials unless the harness
  *      supports a managed warm session (codex);
@@ -68,7 +68,7 @@ int policy_lifecycle(const struct lifecycle_input *in, struct lifecycle_policy *
 const char *policy_lifecycle_source_name(enum lifecycle_source s);
 
 /*
- * Permission plan (reference/agenta-runner.md §3.24). The request's `permissions` object:
+ * Permission plan, decided as Agenta's runner decides it. The request's `permissions` object:
  * default allow | ask | deny | allow_reads (the default when absent; a malformed plan means
  * ask), rules [{pattern, permission}] with patterns `Tool` (exact, case-insensitive) and
  * `Tool(prefix:*)` (the tool's first string argument starts with prefix).
@@ -96,7 +96,7 @@ enum permission policy_permission_parse(const char *s);
 const char *policy_permission_name(enum permission p);
 
 /*
- * Egress (DESIGN.md §6, issue 11): where a run's sandbox may connect. The request's
+ * Egress (README "Network"): where a run's sandbox may connect. The request's
  * sandboxPermission.network mode (on | allowlist | off) and allowlist, plus the endpoints the
  * run itself needs, named in every mode: the model endpoint (modelConnection.endpoint.baseUrl,
  * else the public API of a known provider: api.openai.com, api.anthropic.com, ...). The

@@ -1,6 +1,6 @@
 /*
- * egress_dns — the sandbox's name server, run by the keeper (issue 11: names resolve through
- * the runner's policy, not the sandbox's own resolver).
+ * egress_dns — the sandbox's name server, run by the keeper: names resolve through the
+ * runner's policy, not the sandbox's own resolver.
  *
  * sandbox_net sends every DNS datagram the sandbox emits (to 127.0.0.1:53 named in its
  * resolv.conf, or to any server it picks) to the DNS sockets this module reads. It answers

@@ -1,7 +1,7 @@
 /*
  * egress_policy — where a sandbox may connect: a pure decision over (address, port), no I/O.
  *
- * The runner decides a sandbox's egress per run (DESIGN.md §6, issue 11). The sandbox lives in
+ * The runner decides a sandbox's egress per run (README "Network"). The sandbox lives in
  * its own network namespace; every TCP connection it opens to anything but its own loopback
  * reaches the keeper's transparent proxy (egress_proxy), which asks egress_policy_check()
  * with the connection's original destination. Modes (sandboxPermission.network.mode):

@@ -1,5 +1,5 @@
 /*
- * egress_proxy — the keeper's transparent TCP proxy for its sandbox (issue 11).
+ * egress_proxy — the keeper's transparent TCP proxy for its sandbox (README "Network").
  *
  * sandbox_net redirects every TCP connection the sandbox opens beyond its own loopback to the
  * proxy's listening sockets inside the sandbox's namespace. For each accepted connection the

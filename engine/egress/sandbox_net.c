@@ -2,7 +2,7 @@
  * sandbox_net — the namespace, its loopback, routes, nf_tables rules and listening sockets
  * (see sandbox_net.h). The rules go in as one nf_tables netlink batch built here: the same
  * rules `nft -f` would load, at a fraction of the cost (no libnftables parser, cache fetch or
- * exec; measured in the report of issue 11).
+ * exec): the whole network setup of a cold start takes under 1 ms p50 (`make bench` row 2).
  */
 #include "egress/sandbox_net.h"
 

@@ -1,6 +1,6 @@
 /*
  * sandbox_net — a sandbox's own network namespace, wired so that every way out leads to the
- * keeper (DESIGN.md §6, issue 11).
+ * keeper (README "Network").
  *
  * The namespace has only `lo` (up, 127.0.0.1 and ::1) with default routes through it, and an
  * nf_tables table `agent_runner` (family inet, installed over netlink in one batch) hooked on

@@ -1,15 +1,14 @@
 /*
- * claude — @zed-industries/claude-agent-acp@0.23.1, which drives the bundled Claude Code CLI
- * (reference/acp-harnesses.md §3.2, §4.4; reference/agenta-runner.md §3.3).
+ * claude — @zed-industries/claude-agent-acp@0.23.1, which drives the bundled Claude Code CLI.
  *
- * The route is pure environment: ANTHROPIC_BASE_URL from the endpoint (the SDK appends
- * /v1/messages itself, so a trailing /v1 is dropped), the key under its binding name
- * (ANTHROPIC_API_KEY normally), ANTHROPIC_MODEL for the model, Bedrock/Vertex switches for
- * those deployments; with credentialMode runtime_provided the operator's claude.ai login
- * instead of a key (claude_subscription_login). Non-essential traffic, telemetry and the
+ * The route is pure environment, as Agenta's runner sets it: ANTHROPIC_BASE_URL from the
+ * endpoint (the SDK appends /v1/messages itself, so a trailing /v1 is dropped), the key under
+ * its binding name (ANTHROPIC_API_KEY normally), ANTHROPIC_MODEL for the model, Bedrock/Vertex
+ * switches for those deployments; with credentialMode runtime_provided the operator's claude.ai
+ * login instead of a key (claude_subscription_login). Non-essential traffic, telemetry and the
  * auto-updater are off; the configuration folder lives in the sandbox's private home. The
- * adapter and the CLI it spawns (as `node`, from PATH) run on the pinned Node 20, whatever
- * else the host has.
+ * adapter and the CLI it spawns (as `node`, from PATH) run on the pinned Node 20, whatever else
+ * the host has.
  */
 #include <errno.h>
 #include <limits.h>

@@ -1,6 +1,5 @@
 /*
- * codex — @zed-industries/codex-acp@0.16.0, a native binary bundling codex 0.137
- * (reference/acp-harnesses.md §3.3, §4.5).
+ * codex — @zed-industries/codex-acp@0.16.0, a native binary bundling codex 0.137.
  *
  * Codex speaks only the OpenAI Responses API. The route goes into $CODEX_HOME/config.toml: a
  * `model_providers.agent-runner` entry with the endpoint and `env_key` naming the variable that

@@ -149,14 +149,14 @@ json_object *harness_headers_json(const struct run_request *req);
  */
 int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_kind);
 /*
- * Agenta's computeBuiltinGatingActive (reference/agenta-runner.md §3.24): pi's built-in tool
- * calls must go through the permission plan unless it allows them all, i.e. when the default
- * is not "allow" or a rule names a pi built-in.
+ * Agenta's computeBuiltinGatingActive: pi's built-in tool calls must go through the permission
+ * plan unless it allows them all, i.e. when the default is not "allow" or a rule names a pi
+ * built-in.
  */
 bool harness_pi_gating_active(json_object *permissions);
 
 /*
- * The run's tools reach the harness (DESIGN.md §6a): pi and the scripted agent get
+ * The run's tools reach the harness (README "Tools"): pi and the scripted agent get
  * RUNNER_TOOLS_FILE (their extension / channel step reads the public specs there); claude,
  * codex and opencode get one stdio MCP server "agenta-tools" in session/new — mcp_bin (bound
  * read-only at the same path) with RUNNER_TOOLS_FILE, RUNNER_CHANNEL and RUNNER_CHANNEL_TOKEN

@@ -1,7 +1,7 @@
 /*
  * login — the operator's harness logins: what `credentialMode:"runtime_provided"` (a
  * "subscription" run) authenticates with, and what GET /subscription-status reports
- * (reference/agenta-runner.md §1.2, §2.2; Agenta's `subscription-status.ts`).
+ * (as Agenta's `subscription-status.ts` does; README "Subscription logins").
  *
  * The operator points one setting per harness at a folder the harness itself logged in to:
  * AGENT_RUNNER_CODEX_HOME (codex: auth.json), AGENT_RUNNER_CLAUDE_CONFIG_DIR (claude:

@@ -17,9 +17,8 @@
  * configuration). PLAN_SESSION writes the same configuration as the global opencode.json of
  * the private home (OPENCODE_JSON) with "apiKey": "{file:OPENCODE_KEY_FILE}" and the key in
  * that 0600 file: a cold start reads it at its start, a claimed spare at session/new (opencode
- * re-reads its global and project configuration for every new session's instance: measured
- * for issue 17 item 4, README "Spares"). PLAN_COLD keeps OPENCODE_CONFIG_CONTENT and the key
- * in the environment.
+ * re-reads its global and project configuration for every new session's instance: measured,
+ * README "Spares"). PLAN_COLD keeps OPENCODE_CONFIG_CONTENT and the key in the environment.
  */
 #include <errno.h>
 #include <limits.h>

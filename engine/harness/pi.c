@@ -1,6 +1,5 @@
 /*
- * pi — pi-acp@0.0.24 driving @mariozechner/pi-coding-agent@0.73.1
- * (reference/acp-harnesses.md §3.1, §4.3; reference/agenta-runner.md §3.18).
+ * pi — pi-acp@0.0.24 driving @mariozechner/pi-coding-agent@0.73.1.
  *
  * The model route is written as pi's models.json inside the sandbox home: a custom provider
  * (connection.slug, else "custom") for a custom deployment, or the model registered into one

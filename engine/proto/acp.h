@@ -1,6 +1,6 @@
 /*
- * acp — the Agent Client Protocol wire layer: JSON-RPC 2.0 messages, one per '\n'-terminated
- * line (reference/acp-harnesses.md §1).
+ * acp — the Agent Client Protocol (v1, agentclientprotocol.com) wire layer: JSON-RPC 2.0
+ * messages, one per '\n'-terminated line.
  *
  * Decoding classifies a line as a request (method + id), a notification (method, no id) or a
  * response (id + result|error, no method). The agent's requests carry ids from its own id

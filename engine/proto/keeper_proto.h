@@ -1,5 +1,5 @@
 /*
- * keeper_proto — the one definition of the worker <-> keeper protocol (DESIGN.md §1, §6a).
+ * keeper_proto — the one definition of the worker <-> keeper protocol.
  * keeper.c and environment.c both speak it through these functions; no other file spells a
  * verb of it.
  *

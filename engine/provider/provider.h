@@ -1,22 +1,23 @@
 /*
  * provider — sandbox providers behind one seam, struct provider_ops, mirroring harness_ops,
- * and the one registry of them (DESIGN.md §6b). A provider turns a sandbox description into a
- * running, isolated process tree with the harness's stdio on pipes.
+ * and the one registry of them. A provider turns a sandbox description into a running,
+ * isolated process tree with the harness's stdio on pipes.
  *
  * Two shapes fit the seam:
  *   - local (bubblewrap, provider/local.c): the keeper is the lease. start() runs in the keeper
  *     and returns the sandbox's process and pipes; stop() kills its whole process group.
  *     acquire/resume/release are NULL.
- *   - remote (Daytona, provider/daytona.c): acquire() resumes the environment's kept sandbox
- *     or creates one and returns a lease, resume() reattaches a named one, release() keeps /
- *     stops / destroys it. Each acquisition has an outcome: created, resumed, or replacement
- *     with a reason (the kept sandbox was gone, expired, or did not match) —
- *     reference/paperclip.md §1.5. start() then runs the harness in the leased sandbox (a
- *     keeper owns one environment, so the provider keeps the state of its one lease per
- *     process). Its process has no local pid: the harness's stdio arrives on pipes fed by the
- *     provider's threads and its exit is announced on exit_fd (no SIGCHLD).
- * The capability snapshot (§1.6) is a frozen struct read by the lifecycle policy and the
- * request checks: a capability the provider lacks is refused before anything starts.
+ *   - remote (Daytona, provider/daytona/daytona_provider.c): acquire() resumes the
+ *     environment's kept sandbox or creates one and returns a lease, resume() reattaches a
+ *     named one, release() keeps / stops / destroys it. Each acquisition has an outcome:
+ *     created, resumed, or replacement with a reason (the kept sandbox was gone, expired, or
+ *     did not match), as Paperclip reports a lease acquisition. start() then runs the harness
+ *     in the leased sandbox (a keeper owns one environment, so the provider keeps the state
+ *     of its one lease per process). Its process has no local pid: the harness's stdio
+ *     arrives on pipes fed by the provider's threads and its exit is announced on exit_fd
+ *     (no SIGCHLD).
+ * The capability snapshot is a frozen struct read by the lifecycle policy and the request
+ * checks; it fails closed: a capability the provider lacks is refused before anything starts.
  *
  * Where each verb runs: configure() in every process that uses the registry (the master before
  * it forks workers, the keeper at start); snapshot/admit/runner_lifecycle in the worker (before
@@ -151,7 +152,8 @@ struct provider_ops {
     bool (*enabled)(void);
     /* The capability snapshot, read once per acquisition (NULL: caps). */
     void (*snapshot)(struct provider_caps *ret);
-    /* The runner's configured lifecycle for this provider (DESIGN.md §4 rule 3). */
+    /* The runner's configured lifecycle for this provider (warm, per_turn or inherit): the third
+     * rule of the lifecycle policy (core/policy.h). */
     void (*runner_lifecycle)(enum lifecycle_mode *ret_mode, uint64_t *ret_idle_ms);
     /*
      * Fail-closed admission of a run against a snapshot: 0, or AR_E_INVALID_REQUEST /

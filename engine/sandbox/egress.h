@@ -1,5 +1,5 @@
 /*
- * sandbox_egress — one sandbox's network, as its keeper runs it (DESIGN.md §6, issue 11):
+ * sandbox_egress — one sandbox's network, as its keeper runs it (README "Network"):
  * the run's egress policy (egress_policy, from the keeper spec), the sandbox's own network
  * namespace (sandbox_net: only loopback, every way out redirected to the keeper), the
  * transparent TCP proxy that decides each connection (egress_proxy) and the name server that

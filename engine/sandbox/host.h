@@ -1,6 +1,6 @@
 /*
  * sandbox_host — what local sandboxes get on this host, learned once by the master before it
- * forks (DESIGN.md §6, issue 10), and the host-side steps on an environment that need it.
+ * forks (README "The sandbox"), and the host-side steps on an environment that need it.
  *
  * sandbox_host_init() reads the settings (sandbox_config), checks the uid range (refusing an
  * overlap with a system or login user), makes the state and envs folders traversable for the

@@ -1,5 +1,5 @@
 /*
- * daytona_api — Daytona's control API (reference/daytona-api.md §2-3, §7): sandbox
+ * daytona_api — Daytona's control API (tests/fixtures/fake_daytona.md "Control API"): sandbox
  * descriptions and states, the create body (our labels, the auto-stop/archive/delete
  * backstops, the network rule of daytona_network, snapshot or image, target), and the
  * lifecycle calls (create, get, list by labels, start, stop, archive, recover, delete,

@@ -1,9 +1,9 @@
 /*
  * daytona_bridge — run a harness inside a Daytona sandbox and give the keeper its stdio as
  * local file descriptors, so the keeper's poll loop relays ACP to it exactly as it does to a
- * local bubblewrap child (DESIGN.md §1, §6b).
+ * local bubblewrap child.
  *
- * How ACP is carried (reference/daytona-api.md §4.3-4.4; tests/fixtures/fake_daytona.md):
+ * How ACP is carried (tests/fixtures/fake_daytona.md "Carrying ACP over the fake"):
  * a toolbox process session per harness start, the harness started in it with
  * `exec {runAsync:true, suppressInputEcho:true}`; each line the keeper writes is one
  * `POST .../command/{cid}/input`; the command log is followed over a WebSocket
@@ -22,10 +22,11 @@
  * description): it is uploaded as a file of `NAME='value'` lines (mode 0600, in a 0700 folder)
  * that a generated launcher sources under `env -i` before it execs argv.
  *
- * Workspace once, not per turn (seed 004): every upload goes through a manifest of
- * path -> SHA-256 (path, mode, content); a warm or resumed start uploads only files whose
- * digest changed, in one bulk upload. The manifest lives with the environment (the keeper);
- * a fresh manifest (e.g. after a runner restart) simply uploads everything once.
+ * Workspace once, not per turn (a full upload per turn was most of a 30 s Daytona follow-up
+ * in Paperclip's measurements): every upload goes through a manifest of path -> SHA-256
+ * (path, mode, content); a warm or resumed start uploads only files whose digest changed, in
+ * one bulk upload. The manifest lives with the environment (the keeper); a fresh manifest
+ * (e.g. after a runner restart) simply uploads everything once.
  *
  * Threads: two per bridge (the input writer, the log reader), each with its own
  * daytona_client; both block every signal, so a keeper's signalfd still sees them all.

@@ -1,6 +1,6 @@
 /*
  * daytona_demux — split a Daytona session-command log into stdout and stderr, across
- * reconnects (reference/daytona-api.md §4.4).
+ * reconnects.
  *
  * The daemon writes each chunk a command produced behind a marker: 0x01 0x01 0x01 (stdout) or
  * 0x02 0x02 0x02 (stderr). A followed log arrives in WebSocket frames cut at arbitrary bytes,
@@ -54,8 +54,8 @@ int daytona_demux_feed(struct daytona_demux *d, const uint8_t *data, size_t len,
 int daytona_demux_finish(struct daytona_demux *d, daytona_demux_fn out, void *ctx);
 
 /*
- * Paperclip's undelivered-suffix rule (reference/paperclip.md §4) for one stream: given what
- * was delivered while streaming and the final output, the part of final still to deliver.
+ * Paperclip's undelivered-suffix rule for one stream: given what was delivered while
+ * streaming and the final output, the part of final still to deliver.
  * Empty final -> nothing; nothing delivered -> all of final; final starts with delivered ->
  * the rest; otherwise (the provider answered from a different buffer) all of final again:
  * repeat rather than lose or corrupt output. *ret_off is where the suffix starts in final.

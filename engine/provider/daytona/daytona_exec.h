@@ -1,7 +1,7 @@
 /*
- * daytona_exec — the exec seam (reference/paperclip.md §4): run one command in a Daytona
- * sandbox, hand its output to the caller in order while it runs, and describe the run as a
- * `sandbox.exec` span.
+ * daytona_exec — the exec seam, as Paperclip's: run one command in a Daytona sandbox, hand
+ * its output to the caller in order while it runs, and describe the run as a `sandbox.exec`
+ * span.
  *
  * A command runs in a session of its own (so a timeout can kill exactly its process group by
  * deleting the session, and it never queues behind the harness), wrapped in `( ... )` so a

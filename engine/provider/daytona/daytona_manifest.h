@@ -1,6 +1,6 @@
 /*
- * daytona_manifest — "workspace once, not per turn" (seed 004): what was uploaded into a
- * sandbox, as path -> SHA-256 over (path, mode, content), and the upload of only what
+ * daytona_manifest — "workspace once, not per turn" (daytona_bridge.h): what was uploaded
+ * into a sandbox, as path -> SHA-256 over (path, mode, content), and the upload of only what
  * changed, in one bulk upload plus one `chmod` execute for modes other than 0644. The
  * manifest lives with the environment (the keeper); it records a file only after it landed.
  * A fresh manifest (a new sandbox, a restarted runner) simply uploads everything once.

@@ -1,7 +1,7 @@
 /*
- * daytona_network — sandboxPermission.network as Daytona's network fields
- * (reference/daytona-api.md §6; agenta-runner.md §3.17), and convergence of a retained
- * sandbox to the rule of the run that resumes it. Pure: no I/O.
+ * daytona_network — sandboxPermission.network as Daytona's network fields (as Agenta's runner
+ * maps them; the server's validation is in tests/fixtures/fake_daytona.md), and convergence of
+ * a retained sandbox to the rule of the run that resumes it. Pure: no I/O.
  *
  * Mapping: on -> no field; off -> networkBlockAll:true, or, when the run's own endpoints
  * (always_allow: the model endpoint, ...) are given, only those; allowlist -> networkAllowList

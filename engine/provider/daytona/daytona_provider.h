@@ -1,5 +1,5 @@
 /*
- * daytona_provider — the `daytona` provider_ops (provider.h; DESIGN.md §6b) over the Daytona
+ * daytona_provider — the `daytona` provider_ops (provider.h; README "Daytona") over the Daytona
  * building blocks (daytona_client/api/toolbox/sandbox/lease/bridge/manifest/exec). Two halves:
  *
  *   daytona_provider.c  settings, capability snapshot, admission, restart sweep: what the
@@ -13,7 +13,7 @@
  *   _CA_FILE (daytona_client.h); _REUSE_LEASES, _NETWORK_RULES,
  *   _PER_TURN_AUTO_STOP_MINUTES, _AUTO_ARCHIVE_MINUTES, _AUTO_DELETE_MINUTES (daytona_lease.h);
  *   AGENT_RUNNER_DAYTONA_LIFECYCLE     warm | per_turn | inherit (default): the runner's mode
- *                                      for this provider (DESIGN.md §4 rule 3)
+ *                                      for this provider (rule 3 of core/policy.h)
  *   AGENT_RUNNER_DAYTONA_SESSION_TTL_MS  the provider's idle window (default: the request's,
  *                                      else 300 s)
  *   AGENT_RUNNER_DAYTONA_HARNESS_DIR   where the image has the harness folder (default: the

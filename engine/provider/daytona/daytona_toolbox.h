@@ -1,10 +1,10 @@
 /*
  * daytona_toolbox — the daemon inside a sandbox, reached through the toolbox proxy
- * (reference/daytona-api.md §4): one-shot execute, process sessions (create, exec async,
- * input, command status, logs, the followed log as a WebSocket), files (bulk upload with each
- * `.path` part before its `.file` part, folders, modes, download) and the user's home. tb is
- * the sandbox's toolbox base URL (struct daytona_sandbox.toolbox). Every call is sandbox
- * activity unless it says otherwise. Errors as in daytona_client.h.
+ * (tests/fixtures/fake_daytona.md "Toolbox"): one-shot execute, process sessions (create,
+ * exec async, input, command status, logs, the followed log as a WebSocket), files (bulk
+ * upload with each `.path` part before its `.file` part, folders, modes, download) and the
+ * user's home. tb is the sandbox's toolbox base URL (struct daytona_sandbox.toolbox). Every
+ * call is sandbox activity unless it says otherwise. Errors as in daytona_client.h.
  */
 #ifndef AR_DAYTONA_TOOLBOX_H
 #define AR_DAYTONA_TOOLBOX_H
