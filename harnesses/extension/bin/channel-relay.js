@@ -5,7 +5,7 @@
 // The keeper cannot bind its channel socket into a sandbox on another machine, so it starts
 // this relay there (a toolbox process session) before the harness: the relay listens on the
 // path the harness finds in $RUNNER_CHANNEL, prints "ready", and multiplexes every accepted
-// connection over its stdio; the keeper (engine/provider/daytona_relay.h) opens one
+// connection over its stdio; the keeper (engine/provider/daytona/daytona_relay.h) opens one
 // connection to its own channel socket per relayed one. One text line per frame, payloads
 // base64 (a line from the sandbox may hold any byte; the toolbox log must not see raw ones):
 //   stdout  "ready" | "o <id>" (accepted) | "d <id> <base64 line>" | "c <id>" (closed)
