@@ -1,6 +1,6 @@
 /*
- * suites_platform — the unit-test suites of platform mode (issue 16: redact, agenta_api,
- * records, reconstruct, heartbeat, platform) and the helper they share. Kept apart from suites.h so the
+ * suites_platform — the unit-test suites of platform mode (redact, agenta_api, records,
+ * reconstruct, heartbeat, platform) and the helper they share. Kept apart from suites.h so the
  * registration in main.c is the only edit to a shared test file.
  */
 #ifndef AR_TEST_SUITES_PLATFORM_H

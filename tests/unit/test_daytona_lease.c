@@ -1,6 +1,6 @@
 /*
  * daytona_lease — the pure decisions: resume actions for every state and flag, replacement
- * reasons, the seed-004 lifecycle table (measured harness x reusable leases x explicit
+ * reasons, the remote warm-default table (measured harness x reusable leases x explicit
  * choice) with its backstop intervals, the capability snapshot and its fail-closed check,
  * lease downgrades, release dispositions, the keyed pool digest, and configuration.
  */

@@ -1,7 +1,7 @@
 /*
  * daytona_provider + daytona_plan — the `daytona` provider on the seam: enabled only when
  * configured (and refused when half configured), its snapshot, the runner's lifecycle setting,
- * fail-closed admission, the keeper environment; the seed-004 lifecycle rules (measured
+ * fail-closed admission, the keeper environment; Paperclip's remote warm rules (measured
  * harness x reusable leases x explicit choice) through engine_prepare, as a request meets
  * them; the description mapped into a Daytona sandbox (paths, workspace files, preflight).
  */
@@ -132,7 +132,7 @@ static void test_daytona_provider_snapshot_and_runner_lifecycle(void)
     daytona_provider_reset();
 }
 
-/* ---- seed 004 through engine_prepare --------------------------------------------------- */
+/* ---- Paperclip's remote warm default through engine_prepare ---------------------------- */
 
 static char harness_dir[64];
 

@@ -88,7 +88,7 @@ static void *remove_thread(void *p)
 }
 
 /*
- * The 30,000-deep tree of issue 10 (the old recursive rm_rf overflowed its stack at 15,000):
+ * A 30,000-deep tree a sandbox made (the old recursive rm_rf overflowed its stack at 15,000):
  * removed in a child with only 40 file descriptors allowed, on a thread with a 64 KiB stack.
  */
 static void test_fstree_removes_a_30000_deep_tree_with_few_fds_and_a_small_stack(void)

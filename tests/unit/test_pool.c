@@ -1097,9 +1097,9 @@ static void test_pool_scale_10000(void)
 }
 
 /*
- * A full /dev/shm (issue 10 item 6): the segment is reserved at creation, so creating it
- * fails with ENOSPC instead of a SIGBUS at the first touch of a slot. In a child with a
- * private mount namespace and a 64 KiB tmpfs over /dev/shm (root only).
+ * A full /dev/shm: the segment is reserved at creation, so creating it fails with ENOSPC
+ * instead of a SIGBUS at the first touch of a slot. In a child with a private mount namespace
+ * and a 64 KiB tmpfs over /dev/shm (root only).
  */
 static void test_pool_create_on_a_full_dev_shm_fails_cleanly(void)
 {

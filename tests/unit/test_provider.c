@@ -19,7 +19,7 @@ static void test_provider_registry_lists_local_first(void)
     CU_ASSERT_FALSE(local->caps.remote);
     CU_ASSERT_TRUE(local->caps.reusable_leases);
     CU_ASSERT_TRUE(local->caps.network_off);
-    /* issue 11: the keeper enforces allowlists in the sandbox's own network namespace */
+    /* the keeper enforces allowlists in the sandbox's own network namespace */
     CU_ASSERT_TRUE(local->caps.network_allowlist);
     /* the keeper is the local lease: start/stop, no lease verbs */
     CU_ASSERT_PTR_NOT_NULL(local->start);
