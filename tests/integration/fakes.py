@@ -268,7 +268,8 @@ class McpServer:
                  "value": self.header_value, "usage": "opaque_http"}]
 
     def config(self, url=None, mode="all", names=None, permission=None):
-        """A McpServerConfig for a run request (reference §2.4)."""
+        """A McpServerConfig for a run request: {name, connection {type: "http", url,
+        credentials?}, policy {tools {mode, names?}, permission?}}."""
         policy = {"tools": {"mode": mode}}
         if names is not None:
             policy["tools"]["names"] = list(names)

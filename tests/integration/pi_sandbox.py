@@ -1,8 +1,7 @@
 """Start pi the way the runner does, without the runner: pi-acp inside bubblewrap with the
 local provider's arguments (engine/provider/local.c) and pi's plan (engine/harness/pi.c),
-plus what issue 13 adds: agent-runner's extension in pi's agent folder (a symlink to the
-read-only harnesses/extension/index.js) and the keeper channel bound at
-/run/agent-runner/channel.sock.
+plus agent-runner's gate: its extension in pi's agent folder (a symlink to the read-only
+harnesses/extension/index.js) and the keeper channel bound at /run/agent-runner/channel.sock.
 
     box = PiSandbox(tmp, model_base="http://127.0.0.1:PORT", channel_dir=DIR, gate=True,
                     tools=[{...}])

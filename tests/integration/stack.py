@@ -172,8 +172,8 @@ class Stack:
                "AGENT_RUNNER_KEEPER_BIN": os.path.join(BIN, "agent-runner-keeper"),
                "AGENT_RUNNER_DRAIN_MS": "5000",
                "AGENT_RUNNER_LOG_LEVEL": "debug",
-               # pre-started spares (issue 17) are keepers and folders the leak check and the
-               # process counts would see: off unless a suite turns them on (test_spares)
+               # pre-started spares are keepers and folders the leak check and the process
+               # counts would see: off unless a suite turns them on (test_spares)
                "AGENT_RUNNER_SPARES": "0",
                # must never reach a sandbox
                "AGENT_RUNNER_SECRET_CANARY": "canary-" + os.urandom(6).hex()}

@@ -316,7 +316,7 @@ def test_network_rules_map_from_sandbox_permission(ctx):
     assert sorted(body["networkAllowList"].split(",")) == ["10.1.0.0/16", "127.0.0.1/32"], body
     assert body["domainAllowList"] == "example.com", body
     # what Daytona cannot express is refused before anything starts (streamed: 200 with the
-    # refusal in the stream, issue 13)
+    # refusal in the stream, as Agenta's runner answers; README "Routes")
     status, recs = ctx.stack.stream(pi_request(
         ctx.model, "x", sandbox="daytona",
         sandboxPermission={"network": {"mode": "allowlist", "allowlist": ["2001:db8::/32"]}}))

@@ -1,4 +1,4 @@
-"""Every tool call of pi, codex and opencode reaches the permission plan (issue 13 item 1):
+"""Every tool call of pi, codex and opencode reaches the permission plan (README "Tools"):
 pi through agent-runner's extension and the keeper channel, codex through approval_policy
 "untrusted" and its rules file, opencode through {"*": "ask"}. Deny never runs the tool, ask
 parks the turn on the live process, approve resumes that same process and the command's

@@ -1,8 +1,8 @@
-"""What the harnesses report back (issue 13 items 4 and 5): a turn whose model endpoint is
-down ends ok:false with the harness's own message (pi's through the extension's `error`
-notification, which pi-acp hides), and the fake model's token counts appear in the usage
-events and in the result (pi: one event per model call from the extension; claude: the turn's
-totals from its prompt result; codex: one count per model call from its usage_update)."""
+"""What the harnesses report back: a turn whose model endpoint is down ends ok:false with the
+harness's own message (pi's through the extension's `error` notification, which pi-acp hides),
+and the fake model's token counts appear in the usage events and in the result (pi: one event
+per model call from the extension; claude: the turn's totals from its prompt result; codex: one
+count per model call from its usage_update)."""
 
 import uuid
 

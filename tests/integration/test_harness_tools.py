@@ -1,4 +1,4 @@
-"""The runner's tool path with the four real harnesses, driven by the fake model (issue 14):
+"""The runner's tool path with the four real harnesses, driven by the fake model (README "Tools"):
 pi gets the run's tools through its extension (RUNNER_TOOLS_FILE, tool/call on the keeper
 channel), claude, codex and opencode through the agenta-tools MCP server in session/new. A
 callback tool is called, the callback receives exactly Agenta's body with the authorization

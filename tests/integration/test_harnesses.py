@@ -203,10 +203,10 @@ def named_model(ctx):
 
 
 def test_network_off_really_removes_the_network(ctx):
-    # Issue 11 changed what "on" and "off" mean: every sandbox has its own network namespace,
-    # the run's model endpoint is reachable in every mode, anything else on host loopback in
-    # none, and "off" reaches nothing but that endpoint. So the probe names the model through
-    # modelConnection, and a real harness under "off" now completes its turn.
+    # Every sandbox has its own network namespace: the run's model endpoint is reachable in
+    # every mode, anything else on host loopback in none, and "off" reaches nothing but that
+    # endpoint. So the probe names the model through modelConnection, and a real harness under
+    # "off" now completes its turn.
     probe = (f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 "
              f"{ctx.model.base}/v1/models; echo \" rc=$?\"")
 

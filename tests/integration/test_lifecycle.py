@@ -40,7 +40,7 @@ def test_a_killed_keeper_ends_the_turn_and_frees_everything(ctx):
     res = result_of(recs)
     assert res["ok"] is False and "harness" in res["error"], res
     assert [e["type"] for e in events_of(recs)][-2:] == ["error", "done"]
-    # issue 10 item 6: a clear error (not "harness exited (status 0)") and a real reason
+    # a clear error (not "harness exited (status 0)") and a real reason
     assert "keeper process died" in res["error"] and "status 0" not in res["error"], res
     wait_for(lambda: teardowns(ctx).get("keeper-died", 0) >= 1, what="a keeper-died teardown")
     assert teardowns(ctx).get("none", 0) == 0, teardowns(ctx)

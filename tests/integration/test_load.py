@@ -7,7 +7,7 @@ import time
 from stack import result_of, script
 
 # 2 x 600 threads: each worker admits 525 runs and keeps 75 threads for probes and control
-# routes (issue 10: admission below the thread count), so all 500 concurrent turns are
+# routes (admission stays below the thread count), so all 500 concurrent turns are
 # admitted however the kernel spreads the connections over the two workers
 # 500 cold sandboxes at once on 2 cores: each waits its turn for the CPU, so the harness's
 # initialize gets the whole run's budget (the test is about completion, not latency)

@@ -1,4 +1,4 @@
-"""Every sandbox in its own network (issue 11), tried from inside with the scripted agent's
+"""Every sandbox in its own network (README "Network"), tried from inside with the scripted agent's
 `exec` step and pi's `bash` tool: under "on" the runner's nginx port, another loopback
 service, the host's own address and the metadata address are out of reach while the model
 endpoint works and every real harness completes a turn; a listener inside is unreachable from

@@ -1,7 +1,7 @@
-"""Platform mode (issue 16): agent-runner against a fake Agenta API (tests/fixtures/
-fake_agenta_api.py): admission by heartbeat, the session record log, the history rebuilt from it
-after a cold start, the turns ledger, interaction rows, attachments, and no credential in
-anything stored."""
+"""Platform mode (README "Platform mode (Agenta)"): agent-runner against a fake Agenta API
+(tests/fixtures/fake_agenta_api.py): admission by heartbeat, the session record log, the history
+rebuilt from it after a cold start, the turns ledger, interaction rows, attachments, and no
+credential in anything stored."""
 
 import base64
 import json
@@ -223,7 +223,7 @@ def test_an_ingest_outage_neither_blocks_nor_fails_the_turn_and_is_retried(ctx):
     assert res["ok"] is True and res["output"] == "echo[1]: through the outage", res
     assert [e["type"] for e in evs][-1] == "done", evs
     got = records(s, 4)
-    # one usage record: the turn's usage event is no longer sent twice (issue 13)
+    # one usage record: the turn's usage event is recorded once, not twice
     assert [r["record_type"] for r in got] == ["message", "usage", "message", "done"], got
     assert [r["record_index"] for r in got] == [0, 1, 2, 3], got
     assert all(r["ingests"] == 1 for r in got), got

@@ -1,7 +1,7 @@
-"""The sandbox as an attacker tries it (issue 10), from the scripted agent's `exec` step and
-from real pi's `bash` tool driven by the fake model: no host root, sessions apart, a minimal
-host view, kernel-enforced limits that end only their own turn, a teardown no tree can break,
-request-side bounds, and admission that keeps the probes answering.
+"""The sandbox as an attacker tries it (README "The sandbox"), from the scripted agent's `exec`
+step and from real pi's `bash` tool driven by the fake model: no host root, sessions apart, a
+minimal host view, kernel-enforced limits that end only their own turn, a teardown no tree can
+break, request-side bounds, and admission that keeps the probes answering.
 
 Every check runs for real; one skips (with the reason printed) only where this kernel or
 host cannot enforce the limit it checks, and the first test prints what is enforced here.
@@ -381,7 +381,7 @@ def test_200_concurrent_long_turns_get_429_past_the_cap_while_health_answers(ctx
     assert any(p[1] == 503 and "saturated" in p[2]["reason"] for p in probes), probes
 
 
-# --- small ones (issue 10 item 6) --------------------------------------------------------
+# --- small ones --------------------------------------------------------------------------
 
 def test_a_harness_line_over_the_cap_is_named(ctx):
     # 64 MiB of text in one ACP line (plus its JSON framing): more than any line the relay

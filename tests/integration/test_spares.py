@@ -1,8 +1,9 @@
-"""Pre-started pi spares (issue 17): a new pi session served from a spare carries the session's
-own endpoint, key, system prompt and AGENTS.md and nothing of the spare's placeholder; the spare
-is replaced; two concurrent sessions get different spares (different host uids); a spare whose
-pi died fails its claim and the turn starts cold; agent-runner-ctl shows spares; no spare
-outlives a SIGTERM of the master. test_spares_cold.py runs the same first turn with spares off.
+"""Pre-started pi spares (README "Spares"): a new pi session served from a spare carries the
+session's own endpoint, key, system prompt and AGENTS.md and nothing of the spare's placeholder;
+the spare is replaced; two concurrent sessions get different spares (different host uids); a
+spare whose pi died fails its claim and the turn starts cold; agent-runner-ctl shows spares; no
+spare outlives a SIGTERM of the master. test_spares_cold.py runs the same first turn with spares
+off.
 """
 
 import json

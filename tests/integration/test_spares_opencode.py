@@ -1,4 +1,4 @@
-"""Pre-started opencode spares (issue 17 item 4, opt-in: AGENT_RUNNER_SPARES=opencode=N). A spare
+"""Pre-started opencode spares (opt-in: AGENT_RUNNER_SPARES=opencode=N; README "Spares"). A spare
 is `opencode acp` with no configuration at all, ready once it answered initialize; a new
 opencode session served from one answers with the session's own endpoint, key and AGENTS.md
 (fake model log) and nothing of a placeholder; the key is only in a 0600 file of the private
