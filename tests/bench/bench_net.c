@@ -1,5 +1,5 @@
 /*
- * bench-net: what a sandbox's own network adds to a cold start (issue 11, `make bench`).
+ * bench-net: what a sandbox's own network adds to a cold start (`make bench` row 2).
  *
  * Times exactly what the keeper does for each new environment before it forks the sandbox:
  * sandbox_egress_new() — the run's egress policy from its JSON, the named endpoint, a new

@@ -14,11 +14,11 @@ TARGETS = {
     "cold_p50": 25.0,         # ms
     "net_p50": 15.0,          # ms: what the network setup adds to a cold start
     "pi_ratio": 10.0,
-    "daytona_ratio": 4.0,     # seed 004: 30.4 s -> 7.6 s
+    "daytona_ratio": 4.0,     # Paperclip on Daytona: follow-up 30.4 s per-turn -> 7.6 s warm
     "keeper_rss": 4 * MiB,
-    "spare_first_ms": 300.0,  # issue 17: a new pi session from a spare
-    "cold_first_ms": 800.0,   # issue 17: the same, cold
-    "spare_pss": 120 * MiB,   # issue 17: one idle spare
+    "spare_first_ms": 300.0,  # first delta of a new pi session served from a spare
+    "cold_first_ms": 800.0,   # the same, cold
+    "spare_pss": 120 * MiB,   # one idle spare
 }
 
 

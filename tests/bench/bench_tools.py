@@ -1,5 +1,5 @@
 """Benchmark row 7 for tests/bench/run.py: what a runner-executed tool call adds over the
-callback server's own time (issue 14, "Measured").
+callback server's own time.
 
 The path measured: the harness calls one of the run's tools (tool/call on the keeper channel),
 the keeper relays it to the worker running the turn, the worker gates it, announces it
@@ -21,8 +21,8 @@ the harness saw it - the callback's own time, per call.
             the same gap is measured for pi's built-in `ls` (no runner tool, no callback) for
             comparison: on a quiet machine their difference is what the runner's path adds.
 
-Agenta's runner relays tool calls through files polled every 300 ms (reference
-agenta-runner.md §3.21): the ratio column compares that poll interval with the p50.
+Agenta's runner relays tool calls through files it polls every 300 ms: the ratio column
+compares that poll interval with the p50.
 """
 
 import json

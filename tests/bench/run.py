@@ -21,7 +21,7 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      follow-up after the idle window stopped the sandbox (resumed), and warm/cold
   7. what a runner-executed tool call adds over the callback's own time, scripted agent and
      pi (tests/bench/bench_tools.py), against Agenta's 300 ms file-relay poll
-  8. pi spares (issue 17): a new pi session's first message_delta served from a pre-started
+  8. pi spares: a new pi session's first message_delta served from a pre-started
      spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
      off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
@@ -354,7 +354,7 @@ def bench_pi(st, model, n):
 def pi_own_start(n, bundle=True):
     """pi's own start on this machine, outside any sandbox: the pinned Node running pi in RPC
     mode on a placeholder configuration, spawn -> the answer to a get_state sent at spawn
-    (reference/spares.md §2 `pi-start`: 627 ms there, the package's cli.js). bundle: the
+    (627 ms in an earlier measurement in a sandbox, the package's cli.js). bundle: the
     one-file build with its code cache that a cold sandbox runs (dist/agent-runner/start.mjs,
     tools/bundle), else the package's cli.js. A cold pi environment cannot be faster than
     this: the floor row 8's cold figure is set against."""

@@ -38,7 +38,7 @@ def sandbox_argv(tmp, homes, cmd, disable_userns=False):
     to host folders (the runner writes those files from memfds; a bind is equivalent here)."""
     a = ["bwrap", "--unshare-all", "--share-net", "--uid", "1000", "--gid", "1000",
          "--hostname", "sandbox", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    if disable_userns:  # DESIGN.md §6: no nested user namespaces in the target sandbox
+    if disable_userns:  # as the runner's own sandbox: no nested user namespaces
         a += ["--unshare-user", "--disable-userns"]
     a += system_dirs()
     a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", SANDBOX_HOME,

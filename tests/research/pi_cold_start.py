@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Research driver (not part of `make test`): cold first delta of pi through pi-acp 0.0.24,
-with and without the `pi --version` stub (harnesses/extension/bin/pi, spares.md §2 and §7).
+with and without the `pi --version` stub (harnesses/extension/bin/pi; FINDINGS.md (c)).
 
 Each run is one cold environment as the runner starts it: spawn bwrap, then send ACP
 `initialize`, `session/new` and `session/prompt`. The time is measured from the spawn to the
