@@ -216,16 +216,14 @@ static int cmd_kill(struct pool *p, const char *key)
 static int cmd_check(struct pool *p)
 {
     char err[256];
-    int r = pool_lock(p);
+    int r = pool_check(p, err, sizeof(err));
 
-    if (r < 0) {
-        fprintf(stderr, "cannot lock the session table: %s\n", ar_strerror(r));
+    if (r == -EUCLEAN) {
+        printf("inconsistent: %s\n", err);
         return 1;
     }
-    r = pool_check_locked(p, err, sizeof(err));
-    pool_unlock(p);
     if (r < 0) {
-        printf("inconsistent: %s\n", err);
+        fprintf(stderr, "cannot lock the session table: %s\n", ar_strerror(r));
         return 1;
     }
     printf("consistent\n");

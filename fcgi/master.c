@@ -388,21 +388,15 @@ static int adopt_or_create(struct master *m, uint64_t boot_id)
     if (r == 0 && info.boot_id == boot_id && info.nslots == m->cfg.slots &&
         strcmp(info.instance_id, m->cfg.instance) == 0 && !util_proc_alive(info.master_pid, 0) &&
         epoch_key(m, false) == 0) {
-        r = pool_lock(p);
+        char err[160];
+
+        r = pool_adopt(p, getpid(), &reset, err, sizeof(err));
         if (r >= 0) {
-            char err[160];
-            reset = pool_repair_locked(p);
-            if (pool_check_locked(p, err, sizeof(err)) < 0)
-                r = -EUCLEAN;
-            pool_set_master(p, getpid());
-            pool_unlock(p);
-            if (r >= 0) {
-                pool_get_info(p, &info);
-                log_info("adopted the session table of a previous master (%u used, %u reset)",
-                         info.nused, reset);
-                m->pool = p;
-                return 0;
-            }
+            pool_get_info(p, &info);
+            log_info("adopted the session table of a previous master (%u used, %u reset)",
+                     info.nused, reset);
+            m->pool = p;
+            return 0;
         }
     }
     if (p) {
