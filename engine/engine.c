@@ -12,19 +12,15 @@
 #include <unistd.h>
 
 #include "agenta/platform.h"
-#include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "engine_start.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
 #include "environment/environment.h"
-#include "environment/spare.h"
-#include "provider/provider.h"
 #include "request/request.h"
 #include "telemetry/metrics.h"
 #include "telemetry/trace.h"
-#include "tools/tool_runner.h"
 #include "turn/run_turn.h"
 #include "turn/transcript.h"
 

@@ -17,7 +17,6 @@
 
 #include "admin.h"
 #include "base/jsonx.h"
-#include "base/util.h"
 
 static void usage(FILE *f)
 {
