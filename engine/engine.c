@@ -1,3 +1,7 @@
+/*
+ * engine — a prepared turn run (engine.h): the dispatch over the session table (warm, resume,
+ * evict, cold), the turn on its environment, parking or teardown after it, /kill and /cancel.
+ */
 #include "engine.h"
 
 #include <errno.h>
@@ -7,181 +11,21 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "base/jsonx.h"
+#include "agenta/platform.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "engine_priv.h"
+#include "engine_start.h"
 #include "engine_tools.h"
+#include "engine_turn.h"
 #include "environment/environment.h"
-#include "environment/spare.h"
-#include "provider/provider.h"
 #include "request/request.h"
 #include "telemetry/metrics.h"
 #include "telemetry/trace.h"
-#include "tools/tool_runner.h"
 #include "turn/run_turn.h"
 #include "turn/transcript.h"
 
 /* A parked session that /cancel keeps warm without an admitted idle window of its own. */
 #define CANCEL_IDLE_FALLBACK_MS 60000
-
-json_object *engine_installed_harnesses(const struct engine_config *cfg)
-{
-    struct harness_paths paths = {.harness_dir = cfg->harness_dir,
-                                  .scripted_agent = cfg->scripted_agent};
-
-    return harness_installed_names(&paths);
-}
-
-static int refuse_unusable(const struct run_request *req, const struct provider_ops *provider,
-                           const struct provider_caps *caps, char *err, size_t errlen)
-{
-    if (req->network == NETWORK_ALLOWLIST && !caps->network_allowlist) {
-        snprintf(err, errlen, "sandboxPermission.network.mode: \"allowlist\" cannot be enforced "
-                              "by the %s sandbox",
-                 provider->name);
-        return AR_E_INVALID_REQUEST;
-    }
-    if (req->network == NETWORK_ALLOWLIST && req->network_allow_names &&
-        !caps->network_allowlist_names) {
-        json_object *e = json_object_array_get_idx(req->network_allowlist,
-                                                    req->network_allow_name_at);
-
-        snprintf(err, errlen,
-                 "sandboxPermission.network.allowlist[%zu]: \"%s\" is a host name; the %s "
-                 "sandbox enforces CIDR ranges and addresses only",
-                 req->network_allow_name_at, e ? json_object_get_string(e) : "", provider->name);
-        return AR_E_INVALID_REQUEST;
-    }
-    if (req->network == NETWORK_OFF && !caps->network_off) {
-        snprintf(err, errlen,
-                 "sandboxPermission.network.mode: \"off\" cannot be enforced by "
-                 "the %s sandbox",
-                 provider->name);
-        return AR_E_INVALID_REQUEST;
-    }
-    if (req->network == NETWORK_OFF && req->harness != HARNESS_SCRIPTED &&
-        !caps->network_keeps_endpoints) {
-        snprintf(err, errlen, "sandboxPermission.network.mode: \"off\" leaves harness %s no "
-                              "route to its model endpoint",
-                 harness_kind_name(req->harness));
-        return AR_E_INVALID_REQUEST;
-    }
-    /* what the run needs against the provider's snapshot: refused before anything starts */
-    return provider->admit ? provider->admit(req, caps, err, errlen) : 0;
-}
-
-int engine_prepare(const struct engine_config *cfg, struct run_request *req,
-                   struct engine_turn *ret, char *err, size_t errlen)
-{
-    struct harness_paths paths = {.harness_dir = cfg->harness_dir,
-                                  .scripted_agent = cfg->scripted_agent,
-                                  .pi_stdio = cfg->pi_stdio_bin,
-                                  .logins = &cfg->logins};
-    const struct provider_ops *provider = provider_get(req->sandbox);
-    struct provider_caps caps;
-    struct lifecycle_input li;
-    struct engine_turn t;
-    struct buf probe;
-    int r;
-
-    memset(&t, 0, sizeof(t));
-    t.cfg = cfg;
-    t.req = req;
-    t.harness = harness_get(req->harness);
-    if (!t.harness || !t.harness->installed(&paths)) {
-        snprintf(err, errlen, "harness: \"%s\" is not installed on this runner",
-                 req->harness_name);
-        return AR_E_UNAVAILABLE;
-    }
-    if (!provider) {
-        snprintf(err, errlen, "sandbox: provider \"%s\" is not enabled", req->sandbox);
-        return AR_E_INVALID_REQUEST;
-    }
-    provider_caps_of(provider, &caps);
-    r = refuse_unusable(req, provider, &caps, err, errlen);
-    if (r == 0)
-        r = engine_tools_usable(req, caps.remote, provider->name, err, errlen);
-    if (r < 0)
-        return r;
-    buf_init(&probe, PROMPT_TEXT_MAX);
-    r = run_request_prompt_text(req, &probe);
-    buf_release(&probe);
-    if (r < 0 && transcript_answers_only(req))
-        r = 0; /* an answer to pending approvals needs no new text */
-    if (r < 0 && cfg->agenta && identity_tail_is_fresh_user(req))
-        r = 0; /* platform mode: attachments (or images) alone are a message */
-    if (r < 0) {
-        snprintf(err, errlen, "No user message to send (prompt/messages empty).");
-        return AR_E_INVALID_REQUEST;
-    }
-    memset(&li, 0, sizeof(li));
-    li.credential_mode = req->mc.credential_mode;
-    li.harness = req->harness;
-    li.provider_remote = caps.remote;
-    li.provider_reusable_leases = caps.reusable_leases;
-    li.runner_mode = cfg->local_mode;
-    li.runner_idle_ms = cfg->local_idle_ms;
-    if (provider->runner_lifecycle) /* a provider with settings of its own (rule 3) */
-        provider->runner_lifecycle(&li.runner_mode, &li.runner_idle_ms);
-    li.request_mode = req->lifecycle_mode;
-    li.request_idle_ms = req->lifecycle_idle_ms;
-    r = policy_lifecycle(&li, &t.policy, err, errlen);
-    if (r < 0)
-        return r;
-    if (identity_pool_key(req, t.key, sizeof(t.key)) < 0)
-        t.key[0] = '\0';
-    /* the run's tools: checked now (a code tool, a bad MCP server config: 400) */
-    r = tool_runner_new(&cfg->tools, req, &t.tools, err, errlen);
-    if (r < 0)
-        return r == -ENOMEM ? r : AR_E_INVALID_REQUEST;
-    r = identity_config_fp(req, t.config_fp);
-    if (r == 0)
-        r = identity_history_fp(req->messages, req->nmessages - 1, NULL, 0, t.prior_fp);
-    if (r == 0)
-        r = identity_credential_epoch(req, cfg->epoch_key, t.epoch);
-    if (r < 0) {
-        snprintf(err, errlen, "cannot fingerprint the request: %s", ar_strerror(r));
-        tool_runner_free(t.tools);
-        return r;
-    }
-    t.client_gone_cancels = req->session_id == NULL;
-    sandbox_plan_init(&t.plan);
-    /* the spare eligibility rule (spare.h): such a run's plan keeps the key out of the env */
-    t.spare_ok = cfg->pool && !spare_ineligible(&cfg->spares, req);
-    if (t.spare_ok)
-        t.plan.form = PLAN_SESSION;
-    r = t.harness->plan(&paths, req, &t.plan, err, errlen);
-    if (r == 0) {
-        r = harness_channel_token(&t.plan);
-        if (r < 0)
-            snprintf(err, errlen, "cannot make the channel token: %s", ar_strerror(r));
-    }
-    /* after the token: the agenta-tools server's environment carries it */
-    if (r == 0 && tool_runner_any(t.tools))
-        harness_add_runner_tools(&t.plan, req->harness, cfg->tools.mcp_bin,
-                                 TOOL_RUNNER_TOOLS_FILE);
-    /* a warm environment is bound to the operator login it was given (runtime_provided) */
-    if (r == 0 && t.plan.has_login && login_epoch_mix(cfg->epoch_key, t.epoch,
-                                                       t.plan.login_digest) < 0) {
-        snprintf(err, errlen, "cannot fingerprint the request: %s", ar_strerror(-EIO));
-        r = -EIO;
-    }
-    if (r < 0) {
-        engine_turn_release(&t);
-        return r;
-    }
-    *ret = t;
-    return 0;
-}
-
-void engine_turn_release(struct engine_turn *t)
-{
-    tool_runner_free(t->tools);
-    if (t->plan.argv)
-        sandbox_plan_release(&t->plan);
-    memset(t, 0, sizeof(*t));
-}
 
 /* ---- dispatch: judge a live slot (called under the pool lock: pure) ---------------------- */
 
@@ -239,29 +83,6 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
                         enum teardown_reason reason)
 {
     return environment_kill(cfg->pool, key, reason);
-}
-
-bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t max_runs,
-                  uint64_t worker_max)
-{
-    uint64_t mine = pool_inflight_add(cfg->pool, inflight_slot, 1);
-
-    if (mine > worker_max || pool_inflight_total(cfg->pool) > max_runs) {
-        pool_inflight_add(cfg->pool, inflight_slot, -1);
-        pool_counter_add(cfg->pool, PC_ADMISSION_REJECTED, 1);
-        return false;
-    }
-    return true;
-}
-
-void engine_admit_release(const struct engine_config *cfg, int inflight_slot)
-{
-    pool_inflight_add(cfg->pool, inflight_slot, -1);
-}
-
-uint64_t engine_runs_in_flight(const struct engine_config *cfg)
-{
-    return cfg->pool ? pool_inflight_total(cfg->pool) : 0;
 }
 
 /* ---- after a turn ------------------------------------------------------------------------- */
@@ -363,18 +184,6 @@ static int after_turn_limits(struct environment *env, struct event_stream *es,
 static void emit_done(struct event_stream *es, struct run_result *res)
 {
     event_emit(es, event_done(res->stop_reason, res->trace_id));
-}
-
-static void flush_events(void *ctx)
-{
-    event_stream_flush(ctx);
-}
-
-/* Events reach the client before every wait for the harness. */
-void engine_stream_before_waits(struct environment *env, struct event_stream *es)
-{
-    env->before_wait = flush_events;
-    env->before_wait_ctx = es;
 }
 
 static void collect_events(struct event_stream *es, struct run_result *res)

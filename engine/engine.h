@@ -1,14 +1,16 @@
 /*
- * engine — the entry point of a turn.
+ * engine — the engine's face for the front (fcgi/): the turn API, the worker's admission and
+ * readiness facts, and the reader of the engine's own settings. The master's and
+ * agent-runner-ctl's operations on the host and the session table are in admin.h.
  *
- * engine_prepare() refuses what can be refused before a response starts (uninstalled
- * harness, a request the harness cannot run, no user message, an impossible lifecycle) and
- * computes the turn's identity: pool key, config fingerprint, history fingerprint of the prior
- * conversation, credential epoch.
+ * A turn: engine_prepare() refuses what can be refused before a response starts (uninstalled
+ * harness, a request the harness or the sandbox provider cannot run, no user message, an
+ * impossible lifecycle) and computes the turn's identity: pool key, config fingerprint,
+ * history fingerprint of the prior conversation, credential epoch.
  *
- * engine_run() dispatches (DESIGN.md §4, reference/agenta-runner.md §3.15) and decides
- * whether to park; the pool (the session module) does the slot mechanics, environment the
- * keepers, transcript the approval lookups and prompts, run_turn the turn itself:
+ * engine_run() dispatches and decides whether to park; the session table does the slot
+ * mechanics, the environment module the keepers, the transcript the approval lookups and
+ * prompts, run_turn the turn itself:
  *   - no pool key, or a per-turn policy: cold, destroyed after the turn;
  *   - an idle environment whose identity still matches and a fresh user message: warm — only
  *     the new user text is sent to the live harness; a failure before the harness said
@@ -16,55 +18,50 @@
  *   - any mismatch: the old environment is torn down with its named reason, then cold (the
  *     transcript is replayed as text when there is earlier history);
  *   - a busy environment of the same session is superseded.
- * After a successful turn under a warm policy the environment is parked in the pool (capacity:
- * the least recently used idle one is evicted when full; if every parked one is busy or
- * awaiting approval, this one is not kept). Every stream ends with `done` once the turn
- * started, and the result is always filled.
+ * After a successful turn under a warm policy the environment is parked in the session table
+ * (capacity: the least recently used idle one is evicted when full; if every parked one is
+ * busy or awaiting approval, this one is not kept). Every stream ends with `done` once the
+ * turn started, and the result is always filled.
  */
 #ifndef AR_ENGINE_H
 #define AR_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
-#include "agenta/platform.h"
+#include <json-c/json.h>
+
 #include "core/contracts.h"
-#include "core/policy.h"
-#include "harness/harness.h"
-#include "session/identity.h"
-#include "session/pool.h"
-#include "turn/events.h"
 
-struct trace_run;
+struct engine_turn;  /* a prepared turn (opaque) */
+struct event_stream; /* turn/events.h */
 
-struct engine_turn {
-    const struct engine_config *cfg;
-    struct run_request *req; /* borrowed */
-    const struct harness_ops *harness;
-    struct sandbox_plan plan;
-    char key[POOL_KEY_MAX]; /* "" = per-turn */
-    uint8_t config_fp[IDENTITY_DIGEST_LEN];
-    uint8_t prior_fp[IDENTITY_DIGEST_LEN];
-    uint8_t epoch[IDENTITY_DIGEST_LEN];
-    struct lifecycle_policy policy; /* for a new session; a live one keeps its admitted one */
-    bool client_gone_cancels;       /* no sessionId: a gone client cancels the turn */
-    struct platform *plat;          /* platform mode (platform.h), set while engine_run runs */
-    struct tool_runner *tools;      /* the run's tools (NULL: none), owned */
-    bool tools_file;                /* the sandbox's tool list is in the plan */
-    struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
-    bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
-};
+/* A session key ("<projectId>:<sessionId>"), NUL included, fits this many bytes. */
+#define ENGINE_KEY_MAX 272
 
+/* ---- a turn ---------------------------------------------------------------------------- */
+
+/*
+ * Prepare a turn of req (borrowed until engine_turn_free) under cfg: *ret is a new turn.
+ * A refusal is AR_E_UNAVAILABLE (harness not installed) or AR_E_INVALID_REQUEST with err
+ * saying why; -ENOMEM; other -errno when the request cannot be fingerprinted.
+ */
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,
-                   struct engine_turn *ret, char *err, size_t errlen);
-void engine_turn_release(struct engine_turn *t);
+                   struct engine_turn **ret, char *err, size_t errlen);
+/* Free a prepared turn (run or not). NULL is a no-op. */
+void engine_turn_free(struct engine_turn *t);
 
 /* Run the prepared turn; events go to es, the outcome to res (initialised by the caller). */
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res);
 
+/* The session key of a /kill or /cancel body's ids; -ENAMETOOLONG when it does not fit. */
+int engine_session_key(const char *project_id, const char *session_id, char *out, size_t outlen);
+
 /*
  * Destroy the environment of key (warm, parked or running) and wait for the teardown.
- * 0 also when there was none (idempotent).
+ * 0 also when there was none (idempotent), 1 when one was destroyed, -errno.
  */
 int engine_kill_session(const struct engine_config *cfg, const char *key,
                         enum teardown_reason reason);
@@ -78,6 +75,21 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
 int engine_cancel_session(const struct engine_config *cfg, const char *key,
                           const char *target_turn);
 
+/* The name of a harness as the logs and agent-runner-ctl show it ("unknown" for none). */
+const char *engine_harness_name(enum harness_kind kind);
+
+/* ---- a worker process ------------------------------------------------------------------- */
+
+/*
+ * Once per worker process, before its first run (platform mode: the shared folder of the
+ * "records incomplete" marks). -ENAMETOOLONG when the state folder is too long for it.
+ */
+int engine_worker_start(const struct engine_config *cfg);
+/* At worker shutdown: wait until deadline_ms (monotonic) for queued platform calls; -ETIMEDOUT. */
+int engine_worker_stop(int64_t deadline_ms);
+/* The worker's entry in the in-flight table of the session table: its index, or -ENOSPC. */
+int engine_inflight_claim(const struct engine_config *cfg, pid_t pid);
+
 /*
  * Admission (the front asks before it reads a /run body): count one run in flight on this
  * worker's entry; false, counted as rejected, when that makes more than max_runs in flight
@@ -90,7 +102,58 @@ bool engine_admit(const struct engine_config *cfg, int inflight_slot, uint64_t m
 void engine_admit_release(const struct engine_config *cfg, int inflight_slot);
 uint64_t engine_runs_in_flight(const struct engine_config *cfg);
 
-/* Harness names (as /health lists them) that are installed under cfg. */
+/* ---- health and readiness facts ---------------------------------------------------------- */
+
+/* The pid of the master recorded in the session table; -1 when no intact table is attached. */
+pid_t engine_master_pid(const struct engine_config *cfg);
+/* Harness names (as /health lists them) that are installed under cfg: a new array. */
 json_object *engine_installed_harnesses(const struct engine_config *cfg);
+/* The enabled sandbox providers' names (/health "sandboxes"): a new array. */
+json_object *engine_sandbox_names(void);
+/* What local sandboxes get on this host (/health "sandbox"): a new object, NULL without a probe. */
+json_object *engine_sandbox_describe(const struct engine_config *cfg);
+
+/* The master's probe of this host's local sandboxes, as /readyz and the start-up log say it. */
+struct engine_sandbox_facts {
+    bool shared_uid;     /* sandboxes run as the runner's own user (it is not root) */
+    uint32_t runner_uid; /* that user */
+    uint32_t uid_base;   /* else: host uid/gid uid_base + slot, uid_count slots */
+    uint32_t uid_count;
+    bool net_ok;         /* network namespaces can be made */
+    const char *net_why; /* why not ("" when net_ok) */
+    const char *missing; /* configured limits this host cannot enforce ("" none) */
+};
+/* The facts (strings borrowed from cfg's probe); false when there was no probe. */
+bool engine_sandbox_facts(const struct engine_config *cfg, struct engine_sandbox_facts *ret);
+/*
+ * GET /subscription-status: per harness whether this runner holds a login it could use for
+ * credentialMode runtime_provided (a local file check: state words and provider families
+ * only). A new object, NULL on ENOMEM.
+ */
+json_object *engine_subscription_status(const struct engine_config *cfg);
+
+/* ---- settings ----------------------------------------------------------------------------- */
+
+/* A getenv(3)-like accessor: the value of name, or NULL. */
+typedef const char *(*engine_getenv_fn)(const char *name, void *ctx);
+
+/*
+ * The engine's settings that need its own parsers, read through get once the front has
+ * filled the rest of cfg: AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only), AGENT_RUNNER_SPARES
+ * (leading blanks skipped, blank = the default "pi=2"), AGENTA_* of platform mode (on when
+ * Agenta's API is named); the run limits are normalised. -EINVAL with err naming the
+ * variable, -ENOMEM. What it allocates is freed by engine_config_release.
+ */
+int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ctx, char *err,
+                       size_t errlen);
+void engine_config_release(struct engine_config *cfg);
+/* The start-up log's texts below fit this many bytes. */
+#define ENGINE_CONFIG_TEXT_MAX 4096
+/* For the start-up log: the spare settings as AGENT_RUNNER_SPARES reads them ("pi=2, ..."). */
+void engine_config_spares_text(const struct engine_config *cfg, char *out, size_t outlen);
+/* For the start-up log: whether platform mode is on, and its settings (never a credential). */
+void engine_config_platform_text(const struct engine_config *cfg, char *out, size_t outlen);
+/* The session table's shared-memory name of an instance; -ENAMETOOLONG when it does not fit. */
+int engine_table_name(const char *instance, char *out, size_t outlen);
 
 #endif

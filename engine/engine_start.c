@@ -1,7 +1,9 @@
 /*
  * engine_start — a new session's environment: a claimed spare (spare.h) or a cold start, then
- * initialize + session/new (engine_priv.h).
+ * initialize + session/new (engine_start.h).
  */
+#include "engine_start.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,11 +11,21 @@
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "engine_priv.h"
 #include "sandbox/host.h"
 #include "telemetry/metrics.h"
 #include "telemetry/trace.h"
 #include "turn/run_turn.h"
+
+static void flush_events(void *ctx)
+{
+    event_stream_flush(ctx);
+}
+
+void engine_stream_before_waits(struct environment *env, struct event_stream *es)
+{
+    env->before_wait = flush_events;
+    env->before_wait_ctx = es;
+}
 
 /*
  * initialize + session/new on a fresh environment: its ACP session and capabilities. Then a
@@ -48,7 +60,10 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     return r;
 }
 
-/* The wire code of an acquisition failure (reference/agenta-runner.md §1.13). */
+/*
+ * The error event's code of an acquisition failure, as Agenta's runner names the same
+ * failures: no room in the sandbox provider, no room on this runner, anything else.
+ */
 static const char *acquire_error_code(int r)
 {
     if (r == AR_E_SANDBOX_CAPACITY)

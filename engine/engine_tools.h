@@ -1,8 +1,9 @@
 /*
- * engine_tools — the engine's side of the run's tools (DESIGN.md §6a): the hooks a turn
- * reaches them through (struct turn_tools: find a tool, run a call on the engine_turn's
- * tool_runner, park a call's arguments, the browser's answer to a client tool) and, for a
- * cold start, the MCP servers listed and the public specs put into the sandbox plan.
+ * engine_tools — the engine's side of the run's tools (customTools and mcpServers: the
+ * runner, not the sandbox, calls their callbacks and MCP servers): the hooks a turn reaches
+ * them through (struct turn_tools: find a tool, run a call on the engine_turn's tool_runner,
+ * park a call's arguments, the browser's answer to a client tool) and, for a cold start, the
+ * MCP servers listed and the public specs put into the sandbox plan.
  *
  * A parked call's arguments live in <environment>/calls/<token>.json (0600, outside anything
  * the sandbox sees, gone with the environment); the token is the gate's hex token, anything
@@ -13,7 +14,8 @@
 
 #include <stddef.h>
 
-#include "engine.h"
+#include "core/contracts.h"
+#include "engine_turn.h"
 #include "environment/environment.h"
 #include "turn/run_turn.h"
 

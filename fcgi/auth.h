@@ -1,6 +1,7 @@
 /*
- * auth — the backend token (DESIGN.md §6): `X-Agenta-Runner-Token: <t>` (checked first) or
- * `Authorization: Bearer <t>`; constant-time comparison; no configured token means deny.
+ * auth — the token Agenta's backend presents (AGENT_RUNNER_TOKEN):
+ * `X-Agenta-Runner-Token: <t>` (checked first) or `Authorization: Bearer <t>`; constant-time
+ * comparison; no configured token means deny.
  */
 #ifndef AR_AUTH_H
 #define AR_AUTH_H

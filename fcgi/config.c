@@ -11,9 +11,6 @@
 
 #include "base/log.h"
 #include "base/util.h"
-#include "environment/spare.h"
-#include "session/pool.h"
-#include "turn/run_limits.h"
 
 enum kind { K_STR, K_U64, K_BOOL };
 
@@ -62,19 +59,15 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_CODEX_HOME", K_STR, OFF(codex_home), "", 0, 0},
     {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
-    {"AGENT_RUNNER_SPARES", K_STR, OFF(spares), SPARE_SETTINGS_DEFAULT, 0, 0},
     {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
     {"AGENT_RUNNER_MCP_BIN", K_STR, OFF(mcp_bin), "", 0, 0},
     {"AGENT_RUNNER_MCP_HOST_ALLOWLIST", K_STR, OFF(mcp_allowlist), "", 0, 0},
     {"AGENT_RUNNER_TOOLS_CA_FILE", K_STR, OFF(tools_ca_file), "", 0, 0},
-    {"AGENT_RUNNER_TOOLS_TEST_RESOLVE", K_STR, OFF(tools_test_resolve), "", 0, 0},
 };
 
-/* Runner-executed tools: the MCP bridge binary, the SSRF allowlist, the test settings. */
+/* Runner-executed tools: the MCP bridge binary, the SSRF allowlist, the CA file. */
 static int load_tools(struct runner_config *cfg, char *err, size_t errlen)
 {
-    char why[256];
-
     if (cfg->mcp_bin[0] != '/') {
         snprintf(err, errlen, "AGENT_RUNNER_MCP_BIN must be an absolute path");
         return -EINVAL;
@@ -83,16 +76,9 @@ static int load_tools(struct runner_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "AGENT_RUNNER_TOOLS_CA_FILE must be an absolute path");
         return -EINVAL;
     }
-    if (cfg->tools_test_resolve[0] &&
-        tool_runner_resolve_parse(cfg->tools_test_resolve, &cfg->test_resolve, why,
-                                  sizeof(why)) < 0) {
-        snprintf(err, errlen, "AGENT_RUNNER_TOOLS_TEST_RESOLVE: %s", why);
-        return -EINVAL;
-    }
     cfg->engine.tools.mcp_bin = cfg->mcp_bin;
     cfg->engine.tools.mcp_allowlist = cfg->mcp_allowlist[0] ? cfg->mcp_allowlist : NULL;
     cfg->engine.tools.ca_file = cfg->tools_ca_file[0] ? cfg->tools_ca_file : NULL;
-    cfg->engine.tools.test_resolve = cfg->tools_test_resolve[0] ? &cfg->test_resolve : NULL;
     return 0;
 }
 
@@ -115,7 +101,7 @@ static int check_login_dirs(const struct runner_config *cfg, char *err, size_t e
     return 0;
 }
 
-/* The environment as agenta_config_load reads it. */
+/* The environment as engine_config_read reads it. */
 static const char *env_lookup(const char *name, void *ctx)
 {
     (void)ctx;
@@ -169,9 +155,9 @@ static int set_default_path(char **field, const char *rel)
     return *field ? 0 : -ENOMEM;
 }
 
-int config_load(struct runner_config *cfg, char *err, size_t errlen)
+/* Every setting of the table into cfg: blank = unset = the default; a bad value is an error. */
+static int read_table(struct runner_config *cfg, char *err, size_t errlen)
 {
-    memset(cfg, 0, sizeof(*cfg));
     for (size_t i = 0; i < ARRAY_SIZE(settings); i++) {
         const struct setting *s = &settings[i];
         const char *v = getenv(s->name);
@@ -210,6 +196,38 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
             break;
         }
     }
+    return 0;
+}
+
+/* AGENT_RUNNER_LOG_LEVEL (applied at once) and AGENT_RUNNER_LOCAL_LIFECYCLE. */
+static int read_levels(struct runner_config *cfg, char *err, size_t errlen)
+{
+    enum log_level lvl;
+
+    if (log_level_parse(cfg->log_level, &lvl) < 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_LOG_LEVEL: expected error, warn, info or debug");
+        return -EINVAL;
+    }
+    log_max_level = (int)lvl;
+    if (strcmp(cfg->local_lifecycle, "warm") == 0) {
+        cfg->engine.local_mode = LIFECYCLE_WARM;
+    } else if (strcmp(cfg->local_lifecycle, "per_turn") == 0) {
+        cfg->engine.local_mode = LIFECYCLE_PER_TURN;
+    } else if (strcmp(cfg->local_lifecycle, "inherit") != 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_LOCAL_LIFECYCLE: expected warm, per_turn or inherit");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int config_load(struct runner_config *cfg, char *err, size_t errlen)
+{
+    int r;
+
+    memset(cfg, 0, sizeof(*cfg));
+    r = read_table(cfg, err, errlen);
+    if (r < 0)
+        return r;
     if (!cfg->token[0]) {
         snprintf(err, errlen, "AGENT_RUNNER_TOKEN must be set");
         return -EINVAL;
@@ -233,48 +251,28 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "AGENT_RUNNER_INSTANCE must be a short name without '/'");
         return -EINVAL;
     }
-    {
-        enum log_level lvl;
-        if (log_level_parse(cfg->log_level, &lvl) < 0) {
-            snprintf(err, errlen, "AGENT_RUNNER_LOG_LEVEL: expected error, warn, info or debug");
-            return -EINVAL;
-        }
-        log_max_level = (int)lvl;
-    }
-    if (strcmp(cfg->local_lifecycle, "warm") == 0) {
-        cfg->engine.local_mode = LIFECYCLE_WARM;
-    } else if (strcmp(cfg->local_lifecycle, "per_turn") == 0) {
-        cfg->engine.local_mode = LIFECYCLE_PER_TURN;
-    } else if (strcmp(cfg->local_lifecycle, "inherit") != 0) {
-        snprintf(err, errlen, "AGENT_RUNNER_LOCAL_LIFECYCLE: expected warm, per_turn or inherit");
+    if (read_levels(cfg, err, errlen) < 0)
         return -EINVAL;
-    }
     /* an explicitly configured window is the provider's; otherwise the request's may apply */
     {
         const char *ttl = getenv("AGENT_RUNNER_SESSION_TTL_MS");
         if (ttl && ttl[0])
             cfg->engine.local_idle_ms = cfg->engine.session_ttl_ms;
     }
-    if (pool_shm_name(cfg->instance, cfg->shm_name, sizeof(cfg->shm_name)) < 0) {
+    if (engine_table_name(cfg->instance, cfg->shm_name, sizeof(cfg->shm_name)) < 0) {
         snprintf(err, errlen, "AGENT_RUNNER_INSTANCE: too long");
         return -EINVAL;
     }
     if (check_login_dirs(cfg, err, errlen) < 0 || load_tools(cfg, err, errlen) < 0)
         return -EINVAL;
-    if (spare_settings_parse(cfg->spares, &cfg->engine.spares, err, errlen) < 0)
-        return -EINVAL;
     cfg->engine.logins.codex_home = cfg->codex_home[0] ? cfg->codex_home : NULL;
     cfg->engine.logins.claude_config_dir = cfg->claude_config_dir[0] ? cfg->claude_config_dir
                                                                      : NULL;
     cfg->engine.logins.pi_agent_dir = cfg->pi_agent_dir[0] ? cfg->pi_agent_dir : NULL;
-    /* platform mode: on when Agenta's API is named; a bad AGENTA_* value stops the start */
-    {
-        int r = agenta_config_load(&cfg->agenta, env_lookup, NULL, err, errlen);
-        if (r < 0)
-            return r;
-        cfg->engine.agenta = cfg->agenta.enabled ? &cfg->agenta : NULL;
-    }
-    run_limits_config_normalize(&cfg->engine.limits);
+    /* the test resolver, the spares, platform mode (a bad AGENTA_* value stops the start) */
+    r = engine_config_read(&cfg->engine, env_lookup, NULL, err, errlen);
+    if (r < 0)
+        return r;
     cfg->engine.state_dir = cfg->state_dir;
     cfg->engine.harness_dir = cfg->harness_dir;
     cfg->engine.scripted_agent = cfg->scripted_agent[0] ? cfg->scripted_agent : NULL;
@@ -284,20 +282,6 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     cfg->engine.shm_name = cfg->shm_name;
     cfg->engine.log_level = cfg->log_level;
     return 0;
-}
-
-/* The API's URL without a user:password part, for the log. */
-static void url_for_log(const char *url, char *out, size_t outlen)
-{
-    const char *host = strstr(url, "://"), *at, *slash;
-
-    host = host ? host + 3 : url;
-    slash = strchr(host, '/');
-    at = memchr(host, '@', slash ? (size_t)(slash - host) : strlen(host));
-    if (at)
-        snprintf(out, outlen, "%.*s***@%s", (int)(host - url), url, at + 1);
-    else
-        snprintf(out, outlen, "%s", url);
 }
 
 void config_admission(struct runner_config *cfg)
@@ -314,7 +298,7 @@ void config_admission(struct runner_config *cfg)
 
 void config_log(const struct runner_config *cfg)
 {
-    char api[AGENTA_URL_MAX + 8];
+    char text[ENGINE_CONFIG_TEXT_MAX];
 
     log_info("config: workers %llu, threads %llu (%llu runs each), slots %llu, max body %llu, "
              "max runs %llu, "
@@ -327,12 +311,9 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_ttl_ms,
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
-    {
-        char spares[SPARE_SETTINGS_TEXT_MAX];
-        spare_settings_format(&cfg->engine.spares, spares, sizeof(spares));
-        log_info("config: spares %s, spare ttl %llums, pi started by '%s'", spares,
-                 (unsigned long long)cfg->engine.spare_ttl_ms, cfg->pi_stdio_bin);
-    }
+    engine_config_spares_text(&cfg->engine, text, sizeof(text));
+    log_info("config: spares %s, spare ttl %llums, pi started by '%s'", text,
+             (unsigned long long)cfg->engine.spare_ttl_ms, cfg->pi_stdio_bin);
     /* which harness logins are configured, never where */
     log_info("subscription logins: codex %s, claude %s, pi %s",
              cfg->engine.logins.codex_home ? "configured" : "not configured",
@@ -340,17 +321,9 @@ void config_log(const struct runner_config *cfg)
              cfg->engine.logins.pi_agent_dir ? "configured" : "not configured");
     log_info("config: tools: mcp bridge '%s', mcp host allowlist '%s'%s%s", cfg->mcp_bin,
              cfg->mcp_allowlist, cfg->tools_ca_file[0] ? ", tools CA file set" : "",
-             cfg->tools_test_resolve[0] ? ", TEST resolver override on" : "");
-    url_for_log(cfg->agenta.base_url, api, sizeof(api));
-    if (cfg->agenta.enabled)
-        log_info("config: platform mode on: api '%s', replica '%s', reconstruct %s, durable "
-                 "records %s (%u tries), heartbeat every %llums",
-                 api, cfg->agenta.replica_id,
-                 cfg->agenta.reconstruct ? "on" : "off", cfg->agenta.records_durable ? "on" : "off",
-                 cfg->agenta.ingest_max_retries,
-                 (unsigned long long)cfg->agenta.heartbeat_interval_ms);
-    else
-        log_info("config: platform mode off (no AGENTA_API_INTERNAL_URL or AGENTA_API_URL)");
+             cfg->engine.tools.test_resolve ? ", TEST resolver override on" : "");
+    engine_config_platform_text(&cfg->engine, text, sizeof(text));
+    log_info("config: %s", text);
 }
 
 void config_release(struct runner_config *cfg)
@@ -368,10 +341,9 @@ void config_release(struct runner_config *cfg)
     free(cfg->codex_home);
     free(cfg->claude_config_dir);
     free(cfg->pi_agent_dir);
-    free(cfg->spares);
     free(cfg->mcp_bin);
     free(cfg->mcp_allowlist);
     free(cfg->tools_ca_file);
-    free(cfg->tools_test_resolve);
+    engine_config_release(&cfg->engine);
     memset(cfg, 0, sizeof(*cfg));
 }

@@ -3,8 +3,9 @@
  * name, kind, default, range) and read-only afterwards. Invalid values are fatal; every
  * effective value except the token is logged at start-up.
  *
- * The engine gets its part as a struct engine_config (config.engine); nothing under engine/
- * reads the environment.
+ * The engine gets its part as a struct engine_config (config.engine): the plain numbers and
+ * paths from the table, the rest read by engine_config_read (engine.h) through the same
+ * environment; nothing under engine/ calls getenv(3).
  */
 #ifndef AR_CONFIG_H
 #define AR_CONFIG_H
@@ -13,9 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agenta/agenta_api.h"
-#include "core/contracts.h"
-#include "tools/tool_runner.h"
+#include "engine.h"
 
 struct runner_config {
     char *token;
@@ -41,14 +40,12 @@ struct runner_config {
     char *codex_home;        /* the operator's harness login folders ("" = not configured) */
     char *claude_config_dir;
     char *pi_agent_dir;
-    char *spares; /* AGENT_RUNNER_SPARES as given (engine.spares: parsed) */
     char *mcp_bin;           /* agent-runner-mcp (default: next to agent-runnerd) */
     char *mcp_allowlist;     /* AGENT_RUNNER_MCP_HOST_ALLOWLIST ("" = none) */
     char *tools_ca_file;     /* AGENT_RUNNER_TOOLS_CA_FILE ("" = the system's CAs) */
-    char *tools_test_resolve; /* AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only, "" = none) */
-    struct tool_runner_resolve test_resolve;
     char shm_name[96];
-    struct agenta_config agenta; /* platform mode: AGENTA_API_INTERNAL_URL, AGENTA_* */
+    /* the engine's settings; AGENT_RUNNER_SPARES, AGENT_RUNNER_TOOLS_TEST_RESOLVE and the
+     * AGENTA_* of platform mode are read by engine_config_read */
     struct engine_config engine;
 };
 

@@ -1,14 +1,13 @@
 /*
- * agent-runnerd — the master (DESIGN.md §1). Started by `spawn-fcgi -n -s SOCK ... --` with the
- * listening FastCGI socket on fd 0. It creates the session table, becomes the child subreaper
- * (so keepers that workers start are adopted here), forks N workers, respawns any that dies,
- * reaps keepers and frees their slots, and on SIGTERM/SIGINT drains: workers stop accepting and
- * finish their turns up to AGENT_RUNNER_DRAIN_MS, then every environment is destroyed and the
- * master exits with nothing left running.
+ * agent-runnerd — the master. Started by `spawn-fcgi -n -s SOCK ... --` with the listening
+ * FastCGI socket on fd 0. It probes the host's sandboxes and opens the session table (the
+ * engine's admin API, admin.h), becomes the child subreaper (so keepers that workers start are
+ * adopted here), forks N workers, respawns any that dies, reaps keepers and frees their slots,
+ * keeps the spares topped up, and on SIGTERM/SIGINT drains: workers stop accepting and finish
+ * their turns up to AGENT_RUNNER_DRAIN_MS, then every environment is destroyed and the master
+ * exits with nothing left running.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,28 +17,21 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <grp.h>
-
 #include <curl/curl.h>
 
+#include "admin.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "config.h"
-#include "environment/environment.h"
-#include "provider/provider.h"
-#include "sandbox/host.h"
-#include "session/pool.h"
+#include "engine.h"
 #include "spares.h"
 #include "worker.h"
 
 #define SWEEP_MS 1000
 #define RESPAWN_BACKOFF_MS 200
-/* a rebuilt table's old keepers were told to stop: their remote sandboxes go first */
-#define SANDBOX_SWEEP_GRACE_MS 5000
 
 struct worker_proc {
     pid_t pid;
@@ -52,19 +44,15 @@ struct worker_proc {
 
 struct master {
     struct runner_config cfg;
-    struct sandbox_host host;
+    struct admin *adm;                /* the host's sandboxes and the session table */
     pid_t reclaimers[RECLAIMERS_MAX]; /* children removing dead keepers' environments */
     unsigned nreclaimers;
-    struct pool *pool;
     struct worker_proc *workers;
     unsigned nworkers;
     int sig_fd;
     bool draining;
     int64_t drain_deadline;
-    /* scratch for the sweep, sized at start-up: no malloc near the lock */
-    struct pool_reclaimed *scratch;
-    bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
-    struct spares spares;  /* pre-started environments (spares.h) */
+    struct spares spares; /* pre-started environments (spares.h) */
 };
 
 static void usage(void)
@@ -105,46 +93,8 @@ static int parse_args(struct master *m, int argc, char **argv)
             return -EINVAL;
         }
     }
-    /* room for a crashed master's draining workers beside ours in the in-flight table */
-    if (m->cfg.workers > POOL_WORKERS_MAX / 2)
-        m->cfg.workers = POOL_WORKERS_MAX / 2;
-    return 0;
-}
-
-/*
- * Every sandbox binds the harness folder (and the test agent, agent-runner-mcp) as its own
- * host uid: a folder on the way that is not searchable by others (a checkout under /root, 0700)
- * would fail every sandbox start. Checked once, as that uid, in a child; -EACCES with err
- * naming the path and the fix.
- */
-static int sandbox_can_reach(const struct sandbox_host *h, const char *path, char *err,
-                             size_t errlen)
-{
-    struct sandbox_uid_ids ids;
-    int status = 0;
-    pid_t pid;
-
-    if (!path || !path[0] || h->uids.shared || sandbox_uid_for_slot(&h->uids, 0, &ids) < 0)
-        return 0;
-    pid = fork();
-    if (pid == -1)
-        return 0; /* not knowable now: the sandbox start will say */
-    if (pid == 0) {
-        if (setgroups(0, NULL) == -1 || setresgid(ids.gid, ids.gid, ids.gid) == -1 ||
-            setresuid(ids.uid, ids.uid, ids.uid) == -1)
-            _exit(2);
-        _exit(access(path, R_OK) == 0 ? 0 : 1);
-    }
-    while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
-        ;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
-        snprintf(err, errlen,
-                 "the sandbox user (uid %u) cannot reach '%s': a folder on its path is not "
-                 "searchable by others (e.g. a checkout under /root, mode 0700); give it o+x "
-                 "or move the runner's files",
-                 (unsigned)ids.uid, path);
-        return -EACCES;
-    }
+    if (m->cfg.workers > ADMIN_WORKERS_MAX)
+        m->cfg.workers = ADMIN_WORKERS_MAX;
     return 0;
 }
 
@@ -167,13 +117,12 @@ static pid_t spawn_worker(struct master *m, unsigned index)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(m->sig_fd);
-        status = worker_main(&m->cfg, m->pool, index);
+        status = worker_main(&m->cfg, index);
         _exit(status);
     }
     if (pid > 0) {
         m->workers[index].pid = pid;
         m->workers[index].started = util_now_ms();
-
     }
     return pid;
 }
@@ -209,7 +158,7 @@ static void reclaim_env(struct master *m, const char *dir)
         close(m->sig_fd);
         util_redirect_null(STDIN_FILENO); /* not the FastCGI socket */
     }
-    r = sandbox_host_reclaim(&m->host, dir);
+    r = admin_env_remove(m->adm, dir);
     if (r < 0)
         log_warn("cannot remove all of the environment '%s': %s", dir, strerror(-r));
     if (pid == 0)
@@ -251,9 +200,9 @@ static void wait_reclaimers(struct master *m, int64_t wait_ms)
 /* Free the slot of a keeper that exited and remove what it left behind. */
 static void keeper_gone(struct master *m, pid_t pid)
 {
-    char dir[POOL_DIR_MAX];
+    char dir[ADMIN_DIR_MAX];
 
-    if (pool_reclaim_keeper(m->pool, pid, dir) && dir[0]) {
+    if (admin_keeper_exited(m->adm, pid, dir, sizeof(dir))) {
         log_info("keeper %d exited without freeing its slot: reclaimed", (int)pid);
         reclaim_env(m, dir);
     }
@@ -275,13 +224,13 @@ static void reap(struct master *m)
         }
         m->workers[w].pid = 0;
         /* what the dead worker had admitted is not in flight any more */
-        pool_inflight_release(m->pool, pid);
+        admin_inflight_release(m->adm, pid);
         if (m->draining)
             continue;
         log_warn("worker %d (pid %d) died (%s %d): respawning", w, (int)pid,
                  WIFSIGNALED(status) ? "signal" : "status",
                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-        pool_counter_add(m->pool, PC_WORKER_RESTARTS, 1);
+        admin_worker_restarted(m->adm);
         m->workers[w].restarts++;
         if (util_now_ms() - m->workers[w].started < RESPAWN_BACKOFF_MS)
             usleep(RESPAWN_BACKOFF_MS * 1000);
@@ -290,28 +239,16 @@ static void reap(struct master *m)
     }
 }
 
+static void reclaimed_one(void *ctx, const char *env_dir, bool keeper)
+{
+    log_info("reclaimed the slot of a dead %s", keeper ? "keeper" : "worker");
+    reclaim_env(ctx, env_dir);
+}
+
 /* Reclaim the slots of dead keepers and of workers that died before their keeper started. */
 static void sweep(struct master *m)
 {
-    uint32_t n = pool_reclaim_dead(m->pool, m->scratch);
-
-    for (uint32_t i = 0; i < n; i++) {
-        if (!m->scratch[i].env_dir[0])
-            continue;
-        log_info("reclaimed the slot of a dead %s", m->scratch[i].keeper_pid ? "keeper" : "worker");
-        reclaim_env(m, m->scratch[i].env_dir);
-    }
-}
-
-static bool env_in_use(const char *id, void *ctx)
-{
-    struct master *m = ctx;
-    char path[512];
-
-    if (!m->pool)
-        return false;
-    snprintf(path, sizeof(path), "%s/envs/%s", m->cfg.state_dir, id);
-    return pool_dir_in_use(m->pool, path);
+    (void)admin_reclaim_dead(m->adm, reclaimed_one, m);
 }
 
 /*
@@ -320,7 +257,7 @@ static bool env_in_use(const char *id, void *ctx)
  */
 static void clean_orphan_envs(struct master *m)
 {
-    int r = sandbox_host_sweep(&m->host, env_in_use, m);
+    int r = admin_sweep_envs(m->adm);
 
     if (r > 0)
         log_info("removed %d environments left behind", r);
@@ -342,122 +279,6 @@ static void final_sweep(struct master *m)
     else
         m->reclaimers[m->nreclaimers++] = pid;
     wait_reclaimers(m, STOP_SWEEP_MS);
-}
-
-/*
- * The credential-epoch key belongs to a session table: made with it, kept beside it in a
- * root-only file under the state folder (never in shm), read back by a master that adopts it.
- */
-static int epoch_key(struct master *m, bool create)
-{
-    char path[512], *data = NULL;
-    size_t len = 0;
-    int r;
-
-    snprintf(path, sizeof(path), "%s/epoch.key", m->cfg.state_dir);
-    if (!create) {
-        r = util_read_file(path, 64, &data, &len);
-        if (r == 0 && len == sizeof(m->cfg.engine.epoch_key))
-            memcpy(m->cfg.engine.epoch_key, data, len);
-        else if (r == 0)
-            r = -EINVAL;
-        free(data);
-        return r;
-    }
-    r = util_random_bytes(m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key));
-    if (r == 0)
-        r = util_write_file(path, m->cfg.engine.epoch_key, sizeof(m->cfg.engine.epoch_key), 0600);
-    return r;
-}
-
-/*
- * A master that restarts after a crash adopts the session table its predecessor left, when it
- * is of this layout, this instance, this kernel boot and this size: warm environments (their
- * keepers survived) stay warm. Anything else is rebuilt, never trusted.
- */
-static int adopt_or_create(struct master *m, uint64_t boot_id)
-{
-    struct pool_info info;
-    struct pool *p = NULL;
-    uint32_t reset;
-    int r;
-
-    r = pool_attach(m->cfg.shm_name, false, &p);
-    if (r == 0)
-        pool_get_info(p, &info);
-    if (r == 0 && info.boot_id == boot_id && info.nslots == m->cfg.slots &&
-        strcmp(info.instance_id, m->cfg.instance) == 0 && !util_proc_alive(info.master_pid, 0) &&
-        epoch_key(m, false) == 0) {
-        r = pool_lock(p);
-        if (r >= 0) {
-            char err[160];
-            reset = pool_repair_locked(p);
-            if (pool_check_locked(p, err, sizeof(err)) < 0)
-                r = -EUCLEAN;
-            pool_set_master(p, getpid());
-            pool_unlock(p);
-            if (r >= 0) {
-                pool_get_info(p, &info);
-                log_info("adopted the session table of a previous master (%u used, %u reset)",
-                         info.nused, reset);
-                m->pool = p;
-                return 0;
-            }
-        }
-    }
-    if (p) {
-        pool_get_info(p, &info);
-        if (info.master_pid != (int32_t)getpid() && info.master_pid != 0 &&
-            util_proc_alive(info.master_pid, 0)) {
-            log_error("another master (pid %d) runs instance '%s'", info.master_pid,
-                      m->cfg.instance);
-            pool_detach(p);
-            return -EBUSY;
-        }
-        /* the keepers a table we are about to rebuild lists: nobody could reach them */
-        pool_stop_keepers(p);
-        m->keepers_stopped = true;
-    }
-    pool_detach(p);
-    r = epoch_key(m, true);
-    if (r < 0) {
-        log_error("cannot store the credential epoch key: %s", strerror(-r));
-        return r;
-    }
-    return pool_create(m->cfg.shm_name, (uint32_t)m->cfg.slots, m->cfg.instance, boot_id,
-                       &m->pool);
-}
-
-/* Destroy every environment: signal each keeper and wait for all of them. */
-static void destroy_all(struct master *m)
-{
-    uint32_t n = pool_shutdown_begin(m->pool, m->scratch);
-    int64_t deadline;
-
-    for (uint32_t i = 0; i < n; i++)
-        if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
-            kill(m->scratch[i].keeper_pid, SIGTERM);
-    deadline = util_now_ms() + 5000;
-    for (;;) {
-        bool any = false;
-        for (uint32_t i = 0; i < n; i++)
-            if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
-                any = true;
-        while (waitpid(-1, NULL, WNOHANG) > 0)
-            ;
-        if (!any)
-            break;
-        if (util_now_ms() > deadline) {
-            for (uint32_t i = 0; i < n; i++)
-                if (util_proc_alive(m->scratch[i].keeper_pid, m->scratch[i].keeper_start))
-                    kill(m->scratch[i].keeper_pid, SIGKILL);
-            break;
-        }
-        usleep(10000);
-    }
-    while (waitpid(-1, NULL, WNOHANG) > 0)
-        ;
-    log_info("destroyed %u environments", n);
 }
 
 static void start_drain(struct master *m)
@@ -531,37 +352,28 @@ static void loop(struct master *m)
         spares_tick(&m->spares, m->draining);
         if (util_now_ms() >= next_sweep) {
             sweep(m);
-            pool_inflight_release(m->pool, 0);
+            admin_inflight_release(m->adm, 0);
             next_sweep = util_now_ms() + SWEEP_MS;
         }
     }
 }
 
-static void log_sandbox(const struct sandbox_host *h)
+static void log_sandbox(const struct engine_config *cfg)
 {
-    if (h->uids.shared)
+    struct engine_sandbox_facts sf;
+
+    if (!engine_sandbox_facts(cfg, &sf))
+        return;
+    if (sf.shared_uid)
         log_info("sandboxes run as the runner's own user %u (the runner is not root)",
-                 (unsigned)h->uids.runner_uid);
+                 (unsigned)sf.runner_uid);
     else
-        log_info("sandboxes run as host uid/gid %u + slot (%u slots)", (unsigned)h->uids.base,
-                 (unsigned)h->uids.count);
-    if (h->missing[0])
-        log_warn("sandbox limits this host cannot enforce: %s", h->missing);
-    if (!h->net_ok)
-        log_error("sandboxes cannot start: %s", h->net_why);
-}
-
-static uint64_t kernel_boot_id(void)
-{
-    char *text = NULL;
-    uint64_t h = 1469598103934665603ull;
-
-    if (util_read_file("/proc/sys/kernel/random/boot_id", 128, &text, NULL) == 0) {
-        for (char *p = text; *p; p++)
-            h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        free(text);
-    }
-    return h;
+        log_info("sandboxes run as host uid/gid %u + slot (%u slots)", (unsigned)sf.uid_base,
+                 (unsigned)sf.uid_count);
+    if (sf.missing[0])
+        log_warn("sandbox limits this host cannot enforce: %s", sf.missing);
+    if (!sf.net_ok)
+        log_error("sandboxes cannot start: %s", sf.net_why);
 }
 
 static const char *env_get(const char *name)
@@ -569,28 +381,26 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
-int main(int argc, char **argv)
+/* Settings, arguments, the socket on fd 0, the subreaper: 0, or the exit status. */
+static int prepare(struct master *m, int argc, char **argv)
 {
-    struct master m;
     char err[512];
     int r;
 
-    memset(&m, 0, sizeof(m));
-    log_setup("master", LOG_LEVEL_INFO);
-    r = config_load(&m.cfg, err, sizeof(err));
+    r = config_load(&m->cfg, err, sizeof(err));
     if (r < 0) {
         log_error("refusing to start: %s", err);
         return 1;
     }
-    if (parse_args(&m, argc, argv) < 0)
+    if (parse_args(m, argc, argv) < 0)
         return 2;
     /* sandbox providers with settings of their own (Daytona); workers inherit them */
-    r = provider_configure_all(env_get, err, sizeof(err));
+    r = admin_providers_configure(env_get, err, sizeof(err));
     if (r < 0) {
         log_error("refusing to start: %s", err);
         return 1;
     }
-    config_admission(&m.cfg);
+    config_admission(&m->cfg);
     if (!fd0_is_socket()) {
         log_error("refusing to start: fd 0 is not the FastCGI socket (run under spawn-fcgi)");
         return 1;
@@ -599,93 +409,103 @@ int main(int argc, char **argv)
         log_error("cannot become child subreaper: %s", strerror(errno));
         return 1;
     }
+    return 0;
+}
+
+/* The host's sandboxes and the session table (adopted or new): 0, or the exit status. */
+static int open_host(struct master *m)
+{
+    struct admin_table_report rep;
+    char err[512];
+    int r;
+
     /* before any thread or worker: the uid range check enumerates users (getpwent) */
-    r = sandbox_host_init(&m.host, m.cfg.instance, m.cfg.state_dir, (uint32_t)m.cfg.slots, err,
-                          sizeof(err));
+    r = admin_open(&m->cfg.engine, m->cfg.instance, (uint32_t)m->cfg.slots, &m->adm, err,
+                   sizeof(err));
     if (r < 0) {
         log_error("refusing to start: %s", err);
         return 1;
     }
-    m.cfg.engine.sandbox = &m.host;
-    {
-        const char *paths[] = {m.cfg.engine.harness_dir, m.cfg.engine.scripted_agent,
-                               m.cfg.engine.tools.mcp_bin, m.cfg.engine.pi_stdio_bin};
+    r = admin_table_open(m->adm, &rep, err, sizeof(err));
+    if (r < 0) {
+        log_error("%s", err);
+        admin_close(m->adm, false);
+        return 1;
+    }
+    if (rep.adopted)
+        log_info("adopted the session table of a previous master (%u used, %u reset)", rep.used,
+                 rep.reset);
+    if (rep.removed > 0)
+        log_info("removed %d environments left behind", rep.removed);
+    else if (rep.removed < 0)
+        log_warn("start-up sweep: %s", strerror(-rep.removed));
+    return 0;
+}
 
-        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-            if (sandbox_can_reach(&m.host, paths[i], err, sizeof(err)) < 0) {
-                log_error("refusing to start: %s", err);
-                sandbox_host_release(&m.host, true); /* no environment exists yet */
-                return 1;
-            }
+/* The workers, the remote sandboxes' sweep, the spares: the master is serving. */
+static void start_serving(struct master *m)
+{
+    int r;
+
+    for (unsigned i = 0; i < m->nworkers; i++) {
+        if (spawn_worker(m, i) < 0) {
+            log_error("cannot fork worker %u: %s", i, strerror(errno));
+            start_drain(m);
+            break;
         }
     }
-    r = adopt_or_create(&m, kernel_boot_id());
+    log_info("master %d ready: %u workers x %llu threads", (int)getpid(), m->nworkers,
+             (unsigned long long)m->cfg.threads);
+    /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
+    r = admin_providers_sweep(m->adm);
+    if (r < 0)
+        log_warn("cannot start the sandbox sweep: %s", strerror(-r));
+    if (geteuid() != 0 && admin_spares_disable(&m->cfg.engine))
+        log_info("spares: off (a runner that is not root cannot move a spare's network "
+                 "namespace to its session at claim; new sessions start cold)");
+    spares_init(&m->spares, &m->cfg.engine, m->sig_fd);
+}
+
+/* Every environment destroyed, the table and what is left on disk removed. */
+static void stop(struct master *m)
+{
+    /* every spare's keeper is in the table before admin_destroy_all looks */
+    spares_stop(&m->spares);
+    log_info("destroyed %u environments", admin_destroy_all(m->adm));
+    sweep(m);
+    admin_table_close(m->adm);
+    final_sweep(m);
+    admin_close(m->adm, true);
+    m->adm = NULL;
+}
+
+int main(int argc, char **argv)
+{
+    struct master m;
+    int r;
+
+    memset(&m, 0, sizeof(m));
+    log_setup("master", LOG_LEVEL_INFO);
+    r = prepare(&m, argc, argv);
     if (r == 0)
-        clean_orphan_envs(&m);
-    if (r == -ENOSPC || r == -EFBIG) {
-        log_error("cannot create the session table '%s': /dev/shm has no room for its %zu "
-                  "bytes (%llu slots): %s",
-                  m.cfg.shm_name, pool_segment_size((uint32_t)m.cfg.slots),
-                  (unsigned long long)m.cfg.slots, strerror(-r));
-        sandbox_host_release(&m.host, false);
-        return 1;
-    }
-    if (r < 0) {
-        log_error("cannot create the session table '%s': %s", m.cfg.shm_name, strerror(-r));
-        sandbox_host_release(&m.host, false);
-        return 1;
-    }
-    m.cfg.engine.pool = m.pool;
-    m.scratch = pool_scratch_new(m.pool);
+        r = open_host(&m);
+    if (r != 0)
+        return r;
     m.nworkers = (unsigned)m.cfg.workers;
     m.workers = calloc(m.nworkers, sizeof(*m.workers));
-    if (!m.scratch || !m.workers || setup_signals(&m) < 0) {
+    if (!m.workers || setup_signals(&m) < 0) {
         log_error("start-up failed: %s", strerror(errno));
-        pool_destroy(m.pool);
+        admin_table_close(m.adm);
+        admin_close(m.adm, false);
         return 1;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     config_log(&m.cfg);
-    log_sandbox(&m.host);
-    for (unsigned i = 0; i < m.nworkers; i++) {
-        if (spawn_worker(&m, i) < 0) {
-            log_error("cannot fork worker %u: %s", i, strerror(errno));
-            start_drain(&m);
-            break;
-        }
-    }
-    log_info("master %d ready: %u workers x %llu threads", (int)getpid(), m.nworkers,
-             (unsigned long long)m.cfg.threads);
-    /* remote sandboxes of an earlier run: adopt the live ones, delete orphans (a child) */
-    if (provider_startup_sweep(m.pool, m.keepers_stopped ? SANDBOX_SWEEP_GRACE_MS : 0) < 0)
-        log_warn("cannot start the sandbox sweep: %s", strerror(errno));
-    if (geteuid() != 0) {
-        bool any = false;
-
-        for (unsigned k = 0; k < HARNESS_COUNT; k++)
-            any = any || m.cfg.engine.spares.count[k] > 0;
-        if (any)
-            log_info("spares: off (a runner that is not root cannot move a spare's network "
-                     "namespace to its session at claim; new sessions start cold)");
-        memset(m.cfg.engine.spares.count, 0, sizeof(m.cfg.engine.spares.count));
-    }
-    spares_init(&m.spares, &m.cfg.engine, m.sig_fd);
+    log_sandbox(&m.cfg.engine);
+    start_serving(&m);
     loop(&m);
-    /* every spare's keeper is in the table before destroy_all looks */
-    spares_stop(&m.spares);
-    destroy_all(&m);
-    sweep(&m);
-    pool_destroy(m.pool);
-    m.pool = NULL;
-    final_sweep(&m);
-    sandbox_host_release(&m.host, true);
-    {
-        char key[512];
-        snprintf(key, sizeof(key), "%s/epoch.key", m.cfg.state_dir);
-        (void)unlink(key);
-    }
+    stop(&m);
     curl_global_cleanup();
-    free(m.scratch);
     free(m.workers);
     config_release(&m.cfg);
     log_info("stopped");

@@ -7,16 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "auth.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "engine.h"
-#include "harness/login.h"
 #include "http.h"
-#include "provider/provider.h"
 #include "request/request.h"
-#include "sandbox/host.h"
 #include "turn/events.h"
 
 /* Bodies from this size on are followed by malloc_trim (their parse trees were large). */
@@ -44,7 +42,7 @@ static int read_body(struct http_req *h, uint64_t max, struct buf *body)
 
 static void handle_health(const struct route_ctx *rc, struct http_req *h)
 {
-    json_object *o = json_object_new_object(), *engines = json_object_new_array();
+    json_object *o = json_object_new_object(), *engines = json_object_new_array(), *sandbox;
 
     json_object_object_add(o, "status", json_object_new_string("ok"));
     json_object_object_add(o, "runner", json_object_new_string(AR_VERSION));
@@ -52,9 +50,10 @@ static void handle_health(const struct route_ctx *rc, struct http_req *h)
     json_object_array_add(engines, json_object_new_string("agent-runner"));
     json_object_object_add(o, "engines", engines);
     json_object_object_add(o, "harnesses", engine_installed_harnesses(&rc->cfg->engine));
-    json_object_object_add(o, "sandboxes", provider_enabled_names());
-    if (rc->cfg->engine.sandbox)
-        json_object_object_add(o, "sandbox", sandbox_host_describe(rc->cfg->engine.sandbox));
+    json_object_object_add(o, "sandboxes", engine_sandbox_names());
+    sandbox = engine_sandbox_describe(&rc->cfg->engine);
+    if (sandbox)
+        json_object_object_add(o, "sandbox", sandbox);
     http_json(h, 200, o);
     json_object_put(o);
 }
@@ -77,23 +76,22 @@ static void status_body(struct http_req *h, int code, const char *status, const 
  */
 static void handle_readyz(const struct route_ctx *rc, struct http_req *h)
 {
-    const struct sandbox_host *sh = rc->cfg->engine.sandbox;
-    struct pool_info info = {.valid = false};
+    struct engine_sandbox_facts sf;
+    bool probed = engine_sandbox_facts(&rc->cfg->engine, &sf);
+    pid_t master = engine_master_pid(&rc->cfg->engine);
     uint64_t runs = engine_runs_in_flight(&rc->cfg->engine);
     json_object *o = json_object_new_object(), *installed;
     char why[320] = "";
 
-    if (rc->pool)
-        pool_get_info(rc->pool, &info);
-    if (!info.valid)
+    if (master < 0)
         snprintf(why, sizeof(why), "session table not attached");
-    else if (getppid() != info.master_pid)
+    else if (getppid() != master)
         snprintf(why, sizeof(why), "master is gone");
     else if (runs >= rc->cfg->runs_max)
         snprintf(why, sizeof(why), "at capacity: saturated (%llu of %llu runs in flight)",
                  (unsigned long long)runs, (unsigned long long)rc->cfg->runs_max);
-    else if (sh && !sh->net_ok)
-        snprintf(why, sizeof(why), "sandboxes cannot start: %s", sh->net_why);
+    else if (probed && !sf.net_ok)
+        snprintf(why, sizeof(why), "sandboxes cannot start: %s", sf.net_why);
     if (!why[0]) {
         installed = engine_installed_harnesses(&rc->cfg->engine);
         if (json_object_array_length(installed) == 0)
@@ -106,8 +104,8 @@ static void handle_readyz(const struct route_ctx *rc, struct http_req *h)
     json_object_object_add(o, "runsInFlight", json_object_new_int64((int64_t)runs));
     json_object_object_add(o, "runsMax", json_object_new_int64((int64_t)rc->cfg->runs_max));
     json_object_object_add(o, "saturated", json_object_new_boolean(runs >= rc->cfg->runs_max));
-    if (sh && sh->missing[0])
-        json_object_object_add(o, "limitsNotEnforced", json_object_new_string(sh->missing));
+    if (probed && sf.missing[0])
+        json_object_object_add(o, "limitsNotEnforced", json_object_new_string(sf.missing));
     http_json(h, why[0] ? 503 : 200, o);
     json_object_put(o);
 }
@@ -228,7 +226,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
 {
     struct request_limits lim;
     struct run_request req;
-    struct engine_turn turn;
+    struct engine_turn *turn = NULL;
     struct buf body;
     char err[512];
     bool big;
@@ -257,7 +255,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
         goto out;
     }
     redact_request(&req);
-    log_ctx_set(h->request_id, req.session_id, req.turn_id, harness_kind_name(req.harness));
+    log_ctx_set(h->request_id, req.session_id, req.turn_id, engine_harness_name(req.harness));
     r = engine_prepare(&rc->cfg->engine, &req, &turn, err, sizeof(err));
     if (r < 0) {
         log_info("run refused: %s", err);
@@ -266,10 +264,10 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
         goto out;
     }
     if (wants_ndjson(h))
-        run_streaming(&turn, h);
+        run_streaming(turn, h);
     else
-        run_oneshot(&turn, h);
-    engine_turn_release(&turn);
+        run_oneshot(turn, h);
+    engine_turn_free(turn);
     run_request_release(&req);
 out:
     big = body.len >= TRIM_AFTER_BYTES;
@@ -285,7 +283,7 @@ out:
  * Answers the error itself and returns <0 when the body is not one.
  */
 static int read_session_ref(const struct route_ctx *rc, struct http_req *h,
-                            struct session_ref *ref, char key[POOL_KEY_MAX])
+                            struct session_ref *ref, char key[ENGINE_KEY_MAX])
 {
     struct buf body;
     char err[256];
@@ -301,7 +299,7 @@ static int read_session_ref(const struct route_ctx *rc, struct http_req *h,
     buf_release(&body);
     if (r < 0)
         return r;
-    if (identity_session_key(ref->project_id, ref->session_id, key, POOL_KEY_MAX) < 0) {
+    if (engine_session_key(ref->project_id, ref->session_id, key, ENGINE_KEY_MAX) < 0) {
         http_error(h, 400, "sessionId: too long");
         return -ENAMETOOLONG;
     }
@@ -321,7 +319,7 @@ static void ok_body(struct http_req *h, int status)
 static void handle_kill(const struct route_ctx *rc, struct http_req *h)
 {
     struct session_ref ref;
-    char key[POOL_KEY_MAX];
+    char key[ENGINE_KEY_MAX];
     int r;
 
     if (read_session_ref(rc, h, &ref, key) < 0)
@@ -338,7 +336,7 @@ static void handle_kill(const struct route_ctx *rc, struct http_req *h)
 static void handle_cancel(const struct route_ctx *rc, struct http_req *h)
 {
     struct session_ref ref;
-    char key[POOL_KEY_MAX];
+    char key[ENGINE_KEY_MAX];
     int r;
 
     if (read_session_ref(rc, h, &ref, key) < 0)
@@ -360,8 +358,7 @@ static void handle_metrics(const struct route_ctx *rc, struct http_req *h)
 {
     struct buf out;
 
-    buf_init(&out, METRICS_TEXT_MAX);
-    if (!rc->pool || pool_metrics_render(rc->pool, &out) < 0) {
+    if (admin_metrics_render(&rc->cfg->engine, &out) < 0) {
         http_error(h, 500, "metrics unavailable");
     } else {
         FCGX_FPrintF(h->fr->out,
@@ -379,7 +376,7 @@ static void handle_metrics(const struct route_ctx *rc, struct http_req *h)
  */
 static void handle_subscription_status(const struct route_ctx *rc, struct http_req *h)
 {
-    json_object *o = login_status(&rc->cfg->engine.logins);
+    json_object *o = engine_subscription_status(&rc->cfg->engine);
 
     if (!o) {
         http_error(h, 500, "out of memory");

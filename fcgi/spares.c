@@ -8,11 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "admin.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "environment/environment.h"
-#include "environment/spare.h"
-#include "session/pool.h"
 
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
@@ -49,34 +47,13 @@ static int64_t mem_available_mib(void)
     return r;
 }
 
-/* The harness short of spares, or -1. */
-static int short_kind(struct spares *s)
-{
-    for (unsigned n = 0; n < HARNESS_COUNT; n++) {
-        unsigned k = (s->next_kind + n) % HARNESS_COUNT;
-        uint32_t ready, building;
-
-        if (!s->cfg->spares.count[k])
-            continue;
-        pool_spare_count(s->cfg->pool, (uint8_t)k, &ready, &building);
-        if (ready + building < s->cfg->spares.count[k]) {
-            s->next_kind = (k + 1) % HARNESS_COUNT;
-            return (int)k;
-        }
-    }
-    return -1;
-}
-
 /* Under memory pressure spares go first: drain the oldest one. */
 static void shed_one(struct spares *s)
 {
-    struct pool_victim v;
+    pid_t keeper = admin_spare_shed(s->cfg);
 
-    if (pool_spare_evict(s->cfg->pool, &v) == 1 && v.keeper_pid > 0) {
-        log_info("memory is short: stopping a spare (keeper %d)", (int)v.keeper_pid);
-        if (util_proc_alive(v.keeper_pid, v.keeper_start))
-            kill(v.keeper_pid, SIGTERM); /* it frees its slot; reap() notes its exit */
-    }
+    if (keeper > 0)
+        log_info("memory is short: stopping a spare (keeper %d)", (int)keeper);
 }
 
 static void run_maker(struct spares *s, enum harness_kind kind)
@@ -90,9 +67,9 @@ static void run_maker(struct spares *s, enum harness_kind kind)
     if (s->maker_fd_close >= 0)
         close(s->maker_fd_close);
     util_redirect_null(STDIN_FILENO); /* not the FastCGI socket */
-    r = environment_start_spare(s->cfg, kind, err, sizeof(err));
+    r = admin_spare_make(s->cfg, kind, err, sizeof(err));
     if (r < 0) {
-        log_warn("cannot start a %s spare: %s", harness_kind_name(kind), err);
+        log_warn("cannot start a %s spare: %s", engine_harness_name(kind), err);
         _exit(1);
     }
     _exit(0);
@@ -100,12 +77,11 @@ static void run_maker(struct spares *s, enum harness_kind kind)
 
 void spares_tick(struct spares *s, bool draining)
 {
-    struct pool_info info;
     int64_t avail;
     int kind;
     pid_t pid;
 
-    if (!s->cfg->pool || !spare_settings_any(&s->cfg->spares) || draining)
+    if (!admin_spares_wanted(s->cfg) || draining)
         return;
     avail = mem_available_mib();
     if (avail >= 0 && avail < SPARES_KEEP_MIN_MIB)
@@ -114,10 +90,7 @@ void spares_tick(struct spares *s, bool draining)
         return;
     if (avail >= 0 && avail < SPARES_START_MIN_MIB)
         return;
-    pool_get_info(s->cfg->pool, &info);
-    if (info.nused + 1 >= info.nslots)
-        return; /* the last free slot is a session's */
-    kind = short_kind(s);
+    kind = admin_spare_next(s->cfg, &s->next_kind); /* never the table's last free slot */
     if (kind < 0)
         return;
     pid = fork();
@@ -171,7 +144,7 @@ void spares_stop(struct spares *s)
 
 int spares_timeout_ms(const struct spares *s)
 {
-    if (!s->cfg->pool || !spare_settings_any(&s->cfg->spares))
+    if (!admin_spares_wanted(s->cfg))
         return -1;
     /* claims are noticed within a tick: the refill starts while the claimed turn runs */
     return REFILL_TICK_MS;

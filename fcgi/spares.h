@@ -1,10 +1,10 @@
 /*
  * spares — the master keeps AGENT_RUNNER_SPARES pre-started environments per harness
- * (engine/environment/spare.h). One maker child at a time starts one spare (environment_start_spare: the
- * keeper it spawns is adopted by the master like any other); a claimed, expired or evicted
- * spare is replaced at the next tick. Rules:
+ * (engine/environment/spare.h). One maker child at a time starts one spare (admin_spare_make:
+ * the keeper it spawns is adopted by the master like any other); a claimed, expired or
+ * evicted spare is replaced at the next tick. Rules:
  *   - a spare never takes the last free slot of the table (sessions come first), and a
- *     session that finds the table full evicts a spare (environment_acquire);
+ *     session that finds the table full evicts a spare (the engine does);
  *   - memory pressure: no spare starts while MemAvailable < SPARES_START_MIN_MIB, and while it
  *     is below SPARES_KEEP_MIN_MIB the oldest spare is drained, one per tick (spares go first);
  *   - a maker that fails backs off (1 s doubling to 60 s) and logs why once per failure;
@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "core/contracts.h"
+struct engine_config;
 
 #define SPARES_START_MIN_MIB 1024
 #define SPARES_KEEP_MIN_MIB 512
@@ -27,7 +27,7 @@ struct spares {
     const struct engine_config *cfg;
     pid_t maker;        /* the running maker child, 0 */
     int maker_fd_close; /* fd the maker closes first (the master's signalfd) */
-    unsigned next_kind; /* round robin over the harnesses */
+    unsigned next_kind; /* round robin over the harnesses (admin_spare_next) */
     int64_t not_before; /* backoff after a failed maker (monotonic ms) */
     int64_t backoff_ms;
 };

@@ -12,11 +12,10 @@
 
 #include <fcgiapp.h>
 
-#include "agenta/platform.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "engine.h"
 #include "routes.h"
-#include "session/pool.h"
 
 #define THREAD_STACK (2u * 1024 * 1024)
 
@@ -51,7 +50,7 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned index)
+int worker_main(const struct runner_config *cfg, unsigned index)
 {
     struct worker_thread *threads;
     pthread_attr_t attr;
@@ -62,13 +61,8 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
     prctl(PR_SET_NAME, "ar-worker");
     /* a worker must never outlive its master */
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    {
-        struct pool_info info;
-
-        pool_get_info(pool, &info);
-        if (getppid() != info.master_pid)
-            return 1;
-    }
+    if (getppid() != engine_master_pid(&cfg->engine))
+        return 1;
     log_setup("worker", (enum log_level)log_max_level);
 
     signal(SIGPIPE, SIG_IGN);
@@ -80,11 +74,11 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
 
     if (FCGX_Init() != 0)
         return 1;
-    if (platform_worker_start(&cfg->engine) < 0) {
+    if (engine_worker_start(&cfg->engine) < 0) {
         log_error("worker %u: AGENT_RUNNER_STATE_DIR is too long for platform mode", index);
         return 1;
     }
-    inflight = pool_inflight_claim(pool, getpid(), util_proc_start_time(getpid()));
+    inflight = engine_inflight_claim(&cfg->engine, getpid());
     if (inflight < 0) {
         log_error("worker %u: no free in-flight entry", index);
         return 1;
@@ -96,7 +90,6 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
     pthread_attr_setstacksize(&attr, THREAD_STACK);
     for (unsigned i = 0; i < n; i++) {
         threads[i].rc.cfg = cfg;
-        threads[i].rc.pool = pool;
         threads[i].rc.worker_index = index;
         threads[i].rc.inflight_slot = inflight;
         if (pthread_create(&threads[i].tid, &attr, thread_main, &threads[i]) != 0) {
@@ -126,7 +119,7 @@ int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned ind
             pthread_join(threads[i].tid, NULL);
     close(STDIN_FILENO);
     /* platform mode: the session log and the turns ledger get what is still queued */
-    if (platform_worker_stop(util_now_ms() + (int64_t)cfg->drain_ms) < 0)
+    if (engine_worker_stop(util_now_ms() + (int64_t)cfg->drain_ms) < 0)
         log_warn("worker %u: platform calls still queued at exit", index);
     free(threads);
     log_info("worker %u stopped", index);

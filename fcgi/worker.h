@@ -7,9 +7,11 @@
 #define AR_WORKER_H
 
 #include "config.h"
-#include "session/pool.h"
 
-/* Runs in the forked child; returns the exit status. */
-int worker_main(const struct runner_config *cfg, struct pool *pool, unsigned index);
+/*
+ * Runs in the forked child, on the session table the master attached (cfg->engine.pool);
+ * returns the exit status (1 at once when the process is not a child of the table's master).
+ */
+int worker_main(const struct runner_config *cfg, unsigned index);
 
 #endif

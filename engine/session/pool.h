@@ -1,19 +1,17 @@
 /*
- * pool — the session module: the shared-memory session table (DESIGN.md §2) and the only
- * code that changes a slot. Reserve, mark started, record the keeper, park, check out, look
- * up, cancel, drain / kill, free, reclaim dead ones, snapshot: each is a function here, and
- * the slot layout is private (pool_shm.h). Engine modules, the keeper, the master, the
- * workers, the routes and agent-runner-ctl hold a struct pool * and call these functions.
+ * pool — the session module: the shared-memory session table and the only code that changes
+ * a slot. Reserve, mark started, record the keeper, park, check out, look up, cancel, drain /
+ * kill, free, reclaim dead ones, snapshot: each is a function here, and the slot layout is
+ * private (pool_shm.h). Engine modules, the keeper and the engine's admin API (the master,
+ * agent-runner-ctl) hold a struct pool * and call these functions.
  *
  * Slots are addressed by (index, generation) handles; every access through a handle compares
  * the generation, so a handle kept across a free/reuse is fenced off (-ESTALE).
  *
- * Locking: one process-shared, robust, error-checking mutex, always taken through pool_lock().
- * If the previous holder died, pool_lock() validates every slot, resets the ones that are not
- * consistent, rebuilds the derived lists, marks the mutex consistent and returns 1 (0 when
- * the lock was simply taken). nginx style: a function ending in _locked requires the lock; the
- * others take and drop it themselves. No I/O, malloc, logging or libcurl while the lock is
- * held: the functions copy what the caller needs out of the slot (struct pool_session).
+ * Locking: one process-shared, robust mutex (pool_locked.h, private to the module). Every
+ * function here takes and drops it itself, except the lock-free readers that say so. No I/O,
+ * malloc, logging or libcurl while the lock is held: the functions copy what the caller needs
+ * out of the slot (struct pool_session).
  */
 #ifndef AR_POOL_H
 #define AR_POOL_H
@@ -33,7 +31,6 @@
 
 struct pool; /* opaque: the mapping of one segment */
 struct pool_metrics;
-struct pool_teardown;
 struct buf;
 
 enum slot_state {
@@ -123,9 +120,8 @@ struct pool_info {
 
 /* "/agent-runner.<instance>": the one place the shm name is built. */
 int pool_shm_name(const char *instance, char *out, size_t outlen);
-/* Size of a segment with nslots slots; of one slot. */
+/* Size of a segment with nslots slots. */
 size_t pool_segment_size(uint32_t nslots);
-size_t pool_slot_size(void);
 /*
  * Master: create (replacing any old segment of that name) and initialise the segment.
  * nslots in [1, 1<<20]. *ret is a new struct pool.
@@ -139,48 +135,16 @@ void pool_detach(struct pool *p);
 /* Unmap and unlink the segment. */
 int pool_destroy(struct pool *p);
 void pool_get_info(const struct pool *p, struct pool_info *ret);
-/* Master: record itself as the table's master. */
-void pool_set_master(struct pool *p, pid_t pid);
 
-/* 0 = locked, 1 = locked after repairing a dead holder's mess, <0 = -errno. */
-int pool_lock(struct pool *p);
-void pool_unlock(struct pool *p);
-/* Validate every slot and rebuild the derived lists; returns the number of slots reset. */
-uint32_t pool_repair_locked(struct pool *p);
-/* Consistency check for tests and chaos rounds: 0 or -EUCLEAN with a message in err. */
-int pool_check_locked(struct pool *p, char *err, size_t errlen);
-
-/* ---- the table, under the lock (the raw transitions; tests and the benchmark use them) -- */
-
-struct pool_handle pool_handle_of(struct pool *p, uint32_t index);
-/* Index of the live slot holding key, or -ENOENT. */
-int pool_find_locked(struct pool *p, const char *key);
 /*
- * Take a free slot in state SLOT_STARTING for key ("" = anonymous, never found by key).
- * A key that is already present is -EEXIST. -ENOSPC when the table is full.
+ * Master, adopting the table of a predecessor that died: under the lock, every slot is
+ * validated (the inconsistent ones reset: *ret_reset), the derived lists rebuilt, the table
+ * checked and pid recorded as its master. -EUCLEAN with err when the check fails after the
+ * repair; other -errno when the lock cannot be taken.
  */
-int pool_reserve_locked(struct pool *p, const char *key, pid_t by_pid, struct pool_handle *ret);
-/* Move an idle (or awaiting-approval when approval is true) slot to SLOT_BUSY for owner. */
-int pool_checkout_locked(struct pool *p, struct pool_handle h, bool approval, pid_t owner,
-                         const char *turn_id);
-/* Park a busy slot: SLOT_IDLE (deadline = idle) or SLOT_AWAITING_APPROVAL. */
-int pool_park_locked(struct pool *p, struct pool_handle h, enum slot_state state,
-                     int64_t deadline_ms);
-/* Mark a slot draining (it leaves the LRU and the key index keeps it until freed). */
-int pool_drain_locked(struct pool *p, struct pool_handle h, uint8_t reason);
-/*
- * Free the slot: generation bumped, key index/LRU updated, and the teardown remembered with
- * reason (0 = the reason recorded by pool_drain_locked, if any).
- */
-int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason);
-/* Count of parked slots (idle + awaiting approval) holding a key. */
-uint32_t pool_parked_count_locked(struct pool *p);
-/* The least recently used idle slot, or -ENOENT. */
-int pool_lru_idle_locked(struct pool *p);
-/* A copy of the live slot h; -ESTALE when it is gone. */
-int pool_session_get_locked(struct pool *p, struct pool_handle h, struct pool_session *ret);
-/* The most recent teardown remembered for key (layout in pool_shm.h), or NULL. */
-const struct pool_teardown *pool_recent_teardown_locked(struct pool *p, const char *key);
+int pool_adopt(struct pool *p, pid_t pid, uint32_t *ret_reset, char *err, size_t errlen);
+/* Consistency check (agent-runner-ctl check, chaos rounds): 0, -EUCLEAN with err, -errno. */
+int pool_check(struct pool *p, char *err, size_t errlen);
 
 /* ---- sessions: one function per step of a slot's life (self-locking) ----------------- */
 
@@ -407,6 +371,5 @@ int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct p
 int pool_spare_evict(struct pool *p, struct pool_victim *victim);
 
 const char *pool_state_name(uint32_t state);
-uint32_t pool_key_hash(const char *key);
 
 #endif

@@ -519,6 +519,33 @@ void pool_set_master(struct pool *p, pid_t pid)
     p->hdr->master_pid = (int32_t)pid;
 }
 
+int pool_adopt(struct pool *p, pid_t pid, uint32_t *ret_reset, char *err, size_t errlen)
+{
+    uint32_t reset;
+    int r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    reset = pool_repair_locked(p);
+    r = pool_check_locked(p, err, errlen);
+    pool_set_master(p, pid);
+    pool_unlock(p);
+    if (r == 0)
+        *ret_reset = reset;
+    return r;
+}
+
+int pool_check(struct pool *p, char *err, size_t errlen)
+{
+    int r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    r = pool_check_locked(p, err, errlen);
+    pool_unlock(p);
+    return r;
+}
+
 struct pool_reclaimed *pool_scratch_new(const struct pool *p)
 {
     return calloc(p->hdr->nslots, sizeof(struct pool_reclaimed));

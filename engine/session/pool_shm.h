@@ -1,7 +1,7 @@
 /*
  * pool_shm — the layout of the shared-memory session table, private to the pool module
- * (pool.c, pool_shm.c) and its unit test. Nothing else includes this file: every other module
- * reaches the table through pool.h, so no other module can write a slot field.
+ * (pool.c, pool_shm.c, pool_spare.c) and its unit tests. Nothing else includes this file: every
+ * other module reaches the table through pool.h, so no other module can write a slot field.
  *
  *   struct pool_header | struct pool_slot[nslots] | int32_t buckets[nbuckets]
  *
@@ -16,10 +16,11 @@
 
 #include "core/contracts.h"
 #include "session/pool.h"
+#include "session/pool_locked.h"
 #include "telemetry/metrics.h"
 
 #define POOL_MAGIC 0x4152504f4f4c0001ull /* "ARPOOL" + 1 */
-#define POOL_LAYOUT_VERSION 12u /* > 11 of both i14 (gate kinds) + sbx and i17 (spares) */
+#define POOL_LAYOUT_VERSION 12u /* bumped with every change of the layout below (gate kinds, spares) */
 #define POOL_APPROVALS_MAX APPROVAL_GATES_MAX
 #define POOL_COUNTERS_MAX 128
 

@@ -1,5 +1,5 @@
 /*
- * pool_spare — the spare slots of the session table (pool.h, issue 17): an anonymous slot the
+ * pool_spare — the spare slots of the session table (pool.h): an anonymous slot the
  * master's spare maker reserves (SLOT_STARTING + SLOT_F_SPARE), marks ready once its keeper
  * runs (SLOT_SPARE), and that a new session claims under the lock (SLOT_SPARE ->
  * SLOT_STARTING with the session's key), so a spare never serves two sessions. A spare is

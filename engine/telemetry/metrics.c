@@ -138,15 +138,6 @@ void metrics_sweep(struct pool_metrics *m, enum metric_sweep_action a, uint64_t 
         add(&m->sweeps[a], n);
 }
 
-uint64_t metrics_leases_total(const struct pool_metrics *m, unsigned outcome)
-{
-    uint64_t sum = 0;
-
-    for (unsigned r = 0; outcome < METRIC_LEASE_OUTCOMES && r < METRIC_LEASE_REASONS; r++)
-        sum += get(&m->leases[outcome][r]);
-    return sum;
-}
-
 static void histogram(struct buf *out, const char *name, const char *help,
                       const struct metric_histogram *h);
 

@@ -102,7 +102,6 @@ void metrics_lease(struct pool_metrics *m, unsigned outcome, unsigned reason, in
 /* A remote lease was released with a disposition (provider.h). */
 void metrics_release(struct pool_metrics *m, unsigned disposition);
 void metrics_sweep(struct pool_metrics *m, enum metric_sweep_action a, uint64_t n);
-uint64_t metrics_leases_total(const struct pool_metrics *m, unsigned outcome);
 
 /* Totals over every label (agent-runner-ctl stats). */
 uint64_t metrics_turns_total(const struct pool_metrics *m, enum metric_outcome outcome);

@@ -26,6 +26,7 @@
 
 #include "base/util.h"
 #include "session/pool.h"
+#include "session/pool_locked.h" /* the raw transitions it measures */
 
 #define KEY_LEN 48
 

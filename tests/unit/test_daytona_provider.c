@@ -16,6 +16,7 @@
 #include "base/jsonx.h"
 #include "base/util.h"
 #include "engine.h"
+#include "engine_turn.h" /* the prepared turn's policy, checked directly */
 #include "provider/daytona/daytona_plan.h"
 #include "provider/daytona/daytona_provider.h"
 #include "request/request.h"
@@ -196,7 +197,7 @@ static const struct seed_case seed_cases[] = {
      0},
 };
 
-static int prepare(const struct seed_case *c, struct engine_turn *t, struct run_request *req,
+static int prepare(const struct seed_case *c, struct engine_turn **t, struct run_request *req,
                    char *err, size_t errlen)
 {
     struct engine_config cfg = {.harness_dir = harness_dir, .session_pool_max = 8};
@@ -239,22 +240,22 @@ static void test_daytona_provider_seed_004_rules_through_engine_prepare(void)
     for (size_t i = 0; i < sizeof(seed_cases) / sizeof(seed_cases[0]); i++) {
         const struct seed_case *c = &seed_cases[i];
         struct run_request req;
-        struct engine_turn t;
+        struct engine_turn *t = NULL;
         char err[256] = "";
         int r;
 
         memset(&req, 0, sizeof(req));
         r = prepare(c, &t, &req, err, sizeof(err));
         if (r != c->want ||
-            (r == 0 && (t.policy.mode != c->mode || t.policy.idle_ms != c->idle_ms)))
+            (r == 0 && (t->policy.mode != c->mode || t->policy.idle_ms != c->idle_ms)))
             fprintf(stderr, "\n  case \"%s\": r %d (%s) mode %d idle %llu\n", c->name, r, err,
-                    r == 0 ? (int)t.policy.mode : -1,
-                    r == 0 ? (unsigned long long)t.policy.idle_ms : 0ull);
+                    r == 0 ? (int)t->policy.mode : -1,
+                    r == 0 ? (unsigned long long)t->policy.idle_ms : 0ull);
         CU_ASSERT_EQUAL(r, c->want);
         if (r == 0) {
-            CU_ASSERT_EQUAL(t.policy.mode, c->mode);
-            CU_ASSERT_EQUAL(t.policy.idle_ms, c->idle_ms);
-            engine_turn_release(&t);
+            CU_ASSERT_EQUAL(t->policy.mode, c->mode);
+            CU_ASSERT_EQUAL(t->policy.idle_ms, c->idle_ms);
+            engine_turn_free(t);
         } else {
             CU_ASSERT_PTR_NOT_NULL(strstr(err, "runner_warm_environment_requires_reusable_lease"));
         }

@@ -633,6 +633,33 @@ static void populate(struct pool *p, struct pool_handle h[4])
     CU_ASSERT_EQUAL(pool_checkout_locked(p, h[2], false, getpid(), "t"), 0);
 }
 
+/* A master adopting a table: garbage slots reset, the table checked, itself recorded. */
+static void test_pool_adopt_repairs_and_records_master(void)
+{
+    struct pool *p = new_pool(4);
+    struct pool_handle h[4];
+    struct pool_info info;
+    uint32_t reset = 99;
+    char err[200] = "";
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(pool_lock(p), 0);
+    populate(p, h);
+    pool_unlock(p);
+    scribble_state(p, h[1].index);
+    CU_ASSERT_EQUAL(pool_check(p, err, sizeof(err)), -EUCLEAN);
+    CU_ASSERT_NOT_EQUAL(err[0], '\0');
+    CU_ASSERT_EQUAL(pool_adopt(p, 4242, &reset, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(reset, 1);
+    pool_get_info(p, &info);
+    CU_ASSERT_EQUAL(info.master_pid, 4242);
+    CU_ASSERT_EQUAL(info.nused, 3);
+    CU_ASSERT_EQUAL(pool_check(p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(pool_adopt(p, 4243, &reset, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(reset, 0);
+    CU_ASSERT_EQUAL(pool_destroy(p), 0);
+}
+
 static void test_pool_robust_repairs_invalid_state(void)
 {
 #ifdef __SANITIZE_THREAD__
@@ -1145,6 +1172,7 @@ CU_TestInfo pool_tests[] = {
     {"test_pool_robust_repairs_half_reserve", test_pool_robust_repairs_half_reserve},
     {"test_pool_robust_repairs_unterminated_key", test_pool_robust_repairs_unterminated_key},
     {"test_pool_robust_clean_death_keeps_slots", test_pool_robust_clean_death_keeps_slots},
+    {"test_pool_adopt_repairs_and_records_master", test_pool_adopt_repairs_and_records_master},
     {"test_pool_check_detects_free_list", test_pool_check_detects_free_list},
     {"test_pool_check_detects_lru_list", test_pool_check_detects_lru_list},
     {"test_pool_attach_checks_header", test_pool_attach_checks_header},

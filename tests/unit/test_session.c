@@ -11,6 +11,7 @@
 
 #include "base/util.h"
 #include "session/pool.h"
+#include "session/pool_locked.h" /* the raw transitions: this suite checks slots directly */
 #include "suites.h"
 
 static unsigned seq;

@@ -1,0 +1,147 @@
+/*
+ * engine_config — the engine's settings that need its own parsers (engine.h): the tools' test
+ * resolver, the spares per harness, platform mode; and their texts for the start-up log.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agenta/agenta_api.h"
+#include "environment/spare.h"
+#include "session/pool.h"
+#include "tools/tool_runner.h"
+#include "turn/run_limits.h"
+
+struct lookup {
+    engine_getenv_fn get;
+    void *ctx;
+};
+
+/* The value of name: leading blanks skipped; NULL when unset, empty or blank. */
+static const char *setting(const struct lookup *l, const char *name)
+{
+    const char *v = l->get(name, l->ctx);
+
+    while (v && (*v == ' ' || *v == '\t'))
+        v++;
+    return v && *v ? v : NULL;
+}
+
+static const char *lookup_fn(const char *name, void *ctx)
+{
+    const struct lookup *l = ctx;
+
+    return l->get(name, l->ctx);
+}
+
+/* AGENT_RUNNER_TOOLS_TEST_RESOLVE (tests only): host names resolved to given addresses. */
+static int read_test_resolve(struct engine_config *cfg, const struct lookup *l, char *err,
+                             size_t errlen)
+{
+    const char *v = setting(l, "AGENT_RUNNER_TOOLS_TEST_RESOLVE");
+    struct tool_runner_resolve *res;
+    char why[256];
+
+    if (!v)
+        return 0;
+    res = calloc(1, sizeof(*res));
+    if (!res)
+        return -ENOMEM;
+    if (tool_runner_resolve_parse(v, res, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "AGENT_RUNNER_TOOLS_TEST_RESOLVE: %s", why);
+        free(res);
+        return -EINVAL;
+    }
+    cfg->tools.test_resolve = res;
+    return 0;
+}
+
+/* Platform mode: on when Agenta's API is named; a bad AGENTA_* value stops the start. */
+static int read_agenta(struct engine_config *cfg, struct lookup *l, char *err, size_t errlen)
+{
+    struct agenta_config *a = calloc(1, sizeof(*a));
+    int r;
+
+    if (!a)
+        return -ENOMEM;
+    r = agenta_config_load(a, lookup_fn, l, err, errlen);
+    if (r < 0 || !a->enabled) {
+        free(a);
+        return r;
+    }
+    cfg->agenta = a;
+    return 0;
+}
+
+int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ctx, char *err,
+                       size_t errlen)
+{
+    struct lookup l = {.get = get, .ctx = ctx};
+    const char *spares;
+    int r;
+
+    r = read_test_resolve(cfg, &l, err, errlen);
+    if (r < 0)
+        return r;
+    spares = setting(&l, "AGENT_RUNNER_SPARES");
+    if (spare_settings_parse(spares ? spares : SPARE_SETTINGS_DEFAULT, &cfg->spares, err, errlen) <
+        0)
+        return -EINVAL;
+    r = read_agenta(cfg, &l, err, errlen);
+    if (r < 0)
+        return r;
+    run_limits_config_normalize(&cfg->limits);
+    return 0;
+}
+
+void engine_config_release(struct engine_config *cfg)
+{
+    free((void *)cfg->tools.test_resolve);
+    cfg->tools.test_resolve = NULL;
+    free((void *)cfg->agenta);
+    cfg->agenta = NULL;
+}
+
+void engine_config_spares_text(const struct engine_config *cfg, char *out, size_t outlen)
+{
+    spare_settings_format(&cfg->spares, out, outlen);
+}
+
+/* The API's URL without a user:password part, for the log. */
+static void url_for_log(const char *url, char *out, size_t outlen)
+{
+    const char *host = strstr(url, "://"), *at, *slash;
+
+    host = host ? host + 3 : url;
+    slash = strchr(host, '/');
+    at = memchr(host, '@', slash ? (size_t)(slash - host) : strlen(host));
+    if (at)
+        snprintf(out, outlen, "%.*s***@%s", (int)(host - url), url, at + 1);
+    else
+        snprintf(out, outlen, "%s", url);
+}
+
+void engine_config_platform_text(const struct engine_config *cfg, char *out, size_t outlen)
+{
+    const struct agenta_config *a = cfg->agenta;
+    char api[AGENTA_URL_MAX + 8];
+
+    if (!a) {
+        snprintf(out, outlen, "platform mode off (no AGENTA_API_INTERNAL_URL or AGENTA_API_URL)");
+        return;
+    }
+    url_for_log(a->base_url, api, sizeof(api));
+    snprintf(out, outlen,
+             "platform mode on: api '%s', replica '%s', reconstruct %s, durable records %s "
+             "(%u tries), heartbeat every %llums",
+             api, a->replica_id, a->reconstruct ? "on" : "off", a->records_durable ? "on" : "off",
+             a->ingest_max_retries, (unsigned long long)a->heartbeat_interval_ms);
+}
+
+int engine_table_name(const char *instance, char *out, size_t outlen)
+{
+    return pool_shm_name(instance, out, outlen);
+}
