@@ -35,6 +35,12 @@ static void key_init(void)
     handle_key_ok = pthread_key_create(&handle_key, handle_free) == 0;
 }
 
+CURL *http_handle_new(void)
+{
+    pthread_once(&global_once, global_init);
+    return curl_easy_init();
+}
+
 CURL *http_thread_handle(void)
 {
     CURL *h;

@@ -123,6 +123,9 @@ int http_perform(CURL *h, const struct http_request *rq, struct http_response *r
                  size_t errlen);
 void http_response_release(struct http_response *res);
 
+/* A new handle for a caller that keeps its own (libcurl made ready first): curl_easy_cleanup()
+ * it. NULL when none can be made. */
+CURL *http_handle_new(void);
 /* The calling thread's own handle (made on first use, freed when the thread exits), or NULL
  * when none can be made. */
 CURL *http_thread_handle(void);
