@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agenta/agenta_api.h"
+#include "base/http.h"
 #include "base/jsonx.h"
 #include "fake_http.h"
 #include "suites.h"
@@ -131,24 +132,25 @@ static void test_agenta_api_config_refuses_bad_values_by_name(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_RECORD_TOOL_TTL_MS"));
 }
 
+/* Agenta's schedules, as agenta_api_call hands them to base/http. */
 static void test_agenta_api_backoff_schedule(void)
 {
-    /* durable ingest: 100 * 2^(n-1) */
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 1), 100);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 2), 200);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 3), 400);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 5), 1600);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 11), 102400);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 60), 3600000);
+    /* durable ingest: 100 * 2^(n-1), capped at an hour */
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 1, 0), 100);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 2, 0), 200);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 3, 0), 400);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 5, 0), 1600);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 11, 0), 102400);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 60, 0), 3600000);
     /* legacy ingest and interactions: 100 * n */
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_LINEAR, 100, 1), 100);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_LINEAR, 100, 3), 300);
-    CU_ASSERT_TRUE(agenta_status_retryable(503));
-    CU_ASSERT_TRUE(agenta_status_retryable(429));
-    CU_ASSERT_TRUE(agenta_status_retryable(408));
-    CU_ASSERT_FALSE(agenta_status_retryable(400));
-    CU_ASSERT_FALSE(agenta_status_retryable(401));
-    CU_ASSERT_FALSE(agenta_status_retryable(409));
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_LINEAR, 100, 1, 0), 100);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_LINEAR, 100, 3, 0), 300);
+    CU_ASSERT_TRUE(http_status_retryable(503));
+    CU_ASSERT_TRUE(http_status_retryable(429));
+    CU_ASSERT_TRUE(http_status_retryable(408));
+    CU_ASSERT_FALSE(http_status_retryable(400));
+    CU_ASSERT_FALSE(http_status_retryable(401));
+    CU_ASSERT_FALSE(http_status_retryable(409));
 }
 
 static void test_agenta_api_bodies_match_agentas(void)
@@ -523,6 +525,25 @@ static void test_agenta_api_times_out_and_aborts(void)
     fake_http_stop(f);
 }
 
+/* POST a body the way the records queue delivers a row (records.c): the final HTTP status. */
+static int post_row(struct agenta_api *api, const char *path, json_object *body,
+                    unsigned attempts)
+{
+    struct agenta_call call = {.method = AGENTA_POST, .path = path, .attempts = attempts,
+                               .backoff = AGENTA_BACKOFF_LINEAR,
+                               .backoff_base_ms = AGENTA_RETRY_BASE_MS};
+    struct agenta_response res;
+    char err[256];
+    int r;
+
+    call.body = jsonx_text(body, &call.body_len);
+    r = agenta_api_call(api, &call, &res, err, sizeof(err));
+    if (r > 0)
+        agenta_response_release(&res);
+    json_object_put(body);
+    return r;
+}
+
 static void test_agenta_api_turn_ledger_and_interactions(void)
 {
     struct script s = {.status = 409};
@@ -547,15 +568,16 @@ static void test_agenta_api_turn_ledger_and_interactions(void)
     s.body = NULL;
     CU_ASSERT_EQUAL(agenta_api_turn_complete(api, "s1", 1, "a", "2026-11-30T10:00:00.000Z", err,
                                              sizeof(err)), 0);
-    /* interaction rows: 3 attempts on a failing API */
+    /* interaction rows (platform.c queues them): 3 attempts on a failing API */
     s.fail_first = 1000;
-    CU_ASSERT_EQUAL(agenta_api_interaction_create(api, &it, err, sizeof(err)), -EREMOTEIO);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS, agenta_interaction_body(&it),
+                             AGENTA_INTERACTION_ATTEMPTS), 503);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/"), 3);
     s.fail_first = 0;
-    CU_ASSERT_EQUAL(agenta_api_interaction_transition(api, "s1", "tok", "denied", "c1", err,
-                                                      sizeof(err)), 0);
-    CU_ASSERT_EQUAL(agenta_api_interactions_cancel_stale(api, "s1", "t1", NULL, 0, err,
-                                                         sizeof(err)), 0);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS_TRANSITION,
+                             agenta_transition_body("s1", "tok", "denied", "c1"), 1), 200);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS_CANCEL_STALE,
+                             agenta_cancel_stale_body("s1", "t1", NULL, 0), 1), 200);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/transition"), 1);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/cancel-stale"), 1);
     agenta_api_free(api);
@@ -587,7 +609,8 @@ static void test_agenta_api_attachments(void)
     /* the API must name the file */
     s.extra = NULL;
     CU_ASSERT_EQUAL(agenta_api_attachment_content(api, "s1", "a", &a, err, sizeof(err)), -EBADMSG);
-    CU_ASSERT_EQUAL(agenta_api_attachments_reference(api, "s1", ids, 1, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_ATTACHMENTS_REFERENCE,
+                             agenta_attachments_reference_body("s1", ids, 1), 1), 200);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/attachments/reference"), 1);
     agenta_api_free(api);
     fake_http_stop(f);
