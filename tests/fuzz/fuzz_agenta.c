@@ -9,8 +9,9 @@
  *      inbound message last.
  *   1: a heartbeat answer -> agenta_beat_reply_parse (agenta_bodies). Properties: an object always parses;
  *      admitted false only when is_current_turn or admitted is false; ids are printable.
- *   2: a Content-Disposition value -> agenta_disposition_filename (agenta_disposition). Properties: a name, when
- *      there is one, is a single non-empty path component without control characters.
+ *   2: a Content-Disposition value -> agenta_disposition_filename (agenta_disposition).
+ *      Properties: a name, when there is one, is a single non-empty path component without
+ *      control characters.
  */
 #include <errno.h>
 #include <string.h>
