@@ -142,6 +142,7 @@ static CU_SuiteInfo suites[] = {
     {"provider", NULL, NULL, NULL, NULL, provider_tests},
     {"session", NULL, NULL, NULL, NULL, session_tests},
     {"turn_loop", NULL, NULL, NULL, NULL, turn_loop_tests},
+    {"http", NULL, NULL, NULL, NULL, http_tests},
     {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},

@@ -35,6 +35,7 @@ extern CU_TestInfo harness_tests[];
 extern CU_TestInfo provider_tests[];
 extern CU_TestInfo session_tests[];
 extern CU_TestInfo turn_loop_tests[];
+extern CU_TestInfo http_tests[];
 extern CU_TestInfo tool_http_tests[];
 extern CU_TestInfo ssrf_guard_tests[];
 extern CU_TestInfo tool_spec_tests[];
