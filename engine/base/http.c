@@ -399,6 +399,7 @@ static int set_options(CURL *h, const struct http_request *rq, struct xfer *x,
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)connect);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
