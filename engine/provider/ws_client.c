@@ -41,7 +41,6 @@ struct ws_conn {
     bool close_sent;
     bool close_received;
     bool dead;
-    uint16_t close_code;
     int io_timeout_ms;
     uint8_t ping[WS_CONTROL_MAX];
 };
@@ -504,7 +503,6 @@ int ws_connect(const struct ws_options *o, struct ws_conn **ret, char *err, size
         goto out;
     }
     c->fd = -1;
-    c->close_code = WS_CLOSE_ABNORMAL;
     c->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 60000;
     ws_frame_parser_init(&c->parser, o->max_frame);
     r = util_random_bytes(nonce, sizeof(nonce));
@@ -578,13 +576,6 @@ static int send_frame(struct ws_conn *c, uint8_t opcode, const void *data, size_
     return r;
 }
 
-int ws_send(struct ws_conn *c, uint8_t opcode, const void *data, size_t len)
-{
-    if (c->close_sent)
-        return -EPIPE;
-    return send_frame(c, opcode, data, len);
-}
-
 static void send_close(struct ws_conn *c, uint16_t code)
 {
     uint8_t payload[2] = {(uint8_t)(code >> 8), (uint8_t)code};
@@ -625,7 +616,6 @@ int ws_read(struct ws_conn *c, int timeout_ms, struct ws_event *ret_ev)
                 case WS_EV_PONG:
                     continue;
                 case WS_EV_CLOSE:
-                    c->close_code = ev.close_code;
                     c->close_received = true;
                     send_close(c, ev.close_code == WS_CLOSE_NO_STATUS ? WS_CLOSE_NORMAL
                                                                       : ev.close_code);
@@ -674,34 +664,10 @@ int ws_read(struct ws_conn *c, int timeout_ms, struct ws_event *ret_ev)
     }
 }
 
-int ws_close(struct ws_conn *c, uint16_t code, int wait_ms)
-{
-    int64_t deadline = util_now_ms() + wait_ms;
-
-    send_close(c, code);
-    while (!c->close_received && !c->dead) {
-        struct ws_event ev;
-        int64_t left = deadline - util_now_ms();
-        int r;
-
-        if (left <= 0)
-            return -ETIMEDOUT;
-        r = ws_read(c, (int)left, &ev);
-        if (r <= 0)
-            return r == 0 ? -ETIMEDOUT : r;
-    }
-    return 0;
-}
-
 void ws_shutdown(struct ws_conn *c)
 {
     if (c && c->fd >= 0)
         (void)shutdown(c->fd, SHUT_RDWR);
-}
-
-uint16_t ws_close_code(const struct ws_conn *c)
-{
-    return c->close_code;
 }
 
 void ws_free(struct ws_conn *c)

@@ -55,17 +55,8 @@ int ws_connect(const struct ws_options *o, struct ws_conn **ret, char *err, size
  */
 int ws_read(struct ws_conn *c, int timeout_ms, struct ws_event *ret_ev);
 
-/* Send one whole message (or a control frame). */
-int ws_send(struct ws_conn *c, uint8_t opcode, const void *data, size_t len);
-
-/* Send a close frame with code (once) and wait up to wait_ms for the server's close. */
-int ws_close(struct ws_conn *c, uint16_t code, int wait_ms);
-
 /* Wake a reader blocked in ws_read() from another thread (it then returns -ECONNRESET). */
 void ws_shutdown(struct ws_conn *c);
-
-/* The close code the server sent (WS_CLOSE_ABNORMAL while none). */
-uint16_t ws_close_code(const struct ws_conn *c);
 
 /* Close the socket and free everything. NULL is a no-op. */
 void ws_free(struct ws_conn *c);

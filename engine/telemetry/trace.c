@@ -11,8 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
+#include "base/http.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -22,8 +21,8 @@
 #define TRACE_TOOLS_MAX 128
 #define TRACE_SANDBOX_MAX 8
 #define TRACE_VALUE_MAX 4000
-#define EXPORT_TIMEOUT_MS 5000L
-#define EXPORT_CONNECT_MS 2000L
+#define EXPORT_TIMEOUT_MS 5000u
+#define EXPORT_CONNECT_MS 2000u
 
 struct span {
     char id[17];
@@ -350,45 +349,40 @@ static void item_free(struct export_item *it)
     memset(it, 0, sizeof(*it));
 }
 
-static size_t discard(char *ptr, size_t size, size_t n, void *ctx)
+static void post(const struct export_item *it)
 {
-    (void)ptr;
-    (void)ctx;
-    return size * n;
-}
+    char auth[8192], err[256];
+    const char *lines[2] = {"Content-Type: application/json", auth};
+    struct http_request rq = {
+        .method = "POST",
+        .url = it->url,
+        .headers = lines,
+        .nheaders = 1,
+        .body = it->body,
+        .body_len = strlen(it->body),
+        .timeout_ms = EXPORT_TIMEOUT_MS,
+        .connect_timeout_ms = EXPORT_CONNECT_MS,
+        .discard_body = true,
+    };
+    struct http_response res;
+    int r;
 
-static void post(CURL *c, const struct export_item *it)
-{
-    struct curl_slist *headers = NULL;
-    char auth[8192];
-    long status = 0;
-    CURLcode rc;
-
-    headers = curl_slist_append(headers, "Content-Type: application/json");
     if (it->authorization) {
         snprintf(auth, sizeof(auth), "Authorization: %s", it->authorization);
-        headers = curl_slist_append(headers, auth);
+        rq.nheaders = 2;
     }
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, it->url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, it->body);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, EXPORT_TIMEOUT_MS);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, EXPORT_CONNECT_MS);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (rc != CURLE_OK || status >= 300)
-        log_debug("trace export failed: %s (HTTP %ld)", curl_easy_strerror(rc), status);
-    curl_slist_free_all(headers);
+    r = http_perform(http_thread_handle(), &rq, &res, err, sizeof(err));
+    if (r < 0) {
+        log_debug("trace export failed: %s", err);
+        return;
+    }
+    if (res.status >= 300)
+        log_debug("trace export failed: HTTP %ld", res.status);
+    http_response_release(&res);
 }
 
 static void *exporter(void *arg)
 {
-    CURL *c = curl_easy_init();
-
     (void)arg;
     for (;;) {
         struct export_item it;
@@ -401,8 +395,7 @@ static void *exporter(void *arg)
         q_head = (q_head + 1) % TRACE_QUEUE_MAX;
         q_len--;
         pthread_mutex_unlock(&q_lock);
-        if (c)
-            post(c, &it);
+        post(&it);
         item_free(&it);
     }
     return NULL;

@@ -1,7 +1,7 @@
 /*
- * tool_http — one bounded HTTP exchange over libcurl, for the runner-executed tools (callback
- * and direct calls, the MCP client). Nothing here knows about tools; it only makes sure that
- * every request the runner sends on a tool's behalf is bounded and cannot be bent:
+ * tool_http — one bounded HTTP exchange for the runner-executed tools (callback and direct
+ * calls, the MCP client), over base/http. Nothing here knows about tools; it only makes sure
+ * that every request the runner sends on a tool's behalf is bounded and cannot be bent:
  *
  *   - http and https only, redirects never followed (a 3xx is just a status), proxies from the
  *     environment never used (a proxy would bypass the SSRF pin);
@@ -11,18 +11,19 @@
  *     either an error (-E2BIG) or, with truncate_ok, stopped and flagged `truncated`;
  *   - an optional pin: "host:port:address" handed to CURLOPT_RESOLVE, and the address the
  *     connection really reached is checked against it before a byte is sent, so DNS rebinding
- *     between the SSRF check and the connect cannot slip through;
- *   - header values are refused when they hold CR, LF or NUL (no header injection).
+ *     between the SSRF check (tools/ssrf_guard.h) and the connect cannot slip through;
+ *   - only GET, POST, PUT and DELETE; header values are refused when they hold CR, LF or NUL
+ *     (no header injection); no retries.
  *
  * Errors: the function returns 0 when an HTTP response was received (whatever its status),
  * -ECANCELED when the cancel flag was raised, -ETIMEDOUT on the deadline, -E2BIG when the body
  * passed max_body without truncate_ok, -EPERM when a pinned connection reached another
- * address, -EINVAL for a bad request, -EIO for any other transport failure. err then holds a
- * short reason from libcurl's fixed messages (never the URL, never a header value).
+ * address, -EINVAL for a bad request, on_data's own -errno, or another transport failure as
+ * base/http.h maps it (-ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET, -EPROTO, -EIO, ...). err
+ * then holds a short reason from libcurl's fixed messages (never the URL, never a header value).
  *
  * Threads: a CURL handle belongs to one thread at a time. Passing the same handle again keeps
  * its connections alive (a warm callback costs no TLS handshake); NULL uses a fresh one.
- * curl_global_init() must have run (the master does it; unit tests do it in their main).
  */
 #ifndef AR_TOOL_HTTP_H
 #define AR_TOOL_HTTP_H
@@ -47,21 +48,21 @@ struct tool_http_response;
  * the transfer now (the response then counts as complete: `stopped` is set), or -errno to
  * fail it.
  */
-typedef int (*tool_http_data_fn)(void *ctx, const struct tool_http_response *res,
-                                 const char *data, size_t len);
+typedef int (*tool_http_data_fn)(void *ctx, const struct tool_http_response *res, const char *data,
+                                 size_t len);
 
 struct tool_http_request {
-    const char *method;   /* GET, POST, PUT, DELETE */
+    const char *method; /* GET, POST, PUT, DELETE */
     const char *url;
-    const char *body;     /* sent as is (POST/PUT); NULL = no body */
+    const char *body; /* sent as is (POST/PUT); NULL = no body */
     size_t body_len;
     const char *const *headers; /* "Name: value" lines, at most TOOL_HTTP_HEADERS_MAX, or NULL */
     size_t nheaders;
-    uint64_t timeout_ms;  /* total; 0 = 30 s */
-    size_t max_body;      /* response body cap in bytes (> 0) */
-    bool truncate_ok;     /* at the cap: stop and flag `truncated` instead of failing */
-    const char *pin_resolve; /* "host:port:address" for CURLOPT_RESOLVE, or NULL */
-    const char *pin_addr;    /* the address the connection must reach, or NULL */
+    uint64_t timeout_ms;        /* total; 0 = 30 s */
+    size_t max_body;            /* response body cap in bytes (> 0) */
+    bool truncate_ok;           /* at the cap: stop and flag `truncated` instead of failing */
+    const char *pin_resolve;    /* "host:port:address" for CURLOPT_RESOLVE, or NULL */
+    const char *pin_addr;       /* the address the connection must reach, or NULL */
     const char *capture_header; /* a response header to keep (case-insensitive), or NULL */
     const char *ca_file;        /* CA bundle to verify https against instead of the system's */
     const atomic_int *cancel;   /* non-zero = stop, or NULL */
@@ -71,11 +72,11 @@ struct tool_http_request {
 
 struct tool_http_response {
     long status;
-    struct buf body;            /* capped at max_body; buf_init()ed by tool_http_perform */
-    char content_type[128];     /* lower-cased media type without parameters, "" when none */
-    char captured[512];         /* value of capture_header ("" when absent or too long) */
-    bool truncated;             /* the body passed max_body and was cut there (truncate_ok) */
-    bool stopped;               /* on_data asked to stop */
+    struct buf body;        /* capped at max_body; buf_init()ed by tool_http_perform */
+    char content_type[128]; /* lower-cased media type without parameters, "" when none */
+    char captured[512];     /* value of capture_header ("" when absent or too long) */
+    bool truncated;         /* the body passed max_body and was cut there (truncate_ok) */
+    bool stopped;           /* on_data asked to stop */
 };
 
 /*

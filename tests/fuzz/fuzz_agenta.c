@@ -7,15 +7,18 @@
  *      array always folds; the fold is only user/assistant messages; the splice never fails
  *      (whatever the log holds, the rebuilt request passes the request parser) and keeps the
  *      inbound message last.
- *   1: a heartbeat answer -> agenta_beat_reply_parse. Properties: an object always parses;
- *      admitted false only when is_current_turn or admitted is false; ids are printable.
- *   2: a Content-Disposition value -> agenta_disposition_filename. Properties: a name, when
- *      there is one, is a single non-empty path component without control characters.
+ *   1: a heartbeat answer -> agenta_beat_reply_parse (agenta_bodies). Properties: an object
+ *      always parses; admitted false only when is_current_turn or admitted is false; ids are
+ *      printable.
+ *   2: a Content-Disposition value -> agenta_disposition_filename (agenta_disposition).
+ *      Properties: a name, when there is one, is a single non-empty path component without
+ *      control characters.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "agenta/agenta_api.h"
+#include "agenta/agenta_bodies.h"
+#include "agenta/agenta_disposition.h"
 #include "agenta/reconstruct.h"
 #include "base/jsonx.h"
 #include "fuzz.h"

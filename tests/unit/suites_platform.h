@@ -11,6 +11,9 @@
 #include "agenta/agenta_api.h"
 
 extern CU_TestInfo redact_tests[];
+extern CU_TestInfo agenta_config_tests[];
+extern CU_TestInfo agenta_bodies_tests[];
+extern CU_TestInfo agenta_disposition_tests[];
 extern CU_TestInfo agenta_api_tests[];
 extern CU_TestInfo records_tests[];
 extern CU_TestInfo reconstruct_tests[];

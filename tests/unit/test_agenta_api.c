@@ -1,338 +1,34 @@
-/* agenta_api: configuration, bodies and answers, and real exchanges with an in-test server. */
+/* agenta_api: the retry schedules and real exchanges with an in-test server. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agenta/agenta_api.h"
+#include "base/http.h"
 #include "base/jsonx.h"
 #include "fake_http.h"
 #include "suites.h"
 #include "suites_platform.h"
 
-struct env_table {
-    const char *const *kv; /* name, value, name, value, ..., NULL */
-};
-
-static const char *table_lookup(const char *name, void *ctx)
-{
-    const struct env_table *t = ctx;
-
-    for (size_t i = 0; t->kv[i]; i += 2)
-        if (strcmp(t->kv[i], name) == 0)
-            return t->kv[i + 1];
-    return NULL;
-}
-
-int test_agenta_config(const char *url, struct agenta_config *ret)
-{
-    const char *kv[] = {"AGENTA_API_INTERNAL_URL", url, "AGENTA_RUNNER_REPLICA_ID", "replica-1",
-                        NULL};
-    struct env_table t = {kv};
-    char err[256];
-
-    return agenta_config_load(ret, table_lookup, &t, err, sizeof(err));
-}
-
-/* A JSON text compared to o by value. */
-static bool json_is(json_object *o, const char *want)
-{
-    json_object *w = test_json(want);
-    bool eq = w && o && json_object_equal(o, w);
-
-    if (!eq)
-        fprintf(stderr, "\n  got:  %s\n  want: %s\n", jsonx_text(o, NULL), want);
-    json_object_put(w);
-    return eq;
-}
-
-static void test_agenta_api_config_is_off_without_a_url(void)
-{
-    const char *kv[] = {"AGENTA_API_URL", "", NULL};
-    struct env_table t = {kv};
-    struct agenta_config cfg;
-    char err[256];
-
-    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
-    CU_ASSERT_FALSE(cfg.enabled);
-    CU_ASSERT_TRUE(cfg.reconstruct);
-    CU_ASSERT_TRUE(cfg.records_durable);
-    CU_ASSERT_EQUAL(cfg.ingest_max_retries, 6);
-    CU_ASSERT_EQUAL(cfg.record_tool_ttl_ms, 3000);
-    CU_ASSERT_EQUAL(cfg.records_query_timeout_ms, 5000);
-    CU_ASSERT_EQUAL(cfg.heartbeat_interval_ms, 30000);
-    CU_ASSERT_EQUAL(cfg.refresh_every, 10);
-    /* one id for the whole runner, stable across its workers and restarts */
-    CU_ASSERT_EQUAL(strncmp(cfg.replica_id, "agent-runner@", 13), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(cfg.replica_id, "/default"));
-}
-
-static void test_agenta_api_config_internal_url_wins_and_is_trimmed(void)
-{
-    const char *kv[] = {"AGENTA_API_URL", "https://public.example/api",
-                        "AGENTA_API_INTERNAL_URL", "http://api:8000//",
-                        "AGENTA_RECORDS_DURABLE", " False ",
-                        "AGENTA_SESSIONS_RECONSTRUCT", "0", /* only "false" turns it off */
-                        "AGENTA_RECORDS_INGEST_MAX_RETRIES", "12",
-                        NULL};
-    struct env_table t = {kv};
-    struct agenta_config cfg;
-    char err[256];
-
-    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
-    CU_ASSERT_TRUE(cfg.enabled);
-    CU_ASSERT_STRING_EQUAL(cfg.base_url, "http://api:8000");
-    CU_ASSERT_FALSE(cfg.records_durable);
-    CU_ASSERT_TRUE(cfg.reconstruct);
-    CU_ASSERT_EQUAL(cfg.ingest_max_retries, 12);
-
-    kv[2] = "AGENTA_UNUSED";
-    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
-    CU_ASSERT_STRING_EQUAL(cfg.base_url, "https://public.example/api");
-}
-
-static void test_agenta_api_config_heartbeat_interval_and_refresh(void)
-{
-    const char *kv[] = {"AGENTA_API_URL", "http://api", "AGENT_RUNNER_AGENTA_HEARTBEAT_MS", "250",
-                        "AGENT_RUNNER_AGENTA_REFRESH_EVERY", "3", NULL};
-    const char *too_fast[] = {"AGENT_RUNNER_AGENTA_HEARTBEAT_MS", "10", NULL};
-    const char *no_refresh[] = {"AGENT_RUNNER_AGENTA_REFRESH_EVERY", "0", NULL};
-    struct env_table t = {kv};
-    struct agenta_config cfg;
-    char err[256];
-
-    CU_ASSERT_EQUAL_FATAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), 0);
-    CU_ASSERT_EQUAL(cfg.heartbeat_interval_ms, 250);
-    CU_ASSERT_EQUAL(cfg.refresh_every, 3);
-    t.kv = too_fast;
-    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_AGENTA_HEARTBEAT_MS"));
-    t.kv = no_refresh;
-    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENT_RUNNER_AGENTA_REFRESH_EVERY"));
-}
-
-static void test_agenta_api_config_refuses_bad_values_by_name(void)
-{
-    const char *bad_url[] = {"AGENTA_API_INTERNAL_URL", "ftp://api", NULL};
-    const char *bad_retries[] = {"AGENTA_API_URL", "http://api", "AGENTA_RECORDS_INGEST_MAX_RETRIES",
-                                 "13", NULL};
-    const char *bad_ttl[] = {"AGENTA_RECORD_TOOL_TTL_MS", "soon", NULL};
-    struct env_table t = {bad_url};
-    struct agenta_config cfg;
-    char err[256];
-
-    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_API_INTERNAL_URL"));
-    t.kv = bad_retries;
-    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_RECORDS_INGEST_MAX_RETRIES"));
-    t.kv = bad_ttl;
-    CU_ASSERT_EQUAL(agenta_config_load(&cfg, table_lookup, &t, err, sizeof(err)), -EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "AGENTA_RECORD_TOOL_TTL_MS"));
-}
-
+/* Agenta's schedules, as agenta_api_call hands them to base/http. */
 static void test_agenta_api_backoff_schedule(void)
 {
-    /* durable ingest: 100 * 2^(n-1) */
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 1), 100);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 2), 200);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 3), 400);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 5), 1600);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 11), 102400);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_EXPONENTIAL, 100, 60), 3600000);
+    /* durable ingest: 100 * 2^(n-1), capped at an hour */
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 1, 0), 100);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 2, 0), 200);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 3, 0), 400);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 5, 0), 1600);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 11, 0), 102400);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 60, 0), 3600000);
     /* legacy ingest and interactions: 100 * n */
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_LINEAR, 100, 1), 100);
-    CU_ASSERT_EQUAL(agenta_backoff_ms(AGENTA_BACKOFF_LINEAR, 100, 3), 300);
-    CU_ASSERT_TRUE(agenta_status_retryable(503));
-    CU_ASSERT_TRUE(agenta_status_retryable(429));
-    CU_ASSERT_TRUE(agenta_status_retryable(408));
-    CU_ASSERT_FALSE(agenta_status_retryable(400));
-    CU_ASSERT_FALSE(agenta_status_retryable(401));
-    CU_ASSERT_FALSE(agenta_status_retryable(409));
-}
-
-static void test_agenta_api_bodies_match_agentas(void)
-{
-    json_object *rc = test_json(
-        "{\"workflow\":{\"artifact\":{\"id\":\"wf_abc\"},\"variant\":{\"id\":\"var_abc\","
-        "\"slug\":\"weather-agent\"},\"revision\":{\"id\":\"rev_abc123\",\"version\":\"3\"},"
-        "\"is_draft\":false}}");
-    json_object *refs = agenta_workflow_reference_list(rc), *o, *args = test_json("{\"p\":1}");
-    json_object *params = test_json("{\"agent\":{}}");
-    struct agenta_beat b = {.session_id = "s1", .replica_id = "r1", .turn_id = "t1",
-                            .is_running = true, .name = "Hello", .references = refs};
-    struct agenta_interaction it = {.session_id = "s1", .turn_id = "t1", .token = "tok",
-                                    .kind = "user_approval", .tool = "bash", .args = args,
-                                    .tool_call_id = "call-1", .run_context = rc,
-                                    .parameters = params};
-    struct agenta_turn turn = {.session_id = "s1", .stream_id = "st", .turn_id = "t1",
-                               .turn_index = 2, .harness_kind = "pi", .references = refs};
-    const char *tokens[] = {"a", "b"};
-
-    CU_ASSERT_TRUE(json_is(refs, "[{\"id\":\"wf_abc\",\"key\":\"workflow\"},"
-                                 "{\"id\":\"var_abc\",\"slug\":\"weather-agent\","
-                                 "\"key\":\"workflow_variant\"},"
-                                 "{\"id\":\"rev_abc123\",\"version\":\"3\","
-                                 "\"key\":\"workflow_revision\"}]"));
-    o = agenta_beat_body(&b);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"replica_id\":\"r1\",\"turn_id\":\"t1\","
-                              "\"is_running\":true,\"name\":\"Hello\",\"references\":"
-                              "[{\"id\":\"wf_abc\",\"key\":\"workflow\"},"
-                              "{\"id\":\"var_abc\",\"slug\":\"weather-agent\","
-                              "\"key\":\"workflow_variant\"},"
-                              "{\"id\":\"rev_abc123\",\"version\":\"3\","
-                              "\"key\":\"workflow_revision\"}]}"));
-    json_object_put(o);
-    b.turn_id = NULL; /* the ownership claim */
-    b.name = NULL;
-    b.references = NULL;
-    b.is_running = true;
-    o = agenta_beat_body(&b);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"replica_id\":\"r1\",\"is_running\":true}"));
-    json_object_put(o);
-
-    o = agenta_interaction_body(&it);
-    CU_ASSERT_TRUE(json_is(
-        o, "{\"session_id\":\"s1\",\"turn_id\":\"t1\",\"token\":\"tok\",\"kind\":\"user_approval\","
-           "\"data\":{\"request\":{\"tool\":\"bash\",\"args\":{\"p\":1},\"tool_call_id\":\"call-1\"},"
-           "\"references\":{\"workflow\":{\"id\":\"wf_abc\"},\"workflow_variant\":{\"id\":"
-           "\"var_abc\",\"slug\":\"weather-agent\"},\"workflow_revision\":{\"id\":\"rev_abc123\","
-           "\"version\":\"3\"}},\"parameters\":{\"agent\":{}}},"
-           "\"flags\":{\"delivered_in_band\":true}}"));
-    json_object_put(o);
-    o = agenta_transition_body("s1", "tok", "approved", "call-1");
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"token\":\"tok\",\"status\":\"resolved\","
-                              "\"resolution\":{\"verdict\":\"approved\",\"tool_call_id\":\"call-1\"}}"));
-    json_object_put(o);
-    o = agenta_transition_body("s1", "tok", NULL, NULL);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"token\":\"tok\",\"status\":\"resolved\"}"));
-    json_object_put(o);
-    o = agenta_cancel_stale_body("s1", "t1", tokens, 2);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"turn_id\":\"t1\",\"tokens\":[\"a\",\"b\"]}"));
-    json_object_put(o);
-    o = agenta_cancel_stale_body("s1", "t1", NULL, 0);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"turn_id\":\"t1\"}"));
-    json_object_put(o);
-    o = agenta_turn_body(&turn);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"stream_id\":\"st\",\"turn_id\":\"t1\","
-                              "\"turn_index\":2,\"harness_kind\":\"pi\",\"references\":"
-                              "[{\"id\":\"wf_abc\",\"key\":\"workflow\"},"
-                              "{\"id\":\"var_abc\",\"slug\":\"weather-agent\","
-                              "\"key\":\"workflow_variant\"},"
-                              "{\"id\":\"rev_abc123\",\"version\":\"3\","
-                              "\"key\":\"workflow_revision\"}]}"));
-    json_object_put(o);
-    o = agenta_turn_complete_body("s1", 2, "acp-1", "2026-11-30T10:00:00.000Z");
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"turn_index\":2,\"agent_session_id\":"
-                              "\"acp-1\",\"end_time\":\"2026-11-30T10:00:00.000Z\"}"));
-    json_object_put(o);
-    o = agenta_turn_query_body("s1", NULL);
-    CU_ASSERT_TRUE(json_is(o, "{\"query\":{\"session_id\":\"s1\"},\"windowing\":{\"limit\":1,"
-                              "\"order\":\"descending\"}}"));
-    json_object_put(o);
-    o = agenta_attachments_reference_body("s1", tokens, 2);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"attachment_ids\":[\"a\",\"b\"]}"));
-    json_object_put(o);
-    CU_ASSERT_PTR_NULL(agenta_workflow_reference_list(NULL));
-    json_object_put(refs);
-    json_object_put(rc);
-    json_object_put(args);
-    json_object_put(params);
-}
-
-static void test_agenta_api_record_body(void)
-{
-    json_object *ev = test_json("{\"type\":\"tool_result\",\"id\":\"c1\",\"output\":\"x\"}"), *o;
-    struct agenta_record rec = {.session_id = "s1", .record_id = "rid", .record_index = 3,
-                                .timestamp = "2026-11-30T10:00:00.000Z", .source = "agent",
-                                .attributes = ev, .turn_id = "t1", .span_id = ""};
-    char stamp[32];
-
-    o = agenta_record_body(&rec);
-    CU_ASSERT_TRUE(json_is(o, "{\"session_id\":\"s1\",\"record_id\":\"rid\",\"record_index\":3,"
-                              "\"timestamp\":\"2026-11-30T10:00:00.000Z\",\"record_source\":"
-                              "\"agent\",\"record_type\":\"tool_result\",\"attributes\":"
-                              "{\"type\":\"tool_result\",\"id\":\"c1\",\"output\":\"x\"},"
-                              "\"turn_id\":\"t1\"}"));
-    json_object_put(o);
-    json_object_put(ev);
-    agenta_iso_time(1764496800123, stamp);
-    CU_ASSERT_STRING_EQUAL(stamp, "2025-11-30T10:00:00.123Z");
-}
-
-static void test_agenta_api_parses_answers(void)
-{
-    struct agenta_beat_reply rep;
-    struct agenta_turn_row row;
-    json_object *o;
-    const char *a = "{\"stream\":{\"id\":\"st-1\"},\"is_current_turn\":true,\"replica_id\":\"r\"}";
-    const char *refused = "{\"stream\":{\"id\":\"st-1\"},\"is_current_turn\":false}";
-    const char *explicit_no = "{\"is_current_turn\":true,\"admitted\":false}";
-
-    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse(a, strlen(a), &rep), 0);
-    CU_ASSERT_TRUE(rep.admitted);
-    CU_ASSERT_TRUE(rep.is_current_turn);
-    CU_ASSERT_STRING_EQUAL(rep.stream_id, "st-1");
-    CU_ASSERT_STRING_EQUAL(rep.replica_id, "r");
-    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse(refused, strlen(refused), &rep), 0);
-    CU_ASSERT_FALSE(rep.admitted);
-    CU_ASSERT_FALSE(rep.is_current_turn);
-    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse(explicit_no, strlen(explicit_no), &rep), 0);
-    CU_ASSERT_FALSE(rep.admitted);
-    CU_ASSERT_EQUAL_FATAL(agenta_beat_reply_parse("{}", 2, &rep), 0);
-    CU_ASSERT_TRUE(rep.admitted);
-    CU_ASSERT_STRING_EQUAL(rep.stream_id, "");
-    CU_ASSERT_EQUAL(agenta_beat_reply_parse("[]", 2, &rep), -EBADMSG);
-    CU_ASSERT_EQUAL(agenta_beat_reply_parse("nope", 4, &rep), -EBADMSG);
-
-    o = test_json("{\"count\":1,\"turns\":[{\"turn_id\":\"t1\",\"harness_kind\":\"pi\","
-                  "\"agent_session_id\":\"acp\",\"turn_index\":4,\"end_time\":\"2026\"}]}");
-    CU_ASSERT_EQUAL_FATAL(agenta_turn_query_parse(o, &row), 0);
-    CU_ASSERT_TRUE(row.found);
-    CU_ASSERT_TRUE(row.ended);
-    CU_ASSERT_EQUAL(row.turn_index, 4);
-    CU_ASSERT_STRING_EQUAL(row.agent_session_id, "acp");
-    json_object_put(o);
-    o = test_json("{\"turns\":[]}");
-    CU_ASSERT_EQUAL_FATAL(agenta_turn_query_parse(o, &row), 0);
-    CU_ASSERT_FALSE(row.found);
-    CU_ASSERT_EQUAL(row.turn_index, -1);
-    json_object_put(o);
-}
-
-static void test_agenta_api_attachment_file_names(void)
-{
-    char out[256];
-
-    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename=\"photo.png\"", out,
-                                                sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "photo.png");
-    /* the extended form wins and is percent-decoded */
-    CU_ASSERT_EQUAL(agenta_disposition_filename(
-                        "attachment; filename=\"fallback.txt\"; filename*=UTF-8''na%C3%AFve%20r.txt",
-                        out, sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "na\xc3\xafve r.txt");
-    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename*=iso-8859-1''caf%E9.txt",
-                                                out, sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "caf\xc3\xa9.txt");
-    /* a broken extended value falls back to the plain one */
-    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename*=UTF-8''%ZZ; filename=a.txt",
-                                                out, sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "a.txt");
-    /* paths are cut to the base name, escapes unquoted, control characters dropped */
-    CU_ASSERT_EQUAL(agenta_disposition_filename("inline; filename=\"..\\\\..\\\\etc/pass\\\"wd\"",
-                                                out, sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "pass\"wd");
-    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename=../../x\x01y", out,
-                                                sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "xy");
-    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment; filename=\"..\"", out, sizeof(out)),
-                    -ENOENT);
-    CU_ASSERT_EQUAL(agenta_disposition_filename("attachment", out, sizeof(out)), -ENOENT);
-    CU_ASSERT_EQUAL(agenta_disposition_filename(NULL, out, sizeof(out)), -ENOENT);
-    CU_ASSERT_EQUAL(agenta_sanitize_filename("a/b/", out, sizeof(out)), 0);
-    CU_ASSERT_STRING_EQUAL(out, "b");
-    CU_ASSERT_EQUAL(agenta_sanitize_filename("/", out, sizeof(out)), -EINVAL);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_LINEAR, 100, 1, 0), 100);
+    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_LINEAR, 100, 3, 0), 300);
+    CU_ASSERT_TRUE(http_status_retryable(503));
+    CU_ASSERT_TRUE(http_status_retryable(429));
+    CU_ASSERT_TRUE(http_status_retryable(408));
+    CU_ASSERT_FALSE(http_status_retryable(400));
+    CU_ASSERT_FALSE(http_status_retryable(401));
+    CU_ASSERT_FALSE(http_status_retryable(409));
 }
 
 /* ---- exchanges -------------------------------------------------------------------------- */
@@ -523,6 +219,25 @@ static void test_agenta_api_times_out_and_aborts(void)
     fake_http_stop(f);
 }
 
+/* POST a body the way the records queue delivers a row (records.c): the final HTTP status. */
+static int post_row(struct agenta_api *api, const char *path, json_object *body,
+                    unsigned attempts)
+{
+    struct agenta_call call = {.method = AGENTA_POST, .path = path, .attempts = attempts,
+                               .backoff = AGENTA_BACKOFF_LINEAR,
+                               .backoff_base_ms = AGENTA_RETRY_BASE_MS};
+    struct agenta_response res;
+    char err[256];
+    int r;
+
+    call.body = jsonx_text(body, &call.body_len);
+    r = agenta_api_call(api, &call, &res, err, sizeof(err));
+    if (r > 0)
+        agenta_response_release(&res);
+    json_object_put(body);
+    return r;
+}
+
 static void test_agenta_api_turn_ledger_and_interactions(void)
 {
     struct script s = {.status = 409};
@@ -547,15 +262,16 @@ static void test_agenta_api_turn_ledger_and_interactions(void)
     s.body = NULL;
     CU_ASSERT_EQUAL(agenta_api_turn_complete(api, "s1", 1, "a", "2026-11-30T10:00:00.000Z", err,
                                              sizeof(err)), 0);
-    /* interaction rows: 3 attempts on a failing API */
+    /* interaction rows (platform.c queues them): 3 attempts on a failing API */
     s.fail_first = 1000;
-    CU_ASSERT_EQUAL(agenta_api_interaction_create(api, &it, err, sizeof(err)), -EREMOTEIO);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS, agenta_interaction_body(&it),
+                             AGENTA_INTERACTION_ATTEMPTS), 503);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/"), 3);
     s.fail_first = 0;
-    CU_ASSERT_EQUAL(agenta_api_interaction_transition(api, "s1", "tok", "denied", "c1", err,
-                                                      sizeof(err)), 0);
-    CU_ASSERT_EQUAL(agenta_api_interactions_cancel_stale(api, "s1", "t1", NULL, 0, err,
-                                                         sizeof(err)), 0);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS_TRANSITION,
+                             agenta_transition_body("s1", "tok", "denied", "c1"), 1), 200);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS_CANCEL_STALE,
+                             agenta_cancel_stale_body("s1", "t1", NULL, 0), 1), 200);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/transition"), 1);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/cancel-stale"), 1);
     agenta_api_free(api);
@@ -587,24 +303,15 @@ static void test_agenta_api_attachments(void)
     /* the API must name the file */
     s.extra = NULL;
     CU_ASSERT_EQUAL(agenta_api_attachment_content(api, "s1", "a", &a, err, sizeof(err)), -EBADMSG);
-    CU_ASSERT_EQUAL(agenta_api_attachments_reference(api, "s1", ids, 1, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_ATTACHMENTS_REFERENCE,
+                             agenta_attachments_reference_body("s1", ids, 1), 1), 200);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/attachments/reference"), 1);
     agenta_api_free(api);
     fake_http_stop(f);
 }
 
 CU_TestInfo agenta_api_tests[] = {
-    {"config_is_off_without_a_url", test_agenta_api_config_is_off_without_a_url},
-    {"config_internal_url_wins_and_is_trimmed",
-     test_agenta_api_config_internal_url_wins_and_is_trimmed},
-    {"config_refuses_bad_values_by_name", test_agenta_api_config_refuses_bad_values_by_name},
-    {"config_heartbeat_interval_and_refresh",
-     test_agenta_api_config_heartbeat_interval_and_refresh},
     {"backoff_schedule", test_agenta_api_backoff_schedule},
-    {"bodies_match_agentas", test_agenta_api_bodies_match_agentas},
-    {"record_body", test_agenta_api_record_body},
-    {"parses_answers", test_agenta_api_parses_answers},
-    {"attachment_file_names", test_agenta_api_attachment_file_names},
     {"heartbeat_exchange", test_agenta_api_heartbeat_exchange},
     {"retries_transient_failures_only", test_agenta_api_retries_transient_failures_only},
     {"failures_are_named_without_the_credential",

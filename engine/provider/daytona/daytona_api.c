@@ -616,18 +616,6 @@ int daytona_sandbox_mark_activity(struct daytona_client *c, const char *id)
     return lifecycle_post(c, id, "last-activity", NULL);
 }
 
-int daytona_sandbox_set_interval(struct daytona_client *c, const char *id,
-                                 enum daytona_interval which, int minutes)
-{
-    static const char *const names[] = {"autostop", "autoarchive", "autodelete"};
-    char what[48];
-
-    if ((unsigned)which >= ARRAY_SIZE(names) || (which != DAYTONA_AUTODELETE && minutes < 0))
-        return -EINVAL;
-    snprintf(what, sizeof(what), "%s/%d", names[which], minutes);
-    return lifecycle_post(c, id, what, NULL);
-}
-
 int daytona_sandbox_delete(struct daytona_client *c, const char *id)
 {
     char url[DAYTONA_URL_MAX + 128];

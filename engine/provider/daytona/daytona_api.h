@@ -144,9 +144,6 @@ int daytona_sandbox_recover(struct daytona_client *c, const char *id);
 /* DELETE; a sandbox that does not exist counts as deleted (0). */
 int daytona_sandbox_delete(struct daytona_client *c, const char *id);
 
-enum daytona_interval { DAYTONA_AUTOSTOP, DAYTONA_AUTOARCHIVE, DAYTONA_AUTODELETE };
-int daytona_sandbox_set_interval(struct daytona_client *c, const char *id,
-                                 enum daytona_interval which, int minutes);
 /* POST .../network-settings with a daytona_network_settings() body; ret (may be NULL). */
 int daytona_sandbox_set_network(struct daytona_client *c, const char *id, json_object *settings,
                                 struct daytona_sandbox *ret);

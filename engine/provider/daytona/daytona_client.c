@@ -1,15 +1,13 @@
 #include "provider/daytona/daytona_client.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include <curl/curl.h>
 
+#include "base/http.h"
 #include "base/jsonx.h"
 #include "base/util.h"
 
@@ -214,29 +212,17 @@ struct daytona_client {
     long status;
     char message[DAYTONA_MESSAGE_MAX];
     unsigned throttled;
-    /* the exchange in flight */
-    long retry_after_ms;
-    struct buf *resp;
-    bool overflow;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 int daytona_client_new(const struct daytona_config *cfg, struct daytona_client **ret)
 {
     struct daytona_client *c;
 
-    pthread_once(&curl_once, curl_init_once);
     c = calloc(1, sizeof(*c));
     if (!c)
         return -ENOMEM;
     c->cfg = *cfg;
-    c->curl = curl_easy_init();
+    c->curl = http_handle_new();
     if (!c->curl) {
         daytona_client_free(c);
         return -ENOMEM;
@@ -293,48 +279,6 @@ void daytona_client_set_message(struct daytona_client *c, const char *msg)
     }
 }
 
-static size_t on_body(char *data, size_t size, size_t n, void *ctx)
-{
-    struct daytona_client *c = ctx;
-
-    if (!c->resp)
-        return size * n;
-    if (buf_append(c->resp, data, size * n) < 0) {
-        c->overflow = true;
-        return 0;
-    }
-    return size * n;
-}
-
-/* Retry-After and Retry-After-<scope>, in seconds (honour both spellings). */
-static size_t on_header(char *data, size_t size, size_t n, void *ctx)
-{
-    struct daytona_client *c = ctx;
-    size_t len = size * n;
-    const char *colon, *end = data + len;
-    char val[32];
-    size_t vlen = 0;
-    uint64_t secs;
-
-    if (len <= 11 || strncasecmp(data, "retry-after", 11) != 0)
-        return len;
-    colon = memchr(data, ':', len); /* the header line is not NUL-terminated */
-    if (colon) {
-        colon++;
-        while (colon < end && (*colon == ' ' || *colon == '\t'))
-            colon++;
-        while (colon + vlen < end && colon[vlen] != '\r' && colon[vlen] != '\n')
-            vlen++;
-        if (vlen > 0 && vlen < sizeof(val)) {
-            memcpy(val, colon, vlen);
-            val[vlen] = '\0';
-            if (util_parse_u64(val, 0, 3600, &secs) == 0 && (long)secs * 1000 > c->retry_after_ms)
-                c->retry_after_ms = (long)secs * 1000;
-        }
-    }
-    return len;
-}
-
 static int status_errno(long status)
 {
     if (status >= 200 && status < 300)
@@ -361,31 +305,6 @@ static int status_errno(long status)
     }
 }
 
-static int curl_errno(CURLcode rc, bool overflow)
-{
-    switch (rc) {
-    case CURLE_OPERATION_TIMEDOUT:
-        return -ETIMEDOUT;
-    case CURLE_COULDNT_CONNECT:
-        return -ECONNREFUSED;
-    case CURLE_COULDNT_RESOLVE_HOST:
-        return -EHOSTUNREACH;
-    case CURLE_WRITE_ERROR:
-        return overflow ? -E2BIG : -EIO;
-    case CURLE_GOT_NOTHING:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-        return -ECONNRESET;
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-        return -EPROTO;
-    default:
-        return -EIO;
-    }
-}
-
 /* The server's error text: `message` (a string, or NestJS's array of strings). */
 static void message_from_body(struct daytona_client *c, const struct buf *body)
 {
@@ -407,142 +326,100 @@ static void message_from_body(struct daytona_client *c, const struct buf *body)
     json_object_put(doc);
 }
 
-/* What perform() sends: the request plus its serialised body and the answer buffer. */
-struct exchange {
-    const struct daytona_request *rq;
-    const char *body; /* JSON text, or NULL */
-    size_t body_len;
-    struct buf *resp; /* the answer body (its cap applies) */
-};
-
-static void sleep_ms(long ms)
+static bool only_429(long status)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
+    return status == 429;
 }
 
 /*
- * One exchange, with the 429 retries. Returns 0 for a 2xx answer (status in *ret_status),
- * the mapped error otherwise (the body of an error answer feeds the message).
+ * One exchange, with the 429 retries (after the server's Retry-After or Retry-After-<scope>,
+ * else 500 ms doubling; each wait capped at retry_cap_ms). Returns 0 for a 2xx answer (status
+ * in *ret_status), the mapped error otherwise (the body of an error answer feeds the message).
+ * The answer's body replaces *ret_body (its cap applies), or is dropped when ret_body is NULL.
  */
-static int perform(struct daytona_client *c, const struct exchange *rq, long *ret_status)
+static int perform(struct daytona_client *c, const struct daytona_request *rq, const char *body,
+                   size_t body_len, struct buf *ret_body, long *ret_status)
 {
-    struct curl_slist *h = NULL;
-    long status = 0;
-    int r = 0;
+    const char *lines[6];
+    char org[200], err[DAYTONA_MESSAGE_MAX];
+    struct http_request hrq = {
+        .method = rq->method,
+        .url = rq->url,
+        .headers = lines,
+        .body = rq->mime ? NULL : body,
+        .body_len = body_len,
+        .mime = rq->mime,
+        .timeout_ms = (uint64_t)(rq->timeout_ms > 0 ? rq->timeout_ms : c->cfg.request_timeout_ms),
+        .connect_timeout_ms = (uint64_t)c->cfg.connect_timeout_ms,
+        .max_body = ret_body ? ret_body->max : 0,
+        .discard_body = !ret_body,
+        .bearer = c->cfg.api_key,
+        .user_agent = "agent-runner/" AR_VERSION,
+        .ca_file = c->cfg.ca_file[0] ? c->cfg.ca_file : NULL,
+        .tcp_keepalive = true,
+        .retry = {.attempts = c->cfg.max_429_retries + 1,
+                  .backoff = HTTP_BACKOFF_EXPONENTIAL,
+                  .base_ms = 500,
+                  .cap_ms = (uint64_t)c->cfg.retry_cap_ms,
+                  .retry_after = true,
+                  .status_retryable = only_429},
+    };
+    struct http_response res;
+    size_t n = 0;
+    int r;
 
     c->status = 0;
     c->message[0] = '\0';
-    h = curl_slist_append(h, "X-Daytona-SDK-Version: " DAYTONA_SDK_VERSION);
-    h = curl_slist_append(h, "X-Daytona-Source: agent-runner");
-    h = curl_slist_append(h, "Expect:");
-    if (rq->body)
-        h = curl_slist_append(h, "Content-Type: application/json");
-    if (rq->rq->skip_activity)
-        h = curl_slist_append(h, "X-Daytona-Skip-Last-Activity-Update: true");
+    lines[n++] = "X-Daytona-SDK-Version: " DAYTONA_SDK_VERSION;
+    lines[n++] = "X-Daytona-Source: agent-runner";
+    lines[n++] = "Expect:";
+    if (body)
+        lines[n++] = "Content-Type: application/json";
+    if (rq->skip_activity)
+        lines[n++] = "X-Daytona-Skip-Last-Activity-Update: true";
     if (c->cfg.organization[0]) {
-        char org[200];
-
         snprintf(org, sizeof(org), "X-Daytona-Organization-ID: %s", c->cfg.organization);
-        h = curl_slist_append(h, org);
+        lines[n++] = org;
     }
-    if (!h) {
-        r = -ENOMEM;
-        goto out;
-    }
-    for (unsigned attempt = 0;; attempt++) {
-        CURLcode rc;
-        CURL *e = c->curl;
-
-        curl_easy_reset(e);
-        c->retry_after_ms = 0;
-        c->overflow = false;
-        c->resp = rq->resp;
-        if (rq->resp)
-            buf_reset(rq->resp);
-        curl_easy_setopt(e, CURLOPT_URL, rq->rq->url);
-        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                         rq->rq->timeout_ms > 0 ? rq->rq->timeout_ms : c->cfg.request_timeout_ms);
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, c->cfg.connect_timeout_ms);
-        curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
-        curl_easy_setopt(e, CURLOPT_XOAUTH2_BEARER, c->cfg.api_key);
-        curl_easy_setopt(e, CURLOPT_USERAGENT, "agent-runner/" AR_VERSION);
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
-        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
-        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
-        curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-        if (c->cfg.ca_file[0])
-            curl_easy_setopt(e, CURLOPT_CAINFO, c->cfg.ca_file);
-        if (rq->rq->mime) {
-            curl_easy_setopt(e, CURLOPT_MIMEPOST, rq->rq->mime);
-        } else if (rq->body) {
-            curl_easy_setopt(e, CURLOPT_POSTFIELDS, rq->body);
-            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
-        }
-        if (strcmp(rq->rq->method, "GET") != 0 &&
-            !(strcmp(rq->rq->method, "POST") == 0 && (rq->rq->mime || rq->body)))
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, rq->rq->method);
-        if (strcmp(rq->rq->method, "POST") == 0 && !rq->rq->mime && !rq->body) {
-            curl_easy_setopt(e, CURLOPT_POSTFIELDS, "");
-            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
-        }
-        rc = curl_easy_perform(e);
-        if (rc == CURLE_OK)
-            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
-        if (rc != CURLE_OK) {
-            r = curl_errno(rc, c->overflow);
-            c->status = 0;
-            daytona_client_set_message(c,
-                                       r == -E2BIG ? "answer too large" : curl_easy_strerror(rc));
-            goto out;
-        }
-        if (status == 429 && attempt < c->cfg.max_429_retries) {
-            long wait = c->retry_after_ms > 0 ? c->retry_after_ms : 500L << attempt;
-
-            if (wait > c->cfg.retry_cap_ms)
-                wait = c->cfg.retry_cap_ms;
-            c->throttled++;
-            sleep_ms(wait);
-            continue;
-        }
-        break;
-    }
-    *ret_status = status;
-    r = status_errno(status);
+    hrq.nheaders = n;
+    if (ret_body)
+        buf_reset(ret_body);
+    r = http_perform(c->curl, &hrq, &res, err, sizeof(err));
     if (r < 0) {
-        c->status = status;
-        message_from_body(c, rq->resp);
-        if (status == 429)
+        daytona_client_set_message(c, r == -E2BIG ? "answer too large" : err);
+        return r;
+    }
+    c->throttled += res.attempts - 1;
+    *ret_status = res.status;
+    if (ret_body) {
+        buf_release(ret_body);
+        *ret_body = res.body; /* moved */
+        memset(&res.body, 0, sizeof(res.body));
+    }
+    r = status_errno(res.status);
+    if (r < 0) {
+        c->status = res.status;
+        message_from_body(c, ret_body);
+        if (res.status == 429)
             daytona_client_set_message(c, "rate limited by Daytona: retries exhausted");
         else if (!c->message[0])
-            snprintf(c->message, sizeof(c->message), "HTTP %ld", status);
+            snprintf(c->message, sizeof(c->message), "HTTP %ld", res.status);
     }
-out:
-    c->resp = NULL;
-    curl_slist_free_all(h);
+    http_response_release(&res);
     return r;
 }
 
 int daytona_client_fetch(struct daytona_client *c, const struct daytona_request *rq,
                          struct buf *ret_body, long *ret_status)
 {
-    struct exchange x = {.rq = rq, .resp = ret_body};
+    const char *body = NULL;
+    size_t body_len = 0;
     long status = 0;
-    size_t blen = 0;
     int r;
 
-    if (rq->body) {
-        x.body = jsonx_text(rq->body, &blen);
-        x.body_len = blen;
-    }
-    r = perform(c, &x, &status);
+    if (rq->body)
+        body = jsonx_text(rq->body, &body_len);
+    r = perform(c, rq, body, body_len, ret_body, &status);
     if (ret_status)
         *ret_status = status;
     return r;

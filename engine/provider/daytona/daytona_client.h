@@ -1,8 +1,9 @@
 /*
  * daytona_client — the HTTP client under both Daytona surfaces (control API and toolbox):
- * configuration, one libcurl handle per client, authentication, the 429 backoff, status and
- * error mapping (reference/daytona-api.md §1; wire names of SDK 0.198.0). daytona_api (the
- * control API) and daytona_toolbox (the toolbox) are built on daytona_client_call().
+ * configuration, one libcurl handle per client (base/http does the exchanges on it),
+ * authentication, the 429 backoff, status and error mapping. Header and field names are the
+ * wire names of Daytona's SDK 0.198.0. daytona_api (the control API) and daytona_toolbox (the
+ * toolbox) are built on daytona_client_call().
  *
  * Configuration (daytona_config_from_env):
  *   AGENT_RUNNER_DAYTONA_API_URL        required, e.g. https://app.daytona.io/api; plain http
