@@ -9,7 +9,7 @@
 
 #include <curl/curl.h>
 
-#include "base/http.h"
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/util.h"
 
@@ -135,7 +135,7 @@ static int auth_line(struct agenta_api *api, struct buf *auth)
 }
 
 /* The failure of an exchange, named by method and path (never a header). */
-static int call_failed(const struct agenta_call *call, const struct http_request *rq, int r,
+static int call_failed(const struct agenta_call *call, const struct httpc_request *rq, int r,
                        const char *why, char *err, size_t errlen)
 {
     const char *m = method_name(call->method);
@@ -157,7 +157,7 @@ int agenta_api_call(struct agenta_api *api, const struct agenta_call *call,
 {
     const char *lines[3];
     char url[AGENTA_URL_MAX * 2], why[256];
-    struct http_request rq = {
+    struct httpc_request rq = {
         .method = method_name(call->method),
         .url = url,
         .headers = lines,
@@ -170,12 +170,12 @@ int agenta_api_call(struct agenta_api *api, const struct agenta_call *call,
         .aborted = call->abort ? abort_raised : NULL,
         .abort_ctx = (void *)call->abort,
         .retry = {.attempts = call->attempts,
-                  .backoff = call->backoff == AGENTA_BACKOFF_EXPONENTIAL ? HTTP_BACKOFF_EXPONENTIAL
-                                                                         : HTTP_BACKOFF_LINEAR,
+                  .backoff = call->backoff == AGENTA_BACKOFF_EXPONENTIAL ? HTTPC_BACKOFF_EXPONENTIAL
+                                                                         : HTTPC_BACKOFF_LINEAR,
                   .base_ms = call->backoff_base_ms,
                   .transport = true},
     };
-    struct http_response res;
+    struct httpc_response res;
     struct buf auth;
     size_t n = 0;
     int r;
@@ -195,7 +195,7 @@ int agenta_api_call(struct agenta_api *api, const struct agenta_call *call,
         lines[n++] = auth.data;
     rq.nheaders = n;
     if (r == 0)
-        r = http_perform(http_thread_handle(), &rq, &res, why, sizeof(why));
+        r = httpc_perform(httpc_thread_handle(), &rq, &res, why, sizeof(why));
     else
         snprintf(why, sizeof(why), "out of memory");
     /* the credential's copies are gone: curl's went with the request's header list */

@@ -1,7 +1,7 @@
 /*
  * agenta_api — the one client for every call agent-runner makes to Agenta's API in platform
  * mode: heartbeat, credential refresh, records ingest and query, interaction rows, the turns
- * ledger and attachments. Synchronous, over base/http, one connection-keeping handle per
+ * ledger and attachments. Synchronous, over base/httpc, one connection-keeping handle per
  * thread. Its settings are agenta_config.h's, its bodies agenta_bodies.h's, the attachment
  * file name parser agenta_disposition.h's: this header includes all three.
  *

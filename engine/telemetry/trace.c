@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/http.h"
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -126,8 +126,8 @@ static void attr_json(struct span *s, const char *key, json_object *v)
             return;
         val = json_object_new_object();
         snprintf(num, sizeof(num), "%.17g", json_object_get_double(v));
-        json_object_object_add(val, "doubleValue", json_object_new_double_s(
-                                                       json_object_get_double(v), num));
+        json_object_object_add(val, "doubleValue",
+                               json_object_new_double_s(json_object_get_double(v), num));
         break;
     default:
         return;
@@ -353,7 +353,7 @@ static void post(const struct export_item *it)
 {
     char auth[8192], err[256];
     const char *lines[2] = {"Content-Type: application/json", auth};
-    struct http_request rq = {
+    struct httpc_request rq = {
         .method = "POST",
         .url = it->url,
         .headers = lines,
@@ -364,21 +364,21 @@ static void post(const struct export_item *it)
         .connect_timeout_ms = EXPORT_CONNECT_MS,
         .discard_body = true,
     };
-    struct http_response res;
+    struct httpc_response res;
     int r;
 
     if (it->authorization) {
         snprintf(auth, sizeof(auth), "Authorization: %s", it->authorization);
         rq.nheaders = 2;
     }
-    r = http_perform(http_thread_handle(), &rq, &res, err, sizeof(err));
+    r = httpc_perform(httpc_thread_handle(), &rq, &res, err, sizeof(err));
     if (r < 0) {
         log_debug("trace export failed: %s", err);
         return;
     }
     if (res.status >= 300)
         log_debug("trace export failed: HTTP %ld", res.status);
-    http_response_release(&res);
+    httpc_response_release(&res);
 }
 
 static void *exporter(void *arg)

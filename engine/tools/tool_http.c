@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "base/http.h"
+#include "base/httpc.h"
 #include "base/util.h"
 
 #define DEFAULT_TIMEOUT_MS 30000u
@@ -45,7 +45,7 @@ struct stream {
     struct tool_http_response view;
 };
 
-static int on_data(void *ctx, const struct http_response *res, const char *data, size_t len)
+static int on_data(void *ctx, const struct httpc_response *res, const char *data, size_t len)
 {
     struct stream *s = ctx;
 
@@ -78,7 +78,7 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
 {
     const char *lines[TOOL_HTTP_HEADERS_MAX + 1];
     struct stream s = {.rq = rq};
-    struct http_request hrq = {
+    struct httpc_request hrq = {
         .method = rq->method,
         .url = rq->url,
         .headers = lines,
@@ -97,7 +97,7 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
         .on_data = rq->on_data ? on_data : NULL,
         .on_data_ctx = &s,
     };
-    struct http_response res;
+    struct httpc_response res;
     size_t n = 0;
     int r;
 
@@ -119,7 +119,7 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
         lines[n++] = rq->headers[i];
     }
     hrq.nheaders = n;
-    r = http_perform(h, &hrq, &res, err, errlen);
+    r = httpc_perform(h, &hrq, &res, err, errlen);
     if (r < 0)
         return r;
     memset(ret, 0, sizeof(*ret));

@@ -1,6 +1,6 @@
 /*
  * tool_http — one bounded HTTP exchange for the runner-executed tools (callback and direct
- * calls, the MCP client), over base/http. Nothing here knows about tools; it only makes sure
+ * calls, the MCP client), over base/httpc. Nothing here knows about tools; it only makes sure
  * that every request the runner sends on a tool's behalf is bounded and cannot be bent:
  *
  *   - http and https only, redirects never followed (a 3xx is just a status), proxies from the
@@ -19,7 +19,7 @@
  * -ECANCELED when the cancel flag was raised, -ETIMEDOUT on the deadline, -E2BIG when the body
  * passed max_body without truncate_ok, -EPERM when a pinned connection reached another
  * address, -EINVAL for a bad request, on_data's own -errno, or another transport failure as
- * base/http.h maps it (-ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET, -EPROTO, -EIO, ...). err
+ * base/httpc.h maps it (-ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET, -EPROTO, -EIO, ...). err
  * then holds a short reason from libcurl's fixed messages (never the URL, never a header value).
  *
  * Threads: a CURL handle belongs to one thread at a time. Passing the same handle again keeps

@@ -148,7 +148,7 @@ static CU_SuiteInfo suites[] = {
     {"engine_config", NULL, NULL, NULL, NULL, engine_config_tests},
     {"engine_worker", NULL, NULL, NULL, NULL, engine_worker_tests},
     {"turn_loop", NULL, NULL, NULL, NULL, turn_loop_tests},
-    {"http", NULL, NULL, NULL, NULL, http_tests},
+    {"httpc", NULL, NULL, NULL, NULL, httpc_tests},
     {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},

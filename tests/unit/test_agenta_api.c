@@ -4,42 +4,42 @@
 #include <string.h>
 
 #include "agenta/agenta_api.h"
-#include "base/http.h"
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "fake_http.h"
 #include "suites.h"
 #include "suites_platform.h"
 
-/* Agenta's schedules, as agenta_api_call hands them to base/http. */
+/* Agenta's schedules, as agenta_api_call hands them to base/httpc. */
 static void test_agenta_api_backoff_schedule(void)
 {
     /* durable ingest: 100 * 2^(n-1), capped at an hour */
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 1, 0), 100);
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 2, 0), 200);
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 3, 0), 400);
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 5, 0), 1600);
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 11, 0), 102400);
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_EXPONENTIAL, 100, 60, 0), 3600000);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_EXPONENTIAL, 100, 1, 0), 100);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_EXPONENTIAL, 100, 2, 0), 200);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_EXPONENTIAL, 100, 3, 0), 400);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_EXPONENTIAL, 100, 5, 0), 1600);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_EXPONENTIAL, 100, 11, 0), 102400);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_EXPONENTIAL, 100, 60, 0), 3600000);
     /* legacy ingest and interactions: 100 * n */
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_LINEAR, 100, 1, 0), 100);
-    CU_ASSERT_EQUAL(http_backoff_ms(HTTP_BACKOFF_LINEAR, 100, 3, 0), 300);
-    CU_ASSERT_TRUE(http_status_retryable(503));
-    CU_ASSERT_TRUE(http_status_retryable(429));
-    CU_ASSERT_TRUE(http_status_retryable(408));
-    CU_ASSERT_FALSE(http_status_retryable(400));
-    CU_ASSERT_FALSE(http_status_retryable(401));
-    CU_ASSERT_FALSE(http_status_retryable(409));
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_LINEAR, 100, 1, 0), 100);
+    CU_ASSERT_EQUAL(httpc_backoff_ms(HTTPC_BACKOFF_LINEAR, 100, 3, 0), 300);
+    CU_ASSERT_TRUE(httpc_status_retryable(503));
+    CU_ASSERT_TRUE(httpc_status_retryable(429));
+    CU_ASSERT_TRUE(httpc_status_retryable(408));
+    CU_ASSERT_FALSE(httpc_status_retryable(400));
+    CU_ASSERT_FALSE(httpc_status_retryable(401));
+    CU_ASSERT_FALSE(httpc_status_retryable(409));
 }
 
 /* ---- exchanges -------------------------------------------------------------------------- */
 
 struct script {
-    int fail_first;     /* answer 503 to this many requests */
-    int status;         /* then this (0 = 200) */
-    const char *body;   /* then this (NULL = "{}") */
-    const char *ctype;  /* NULL = application/json, "" = none */
-    const char *extra;  /* extra header lines */
-    size_t big;         /* answer this many bytes instead */
+    int fail_first;    /* answer 503 to this many requests */
+    int status;        /* then this (0 = 200) */
+    const char *body;  /* then this (NULL = "{}") */
+    const char *ctype; /* NULL = application/json, "" = none */
+    const char *extra; /* extra header lines */
+    size_t big;        /* answer this many bytes instead */
 };
 
 static void scripted(void *ctx, size_t n, const struct fake_request *req,
@@ -85,8 +85,8 @@ static void test_agenta_api_heartbeat_exchange(void)
 {
     struct script s = {.body = "{\"stream\":{\"id\":\"st-9\"},\"is_current_turn\":true}"};
     struct fake_http *f = fake_http_start(scripted, &s);
-    struct agenta_beat b = {.session_id = "s1", .replica_id = "replica-1", .turn_id = "t1",
-                            .is_running = true};
+    struct agenta_beat b = {
+        .session_id = "s1", .replica_id = "replica-1", .turn_id = "t1", .is_running = true};
     struct agenta_beat_reply rep;
     struct fake_request req;
     struct agenta_api *api;
@@ -122,9 +122,13 @@ static void test_agenta_api_retries_transient_failures_only(void)
     struct script s = {.fail_first = 2};
     struct fake_http *f = fake_http_start(scripted, &s);
     struct agenta_api *api = api_for(f, "Access tok-123");
-    struct agenta_call call = {.method = AGENTA_POST, .path = "/sessions/records/ingest",
-                               .body = "{}", .body_len = 2, .attempts = 3,
-                               .backoff = AGENTA_BACKOFF_EXPONENTIAL, .backoff_base_ms = 1};
+    struct agenta_call call = {.method = AGENTA_POST,
+                               .path = "/sessions/records/ingest",
+                               .body = "{}",
+                               .body_len = 2,
+                               .attempts = 3,
+                               .backoff = AGENTA_BACKOFF_EXPONENTIAL,
+                               .backoff_base_ms = 1};
     struct agenta_response res;
     char err[256];
 
@@ -180,15 +184,13 @@ static void test_agenta_api_failures_are_named_without_the_credential(void)
     /* nobody listens there any more */
     CU_ASSERT_EQUAL(test_agenta_config("http://127.0.0.1:1", &cfg), 0);
     CU_ASSERT_EQUAL_FATAL(agenta_api_new(&cfg, "Access secret-credential-value", &api), 0);
-    CU_ASSERT_EQUAL(agenta_api_records_query(api, "s1", &records, err, sizeof(err)),
-                    -ECONNREFUSED);
+    CU_ASSERT_EQUAL(agenta_api_records_query(api, "s1", &records, err, sizeof(err)), -ECONNREFUSED);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/sessions/records/query"));
     CU_ASSERT_PTR_NULL(strstr(err, "secret-credential"));
     agenta_api_free(api);
 }
 
-static void delayed(void *ctx, size_t n, const struct fake_request *req,
-                    struct fake_response *resp)
+static void delayed(void *ctx, size_t n, const struct fake_request *req, struct fake_response *resp)
 {
     struct timespec ts = {1, 0};
 
@@ -220,10 +222,11 @@ static void test_agenta_api_times_out_and_aborts(void)
 }
 
 /* POST a body the way the records queue delivers a row (records.c): the final HTTP status. */
-static int post_row(struct agenta_api *api, const char *path, json_object *body,
-                    unsigned attempts)
+static int post_row(struct agenta_api *api, const char *path, json_object *body, unsigned attempts)
 {
-    struct agenta_call call = {.method = AGENTA_POST, .path = path, .attempts = attempts,
+    struct agenta_call call = {.method = AGENTA_POST,
+                               .path = path,
+                               .attempts = attempts,
                                .backoff = AGENTA_BACKOFF_LINEAR,
                                .backoff_base_ms = AGENTA_RETRY_BASE_MS};
     struct agenta_response res;
@@ -243,10 +246,13 @@ static void test_agenta_api_turn_ledger_and_interactions(void)
     struct script s = {.status = 409};
     struct fake_http *f = fake_http_start(scripted, &s);
     struct agenta_api *api = api_for(f, "Access tok-123");
-    struct agenta_turn t = {.session_id = "s1", .stream_id = "st", .turn_index = 1,
-                            .harness_kind = "pi"};
-    struct agenta_interaction it = {.session_id = "s1", .turn_id = "t1", .token = "tok",
-                                    .kind = "user_approval", .tool = "bash"};
+    struct agenta_turn t = {
+        .session_id = "s1", .stream_id = "st", .turn_index = 1, .harness_kind = "pi"};
+    struct agenta_interaction it = {.session_id = "s1",
+                                    .turn_id = "t1",
+                                    .token = "tok",
+                                    .kind = "user_approval",
+                                    .tool = "bash"};
     struct agenta_turn_row row;
     char err[256];
 
@@ -260,18 +266,22 @@ static void test_agenta_api_turn_ledger_and_interactions(void)
     CU_ASSERT_TRUE(row.found);
     CU_ASSERT_FALSE(row.ended);
     s.body = NULL;
-    CU_ASSERT_EQUAL(agenta_api_turn_complete(api, "s1", 1, "a", "2026-11-30T10:00:00.000Z", err,
-                                             sizeof(err)), 0);
+    CU_ASSERT_EQUAL(
+        agenta_api_turn_complete(api, "s1", 1, "a", "2026-11-30T10:00:00.000Z", err, sizeof(err)),
+        0);
     /* interaction rows (platform.c queues them): 3 attempts on a failing API */
     s.fail_first = 1000;
     CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS, agenta_interaction_body(&it),
-                             AGENTA_INTERACTION_ATTEMPTS), 503);
+                             AGENTA_INTERACTION_ATTEMPTS),
+                    503);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/"), 3);
     s.fail_first = 0;
     CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS_TRANSITION,
-                             agenta_transition_body("s1", "tok", "denied", "c1"), 1), 200);
+                             agenta_transition_body("s1", "tok", "denied", "c1"), 1),
+                    200);
     CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_INTERACTIONS_CANCEL_STALE,
-                             agenta_cancel_stale_body("s1", "t1", NULL, 0), 1), 200);
+                             agenta_cancel_stale_body("s1", "t1", NULL, 0), 1),
+                    200);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/transition"), 1);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/interactions/cancel-stale"), 1);
     agenta_api_free(api);
@@ -280,7 +290,8 @@ static void test_agenta_api_turn_ledger_and_interactions(void)
 
 static void test_agenta_api_attachments(void)
 {
-    struct script s = {.body = "PNGDATA", .ctype = "Image/PNG; charset=binary",
+    struct script s = {.body = "PNGDATA",
+                       .ctype = "Image/PNG; charset=binary",
                        .extra = "Content-Disposition: attachment; filename=\"photo.png\"\r\n"};
     struct fake_http *f = fake_http_start(scripted, &s);
     struct agenta_api *api = api_for(f, "Access tok-123");
@@ -290,8 +301,8 @@ static void test_agenta_api_attachments(void)
     char err[256];
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(api);
-    CU_ASSERT_EQUAL_FATAL(agenta_api_attachment_content(api, "s 1", "att/1", &a, err,
-                                                        sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(agenta_api_attachment_content(api, "s 1", "att/1", &a, err, sizeof(err)),
+                          0);
     CU_ASSERT_EQUAL(a.len, 7);
     CU_ASSERT_EQUAL(memcmp(a.data, "PNGDATA", 7), 0);
     CU_ASSERT_STRING_EQUAL(a.media_type, "image/png");
@@ -304,7 +315,8 @@ static void test_agenta_api_attachments(void)
     s.extra = NULL;
     CU_ASSERT_EQUAL(agenta_api_attachment_content(api, "s1", "a", &a, err, sizeof(err)), -EBADMSG);
     CU_ASSERT_EQUAL(post_row(api, AGENTA_PATH_ATTACHMENTS_REFERENCE,
-                             agenta_attachments_reference_body("s1", ids, 1), 1), 200);
+                             agenta_attachments_reference_body("s1", ids, 1), 1),
+                    200);
     CU_ASSERT_EQUAL(fake_http_count_path(f, "/sessions/attachments/reference"), 1);
     agenta_api_free(api);
     fake_http_stop(f);

@@ -7,7 +7,7 @@
 
 #include <curl/curl.h>
 
-#include "base/http.h"
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/util.h"
 
@@ -222,7 +222,7 @@ int daytona_client_new(const struct daytona_config *cfg, struct daytona_client *
     if (!c)
         return -ENOMEM;
     c->cfg = *cfg;
-    c->curl = http_handle_new();
+    c->curl = httpc_handle_new();
     if (!c->curl) {
         daytona_client_free(c);
         return -ENOMEM;
@@ -342,7 +342,7 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
 {
     const char *lines[6];
     char org[200], err[DAYTONA_MESSAGE_MAX];
-    struct http_request hrq = {
+    struct httpc_request hrq = {
         .method = rq->method,
         .url = rq->url,
         .headers = lines,
@@ -358,13 +358,13 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
         .ca_file = c->cfg.ca_file[0] ? c->cfg.ca_file : NULL,
         .tcp_keepalive = true,
         .retry = {.attempts = c->cfg.max_429_retries + 1,
-                  .backoff = HTTP_BACKOFF_EXPONENTIAL,
+                  .backoff = HTTPC_BACKOFF_EXPONENTIAL,
                   .base_ms = 500,
                   .cap_ms = (uint64_t)c->cfg.retry_cap_ms,
                   .retry_after = true,
                   .status_retryable = only_429},
     };
-    struct http_response res;
+    struct httpc_response res;
     size_t n = 0;
     int r;
 
@@ -384,7 +384,7 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
     hrq.nheaders = n;
     if (ret_body)
         buf_reset(ret_body);
-    r = http_perform(c->curl, &hrq, &res, err, sizeof(err));
+    r = httpc_perform(c->curl, &hrq, &res, err, sizeof(err));
     if (r < 0) {
         daytona_client_set_message(c, r == -E2BIG ? "answer too large" : err);
         return r;
@@ -405,7 +405,7 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
         else if (!c->message[0])
             snprintf(c->message, sizeof(c->message), "HTTP %ld", res.status);
     }
-    http_response_release(&res);
+    httpc_response_release(&res);
     return r;
 }
 

@@ -1,6 +1,6 @@
 /*
  * daytona_client — the HTTP client under both Daytona surfaces (control API and toolbox):
- * configuration, one libcurl handle per client (base/http does the exchanges on it),
+ * configuration, one libcurl handle per client (base/httpc does the exchanges on it),
  * authentication, the 429 backoff, status and error mapping. Header and field names are the
  * wire names of Daytona's SDK 0.198.0. daytona_api (the control API) and daytona_toolbox (the
  * toolbox) are built on daytona_client_call().

@@ -1,6 +1,6 @@
 /*
- * http — the engine's one HTTP client (libcurl, synchronous). Every outbound HTTP exchange goes
- * through http_perform(): the Agenta API client, the Daytona client, the tool calls and MCP
+ * httpc — the engine's one HTTP client (libcurl, synchronous). Every outbound HTTP exchange goes
+ * through httpc_perform(): the Agenta API client, the Daytona client, the tool calls and MCP
  * servers (tool_http), and the OTLP trace export. What it guarantees for every request:
  *
  *   - http and https only, redirects never followed (a 3xx is just a status), SIGALRM never
@@ -9,7 +9,7 @@
  *   - a response body read into a buffer with a hard cap set per request: past it the exchange
  *     fails with -E2BIG, or with truncate_ok stops and flags `truncated`; never a silent cut.
  *     The body may also be streamed to a callback as it arrives, or discarded;
- *   - retries only when the caller asks (struct http_retry): which statuses and which
+ *   - retries only when the caller asks (struct httpc_retry): which statuses and which
  *     transport failures are retried, the backoff between attempts, and whether the server's
  *     Retry-After (delay-seconds or an HTTP-date) sets the wait;
  *   - optional SSRF pinning for requests made on someone else's behalf: "host:port:address"
@@ -18,7 +18,7 @@
  *     cannot slip through), plus proxies from the environment ignored (no_proxy);
  *   - header lines holding CR or LF refused (no header injection).
  *
- * Errors: libcurl's failures become -errno in exactly one place (http_curl_errno): -ETIMEDOUT,
+ * Errors: libcurl's failures become -errno in exactly one place (httpc_curl_errno): -ETIMEDOUT,
  * -ECONNREFUSED, -EHOSTUNREACH (name resolution), -ECONNRESET (the peer dropped the
  * connection), -EPROTO (TLS), -ENOMEM, -EIO for the rest. Besides: -ECANCELED (the abort
  * callback said stop), -E2BIG (the body cap), -EPERM (a pinned connection reached another
@@ -27,11 +27,11 @@
  * credential can end up in an error message or a log line through it.
  *
  * Connections: a CURL handle keeps its connections alive between requests, so passing the
- * same handle again (one the caller keeps, or http_thread_handle()) reuses them. A handle
+ * same handle again (one the caller keeps, or httpc_thread_handle()) reuses them. A handle
  * belongs to one thread at a time.
  */
-#ifndef AR_HTTP_H
-#define AR_HTTP_H
+#ifndef AR_HTTPC_H
+#define AR_HTTPC_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,48 +41,48 @@
 
 #include "base/buf.h"
 
-#define HTTP_HEADERS_MAX 128
-#define HTTP_TIMEOUT_DEFAULT_MS 30000u
-#define HTTP_BACKOFF_CAP_MS 3600000u /* the longest wait between two attempts: 1 h */
-#define HTTP_RETRY_AFTER_MAX_S 3600u /* a longer Retry-After counts as none */
+#define HTTPC_HEADERS_MAX 128
+#define HTTPC_TIMEOUT_DEFAULT_MS 30000u
+#define HTTPC_BACKOFF_CAP_MS 3600000u /* the longest wait between two attempts: 1 h */
+#define HTTPC_RETRY_AFTER_MAX_S 3600u /* a longer Retry-After counts as none */
 
-struct http_response;
+struct httpc_response;
 
 /*
  * Called with each piece of the body as it arrives (after it was appended to the response
  * buffer); res already holds the status and the content type. Return 0 to go on, 1 to stop the
  * transfer now (the response then counts as complete: `stopped` is set), or -errno to fail it.
  */
-typedef int (*http_data_fn)(void *ctx, const struct http_response *res, const char *data,
-                            size_t len);
+typedef int (*httpc_data_fn)(void *ctx, const struct httpc_response *res, const char *data,
+                             size_t len);
 /* Polled while a transfer runs and between attempts: true stops the exchange (-ECANCELED). */
-typedef bool (*http_abort_fn)(void *ctx);
+typedef bool (*httpc_abort_fn)(void *ctx);
 
-enum http_backoff {
-    HTTP_BACKOFF_LINEAR = 0,  /* base * n after failed attempt n */
-    HTTP_BACKOFF_EXPONENTIAL, /* base * 2^(n-1) after failed attempt n */
+enum httpc_backoff {
+    HTTPC_BACKOFF_LINEAR = 0,  /* base * n after failed attempt n */
+    HTTPC_BACKOFF_EXPONENTIAL, /* base * 2^(n-1) after failed attempt n */
 };
 
-struct http_retry {
+struct httpc_retry {
     unsigned attempts; /* 0 and 1: a single attempt */
-    enum http_backoff backoff;
+    enum httpc_backoff backoff;
     uint64_t base_ms;
-    uint64_t cap_ms;  /* the longest single wait; 0 = HTTP_BACKOFF_CAP_MS */
+    uint64_t cap_ms;  /* the longest single wait; 0 = HTTPC_BACKOFF_CAP_MS */
     bool retry_after; /* the server's Retry-After (or Retry-After-<scope>) replaces the backoff */
     /* retry transport failures too (never a cancel, the body cap, ENOMEM, EINVAL or EPERM) */
     bool transport;
-    bool (*status_retryable)(long status); /* NULL = http_status_retryable */
+    bool (*status_retryable)(long status); /* NULL = httpc_status_retryable */
 };
 
-struct http_request {
+struct httpc_request {
     const char *method; /* NULL = GET. GET carries no body; POST without one sends "" */
     const char *url;
-    const char *const *headers; /* "Name: value" lines, at most HTTP_HEADERS_MAX, or NULL */
+    const char *const *headers; /* "Name: value" lines, at most HTTPC_HEADERS_MAX, or NULL */
     size_t nheaders;
     const char *body; /* sent as is; NULL = none */
     size_t body_len;
     struct curl_mime *mime;      /* a multipart body instead (made on the handle passed) */
-    uint64_t timeout_ms;         /* one attempt, all of it; 0 = HTTP_TIMEOUT_DEFAULT_MS */
+    uint64_t timeout_ms;         /* one attempt, all of it; 0 = HTTPC_TIMEOUT_DEFAULT_MS */
     uint64_t connect_timeout_ms; /* 0 = the total timeout */
     size_t max_body;             /* response body cap in bytes (> 0 unless discard_body) */
     bool truncate_ok;            /* at the cap: stop and flag `truncated` instead of failing */
@@ -95,14 +95,14 @@ struct http_request {
     const char *pin_resolve;    /* "host:port:address" for CURLOPT_RESOLVE, or NULL */
     const char *pin_addr;       /* the address the connection must reach, or NULL */
     const char *capture_header; /* a response header to keep (case-insensitive), or NULL */
-    http_abort_fn aborted;      /* or NULL */
+    httpc_abort_fn aborted;     /* or NULL */
     void *abort_ctx;
-    http_data_fn on_data; /* or NULL */
+    httpc_data_fn on_data; /* or NULL */
     void *on_data_ctx;
-    struct http_retry retry;
+    struct httpc_retry retry;
 };
 
-struct http_response {
+struct httpc_response {
     long status;            /* of the last attempt */
     unsigned attempts;      /* attempts made */
     struct buf body;        /* capped at max_body */
@@ -116,30 +116,31 @@ struct http_response {
  * Perform rq with handle h (reset first, its connections reused), or with a temporary handle
  * when h is NULL. Returns 0 when an HTTP answer was received, whatever its status (with
  * retries: the answer of the last attempt, also when the abort callback fired while waiting
- * for the next one); *ret then holds it and is released with http_response_release(). On
+ * for the next one); *ret then holds it and is released with httpc_response_release(). On
  * failure, -errno (see above) with err set and nothing to release.
  */
-int http_perform(CURL *h, const struct http_request *rq, struct http_response *ret, char *err,
-                 size_t errlen);
-void http_response_release(struct http_response *res);
+int httpc_perform(CURL *h, const struct httpc_request *rq, struct httpc_response *ret, char *err,
+                  size_t errlen);
+void httpc_response_release(struct httpc_response *res);
 
 /* A new handle for a caller that keeps its own (libcurl made ready first): curl_easy_cleanup()
  * it. NULL when none can be made. */
-CURL *http_handle_new(void);
+CURL *httpc_handle_new(void);
 /* The calling thread's own handle (made on first use, freed when the thread exits), or NULL
  * when none can be made. */
-CURL *http_thread_handle(void);
+CURL *httpc_thread_handle(void);
 
 /* The libcurl failure as -errno (the one mapping; see above). CURLE_OK is 0. */
-int http_curl_errno(CURLcode rc);
+int httpc_curl_errno(CURLcode rc);
 /* Whether an HTTP status is worth another attempt: 408, 425, 429 and 5xx. */
-bool http_status_retryable(long status);
-/* The wait after failed attempt n (1-based), at most cap_ms (0 = HTTP_BACKOFF_CAP_MS). */
-uint64_t http_backoff_ms(enum http_backoff b, uint64_t base_ms, unsigned attempt, uint64_t cap_ms);
+bool httpc_status_retryable(long status);
+/* The wait after failed attempt n (1-based), at most cap_ms (0 = HTTPC_BACKOFF_CAP_MS). */
+uint64_t httpc_backoff_ms(enum httpc_backoff b, uint64_t base_ms, unsigned attempt,
+                          uint64_t cap_ms);
 /*
  * A Retry-After value in milliseconds: delay-seconds, or an HTTP-date minus now_wall_ms (0 when
- * it has passed). -EINVAL when it is neither, -ERANGE beyond HTTP_RETRY_AFTER_MAX_S.
+ * it has passed). -EINVAL when it is neither, -ERANGE beyond HTTPC_RETRY_AFTER_MAX_S.
  */
-int64_t http_retry_after_ms(const char *value, int64_t now_wall_ms);
+int64_t httpc_retry_after_ms(const char *value, int64_t now_wall_ms);
 
 #endif

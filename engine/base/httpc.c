@@ -1,4 +1,4 @@
-#include "base/http.h"
+#include "base/httpc.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -35,13 +35,13 @@ static void key_init(void)
     handle_key_ok = pthread_key_create(&handle_key, handle_free) == 0;
 }
 
-CURL *http_handle_new(void)
+CURL *httpc_handle_new(void)
 {
     pthread_once(&global_once, global_init);
     return curl_easy_init();
 }
 
-CURL *http_thread_handle(void)
+CURL *httpc_thread_handle(void)
 {
     CURL *h;
 
@@ -62,7 +62,7 @@ CURL *http_thread_handle(void)
 
 /* ---- policies ---------------------------------------------------------------------------- */
 
-int http_curl_errno(CURLcode rc)
+int httpc_curl_errno(CURLcode rc)
 {
     switch (rc) {
     case CURLE_OK:
@@ -92,20 +92,20 @@ int http_curl_errno(CURLcode rc)
     }
 }
 
-bool http_status_retryable(long status)
+bool httpc_status_retryable(long status)
 {
     return status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599);
 }
 
-uint64_t http_backoff_ms(enum http_backoff b, uint64_t base_ms, unsigned attempt, uint64_t cap_ms)
+uint64_t httpc_backoff_ms(enum httpc_backoff b, uint64_t base_ms, unsigned attempt, uint64_t cap_ms)
 {
     uint64_t d;
 
     if (cap_ms == 0)
-        cap_ms = HTTP_BACKOFF_CAP_MS;
+        cap_ms = HTTPC_BACKOFF_CAP_MS;
     if (attempt == 0)
         attempt = 1;
-    if (b == HTTP_BACKOFF_LINEAR) {
+    if (b == HTTPC_BACKOFF_LINEAR) {
         d = base_ms * attempt;
     } else {
         if (attempt > 40)
@@ -115,7 +115,7 @@ uint64_t http_backoff_ms(enum http_backoff b, uint64_t base_ms, unsigned attempt
     return d > cap_ms ? cap_ms : d;
 }
 
-int64_t http_retry_after_ms(const char *value, int64_t now_wall_ms)
+int64_t httpc_retry_after_ms(const char *value, int64_t now_wall_ms)
 {
     uint64_t secs;
     int64_t delta;
@@ -125,14 +125,14 @@ int64_t http_retry_after_ms(const char *value, int64_t now_wall_ms)
     if (!value || !value[0])
         return -EINVAL;
     if (strspn(value, "0123456789") == strlen(value)) {
-        r = util_parse_u64(value, 0, HTTP_RETRY_AFTER_MAX_S, &secs);
+        r = util_parse_u64(value, 0, HTTPC_RETRY_AFTER_MAX_S, &secs);
         return r < 0 ? r : (int64_t)secs * 1000;
     }
     when = curl_getdate(value, NULL);
     if (when == -1)
         return -EINVAL;
     delta = (int64_t)when * 1000 - now_wall_ms;
-    if (delta > (int64_t)HTTP_RETRY_AFTER_MAX_S * 1000)
+    if (delta > (int64_t)HTTPC_RETRY_AFTER_MAX_S * 1000)
         return -ERANGE;
     return delta > 0 ? delta : 0;
 }
@@ -141,8 +141,8 @@ int64_t http_retry_after_ms(const char *value, int64_t now_wall_ms)
 
 struct xfer {
     CURL *h;
-    const struct http_request *rq;
-    struct http_response *res;
+    const struct httpc_request *rq;
+    struct httpc_response *res;
     bool head_done;
     int data_error; /* -errno from on_data or the cap */
     bool pin_mismatch;
@@ -250,7 +250,7 @@ static void note_retry_after(struct xfer *x, const char *line, size_t len)
         return;
     memcpy(val, v, vlen);
     val[vlen] = '\0';
-    ms = http_retry_after_ms(val, util_wall_ms());
+    ms = httpc_retry_after_ms(val, util_wall_ms());
     if (ms > x->retry_after_ms)
         x->retry_after_ms = ms;
 }
@@ -337,7 +337,7 @@ static bool method_ok(const char *m)
     return n > 0 && n <= 16 && strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == n;
 }
 
-static int set_method(CURL *h, const struct http_request *rq)
+static int set_method(CURL *h, const struct httpc_request *rq)
 {
     const char *m = rq->method ? rq->method : "GET";
     bool post = strcmp(m, "POST") == 0;
@@ -361,11 +361,11 @@ static int set_method(CURL *h, const struct http_request *rq)
     return 0;
 }
 
-static int header_list(const struct http_request *rq, struct curl_slist **ret)
+static int header_list(const struct httpc_request *rq, struct curl_slist **ret)
 {
     struct curl_slist *list = NULL, *grown;
 
-    if (rq->nheaders > HTTP_HEADERS_MAX)
+    if (rq->nheaders > HTTPC_HEADERS_MAX)
         return -EINVAL;
     for (size_t i = 0; i < rq->nheaders; i++) {
         const char *line = rq->headers[i];
@@ -386,10 +386,10 @@ static int header_list(const struct http_request *rq, struct curl_slist **ret)
 }
 
 /* Every option of the exchange on h (reset before). */
-static int set_options(CURL *h, const struct http_request *rq, struct xfer *x,
+static int set_options(CURL *h, const struct httpc_request *rq, struct xfer *x,
                        struct curl_slist *headers, struct curl_slist *resolve)
 {
-    uint64_t timeout = rq->timeout_ms ? rq->timeout_ms : HTTP_TIMEOUT_DEFAULT_MS;
+    uint64_t timeout = rq->timeout_ms ? rq->timeout_ms : HTTPC_TIMEOUT_DEFAULT_MS;
     uint64_t connect = rq->connect_timeout_ms ? rq->connect_timeout_ms : timeout;
 
     if (connect > timeout)
@@ -437,7 +437,7 @@ static int set_options(CURL *h, const struct http_request *rq, struct xfer *x,
 /* One attempt: 0 with res->status set, or -errno with err set. */
 static int attempt(struct xfer *x, char *err, size_t errlen)
 {
-    struct http_response *res = x->res;
+    struct httpc_response *res = x->res;
     CURLcode rc;
 
     buf_reset(&res->body);
@@ -459,20 +459,20 @@ static int attempt(struct xfer *x, char *err, size_t errlen)
                          x->data_error == -E2BIG ? "response body too large"
                                                  : strerror(-x->data_error));
     if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && (res->truncated || res->stopped)))
-        return util_fail(http_curl_errno(rc), err, errlen, "%s", curl_easy_strerror(rc));
+        return util_fail(httpc_curl_errno(rc), err, errlen, "%s", curl_easy_strerror(rc));
     head_info(x);
     if (res->status <= 0)
         return util_fail(-EPROTO, err, errlen, "no HTTP status in the answer");
     return 0;
 }
 
-static bool aborted(const struct http_request *rq)
+static bool aborted(const struct httpc_request *rq)
 {
     return rq->aborted && rq->aborted(rq->abort_ctx);
 }
 
 /* Sleep ms, waking every ABORT_POLL_MS to ask the abort callback: -ECANCELED when it fired. */
-static int pause_ms(const struct http_request *rq, uint64_t ms)
+static int pause_ms(const struct httpc_request *rq, uint64_t ms)
 {
     int64_t until = util_now_ms() + (int64_t)ms;
 
@@ -493,28 +493,28 @@ static int pause_ms(const struct http_request *rq, uint64_t ms)
 }
 
 /* Whether the outcome r of an attempt (0: an answer in res) is worth another one. */
-static bool worth_retrying(const struct http_retry *p, int r, const struct http_response *res)
+static bool worth_retrying(const struct httpc_retry *p, int r, const struct httpc_response *res)
 {
     if (r == 0)
         return p->status_retryable ? p->status_retryable(res->status)
-                                   : http_status_retryable(res->status);
+                                   : httpc_status_retryable(res->status);
     return p->transport && r != -ECANCELED && r != -E2BIG && r != -ENOMEM && r != -EINVAL &&
            r != -EPERM;
 }
 
-static uint64_t wait_ms(const struct http_retry *p, unsigned n, int64_t retry_after_ms)
+static uint64_t wait_ms(const struct httpc_retry *p, unsigned n, int64_t retry_after_ms)
 {
-    uint64_t cap = p->cap_ms ? p->cap_ms : HTTP_BACKOFF_CAP_MS;
+    uint64_t cap = p->cap_ms ? p->cap_ms : HTTPC_BACKOFF_CAP_MS;
 
     /* a Retry-After of 0 (or a date that passed) falls back to the backoff */
     if (p->retry_after && retry_after_ms > 0)
         return (uint64_t)retry_after_ms > cap ? cap : (uint64_t)retry_after_ms;
-    return http_backoff_ms(p->backoff, p->base_ms, n, cap);
+    return httpc_backoff_ms(p->backoff, p->base_ms, n, cap);
 }
 
 static int exchange(struct xfer *x, char *err, size_t errlen)
 {
-    const struct http_retry *p = &x->rq->retry;
+    const struct httpc_retry *p = &x->rq->retry;
     unsigned attempts = p->attempts ? p->attempts : 1;
     int r = -EIO;
 
@@ -533,11 +533,11 @@ static int exchange(struct xfer *x, char *err, size_t errlen)
     return r;
 }
 
-int http_perform(CURL *h, const struct http_request *rq, struct http_response *ret, char *err,
-                 size_t errlen)
+int httpc_perform(CURL *h, const struct httpc_request *rq, struct httpc_response *ret, char *err,
+                  size_t errlen)
 {
     struct curl_slist *headers = NULL, *resolve = NULL;
-    struct http_response res;
+    struct httpc_response res;
     struct xfer x = {.rq = rq, .res = &res};
     CURL *own = NULL;
     int r;
@@ -584,7 +584,7 @@ out:
     return r;
 }
 
-void http_response_release(struct http_response *res)
+void httpc_response_release(struct httpc_response *res)
 {
     if (!res)
         return;
