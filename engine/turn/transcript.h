@@ -27,9 +27,6 @@
 #define TRANSCRIPT_HISTORY_MAX 100000
 #define TRANSCRIPT_RESULT_MAX 4000
 
-/* Render one message's content ("[image]", tool calls, results) into out. */
-int transcript_render_message(const struct chat_message *m, struct buf *out);
-
 /*
  * The text of a cold turn: the latest user text alone when there is no earlier message,
  * else the replay. closing replaces the default closing line (NULL = default); with a closing
