@@ -1,6 +1,6 @@
 /*
- * heartbeat — the session watchdog of a session run in platform mode
- * (reference/agenta-runner.md §1.8 item 2, §1.13): the alive lock in Agenta's API, the
+ * heartbeat — the session watchdog of a session run in platform mode, the one Agenta's own
+ * runner keeps for a session-owned streaming run: the alive lock in Agenta's API, the
  * admission answer, the stream id, the interrupt signal and the credential refresh.
  *
  *   heartbeat_start   sends the first beat and waits for it (POST /sessions/streams/heartbeat

@@ -1,7 +1,7 @@
 /*
  * redact — a run's known-value deny set, as Agenta's runner applies it to everything it
- * persists (reference/agenta-runner.md §1.8: "seedForRun"; golden file
- * tests/fixtures/agenta-golden/redaction.known_value.json).
+ * persists (it seeds one per run from the request's credentials, "seedForRun"; the golden
+ * file tests/fixtures/agenta-golden/redaction.known_value.json holds its outputs).
  *
  * The set holds the credential values of one run: every modelConnection credential and
  * environment value, credential-looking endpoint / MCP headers, the toolCallback authorization

@@ -1,5 +1,5 @@
 /*
- * transcript — the cold replay text (reference/agenta-runner.md §3.19). When a turn starts
+ * transcript — the cold replay text (the text Agenta's own runner replays). When a turn starts
  * without a live session but the request carries earlier messages, the harness gets the
  * conversation so far as text, capped from the front, and a closing line with the new user
  * message:

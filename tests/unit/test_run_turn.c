@@ -517,7 +517,7 @@ static void test_run_turn_collecting_stream_coalesces(void)
 
 static void test_run_turn_caps_from_pi_initialize(void)
 {
-    /* pi-acp 0.0.24's initialize result (reference/acp-harnesses.md §4.3) */
+    /* pi-acp 0.0.24's initialize result, as a real run returned it */
     json_object *init = test_json(
         "{\"protocolVersion\":1,\"agentInfo\":{\"name\":\"pi-acp\",\"version\":\"0.0.24\"},"
         "\"authMethods\":[{\"id\":\"pi_terminal_login\",\"type\":\"terminal\","
