@@ -1,6 +1,6 @@
 /*
- * egress_report — what the keeper does with a connection its sandbox's egress policy refused
- * (issue 11): one log line naming the destination and why (the keeper's log context adds the
+ * egress_report — what the keeper does with a connection its sandbox's egress policy refused:
+ * one log line naming the destination and why (the keeper's log context adds the
  * session and the harness; never a byte of payload) and agent_runner_egress_denied_total in
  * the session table's counters. A hostile sandbox that loops on refused connects cannot flood
  * the log: at most EGRESS_REPORT_LINES_PER_S lines a second, then one line saying how many

@@ -1,7 +1,15 @@
 /*
  * keeper — the small process that owns one live environment: the sandbox and the harness in
- * it (DESIGN.md §1). Workers come and go; the keeper stays, so a warm session survives the
- * worker that started it and any worker can run its next turn.
+ * it. Workers come and go; the keeper stays, so a warm session survives the worker that
+ * started it (a worker killed would otherwise take every warm session it started with it) and
+ * any worker can run its next turn: the master, a child subreaper, adopts the keeper, and any
+ * worker attaches through the socket named in the session's slot. A per-turn run is a keeper
+ * destroyed after its turn: one code path.
+ *
+ * Its parts: keeper.c the start-up, keeper_loop.c the poll loop, keeper_relay.c the lines
+ * between harness, worker and tool channel, keeper_teardown.c the end, keeper_state.h the
+ * state they share; keeper_channel.c the sandbox's tool channel, keeper_claim.c a spare's
+ * claim, egress_report.c the refused connections.
  *
  * Start: agent-runner-keeper reads its spec (struct keeper_spec, keeper_proto.h) from stdin,
  * binds its unix socket, forks (the parent exits at once so the master, a child subreaper,

@@ -1,6 +1,8 @@
 /*
- * keeper_channel — the keeper's end of the sandbox's tool channel (DESIGN.md §6a,
- * harnesses/extension/PROTOCOL.md, the codec in tool_channel.h).
+ * keeper_channel — the keeper's end of the sandbox's tool channel: one unix socket per
+ * sandbox (never the network) that pi's extension and the agenta-tools MCP bridge reach the
+ * runner's tools through (harnesses/extension/PROTOCOL.md is the wire format, tool_channel.h
+ * its codec); the keeper relays it to the worker running the turn.
  *
  * The keeper listens on <env_dir>/channel/channel.sock; the local provider binds the folder
  * read-only at /run/agent-runner in the sandbox (RUNNER_CHANNEL). The folder is 0711 and the

@@ -1,8 +1,11 @@
 /*
- * platform — a session run as a participant of Agenta's platform (issue 16;
- * reference/agenta-runner.md §1.8, §1.12, §1.13, §2.5, §3.9, §3.20, §3.21). It drives the
- * building blocks (agenta_api, redact, heartbeat, records, reconstruct) from a handful of calls
- * in engine_run and from the turn's event stream, so the turn loop itself knows nothing of it.
+ * platform — a session run as a participant of Agenta's platform: the runner takes the turn
+ * under Agenta's session lock (the heartbeat), writes the turn's events to the session's log
+ * (records), its approvals as interaction rows and the turn to the turns ledger, rebuilds a
+ * cold session's conversation from the log, and delivers attachments. It drives the building
+ * blocks (agenta_api, redact, heartbeat, records, reconstruct, platform_attach,
+ * platform_ledger) from a handful of calls in engine_run and from the turn's event stream, so
+ * the turn loop itself knows nothing of it.
  *
  * Only a run with a sessionId, on a runner whose engine_config names Agenta's API
  * (cfg->agenta, AGENTA_API_INTERNAL_URL then AGENTA_API_URL), takes part: for every other run
@@ -29,13 +32,14 @@
  *                         request answers, are exempt), the rows the request answers without a
  *                         live gate (a cold resume) resolved, and the turns ledger row
  *                         (POST /sessions/turns/, index = the latest row's + 1, harness_kind
- *                         pi_core|pi_agenta|claude|codex|opencode) on a thread of its own.
+ *                         pi_core|pi_agenta|claude|codex|opencode) on a thread of its own
+                         (platform_ledger.h).
  *   platform_rebuild      a cold start (no warm environment) of a request that carries only the
  *                         new message (or only approval answers): the earlier turns are rebuilt
  *                         from /sessions/records/query and spliced in front (reconstruct.h), so
  *                         the cold replay has the conversation. A log with a hole, or one that
  *                         cannot be read, fails the turn with a message saying so.
- *   platform_attachments  the new message's `attachment` blocks fetched
+ *   platform_attachments  (platform_attach.h) the new message's `attachment` blocks fetched
  *                         (/sessions/attachments/{id}/content), written to
  *                         <workspace>/attachments/<id>/<file name> (name sanitised, no symlink
  *                         followed, at most AGENTA_ATTACHMENT_MAX bytes), announced with an
@@ -72,9 +76,8 @@
 #include "request/request.h"
 #include "turn/events.h"
 
-#define PLATFORM_FLUSH_MS 5000     /* how long the result waits for the turn's records */
-#define PLATFORM_TOKENS_MAX 32     /* interaction tokens a run keeps track of */
-#define PLATFORM_RESTORE_MAX 100   /* working copies of earlier attachments restored */
+#define PLATFORM_FLUSH_MS 5000 /* how long the result waits for the turn's records */
+#define PLATFORM_TOKENS_MAX 32 /* interaction tokens a run keeps track of */
 #define PLATFORM_INCOMPLETE_DIR "platform/incomplete" /* under the state dir */
 
 struct platform;
@@ -144,27 +147,4 @@ void platform_free(struct platform *p);
 /* Agenta's harness_kind of a request (pi_core, pi_agenta, claude, codex, opencode); NULL for
  * a harness Agenta has no kind for (the test agent). */
 const char *platform_harness_kind(const struct run_request *req);
-/* A canonical UUID (lower case, 8-4-4-4-12, version 1-8, RFC 4122 variant). */
-bool platform_canonical_uuid(const char *s);
-/* The 32 hex digits of a trace id as a UUID (8-4-4-4-12); -EINVAL when it is not 32 hex. */
-int platform_trace_uuid(const char *trace_id, char out[37]);
-
-/* How an attachment reaches the harness (Agenta's capability gate). */
-struct platform_gate {
-    const char *outcome;     /* "native", "workspace_only" */
-    const char *reason_code; /* native_supported, transport_unsupported, adapter_unsupported,
-                                model_modality_unknown, provider_inline_cap */
-    bool image;              /* delivered as an image block */
-};
-void platform_attachment_gate(const struct run_request *req, const struct harness_caps *caps,
-                              const char *media_type, size_t len, struct platform_gate *ret);
-/* "[attached file: <name> at attachments/<id>/<name>]" into out. */
-int platform_attachment_mention(const char *attachment_id, const char *filename, struct buf *out);
-/*
- * Put the mentions (lines) into prompt text: before the latest user text when the text ends
- * with it, else in front. out receives the new text.
- */
-int platform_prompt_text(const char *text, const char *latest, const char *mentions,
-                         struct buf *out);
-
 #endif

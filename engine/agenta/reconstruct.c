@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agenta/records.h"
+#include "agenta/records_incomplete.h"
 #include "base/jsonx.h"
 #include "base/util.h"
 
@@ -414,7 +415,7 @@ int reconstruct_fetch(struct agenta_api *api, const char *session_key, const cha
     char qerr[256];
     int r;
 
-    if (records_session_incomplete(session_key)) {
+    if (records_incomplete_has(session_key)) {
         util_seterr(err, errlen,
                     "session %s lost a durable record; refusing to rebuild an incomplete "
                     "conversation",

@@ -6,10 +6,10 @@
  * It applies when the request carries a minimal history (exactly one message, a fresh user
  * message: reconstruct_minimal_history) or only an approval answer with no user text
  * (reconstruct_approval_reply_only), and no warm environment holds the conversation. Then:
- *   1. a session whose records were dropped in this process (records_session_incomplete)
- *      fails: "session <id> lost a durable record; refusing to rebuild an incomplete
- *      conversation" — the client kept no copy, answering without context would look right
- *      and be wrong;
+ *   1. a session whose records were dropped, here or by another worker
+ *      (records_incomplete_has, records_incomplete.h), fails: "session <id> lost a durable
+ *      record; refusing to rebuild an incomplete conversation" — the client kept no copy,
+ *      answering without context would look right and be wrong;
  *   2. POST /sessions/records/query {session_id}; an unreadable log fails the same way;
  *   3. the current turn's records (turn_id) are dropped: the user message of this turn was
  *      persisted before the turn started (records.h) and is the inbound message;

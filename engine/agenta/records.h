@@ -1,9 +1,9 @@
 /*
- * records — the persisting emitter of a session run in platform mode
- * (reference/agenta-runner.md §1.8 item 4-6): every live event of the turn also becomes a
- * record of the session's log in Agenta's API (POST /sessions/records/ingest), coalesced the
- * way Agenta's runner coalesces them, so the session view, the turns and the history rebuilt
- * from the log (reconstruct.h) match what Agenta itself writes.
+ * records — the persisting emitter of a session run in platform mode: every live event of the
+ * turn also becomes a record of the session's log in Agenta's API (POST
+ * /sessions/records/ingest), coalesced the way Agenta's own runner coalesces them, so the
+ * session view, the turns and the history rebuilt from the log (reconstruct.h) match what
+ * Agenta itself writes.
  *
  * What becomes a record (records_event, called with every event the turn emits, the same
  * json objects events.c writes; borrowed, never changed):
@@ -14,8 +14,8 @@
  *     (3000) without a new snapshot;
  *   - data with transient:true and the live-only {"type":"turn"} are never persisted;
  *   - tool_call, tool_result, interaction_request and interaction_response with an id carry
- *     the stable record id uuid5("<session>:<id>:<type>:<turn>", uuid5("records",
- *     uuid5("agenta", NAMESPACE_DNS))) so a retry or a re-sent snapshot upserts one row;
+ *     the stable record id of ids.h (ids_record_id) so a retry or a re-sent snapshot upserts
+ *     one row;
  *   - everything else is persisted as it is.
  * Each record gets record_index 0, 1, 2... in the order the turn produced it (per turn, as
  * Agenta does; the API orders a session's log by ingest time, then index), source "agent", or
@@ -23,20 +23,17 @@
  * records_user_message). Attributes are a deep copy with every value of the run's redaction
  * set replaced (redact.h); the live event is not touched.
  *
- * Delivery: each session (its key: "<projectId>:<sessionId>", or the session id) has one
- * ordered queue in this process, shared by consecutive turns, drained by a background thread
- * that exists while the queue has work. records_event only copies, redacts and queues: a slow
- * or failing API never blocks or fails the turn's event stream. Durable mode (default) tries a
- * record up to ingest_max_retries times with 100 * 2^(n-1) ms between tries (else 3 tries,
- * linear); a record that is still refused is dropped and marks the session's records
- * incomplete (records_session_incomplete: this process, and every worker once
- * records_incomplete_dir() names their shared folder), which makes a later rebuild of the
- * history fail instead of answering without context. A queue over its caps drops the same way.
+ * Delivery is records_outbox.h's: one ordered queue per session in this process, drained by a
+ * background thread; records_event only copies, redacts and queues, so a slow or failing API
+ * never blocks or fails the turn's event stream. Durable mode (default) tries a record up to
+ * ingest_max_retries times with 100 * 2^(n-1) ms between tries (else 3 tries, linear); a
+ * record that is still refused is dropped and marks the session's records incomplete
+ * (records_incomplete.h), which makes a later rebuild of the history fail instead of
+ * answering without context. A queue over its caps drops the same way.
  *
  * Threads: the caller's (records_new, records_event, records_persist, records_send,
  * records_flush, records_free: one thread per struct records) and one delivery thread per
- * busy session queue. No lock of the pool is ever taken; the queue's own mutex is never held
- * across I/O, malloc-heavy work or a call into agenta_api.
+ * busy session queue. No lock of the pool is ever taken.
  */
 #ifndef AR_RECORDS_H
 #define AR_RECORDS_H
@@ -51,12 +48,8 @@
 #include "agenta/redact.h"
 #include "core/contracts.h"
 
-#define RECORDS_QUEUE_MAX 4096                  /* records waiting per session */
-#define RECORDS_QUEUE_BYTES (256u * 1024 * 1024) /* their bodies, per session */
-#define RECORDS_BODY_MAX (32u * 1024 * 1024)     /* one record */
-#define RECORDS_SESSIONS_MAX 4096                /* session queues per process */
-#define RECORDS_INCOMPLETE_MAX 4096              /* sessions remembered as incomplete */
-#define RECORDS_OPEN_MAX 16                      /* message/thought blocks open at once */
+#define RECORDS_BODY_MAX (32u * 1024 * 1024) /* one record */
+#define RECORDS_OPEN_MAX 16                  /* message/thought blocks open at once */
 
 struct records_params {
     const char *session_key; /* the queue's identity: "<projectId>:<sessionId>" or sessionId */
@@ -118,32 +111,5 @@ void records_counts(struct records *r, uint64_t *ret_queued, uint64_t *ret_deliv
 /* Send the open tool call and let go: what is still queued keeps being delivered. NULL is a
  * no-op. */
 void records_free(struct records *r);
-
-/*
- * The "records incomplete" marks. A mark is kept in this process and, once
- * records_incomplete_dir() named a folder, as a file there (<dir>/<sha256 of the key>, holding
- * the key), so every worker of the runner sees it, and a restarted runner too: the hole in the
- * session's log is permanent, and so is the refusal to rebuild its conversation.
- * records_incomplete_dir(NULL) goes back to marks of this process only; -EINVAL for a path that
- * is not absolute or too long. Call it before any emitter exists.
- */
-int records_incomplete_dir(const char *dir);
-/* Whether a record of this session was ever dropped (here, or by a process sharing the folder). */
-bool records_session_incomplete(const char *session_key);
-void records_note_incomplete(const char *session_key);
-
-/*
- * Wait until every session queue of the process is empty and its thread gone (shutdown,
- * tests). 0, or -ETIMEDOUT at deadline_ms (monotonic).
- */
-int records_drain_all(int64_t deadline_ms);
-
-/* RFC 4122 version 5 (SHA-1 name-based) UUID of name under ns, as 36 characters + NUL. */
-int records_uuid5(const uint8_t ns[16], const char *name, size_t len, char out[37]);
-/* Parse a textual UUID into 16 bytes; -EINVAL when it is not one. */
-int records_uuid_parse(const char *text, uint8_t out[16]);
-/* The stable id of a tool-family record (see the top); turn_id NULL counts as "". */
-int records_stable_id(const char *session_id, const char *tool_call_id, const char *record_type,
-                      const char *turn_id, char out[37]);
 
 #endif

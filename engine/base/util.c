@@ -353,12 +353,24 @@ uint64_t util_proc_start_time(pid_t pid)
     const char *p = proc_stat_fields(pid, buf, sizeof(buf));
 
     /* fields start at 3 (state); the start time is field 22 */
+    char digits[24];
+    size_t n = 0;
+    uint64_t v;
+
     for (int field = 3; field < 22 && p; field++) {
         p = strchr(p, ' ');
         if (p)
             p++;
     }
-    return p ? (uint64_t)strtoull(p, NULL, 10) : 0;
+    if (!p)
+        return 0;
+    /* the field ends at the next space: parse exactly its digits (0 when it is no number) */
+    while (p[n] && p[n] != ' ' && n + 1 < sizeof(digits)) {
+        digits[n] = p[n];
+        n++;
+    }
+    digits[n] = '\0';
+    return util_parse_u64(digits, 0, UINT64_MAX, &v) == 0 ? v : 0;
 }
 
 bool util_proc_alive(pid_t pid, uint64_t start_time)

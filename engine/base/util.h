@@ -64,7 +64,8 @@ int util_write_all(int fd, const void *buf, size_t len);
  */
 int util_unix_listen(const char *path, mode_t mode, int backlog);
 
-/* Process start time (clock ticks since boot, field 22 of /proc/<pid>/stat); 0 if gone. */
+/* Process start time (clock ticks since boot, field 22 of /proc/<pid>/stat); 0 if gone or
+ * unreadable (a field that is no decimal number). */
 uint64_t util_proc_start_time(pid_t pid);
 
 /* True when pid is alive and, if start_time is non-zero, still the same process. */

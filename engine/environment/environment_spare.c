@@ -1,6 +1,8 @@
 /*
- * environment_spare — start a spare and bind one to a session (environment.h, spare.h).
+ * environment_spare — a spare started, and one bound to a session (environment_spare.h).
  */
+#include "environment/environment_spare.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,13 +13,13 @@
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "environment/environment_priv.h"
+#include "environment/env_start.h"
+#include "environment/env_stop.h"
 #include "environment/spare.h"
 #include "proto/keeper_proto.h"
 #include "request/request.h"
 
 #define CLAIM_CONNECT_MS 5000
-#define SPARE_GONE_WAIT_MS 10000
 
 /*
  * The spare is ready once its harness answers: ACP initialize through the keeper (pi-stdio
@@ -140,7 +142,7 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
     if (r < 0) {
         /* its keeper is gone already (or the slot was drained): it cleans up after itself */
         snprintf(err, errlen, "the spare's slot changed: %s", ar_strerror(r));
-        (void)environment_destroy_keeper(env->keeper_pid, 0, SPARE_GONE_WAIT_MS);
+        (void)environment_destroy_keeper(env->keeper_pid, 0, ENVIRONMENT_STOP_WAIT_MS);
     }
 out:
     if (created)
@@ -152,23 +154,6 @@ out:
     sandbox_plan_release(&plan);
     run_request_release(&req);
     return r;
-}
-
-int environment_evict_spare(const struct engine_config *cfg)
-{
-    int64_t deadline = util_now_ms() + SPARE_GONE_WAIT_MS;
-    struct pool_session s;
-    struct pool_victim v;
-
-    if (!cfg->pool || pool_spare_evict(cfg->pool, &v) != 1)
-        return 0;
-    log_debug("evicting a spare for a session (keeper %d)", (int)v.keeper_pid);
-    (void)environment_destroy_keeper(v.keeper_pid, v.keeper_start, SPARE_GONE_WAIT_MS);
-    /* its keeper frees the slot at the end of its teardown */
-    while (pool_session_peek(cfg->pool, v.h.index, &s) && s.h.generation == v.h.generation &&
-           util_now_ms() < deadline)
-        usleep(2000);
-    return 1;
 }
 
 /* The session's files into the claimed spare: the workspace's on the host, the home's inside. */
@@ -242,7 +227,8 @@ static void abandon(struct environment *env, const struct pool_session *ps)
     if (util_proc_alive(ps->keeper_pid, ps->keeper_start)) {
         /* it frees its slot and folder at its teardown */
         (void)pool_session_drain(cfg->pool, env->h, TEARDOWN_FAILED_TURN);
-        (void)environment_destroy_keeper(ps->keeper_pid, ps->keeper_start, SPARE_GONE_WAIT_MS);
+        (void)environment_destroy_keeper(ps->keeper_pid, ps->keeper_start,
+                                         ENVIRONMENT_STOP_WAIT_MS);
         return;
     }
     /* a dead keeper: whoever frees its slot first (here or the master) removes its folder */

@@ -1,5 +1,10 @@
 /*
- * spare — pre-started environments a new session claims (issue 17, reference/spares.md).
+ * spare — pre-started environments a new session claims; this module is what a spare is:
+ * the AGENT_RUNNER_SPARES settings, the rule of who may take one, the placeholder request a
+ * spare starts on, and the home files a claim writes into its running sandbox. The pieces
+ * elsewhere: a spare started and claimed as an environment is environment_spare.h, a spare
+ * evicted for a session env_stop.h, its slot (SLOT_SPARE) session/pool_spare.c, and the
+ * master's maker that keeps the count up fcgi/spares.c.
  *
  * The master keeps AGENT_RUNNER_SPARES environments per harness pre-started (fcgi/spares.c):
  * each one a keeper whose sandbox runs the harness on a placeholder configuration, in a slot

@@ -323,6 +323,24 @@ static int add_files(struct vec *a, struct vec *made, json_object *arr, int *fds
     return 0;
 }
 
+/* The sandbox's environment: "KEY=value" for every string member of env (others skipped). */
+static int add_env(struct vec *e, json_object *env)
+{
+    if (!env || !json_object_is_type(env, json_type_object))
+        return 0;
+    json_object_object_foreach(env, key, val)
+    {
+        char *kv;
+        if (!val || !json_object_is_type(val, json_type_string))
+            continue;
+        if (asprintf(&kv, "%s=%s", key, json_object_get_string(val)) < 0)
+            return -ENOMEM;
+        vec_add(e, kv);
+        free(kv);
+    }
+    return 0;
+}
+
 int local_sandbox_command(const char *bwrap, json_object *sb, const struct local_command_opts *opts,
                           char ***ret_argv, char ***ret_envp, int *fds, size_t maxfds,
                           size_t *ret_nfds, char *err, size_t errlen)
@@ -330,7 +348,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     static const struct local_command_opts none = {.share_net = false};
     struct vec a = {0}, e = {0}, made = {0};
     struct sandbox_config defaults;
-    json_object *arr, *env;
+    json_object *arr;
     const char *workspace, *cwd;
     size_t nfds = 0;
     int r;
@@ -412,21 +430,9 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     for (size_t i = 0; i < json_object_array_length(arr); i++)
         vec_add(&a, json_object_get_string(json_object_array_get_idx(arr, i)));
 
-    env = jsonx_get(sb, "env");
-    if (env && json_object_is_type(env, json_type_object)) {
-        json_object_object_foreach(env, key, val)
-        {
-            char *kv;
-            if (!val || !json_object_is_type(val, json_type_string))
-                continue;
-            if (asprintf(&kv, "%s=%s", key, json_object_get_string(val)) < 0) {
-                r = -ENOMEM;
-                goto fail;
-            }
-            vec_add(&e, kv);
-            free(kv);
-        }
-    }
+    r = add_env(&e, jsonx_get(sb, "env"));
+    if (r < 0)
+        goto fail;
     if (a.err || e.err) {
         r = a.err ? a.err : e.err;
         snprintf(err, errlen, "sandbox: %s", strerror(-r));

@@ -1,7 +1,8 @@
 /*
  * sandbox_cgroup, one environment (see cgroup.h): its cgroup created with the limits, entered
- * by the sandbox's child, read back for a tripped limit, killed and removed; and the I/O
- * helpers both halves share (cgroup_io.h). cgroup_host.c holds the host side.
+ * by the sandbox's child, read back for a tripped limit, killed and removed. The file I/O it
+ * shares with the host side is cgroup_io.c; the host side (hierarchies, probe, sweep) is
+ * cgroup_host.c.
  */
 #include "sandbox/cgroup.h"
 
@@ -21,60 +22,8 @@
 #include "base/util.h"
 #include "sandbox/cgroup_io.h"
 
-/* A plain name: [A-Za-z0-9._-], 1..64 characters, not "." or "..". */
-bool sandbox_cgroup_plain_name(const char *s)
-{
-    size_t n = 0;
-
-    if (!s || !s[0] || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-        return false;
-    for (; s[n]; n++) {
-        char c = s[n];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.'))
-            return false;
-    }
-    return n <= 64;
-}
-
-void sandbox_cgroup_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
-
-/* Write s to dir/file (async-signal-safe). */
-int sandbox_cgroup_write_at(const char *dir, const char *file, const char *s)
-{
-    char path[SANDBOX_CG_PATH_MAX + 64];
-    size_t len = strlen(s);
-    ssize_t n;
-    int fd, r = 0;
-
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
-        return -ENAMETOOLONG;
-    fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd == -1)
-        return -errno;
-    n = write(fd, s, len);
-    if (n < 0)
-        r = -errno;
-    else if ((size_t)n != len)
-        r = -EIO;
-    close(fd);
-    return r;
-}
-
-int sandbox_cgroup_read_at(const char *dir, const char *file, char **ret)
-{
-    char path[SANDBOX_CG_PATH_MAX + 64];
-
-    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
-        return -ENAMETOOLONG;
-    return util_read_file(path, SANDBOX_CG_TEXT_MAX, ret, NULL);
-}
+_Static_assert(SANDBOX_CG_IO_PATH_MAX >= SANDBOX_CG_PATH_MAX + 64,
+               "a cgroup folder and a file name in it fit cgroup_io's path");
 
 static int write_u64(const char *dir, const char *file, uint64_t v)
 {

@@ -22,6 +22,8 @@
  * (v2) or memory.limit_in_bytes + memory.memsw.limit_in_bytes (v1: the same value, so no
  * swap); cpu.max (v2) or cpu.cfs_quota_us / cpu.cfs_period_us (v1), period 100 ms.
  *
+ * This header is one environment's cgroup (cgroup.c) and the types both sides use; finding
+ * the hierarchies, the probe, the sweep and the clean stop are the host side (cgroup_host.h).
  * Nothing here runs under a shm lock; sandbox_cgroup_enter() is async-signal-safe.
  */
 #ifndef AR_SANDBOX_CGROUP_H
@@ -87,23 +89,6 @@ enum sandbox_cgroup_trip {
 };
 
 /*
- * Find the hierarchies (from /proc/self/mountinfo and /proc/self/cgroup), create
- * agent-runner/<instance> in each, enable v2 controllers (moving the caller into
- * <own>/supervisor when v2 requires it), then create a probe cgroup, write every limit and
- * read it back: ret->can says what holds, ret->missing why the rest does not. Fails only when
- * instance is not a plain name; a host without usable cgroups gives can == 0.
- */
-int sandbox_cgroup_probe(const char *instance, struct sandbox_cgroup_host *ret, char *err,
-                         size_t errlen);
-
-/*
- * The pure part of the probe: hierarchies from the texts of /proc/self/mountinfo and
- * /proc/self/cgroup (v2 controllers are filled in by the probe, from cgroup.controllers).
- */
-int sandbox_cgroup_layout(const char *mountinfo, const char *self_cgroup, const char *instance,
-                          struct sandbox_cgroup_host *ret, char *err, size_t errlen);
-
-/*
  * Create the cgroup of environment `id` (a plain name, e.g. the env folder's id) with the
  * limits the host can enforce. -EEXIST when it already exists (a leftover: sweep first).
  * On failure nothing is left.
@@ -111,14 +96,6 @@ int sandbox_cgroup_layout(const char *mountinfo, const char *self_cgroup, const 
 int sandbox_cgroup_create(const struct sandbox_cgroup_host *host, const char *id,
                           const struct sandbox_cgroup_limits *lim, struct sandbox_cgroup *ret,
                           char *err, size_t errlen);
-
-/*
- * The cgroup of environment `id` as sandbox_cgroup_create made it, without creating anything:
- * for a process that did not create it (the master reclaiming a dead keeper's environment)
- * to kill and remove it. -EINVAL when id is not a plain name.
- */
-int sandbox_cgroup_for_id(const struct sandbox_cgroup_host *host, const char *id,
-                          struct sandbox_cgroup *ret);
 
 /*
  * In the forked child, before dropping privileges: move the calling process into every
@@ -153,18 +130,13 @@ int sandbox_cgroup_kill(const struct sandbox_cgroup *cg, int timeout_ms);
 int sandbox_cgroup_remove(const struct sandbox_cgroup *cg);
 
 /*
- * Start-up sweep: kill and remove every environment cgroup under agent-runner/<instance> for
- * which keep(id, ctx) is false (keep may be NULL: remove all). Returns how many were removed,
- * or the first error.
+ * Write the limits of lim that `want` asks for (SANDBOX_CG_*) into every directory of cg;
+ * ret_applied (may be NULL) receives what held. The first failure is returned (with err)
+ * unless ret_applied is given (the probe wants to know everything).
  */
-int sandbox_cgroup_sweep(const struct sandbox_cgroup_host *host,
-                         bool (*keep)(const char *id, void *ctx), void *ctx, int timeout_ms);
-
-/*
- * Clean stop: remove agent-runner/<instance> (and agent-runner/ when it is empty) in every
- * hierarchy. Environment cgroups must be gone already (-EBUSY otherwise).
- */
-int sandbox_cgroup_host_remove(const struct sandbox_cgroup_host *host);
+int sandbox_cgroup_apply_limits(const struct sandbox_cgroup *cg,
+                                const struct sandbox_cgroup_limits *lim, unsigned want,
+                                unsigned *ret_applied, char *err, size_t errlen);
 
 /* "memory.events" style "key value" lines: the value of key. -ENOENT when absent. */
 int sandbox_cgroup_parse_key(const char *text, const char *key, uint64_t *ret);

@@ -1,9 +1,9 @@
 /*
- * sandbox_cgroup, the host side (see cgroup.h): where the hierarchies are and what they give
+ * sandbox_cgroup, the host side (cgroup_host.h): where the hierarchies are and what they give
  * us (layout, probe), the cgroups of an instance found by id, swept, and removed at a clean
  * stop. cgroup.c holds what is done to one environment's cgroup.
  */
-#include "sandbox/cgroup.h"
+#include "sandbox/cgroup_host.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/cgroup_io.h"
 
 #define SWEEP_MAX 65536u

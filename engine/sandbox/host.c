@@ -14,7 +14,7 @@
 #include "base/fstree.h"
 #include "base/util.h"
 #include "egress/sandbox_net.h"
-#include "sandbox/cgroup_io.h"
+#include "sandbox/cgroup_host.h"
 #include "sandbox/disk.h"
 
 static void add_missing(struct sandbox_host *h, const char *fmt, ...)

@@ -1,5 +1,6 @@
 /*
- * events — build AgentEvents (CONTRACT.md "Events") and deliver them.
+ * events — build AgentEvents (the `event` objects a run's response carries: message_*,
+ * thought_*, tool_call, tool_result, interaction_*, usage, error, ...) and deliver them.
  *
  * A struct event_stream has two modes:
  *   - streaming: each event is written at once as one NDJSON record

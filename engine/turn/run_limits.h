@@ -1,5 +1,5 @@
 /*
- * run_limits — the deadlines of one turn (reference/agenta-runner.md §3.11):
+ * run_limits — the deadlines of one turn (the four Agenta's own runner enforces):
  *   total         from the start of the turn
  *   first event   from the start until the first event leaves
  *   idle          since the last progress (an event, a harness message), armed by the first event

@@ -56,12 +56,6 @@ static void answer_unknown(const struct turn_env *te, const struct acp_msg *m)
     buf_release(&out);
 }
 
-void run_turn_send_tool_line(const struct turn_env *te, const struct buf *line)
-{
-    if (line->len > 0 && te->send_tool)
-        (void)te->send_tool(te->ctx, line);
-}
-
 /* A channel message while no turn runs (a session opening): answered as between turns; a
  * hello is noted in seen (may be NULL). */
 static void channel_outside(const struct turn_env *te, const struct acp_msg *m,
@@ -75,7 +69,7 @@ static void channel_outside(const struct turn_env *te, const struct acp_msg *m,
         seen->channel_hello = true;
         seen->channel_gating = seen->channel_gating || gating;
     }
-    run_turn_send_tool_line(te, &out);
+    turn_loop_send_tool_line(te, &out);
     buf_release(&out);
 }
 
@@ -250,48 +244,7 @@ static void send_cancel(const struct turn_env *te)
     json_object_put(params);
 }
 
-/* Answer a permission request (id given as JSON text): option, or "cancelled" when NULL. */
-static void reply_permission(const struct turn_env *te, const char *id_json, const char *option)
-{
-    json_object *id = NULL, *res = json_object_new_object(), *outcome = json_object_new_object();
-    char err[64];
-    struct buf out;
-
-    if (jsonx_parse(id_json, strlen(id_json), 4, &id, err, sizeof(err)) < 0)
-        id = NULL;
-    if (option && option[0]) {
-        json_object_object_add(outcome, "outcome", json_object_new_string("selected"));
-        json_object_object_add(outcome, "optionId", json_object_new_string(option));
-    } else {
-        json_object_object_add(outcome, "outcome", json_object_new_string("cancelled"));
-    }
-    json_object_object_add(res, "outcome", outcome);
-    buf_init(&out, 4096);
-    if (acp_encode_result(&out, id, res) == 0)
-        (void)te->send(te->ctx, &out);
-    buf_release(&out);
-    json_object_put(res);
-    json_object_put(id);
-}
-
-void run_turn_answer_gate(const struct turn_env *te, bool channel, const char *id_json,
-                          enum turn_channel_answer a, const char *option, const char *tool,
-                          bool by_user)
-{
-    struct buf out;
-
-    if (!channel) {
-        reply_permission(te, id_json, a == TURN_CHANNEL_CANCELLED ? NULL : option);
-        return;
-    }
-    buf_init(&out, 64 * 1024);
-    if (turn_channel_answer(&out, id_json, a, tool, by_user) == 0)
-        run_turn_send_tool_line(te, &out);
-    buf_release(&out);
-}
-
 /* ---- the turn loop: one struct, one handler per kind of input, one exit ------------------ */
-
 
 static void loop_fail(struct turn_loop *L, enum loop_exit how, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -400,8 +353,8 @@ static void on_deadline(struct turn_loop *L, int64_t now)
     int r;
 
     if (L->cancelling && now >= L->cancel_deadline) {
-        loop_fail(L, LOOP_FAIL, AR_E_TIMEOUT,
-                  "the harness did not stop within %dms of the cancel", CANCEL_GRACE_MS);
+        loop_fail(L, LOOP_FAIL, AR_E_TIMEOUT, "the harness did not stop within %dms of the cancel",
+                  CANCEL_GRACE_MS);
         return;
     }
     if (L->quiet_until && now >= L->quiet_until) {
@@ -511,14 +464,15 @@ static void loop_gate(struct turn_loop *L, const struct gate_request *q, int64_t
         stored = opt->stored(opt->stored_ctx, q->pg.tool_name, q->pg.args);
     v = policy_permission_decide(eff, stored);
     if (L->cancelling) {
-        run_turn_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_CANCELLED, NULL, NULL,
-                             false);
+        turn_loop_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_CANCELLED, NULL, NULL,
+                              false);
     } else if (v == VERDICT_ALLOW) {
-        run_turn_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_ALLOW, allow, NULL, false);
+        turn_loop_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_ALLOW, allow, NULL,
+                              false);
     } else if (v == VERDICT_DENY || !q->tool_call_id || L->ngates >= APPROVAL_GATES_MAX ||
                strlen(q->id_json) >= sizeof(L->gates[0].request_id)) {
-        run_turn_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_DENY, reject,
-                             q->pg.tool_name, stored == PERMISSION_DENY);
+        turn_loop_answer_gate(L->te, q->channel, q->id_json, TURN_CHANNEL_DENY, reject,
+                              q->pg.tool_name, stored == PERMISSION_DENY);
         if (q->tool_call_id)
             turn_mark_denied(&L->st, q->tool_call_id, q->pg.tool_name, q->pg.args);
     } else {
@@ -548,8 +502,8 @@ static void on_permission(struct turn_loop *L, const struct acp_msg *m, int64_t 
     if (L->opt->tools && !L->cancelling && runner_permission(L, m->params)) {
         /* claude asks before it calls an MCP tool: the runner tool is gated at its tool/call,
          * in one place for every harness */
-        run_turn_answer_gate(L->te, false, q.id_json, TURN_CHANNEL_ALLOW,
-                             turn_option_of(m->params, "allow"), NULL, false);
+        turn_loop_answer_gate(L->te, false, q.id_json, TURN_CHANNEL_ALLOW,
+                              turn_option_of(m->params, "allow"), NULL, false);
         return;
     }
     loop_gate(L, &q, now);

@@ -69,16 +69,6 @@ static void render_block(const struct content_block *b, const char *name, struct
     }
 }
 
-int transcript_render_message(const struct chat_message *m, struct buf *out)
-{
-    for (size_t i = 0; i < m->nblocks; i++) {
-        if (i)
-            buf_append_char(out, ' ');
-        render_block(&m->blocks[i], NULL, out);
-    }
-    return 0;
-}
-
 int transcript_turn_text(const struct run_request *req, const char *closing, struct buf *out)
 {
     struct buf hist, latest;

@@ -1,5 +1,5 @@
 /*
- * transcript — the cold replay text (reference/agenta-runner.md §3.19). When a turn starts
+ * transcript — the cold replay text (the text Agenta's own runner replays). When a turn starts
  * without a live session but the request carries earlier messages, the harness gets the
  * conversation so far as text, capped from the front, and a closing line with the new user
  * message:
@@ -26,9 +26,6 @@
 
 #define TRANSCRIPT_HISTORY_MAX 100000
 #define TRANSCRIPT_RESULT_MAX 4000
-
-/* Render one message's content ("[image]", tool calls, results) into out. */
-int transcript_render_message(const struct chat_message *m, struct buf *out);
 
 /*
  * The text of a cold turn: the latest user text alone when there is no earlier message,

@@ -11,7 +11,8 @@
  *   error            a failed model call (turn_channel_error): the turn fails when it ends
  *                    without output
  *   hello            answered {protocol: 1}; its `gating` flag says pi's gate is in place
- *   tool/call        runner tools (issue 14): the turn's tool_call hook, else an error result
+ *   tool/call        runner tools (turn_tools.h): the turn's tool_call hook, else an error
+ *                    result
  * Outside a turn (while a session opens) turn_channel_outside answers requests as the keeper
  * would between turns.
  */

@@ -1,7 +1,7 @@
 /*
- * turn_loop — the state of one turn's loop, private to run_turn.c and turn_tools.c (nothing
- * else includes this header): the struct both files work on and the few helpers of
- * run_turn.c that turn_tools.c answers the harness with.
+ * turn_loop — the state of one turn's loop, shared by run_turn.c (the loop) and turn_tools.c
+ * (the runner's tools inside it; nothing else includes this header): the struct both work on,
+ * and the two answers both give the harness (a keeper channel line, a gate's decision).
  */
 #ifndef AR_TURN_LOOP_H
 #define AR_TURN_LOOP_H
@@ -14,8 +14,8 @@
 #include "core/contracts.h"
 #include "turn/events.h"
 #include "turn/run_limits.h"
-#include "turn/run_turn.h"
 #include "turn/turn_channel.h"
+#include "turn/turn_env.h"
 #include "turn/turn_translate.h"
 
 #define PAUSE_QUIET_MS 150 /* gates that arrive together park together */
@@ -56,13 +56,13 @@ struct turn_loop {
 };
 
 /* One keeper channel line to the sandbox (dropped when the turn has no channel). */
-void run_turn_send_tool_line(const struct turn_env *te, const struct buf *line);
+void turn_loop_send_tool_line(const struct turn_env *te, const struct buf *line);
 /*
  * Answer a gate's request, ACP's or the channel's: allow (with the ACP option), deny (the
  * reject option; by_user: the user's decision, else the plan's) or cancelled.
  */
-void run_turn_answer_gate(const struct turn_env *te, bool channel, const char *id_json,
-                          enum turn_channel_answer a, const char *option, const char *tool,
-                          bool by_user);
+void turn_loop_answer_gate(const struct turn_env *te, bool channel, const char *id_json,
+                           enum turn_channel_answer a, const char *option, const char *tool,
+                           bool by_user);
 
 #endif

@@ -29,7 +29,7 @@ static void answer_call(const struct turn_env *te, const char *id_json, const ch
         return;
     buf_init(&out, TOOL_CHANNEL_LINE_MAX);
     if (tool_channel_encode_call_result(&out, id, text, is_error) == 0)
-        run_turn_send_tool_line(te, &out);
+        turn_loop_send_tool_line(te, &out);
     buf_release(&out);
     json_object_put(id);
 }
@@ -323,9 +323,9 @@ void turn_tools_answer_parked(struct turn_loop *L, const struct approval_gate *g
     bool is_error = false;
 
     if (g->kind == GATE_PERMISSION) {
-        run_turn_answer_gate(L->te, g->channel, g->request_id, a,
-                             a == TURN_CHANNEL_ALLOW ? g->allow_option : g->reject_option,
-                             g->tool_name, true);
+        turn_loop_answer_gate(L->te, g->channel, g->request_id, a,
+                              a == TURN_CHANNEL_ALLOW ? g->allow_option : g->reject_option,
+                              g->tool_name, true);
         return;
     }
     if (a == TURN_CHANNEL_CANCELLED || !tt || !(spec = gate_spec(L, g))) {

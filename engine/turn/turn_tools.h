@@ -1,13 +1,16 @@
 /*
- * turn_tools — the runner's tools inside a turn (DESIGN.md §6a; reference/agenta-runner.md
- * §3.21, §3.24): a tool/call from the keeper channel (pi's extension, or the agenta-tools MCP
- * bridge of claude, codex and opencode) is announced with the runner's own tool_call event
- * (the spec's render hint), gated like any permission request — the spec's own permission,
- * its MCP server's, the plan, a decision stored in the transcript — and then run (allow),
- * refused (deny: denied tool_result), parked for the user (ask) or handed to the browser
- * (client tools: interaction_request "client_tool"); a parked call keeps its tool/call open
- * until the request that answers it resumes the turn. Every failure of a tool is a tool
- * result the model reads, never a failed turn.
+ * turn_tools — the runner's tools inside a turn. Each sandbox reaches its keeper through one
+ * channel (a unix socket bound into it, never the network): pi through our extension, claude,
+ * codex and opencode through our stdio MCP server `agenta-tools`. The keeper forwards each
+ * tool/call to the worker running the turn, where it lands here: it is announced with the
+ * runner's own tool_call event (the spec's render hint), gated like any permission request —
+ * the spec's own permission, its MCP server's, the plan, a decision stored in the transcript —
+ * and then run (allow: a callback or direct HTTP call, or a user MCP server the runner itself
+ * is the client of), refused (deny: denied tool_result), parked for the user (ask) or handed
+ * to the browser (client tools: interaction_request "client_tool"); a parked call keeps its
+ * tool/call open until the request that answers it resumes the turn. Every failure of a tool
+ * is a tool result the model reads, never a failed turn. The harness never connects to an MCP
+ * server or a callback itself.
  *
  * Part of run_turn's loop (turn_loop.h): the functions run on the turn's thread; executing a
  * call blocks it (the executor polls the turn's cancel every 100 ms).

@@ -1,5 +1,6 @@
 /*
- * turn_translate — ACP to AgentEvents, pure (reference/acp-harnesses.md, CONTRACT.md Events).
+ * turn_translate — ACP to AgentEvents, pure: the session/update notifications of ACP v1 as
+ * the harnesses send them, into the event objects of events.h.
  *
  * turn_translate_update reads one ACP `update` object and emits zero or more events into the
  * stream, keeping the small state it needs (open text block, known tool calls) in struct
@@ -47,7 +48,7 @@ struct turn_state {
     struct run_limits *limits;          /* may be NULL */
     bool (*is_noise)(const char *text); /* drop such message chunks (may be NULL) */
     /*
-     * Runner tools (issue 14): the harness reports its calls of them too (pi names the tool,
+     * Runner tools (turn_tools.h): the harness reports its calls of them too (pi names the tool,
      * claude "mcp__agenta-tools__<name>", codex and opencode the agenta-tools server); those
      * reports make no events — the runner's own tool_call / tool_result describe the call.
      * kind says how the harness names them; is_runner (may be NULL) says whether pi's tool

@@ -5,6 +5,7 @@
 
 #include "agenta/reconstruct.h"
 #include "agenta/records.h"
+#include "agenta/records_incomplete.h"
 #include "base/jsonx.h"
 #include "base/util.h"
 #include "fake_http.h"
@@ -331,7 +332,7 @@ static void test_reconstruct_fetch_succeeds_or_fails_clearly(void)
 
     /* a log with a hole fails before asking */
     s.status = 0;
-    records_note_incomplete("p1:s-hole");
+    records_incomplete_note("p1:s-hole");
     CU_ASSERT_EQUAL(reconstruct_fetch(api, "p1:s-hole", "s-hole", "t3", false, &h, err,
                                       sizeof(err)), -ENOTRECOVERABLE);
     CU_ASSERT_STRING_EQUAL(err, "session s-hole lost a durable record; refusing to rebuild an "

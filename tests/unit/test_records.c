@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "agenta/records.h"
+#include "agenta/records_incomplete.h"
+#include "agenta/records_outbox.h"
 #include "base/fstree.h"
 #include "base/jsonx.h"
 #include "base/util.h"
@@ -21,31 +23,6 @@
 #define CRED "Access run-cred-secret-1"
 #define INGEST AGENTA_PATH_RECORDS_INGEST
 #define WAIT_MS 10000
-
-static void test_records_uuid5_known_vectors(void)
-{
-    uint8_t dns[16], url[16];
-    char out[37];
-
-    /* Python: uuid.uuid5(uuid.NAMESPACE_DNS, "python.org") */
-    CU_ASSERT_EQUAL_FATAL(records_uuid_parse("6ba7b810-9dad-11d1-80b4-00c04fd430c8", dns), 0);
-    CU_ASSERT_EQUAL(records_uuid5(dns, "python.org", 10, out), 0);
-    CU_ASSERT_STRING_EQUAL(out, "886313e1-3b8a-5372-9b90-0c9aee199e5d");
-    /* uuid.uuid5(uuid.NAMESPACE_URL, "https://agenta.ai/é"): the name is hashed as UTF-8 */
-    CU_ASSERT_EQUAL_FATAL(records_uuid_parse("6ba7b811-9dad-11d1-80b4-00c04fd430c8", url), 0);
-    CU_ASSERT_EQUAL(records_uuid5(url, "https://agenta.ai/\xc3\xa9", 20, out), 0);
-    CU_ASSERT_STRING_EQUAL(out, "0200ad65-a4d7-5286-bbe6-edffc170c217");
-    /* uuid5(ns, f"{session}:{call}:{type}:{turn}"), ns = uuid5(uuid5(DNS,"agenta"),"records") */
-    CU_ASSERT_EQUAL(records_stable_id("sess-1", "call-1", "tool_call", "turn-1", out), 0);
-    CU_ASSERT_STRING_EQUAL(out, "0e33e099-1cce-5e44-8084-d4f8c0c1b226");
-    CU_ASSERT_EQUAL(records_stable_id("sess-1", "call-1", "tool_result", "turn-1", out), 0);
-    CU_ASSERT_STRING_EQUAL(out, "cf3b5db1-3011-5c46-a24b-cd65dd515aa2");
-    CU_ASSERT_EQUAL(records_stable_id("sess-1", "call-1", "tool_call", NULL, out), 0);
-    CU_ASSERT_STRING_EQUAL(out, "09f60bd2-cddf-5c1c-a767-e86426ea2995");
-    CU_ASSERT_EQUAL(records_uuid_parse("6ba7b810-9dad-11d1-80b4-00c04fd430c", dns), -EINVAL);
-    CU_ASSERT_EQUAL(records_uuid_parse("6ba7b810x9dad-11d1-80b4-00c04fd430c8", dns), -EINVAL);
-    CU_ASSERT_EQUAL(records_uuid_parse("zba7b810-9dad-11d1-80b4-00c04fd430c8", dns), -EINVAL);
-}
 
 /* ---- a scriptable API ------------------------------------------------------------------- */
 
@@ -121,7 +98,7 @@ static int fixture_start(struct fixture *fx, void (*tune)(struct agenta_config *
 static void fixture_stop(struct fixture *fx)
 {
     script_open(&fx->script);
-    CU_ASSERT_EQUAL(records_drain_all(util_now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_outbox_drain_all(util_now_ms() + WAIT_MS), 0);
     agenta_api_free(fx->api);
     redact_free(fx->rd);
     fake_http_stop(fx->http);
@@ -340,7 +317,7 @@ static void test_records_never_block_the_turn(void)
     CU_ASSERT_EQUAL(delivered, 50);
     CU_ASSERT_EQUAL(dropped, 0);
     records_free(r);
-    CU_ASSERT_FALSE(records_session_incomplete("p1:s-slow"));
+    CU_ASSERT_FALSE(records_incomplete_has("p1:s-slow"));
     fixture_stop(&fx);
 }
 
@@ -358,7 +335,7 @@ static void test_records_retry_then_drop_and_mark_incomplete(void)
     CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), 0);
     CU_ASSERT_EQUAL(fake_http_count_path(fx.http, INGEST), 3);
     records_free(r);
-    CU_ASSERT_FALSE(records_session_incomplete("p1:s-retry"));
+    CU_ASSERT_FALSE(records_incomplete_has("p1:s-retry"));
 
     fx.script.always_fail = true; /* an outage longer than the retries */
     r = emitter(&fx, "p1:s-drop", "t1");
@@ -371,8 +348,8 @@ static void test_records_retry_then_drop_and_mark_incomplete(void)
     CU_ASSERT_EQUAL(dropped, 2);
     CU_ASSERT_EQUAL(fake_http_count_path(fx.http, INGEST), 3 + 2 * 3);
     records_free(r);
-    CU_ASSERT_TRUE(records_session_incomplete("p1:s-drop"));
-    CU_ASSERT_FALSE(records_session_incomplete("p2:s-drop")); /* project-scoped */
+    CU_ASSERT_TRUE(records_incomplete_has("p1:s-drop"));
+    CU_ASSERT_FALSE(records_incomplete_has("p2:s-drop")); /* project-scoped */
     fixture_stop(&fx);
 }
 
@@ -394,7 +371,7 @@ static void test_records_legacy_mode_drops_without_marking(void)
     CU_ASSERT_EQUAL(records_flush(r, util_now_ms() + WAIT_MS), -EIO);
     CU_ASSERT_EQUAL(fake_http_count_path(fx.http, INGEST), 3); /* three tries, linear */
     records_free(r);
-    CU_ASSERT_FALSE(records_session_incomplete("p1:s-legacy"));
+    CU_ASSERT_FALSE(records_incomplete_has("p1:s-legacy"));
     fixture_stop(&fx);
 }
 
@@ -421,7 +398,7 @@ static void test_records_keep_session_order_across_turns(void)
     script_open(&fx.script);
     CU_ASSERT_EQUAL(records_flush(b, util_now_ms() + WAIT_MS), 0);
     records_free(b);
-    CU_ASSERT_EQUAL(records_drain_all(util_now_ms() + WAIT_MS), 0);
+    CU_ASSERT_EQUAL(records_outbox_drain_all(util_now_ms() + WAIT_MS), 0);
     CU_ASSERT_EQUAL_FATAL(fake_http_count(fx.http), 4);
     for (size_t i = 0; i < 4; i++) {
         static const char *const want[] = {"a0", "a1", NULL, "b0"};
@@ -460,7 +437,7 @@ static void test_records_a_failed_call_is_no_hole_in_the_log(void)
     CU_ASSERT_EQUAL(delivered, 1);
     CU_ASSERT_EQUAL(dropped, 1);
     records_free(r);
-    CU_ASSERT_FALSE(records_session_incomplete("p1:s-call"));
+    CU_ASSERT_FALSE(records_incomplete_has("p1:s-call"));
     fixture_stop(&fx);
 }
 
@@ -580,13 +557,13 @@ static void test_records_incomplete_mark_is_shared_by_processes(void)
     CU_ASSERT_FATAL(pid >= 0);
     if (pid == 0) {
         /* another worker drops a record of this session */
-        records_note_incomplete("p9:s-other-worker");
-        _exit(records_session_incomplete("p9:s-other-worker") ? 0 : 1);
+        records_incomplete_note("p9:s-other-worker");
+        _exit(records_incomplete_has("p9:s-other-worker") ? 0 : 1);
     }
     CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
     CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    CU_ASSERT_TRUE(records_session_incomplete("p9:s-other-worker"));
-    CU_ASSERT_FALSE(records_session_incomplete("p9:s-fine"));
+    CU_ASSERT_TRUE(records_incomplete_has("p9:s-other-worker"));
+    CU_ASSERT_FALSE(records_incomplete_has("p9:s-fine"));
     d = opendir(sub);
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     while ((de = readdir(d)) != NULL) {
@@ -603,12 +580,11 @@ static void test_records_incomplete_mark_is_shared_by_processes(void)
     free(data);
     /* without the folder, only this process's own marks count */
     CU_ASSERT_EQUAL(records_incomplete_dir(NULL), 0);
-    CU_ASSERT_FALSE(records_session_incomplete("p9:s-other-worker"));
+    CU_ASSERT_FALSE(records_incomplete_has("p9:s-other-worker"));
     CU_ASSERT_EQUAL(fstree_remove(dir), 0);
 }
 
 CU_TestInfo records_tests[] = {
-    {"uuid5_known_vectors", test_records_uuid5_known_vectors},
     {"coalesce_a_turn_like_agenta", test_records_coalesce_a_turn_like_agenta},
     {"tool_call_goes_out_after_idle", test_records_tool_call_goes_out_after_idle},
     {"never_block_the_turn", test_records_never_block_the_turn},

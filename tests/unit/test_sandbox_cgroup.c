@@ -15,6 +15,7 @@
 
 #include "base/util.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/cgroup_host.h"
 #include "suites.h"
 
 static const char hybrid_mounts[] =

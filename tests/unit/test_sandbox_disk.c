@@ -14,6 +14,7 @@
 #include "base/fstree.h"
 #include "base/util.h"
 #include "sandbox/cgroup.h"
+#include "sandbox/cgroup_host.h"
 #include "sandbox/disk.h"
 #include "suites.h"
 

@@ -1,0 +1,397 @@
+/*
+ * env_link — a worker's link to an environment's keeper (env_link.h).
+ */
+#include "environment/env_link.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "environment/env_stop.h"
+#include "proto/keeper_proto.h"
+#include "sandbox/host.h"
+#include "turn/turn_env.h"
+
+struct environment *environment_new(const struct engine_config *cfg)
+{
+    struct environment *env = calloc(1, sizeof(*env));
+
+    if (!env)
+        return NULL;
+    env->cfg = cfg;
+    env->fd = -1;
+    env->next_id = 1;
+    acp_lines_init(&env->lines, ACP_LINE_MAX_DEFAULT);
+    return env;
+}
+
+void environment_free(struct environment *env)
+{
+    if (!env)
+        return;
+    if (env->fd >= 0)
+        close(env->fd);
+    acp_lines_release(&env->lines);
+    if (env->agent_caps)
+        json_object_put(env->agent_caps);
+    json_object_put(env->lease_report);
+    free(env);
+}
+
+int env_link_read_line(int fd, struct acp_lines *lines, int64_t deadline, char **ret,
+                       size_t *ret_len, const struct environment *env)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int timeout = -1, r;
+        ssize_t n;
+
+        r = acp_lines_next(lines, ret, ret_len);
+        if (r != 0)
+            return r;
+        if (env && env->before_wait)
+            env->before_wait(env->before_wait_ctx);
+        if (deadline) {
+            int64_t left = deadline - util_now_ms();
+            if (left <= 0)
+                return -ETIMEDOUT;
+            timeout = left > 1000000 ? 1000000 : (int)left;
+        }
+        r = poll(&p, 1, timeout);
+        if (r == -1 && errno == EINTR)
+            continue;
+        if (r == -1)
+            return -errno;
+        if (r == 0)
+            continue;
+        n = acp_lines_fill(lines, fd);
+        if (n == -EAGAIN)
+            continue;
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return -EPIPE;
+    }
+}
+
+int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct keeper_msg m;
+    char *line = NULL;
+    size_t len;
+    int fd, r;
+
+    memcpy(sa.sun_path, env->paths.socket, strlen(env->paths.socket) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd == -1)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+        r = -errno;
+        close(fd);
+        snprintf(err, errlen, "cannot reach the keeper: %s", strerror(-r));
+        return r;
+    }
+    env->fd = fd;
+    r = env_link_read_line(fd, &env->lines, deadline, &line, &len, NULL);
+    if (r < 0) {
+        snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
+        return r;
+    }
+    r = keeper_proto_decode(line, len, &m);
+    if (r < 0 || m.kind != KEEPER_MSG_HELLO) {
+        snprintf(err, errlen, "the keeper refused the attach (%.40s)", line);
+        r = r == 0 && m.kind == KEEPER_MSG_BUSY ? -EBUSY : AR_E_PROTOCOL;
+        goto out;
+    }
+    env->keeper_pid = m.keeper_pid;
+    env->sandbox_pid = m.sandbox_pid;
+out:
+    free(line);
+    return r;
+}
+
+int environment_send(struct environment *env, const struct buf *line)
+{
+    if (env->fd < 0 || env->harness_exited)
+        return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+    if (util_write_all(env->fd, line->data, line->len) < 0)
+        return AR_E_HARNESS_EXITED;
+    return 0;
+}
+
+int environment_send_tool(struct environment *env, const struct buf *line)
+{
+    struct keeper_msg m = {
+        .kind = KEEPER_MSG_TOOL, .payload = line->data, .payload_len = line->len};
+    struct buf tagged;
+    int r;
+
+    if (m.payload_len > 0 && line->data[m.payload_len - 1] == '\n')
+        m.payload_len--;
+    buf_init(&tagged, line->len + 16);
+    r = keeper_proto_encode(&m, &tagged);
+    if (r == 0)
+        r = environment_send(env, &tagged);
+    buf_release(&tagged);
+    return r;
+}
+
+int environment_request(struct environment *env, const char *method, json_object *params,
+                        int64_t *ret_id)
+{
+    struct buf line;
+    int64_t id = env->next_id++;
+    int r;
+
+    buf_init(&line, ACP_LINE_MAX_DEFAULT);
+    r = acp_encode_request(&line, id, method, params);
+    if (r == 0)
+        r = environment_send(env, &line);
+    buf_release(&line);
+    if (r == 0 && ret_id)
+        *ret_id = id;
+    return r;
+}
+
+int environment_check_limits(struct environment *env)
+{
+    const char *code = NULL;
+
+    if (env->limit)
+        return 1;
+    if (!env->cfg->sandbox || !env->paths.dir[0])
+        return 0;
+    if (sandbox_host_tripped(env->cfg->sandbox, env->paths.dir, &code, env->limit_msg,
+                             sizeof(env->limit_msg)) != 1)
+        return 0;
+    env->limit = code;
+    log_info("sandbox limit: %s", env->limit_msg);
+    return 1;
+}
+
+/* The next wait ends at the deadline or the next limit check, whichever comes first. */
+static int64_t wait_until(struct environment *env, int64_t deadline_ms)
+{
+    int64_t now = util_now_ms();
+
+    if (!env->cfg->sandbox)
+        return deadline_ms;
+    if (!env->next_limit_check)
+        env->next_limit_check = now + ENVIRONMENT_LIMIT_POLL_MS;
+    return deadline_ms && deadline_ms < env->next_limit_check ? deadline_ms : env->next_limit_check;
+}
+
+/* The connection to the keeper ended: the harness exited, the keeper failed it, or died. */
+static int connection_over(struct environment *env, const struct keeper_msg *km)
+{
+    env->harness_exited = true;
+    if (km && km->kind == KEEPER_MSG_EXIT) {
+        env->harness_status = km->status;
+    } else if (km && km->kind == KEEPER_MSG_FAIL) {
+        snprintf(
+            env->fail, sizeof(env->fail), "%.*s",
+            (int)(km->payload_len < sizeof(env->fail) ? km->payload_len : sizeof(env->fail) - 1),
+            km->payload);
+    } else if (!env->fail[0]) {
+        env->keeper_lost = true;
+        return AR_E_KEEPER_LOST;
+    }
+    return AR_E_HARNESS_EXITED;
+}
+
+int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret)
+{
+    char err[160];
+
+    for (;;) {
+        struct keeper_msg km;
+        char *line;
+        size_t len;
+        int r, kr;
+
+        if (env->fd < 0 || env->harness_exited)
+            return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+        r = env_link_read_line(env->fd, &env->lines, wait_until(env, deadline_ms), &line, &len,
+                               env);
+        if (r == -ETIMEDOUT && env->cfg->sandbox && util_now_ms() >= env->next_limit_check) {
+            env->next_limit_check = util_now_ms() + ENVIRONMENT_LIMIT_POLL_MS;
+            if (environment_check_limits(env))
+                return AR_E_SANDBOX_LIMIT;
+            if (!deadline_ms || util_now_ms() < deadline_ms)
+                continue;
+        }
+        if (r == -ETIMEDOUT)
+            return r;
+        if (r == -E2BIG)
+            return AR_E_PROTOCOL;
+        if (r < 0)
+            return connection_over(env, NULL);
+        kr = keeper_proto_decode(line, len, &km);
+        if (kr == 0 && km.kind == KEEPER_MSG_TOOL) {
+            /* the sandbox's keeper channel, relayed by the keeper */
+            r = acp_decode(km.payload, km.payload_len, ret, err, sizeof(err));
+            free(line);
+            if (r == 0)
+                return TURN_RECV_TOOL;
+            env->malformed++;
+            log_debug("skipping a malformed channel line: %s", err);
+            continue;
+        }
+        if (kr == 0 && km.kind != KEEPER_MSG_ACP) {
+            if (km.kind == KEEPER_MSG_EXIT || km.kind == KEEPER_MSG_FAIL) {
+                r = connection_over(env, &km);
+                free(line);
+                return r;
+            }
+            free(line);
+            log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
+            continue;
+        }
+        r = acp_decode(line, len, ret, err, sizeof(err));
+        free(line);
+        if (r == 0)
+            return 0;
+        env->malformed++;
+        log_debug("skipping a malformed harness line: %s", err);
+    }
+}
+
+int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
+{
+    struct buf line;
+    int r;
+
+    struct keeper_msg m = {.kind = awaiting ? KEEPER_MSG_AWAIT : KEEPER_MSG_PARK, .ms = window_ms};
+
+    buf_init(&line, 64);
+    r = keeper_proto_encode(&m, &line);
+    if (r == 0)
+        r = environment_send(env, &line);
+    buf_release(&line);
+    close(env->fd);
+    env->fd = -1;
+    env->has_slot = false;
+    return r;
+}
+
+int environment_destroy(struct environment *env, enum teardown_reason reason)
+{
+    struct buf line;
+    int64_t deadline = util_now_ms() + ENVIRONMENT_STOP_WAIT_MS;
+    int r = 0;
+
+    if (env->destroyed)
+        return 0;
+    env->destroyed = true;
+    if (env->has_slot && env->cfg->pool)
+        (void)pool_session_drain(env->cfg->pool, env->h, (uint8_t)reason);
+    if (env->fd >= 0) {
+        struct keeper_msg m = {.kind = KEEPER_MSG_DESTROY};
+
+        buf_init(&line, 16);
+        if (keeper_proto_encode(&m, &line) == 0)
+            (void)util_write_all(env->fd, line.data, line.len);
+        buf_release(&line);
+        /* the keeper closes the socket as the last step of its teardown */
+        for (;;) {
+            char chunk[4096];
+            struct pollfd p = {.fd = env->fd, .events = POLLIN};
+            int64_t left = deadline - util_now_ms();
+            ssize_t n;
+
+            if (left <= 0) {
+                r = -ETIMEDOUT;
+                break;
+            }
+            if (poll(&p, 1, (int)left) <= 0)
+                continue;
+            n = read(env->fd, chunk, sizeof(chunk));
+            if (n == 0 || (n == -1 && errno != EINTR && errno != EAGAIN))
+                break;
+        }
+        close(env->fd);
+        env->fd = -1;
+    }
+    if (r < 0 && env->keeper_pid > 0)
+        r = environment_destroy_keeper(env->keeper_pid, 0, 1000);
+    env->has_slot = false;
+    log_debug("environment '%s' destroyed (%s)", env->paths.id, teardown_reason_name(reason));
+    return r;
+}
+
+static int te_send(void *ctx, const struct buf *line)
+{
+    return environment_send(ctx, line);
+}
+
+static int te_send_tool(void *ctx, const struct buf *line)
+{
+    return environment_send_tool(ctx, line);
+}
+
+static int te_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
+{
+    return environment_recv(ctx, deadline_ms, ret);
+}
+
+static int64_t te_next_id(void *ctx)
+{
+    struct environment *env = ctx;
+
+    return env->next_id++;
+}
+
+/* What the environment knows better than "the harness exited": a limit, the keeper's word. */
+static bool te_failure(void *ctx, char *msg, size_t msglen, const char **ret_code)
+{
+    struct environment *env = ctx;
+
+    if (environment_check_limits(env)) {
+        snprintf(msg, msglen, "%s", env->limit_msg);
+        *ret_code = env->limit;
+        return true;
+    }
+    if (env->fail[0]) {
+        snprintf(msg, msglen, "%s", env->fail);
+        *ret_code = "runner_error";
+        return true;
+    }
+    if (env->keeper_lost) {
+        snprintf(msg, msglen,
+                 "the environment's keeper process died during the turn: its "
+                 "sandbox and the harness in it are gone");
+        *ret_code = "runner_error";
+        return true;
+    }
+    return false;
+}
+
+static bool te_exited(void *ctx, int *ret_status)
+{
+    struct environment *env = ctx;
+
+    *ret_status = env->harness_status;
+    return env->harness_exited;
+}
+
+void environment_turn_env(struct environment *env, struct turn_env *ret)
+{
+    memset(ret, 0, sizeof(*ret));
+    ret->ctx = env;
+    ret->send = te_send;
+    ret->send_tool = te_send_tool;
+    ret->recv = te_recv;
+    ret->next_id = te_next_id;
+    ret->exited = te_exited;
+    ret->failure = te_failure;
+    ret->acp_session = env->acp_session;
+    ret->cwd = env->cwd[0] ? env->cwd : NULL;
+}

@@ -1,0 +1,31 @@
+/*
+ * keeper_relay — the lines between the harness, the attached worker and the sandbox's tool
+ * channel. Harness lines go to the attached worker (only ACP objects: the harness cannot pose
+ * as the keeper); worker lines go to the harness, or are control lines ("#park", "#await",
+ * "#destroy", "#claim", "@tool") handled here. While no worker is attached the keeper answers
+ * the harness itself: permission requests are rejected, other requests get -32601,
+ * notifications are dropped and counted. A worker that vanishes mid-prompt gets its prompt
+ * cancelled (session/cancel) and the slot's history marked broken.
+ */
+#ifndef AR_KEEPER_RELAY_H
+#define AR_KEEPER_RELAY_H
+
+#include <stdbool.h>
+
+#include "keeper_state.h"
+
+/* A worker connects: the first one is attached and greeted ("#hello"), a second gets "#busy". */
+void keeper_relay_accept(struct keeper *k);
+/*
+ * Read what fd has and handle each complete line: from_child, the harness's stdout, else the
+ * attached worker's socket. *stop when the keeper must end (a "#destroy", a refused claim, an
+ * overlong harness line: k->fail says why). A closed fd is closed here (the worker's: detached).
+ */
+void keeper_relay_read(struct keeper *k, int *fd, struct acp_lines *lines, bool from_child,
+                       bool *stop);
+/* The attached worker went away: detach it (see the top), start the idle window. */
+void keeper_relay_client_gone(struct keeper *k);
+/* The harness's stderr into harness.log (capped at HARNESS_LOG_MAX). */
+void keeper_relay_drain_stderr(struct keeper *k);
+
+#endif
