@@ -2,10 +2,12 @@
 #
 #   make            build everything into $(BUILD)/bin
 #   make run        install what is missing, then serve https://127.0.0.1:8443
-#   make check      the quick loop (under 3 minutes): install what is missing, build, unit
-#                   tests, fuzz replay and the integration smoke subset (make smoke)
-#   make test       the full suite: install what is missing, build, unit tests, fuzz replay,
-#                   the fixtures' self-test and every integration module (~15 minutes)
+#   make check      the quick loop (under 3 minutes): install what is missing, build,
+#                   scripts/check-layers, unit tests, fuzz replay and the integration smoke
+#                   subset (make smoke)
+#   make test       the full suite: install what is missing, build, scripts/check-layers, unit
+#                   tests, fuzz replay, the fixtures' self-test and every integration module
+#                   (~15 minutes)
 #   make smoke      the integration smoke subset only (SMOKE in tests/integration/run.py:
 #                   each layer once through the real stack)
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
@@ -170,12 +172,14 @@ chaos: $(PROGRAMS)
 
 check: deps harnesses
 	$(MAKE) all
+	scripts/check-layers
 	$(MAKE) unit
 	$(MAKE) fuzz-replay
 	$(MAKE) smoke
 
 test: deps harnesses
 	$(MAKE) all
+	scripts/check-layers
 	$(MAKE) unit
 	$(MAKE) fuzz-replay
 	$(MAKE) fixtures-selftest
