@@ -2,7 +2,14 @@
 #
 #   make            build everything into $(BUILD)/bin
 #   make run        install what is missing, then serve https://127.0.0.1:8443
-#   make test       install what is missing, build, run unit + integration tests
+#   make check      the quick loop (under 3 minutes): install what is missing, build,
+#                   scripts/check-layers, unit tests, fuzz replay and the integration smoke
+#                   subset (make smoke)
+#   make test       the full suite: install what is missing, build, scripts/check-layers, unit
+#                   tests, fuzz replay, the fixtures' self-test and every integration module
+#                   (~15 minutes)
+#   make smoke      the integration smoke subset only (SMOKE in tests/integration/run.py:
+#                   each layer once through the real stack)
 #   make asan       the same tests under AddressSanitizer + UBSan (build-asan/)
 #   make tsan       unit tests under ThreadSanitizer (build-tsan/)
 #   make chaos      kill -9 workers, keepers and the master under load, CHAOS_ROUNDS rounds
@@ -54,7 +61,7 @@ PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-
             $(BIN)/daytona-driver
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool $(BIN)/bench-net
 
-.PHONY: all test unit integration fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
+.PHONY: all check test unit integration smoke fixtures-selftest chaos run asan tsan deps harnesses clean bench bench-programs
 .PHONY: fuzz-replay fuzz
 .DEFAULT_GOAL := all
 
@@ -144,6 +151,9 @@ unit: $(BIN)/unit-tests
 integration: $(PROGRAMS)
 	BUILD=$(BUILD) python3 tests/integration/run.py
 
+smoke: $(PROGRAMS)
+	BUILD=$(BUILD) python3 tests/integration/run.py --smoke
+
 # The scripted fake servers (tool callback, MCP, Agenta API) against their own self-test.
 fixtures-selftest:
 	python3 tests/fixtures/test_fakes_selftest.py
@@ -160,8 +170,16 @@ CHAOS_ARGS ?=
 chaos: $(PROGRAMS)
 	BUILD=$(BUILD) python3 tests/chaos/run.py --rounds $(CHAOS_ROUNDS) $(CHAOS_ARGS)
 
+check: deps harnesses
+	$(MAKE) all
+	scripts/check-layers
+	$(MAKE) unit
+	$(MAKE) fuzz-replay
+	$(MAKE) smoke
+
 test: deps harnesses
 	$(MAKE) all
+	scripts/check-layers
 	$(MAKE) unit
 	$(MAKE) fuzz-replay
 	$(MAKE) fixtures-selftest

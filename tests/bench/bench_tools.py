@@ -37,7 +37,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
-import stack  # noqa: E402
+from turns import pi_request, result_of, script  # noqa: E402
 
 AGENTA_POLL_MS = 300.0
 TARGET_P50_MS = 2.0
@@ -174,13 +174,13 @@ def bench_scripted(st, cb, turns, calls, log):
         steps = [{"runner_tool": {"toolCallId": base, "toolName": "get_user", "arguments": {},
                                   "repeat": calls, "rtt": True}}]
         status, recs = st.stream({
-            "harness": "scripted", "messages": [{"role": "user", "content": stack.script(steps)}],
+            "harness": "scripted", "messages": [{"role": "user", "content": script(steps)}],
             "permissions": {"default": "allow"}, "customTools": [tool_spec()],
             "toolCallback": {"endpoint": cb.endpoint, "authorization": AUTHORIZATION}},
             timeout=900)
         if status != 200:
             raise RuntimeError(f"scripted tool turn: status {status}")
-        res = stack.result_of(recs)
+        res = result_of(recs)
         out = res.get("output") or ""
         if res.get("ok") is not True or "rtt_us: " not in out or "tool get_user: " not in out:
             raise RuntimeError(f"scripted tool turn failed: {str(res)[:500]}")
@@ -206,12 +206,12 @@ def pi_gaps(st, model, calls, tool, extra):
     written -> pi's next model request, in ms."""
     name = f"bench-pi-tools-{uuid.uuid4().hex[:8]}"
     model.script(name, [{"tool": tool}] * calls + [{"text": "done"}])
-    req = stack.pi_request(model, f"Who am I? [[script:{name}]]",
+    req = pi_request(model, f"Who am I? [[script:{name}]]",
                            permissions={"default": "allow"}, **extra)
     status, recs = st.stream(req, timeout=900)
     if status != 200:
         raise RuntimeError(f"pi tool turn: status {status}")
-    res = stack.result_of(recs)
+    res = result_of(recs)
     if res.get("ok") is not True or not (res.get("output") or "").endswith("done"):
         raise RuntimeError(f"pi tool turn failed: {str(res)[:500]}")
     seen = sorted((r for r in model.requests() if f"[[script:{name}]]" in json.dumps(r["body"])),

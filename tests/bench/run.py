@@ -58,6 +58,7 @@ import bench_tools  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
 from bench_table import build_rows, render, write_markdown  # noqa: E402
+from turns import pi_request  # noqa: E402
 
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
@@ -312,7 +313,7 @@ def bench_net():
 
 
 def pi_body(model, text, project, session, history=None):
-    req = stack.pi_request(model, text, projectId=project, sessionId=session)
+    req = pi_request(model, text, projectId=project, sessionId=session)
     if history:
         req["messages"] = history
     return req

@@ -22,9 +22,8 @@ environment.
 """
 
 import base64
-import uuid
 
-from stack import events_of, pi_request, result_of, script, scripted_request
+from turns import bash_request, events_of, exec_request, result_of, tool_outputs
 
 THIEF = r'''
 import json, os, socket
@@ -58,20 +57,16 @@ def thief_cmd():
 
 
 def test_tool_code_cannot_read_the_channel_token_from_proc_environ(ctx):
-    status, recs = ctx.stack.stream(scripted_request(script([{"exec": thief_cmd()}])))
+    status, recs = ctx.stack.stream(exec_request(thief_cmd()))
     assert status == 200, (status, recs)
-    out = "\n".join(e["output"] for e in events_of(recs) if e["type"] == "tool_result")
+    out = tool_outputs(recs)
     print("    " + out.replace("\n", "; ")[:300])
     usage = [e for e in events_of(recs) if e["type"] == "usage"]
     assert not any(e.get("cost", 0) >= 99999999 for e in usage), usage
 
 
 def test_pi_bash_tool_code_cannot_read_the_channel_token_from_proc_environ(ctx):
-    name = "thief-" + uuid.uuid4().hex[:8]
-    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": thief_cmd()}}},
-                            {"text": "done"}])
-    status, recs = ctx.stack.stream(pi_request(ctx.model, f"go [[script:{name}]]",
-                                               permissions={"default": "allow"}))
+    status, recs = ctx.stack.stream(bash_request(ctx, thief_cmd(), "thief"))
     res = result_of(recs)
     print(f"    result usage: {res.get('usage')}")
     assert res["ok"] is True, res

@@ -7,6 +7,7 @@ every `test_*(ctx)` function runs in file order, and after each one the runner c
 keeper, sandbox, harness process or environment folder was left behind.
 
 usage: run.py [-k substring] [module ...]
+       run.py --smoke      the SMOKE tests below only (`make check`)
 """
 
 import importlib.util
@@ -22,6 +23,43 @@ sys.path.insert(0, HERE)
 import stack  # noqa: E402
 
 
+# The smoke subset `make check` runs: each layer at least once through the real stack, in
+# about a minute. A name here that no longer exists fails the run (rename it here too).
+SMOKE = [
+    # the front door (fcgi/): auth, the request parser's 400s, the event stream, a cold
+    # scripted turn, a harness crash, a failing environment set-up, a real pi turn and a pi
+    # tool call through the keeper channel
+    "test_skeleton.py::test_run_requires_the_token",
+    "test_skeleton.py::test_bad_json_and_bad_fields_are_400",
+    "test_skeleton.py::test_scripted_turn_streams_deltas_done_and_result",
+    "test_skeleton.py::test_failed_turn_is_500_one_shot_and_error_event_streamed",
+    "test_skeleton.py::test_a_failing_setup_leaves_nothing_behind",
+    "test_skeleton.py::test_pi_turn_against_the_fake_model",
+    "test_skeleton.py::test_pi_tool_call_writes_only_inside_the_sandbox",
+    # session and environment: a warm follow-up on the same agent process, the kill route
+    "test_warm.py::test_scripted_follow_up_reuses_the_same_agent_process",
+    "test_warm.py::test_kill_route_destroys_a_session",
+    # keepers and the master: a killed worker, a killed keeper
+    "test_lifecycle.py::test_a_dead_worker_is_respawned",
+    "test_lifecycle.py::test_a_killed_keeper_ends_the_turn_and_frees_everything",
+    # the turn: a permission gate parked and resumed; a run limit trips
+    "test_approvals.py::test_park_and_resume_with_allow_on_the_same_process",
+    "test_limits.py::test_idle_limit",
+    # tools: a callback tool and an MCP server
+    "test_tools.py::test_callback_tool_gets_agentas_body_and_its_answer_reaches_the_agent",
+    "test_tools.py::test_mcp_tool_is_listed_and_called_with_its_header_credential",
+    # egress and the sandbox, from inside
+    "test_network.py::test_on_reaches_the_model_and_nothing_local_scripted",
+    "test_sandbox_escape.py::test_scripted_sandbox_is_not_root_and_sees_a_minimal_host",
+    # telemetry, and platform mode against the fake Agenta API
+    "test_ops.py::test_metrics_count_known_turns_exactly",
+    "test_platform.py::test_the_record_log_of_a_turn_is_coalesced_with_agentas_ids",
+    # the Daytona provider against the fake Daytona (its last test stops the fake)
+    "test_daytona.py::test_a_pi_turn_runs_per_turn_and_deletes_its_sandbox",
+    "test_daytona.py::test_no_credential_in_logs_labels_or_the_fake_call_log_and_nothing_left",
+]
+
+
 class Ctx:
     pass
 
@@ -34,9 +72,21 @@ def load(path):
     return mod
 
 
+def smoke_selection():
+    """SMOKE as {module path: set of test names}, in the order listed."""
+    out = {}
+    for entry in SMOKE:
+        module, name = entry.split("::")
+        out.setdefault(os.path.join(HERE, module), set()).add(name)
+    return out
+
+
 def main():
     args = sys.argv[1:]
-    pattern = None
+    pattern, only = None, {}
+    if args[:1] == ["--smoke"]:
+        only = smoke_selection()
+        args = list(only)
     if len(args) >= 2 and args[0] == "-k":
         pattern = args[1]
         args = args[2:]
@@ -50,6 +100,11 @@ def main():
         tests.sort(key=lambda t: t[1].__code__.co_firstlineno)
         if pattern:
             tests = [t for t in tests if pattern in t[0]]
+        if path in only:
+            missing = only[path] - {n for n, _ in tests}
+            for name in sorted(missing):
+                failed.append((os.path.basename(path), f"{name}: in SMOKE, not in the module"))
+            tests = [t for t in tests if t[0] in only[path]]
         if not tests:
             continue
         print(f"== {os.path.basename(path)} ({len(tests)} tests)", flush=True)

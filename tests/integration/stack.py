@@ -2,7 +2,8 @@
 
 Starts the scripted fake model server, spawn-fcgi + agent-runnerd (master, workers; keepers
 and bubblewrap sandboxes appear per turn) and nginx terminating TLS. Only the pids started
-here are ever signalled. `leaks()` lists processes and files a test left behind.
+here are ever signalled. `leaks()` lists processes and files a test left behind. What a test
+sends and reads (run requests, the records of a stream) is in turns.py.
 """
 
 import http.client
@@ -386,36 +387,3 @@ class Stack:
         c.close()
         return r.status, out
 
-
-def events_of(records):
-    return [rec["event"] for _, rec in records if rec.get("kind") == "event"]
-
-
-def result_of(records):
-    res = [rec["result"] for _, rec in records if rec.get("kind") == "result"]
-    assert len(res) == 1, f"expected exactly one result record, got {len(res)}"
-    assert records[-1][1]["kind"] == "result", "the result must be the last record"
-    return res[0]
-
-
-def pi_request(model, prompt, model_name="fake-model", key="sk-test", **extra):
-    req = {
-        "harness": "pi_core", "sandbox": "local", "model": model_name,
-        "messages": [{"role": "user", "content": prompt}],
-        "modelConnection": {
-            "provider": "openai", "deployment": "custom",
-            "endpoint": {"baseUrl": model.base + "/v1"}, "credentialMode": "env",
-            "credentials": [{"binding": {"kind": "environment", "name": "OPENAI_API_KEY"},
-                             "value": key, "usage": "opaque_http"}]}}
-    req.update(extra)
-    return req
-
-
-def scripted_request(prompt, **extra):
-    req = {"harness": "scripted", "messages": [{"role": "user", "content": prompt}]}
-    req.update(extra)
-    return req
-
-
-def script(steps):
-    return "SCRIPT:" + json.dumps(steps)

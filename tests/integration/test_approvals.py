@@ -7,34 +7,20 @@ import socket
 import ssl
 import threading
 import time
-import uuid
 
-from stack import TOKEN, events_of, result_of, script, wait_for
+from stack import TOKEN, wait_for
+from turns import answer, ids, run, script
 
 STACK = {"workers": 2, "threads": 8, "env": {"AGENT_RUNNER_APPROVAL_TTL_MS": "2500"}}
 
 GATE = {"toolCallId": "w1", "title": "Write file", "kind": "edit", "input": {"path": "a.txt"}}
 
 
-def ids():
-    return "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
-
-
 def turn(ctx, p, s, messages, **extra):
     req = {"harness": "scripted", "projectId": p, "sessionId": s, "messages": messages,
            "permissions": {"default": "allow_reads"}}
     req.update(extra)
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, status
-    return result_of(recs), events_of(recs)
-
-
-def answer(tool_call_id, approved, token=None):
-    out = {"approved": approved}
-    if token:
-        out["interactionToken"] = token
-    return {"role": "user", "content": [{"type": "tool_result", "toolCallId": tool_call_id,
-                                         "output": out}]}
+    return run(ctx, req)
 
 
 def paused_turn(ctx, steps):

@@ -6,13 +6,10 @@ approval answer shapes Agenta sends, stale and foreign tokens, usage and model e
 import os
 import uuid
 
-from stack import events_of, result_of, script, wait_for
+from stack import wait_for
+from turns import answer, ids, of, run, script
 
 STACK = {"workers": 2, "threads": 8}
-
-
-def ids():
-    return "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
 
 
 def turn(ctx, messages, p=None, s=None, **extra):
@@ -21,9 +18,7 @@ def turn(ctx, messages, p=None, s=None, **extra):
     if p:
         req.update(projectId=p, sessionId=s)
     req.update(extra)
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, status
-    return result_of(recs), events_of(recs)
+    return run(ctx, req)
 
 
 def gated(call_id, name="bash", exec_=None, **input_):
@@ -31,16 +26,6 @@ def gated(call_id, name="bash", exec_=None, **input_):
     if exec_:
         step["exec"] = exec_
     return {"channel": step}
-
-
-def of(evs, kind):
-    return [e for e in evs if e["type"] == kind]
-
-
-def answer(call_id, approved, token, role="user"):
-    return {"role": role, "content": [{"type": "tool_result", "toolCallId": call_id,
-                                       "output": {"approved": approved,
-                                                  "interactionToken": token}}]}
 
 
 def test_channel_denied_by_the_plan_never_runs(ctx):

@@ -22,7 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import fake_daytona_ctl  # noqa: E402
-from stack import events_of, pi_request, result_of, wait_for  # noqa: E402
+from stack import wait_for  # noqa: E402
+from turns import (events_of, harness_request, ids, model_requests, pi_request,  # noqa: E402
+                   result_of, run)
 
 API_KEY = "fake-daytona-key-" + uuid.uuid4().hex
 D = fake_daytona_ctl.FakeDaytona(api_key=API_KEY)
@@ -47,21 +49,12 @@ def model_key():
 
 
 def session():
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     return p, s, f"{p}:{s}"
 
 
 def codex_request(ctx, prompt, key, **extra):
-    req = {"harness": "codex", "sandbox": "daytona", "model": "fake-model",
-           "messages": [{"role": "user", "content": prompt}],
-           "modelConnection": {"provider": "openai", "deployment": "custom",
-                               "endpoint": {"baseUrl": ctx.model.base + "/v1"},
-                               "credentialMode": "env",
-                               "credentials": [{"binding": {"kind": "environment",
-                                                            "name": "OPENAI_API_KEY"},
-                                                "value": key, "usage": "opaque_http"}]}}
-    req.update(extra)
-    return req
+    return harness_request(ctx, "codex", prompt, key, sandbox="daytona", **extra)
 
 
 def follow_up(req, res, prompt):
@@ -69,12 +62,6 @@ def follow_up(req, res, prompt):
     req["messages"] = req["messages"] + [{"role": "assistant", "content": res["output"]},
                                          {"role": "user", "content": prompt}]
     return req
-
-
-def run(ctx, req):
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, (status, recs)
-    return result_of(recs), events_of(recs)
 
 
 def calls_since(since, route=None):
@@ -437,14 +424,10 @@ def gated_pi_turn(ctx, permissions, p, s, tag, messages=None):
     return name, req, res, evs
 
 
-def seen_by_model(ctx, name):
-    return [r for r in ctx.model.requests() if f"[[script:{name}]]" in json.dumps(r["body"])]
-
-
 def warm_sandbox_of(since):
-    ids = {c["sandbox"] for c in calls_since(since, UPLOAD) if c.get("sandbox")}
-    assert len(ids) == 1, ids
-    return ids.pop()
+    sbids = {c["sandbox"] for c in calls_since(since, UPLOAD) if c.get("sandbox")}
+    assert len(sbids) == 1, sbids
+    return sbids.pop()
 
 
 def test_a_denied_pi_tool_call_on_daytona_never_runs(ctx):
@@ -460,7 +443,7 @@ def test_a_denied_pi_tool_call_on_daytona_never_runs(ctx):
         denied = [e for e in evs if e["type"] == "tool_result" and e.get("denied")]
         assert denied and denied[0]["isError"] is True, evs
         assert not [e for e in evs if e["type"] == "interaction_request"], evs
-        seen = seen_by_model(ctx, name)
+        seen = model_requests(ctx, name)
         assert len(seen) == 2, len(seen)
         assert "Permission denied" in json.dumps(seen[1]["body"]), seen[1]["body"]
         sbid = warm_sandbox_of(since)
@@ -539,7 +522,7 @@ def test_a_relay_that_dies_leaves_pi_gated_calls_blocked(ctx):
         blocked = [e for e in evs if e["type"] == "tool_result"]
         assert len(blocked) == 1 and blocked[0]["isError"] is True, evs
         assert "permission channel is unavailable" in blocked[0]["output"], blocked
-        told = json.dumps(seen_by_model(ctx, name)[-1]["body"])
+        told = json.dumps(model_requests(ctx, name)[-1]["body"])
         assert "permission channel is unavailable" in told, told
         check = f"test -e ~/workspace/{tag}; echo exists=$?"
         assert "exists=1" in D.execute(sbid, check)["result"], "a gated command ran ungated"

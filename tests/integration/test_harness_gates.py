@@ -4,18 +4,14 @@ pi through agent-runner's extension and the keeper channel, codex through approv
 parks the turn on the live process, approve resumes that same process and the command's
 effect exists, deny on resume leaves none."""
 
-import json
 import os
 import uuid
 
-from stack import descendants, events_of, proc_table, result_of
-from test_harnesses import MODELS, harness_request
+from stack import descendants, proc_table
+from turns import (MODELS, events_of, harness_request, ids, model_requests, of, result_of,
+                   tool_results_seen_by_model)
 
 STACK = {"workers": 2, "threads": 8}
-
-
-def of(evs, kind):
-    return [e for e in evs if e["type"] == kind]
 
 
 def tool_turn(ctx, harness, permissions, session=None, messages=None, tag=None):
@@ -36,26 +32,8 @@ def tool_turn(ctx, harness, permissions, session=None, messages=None, tag=None):
     return tag, name, req, result_of(recs), events_of(recs)
 
 
-def model_requests(ctx, name):
-    return [r for r in ctx.model.requests() if f"[[script:{name}]]" in json.dumps(r["body"])]
-
-
-def tool_results_seen_by_model(req):
-    """What the model got back as tool results, from one logged request (any API)."""
-    body, out = req["body"], []
-    for m in body.get("messages") or []:
-        if m.get("role") == "tool":
-            out.append(json.dumps(m.get("content")))
-        if isinstance(m.get("content"), list):
-            out += [json.dumps(b) for b in m["content"] if b.get("type") == "tool_result"]
-    for it in body.get("input") or [] if isinstance(body.get("input"), list) else []:
-        if it.get("type") in ("function_call_output", "custom_tool_call_output"):
-            out.append(json.dumps(it.get("output")))
-    return out
-
-
 def assert_denied(ctx, harness, permissions):
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     try:
         tag, name, _, res, evs = tool_turn(ctx, harness, permissions, session=(p, s))
         sess = ctx.stack.session(f"{p}:{s}")
@@ -97,7 +75,7 @@ HARNESS_PROCESS = {
 
 
 def ask_then_answer(ctx, harness, approved):
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     try:
         ask_then_answer_in(ctx, harness, approved, p, s)
     finally:

@@ -6,20 +6,10 @@ count per model call from its usage_update)."""
 
 import uuid
 
-from stack import events_of, free_port, result_of
-from test_harnesses import MODELS, harness_request
+from stack import free_port
+from turns import MODELS, harness_request, of, run
 
 STACK = {"workers": 2, "threads": 8}
-
-
-def of(evs, kind):
-    return [e for e in evs if e["type"] == kind]
-
-
-def run(ctx, req):
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, status
-    return result_of(recs), events_of(recs)
 
 
 def down_request(ctx, harness, **extra):

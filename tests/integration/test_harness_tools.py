@@ -14,8 +14,9 @@ import tempfile
 import uuid
 
 from fakes import FakeCallback, FakeMcp
-from stack import ROOT, events_of, result_of
-from test_harnesses import MODELS, harness_request
+from stack import ROOT
+from turns import (events_of, harness_request, model_requests, of, result_of,
+                   tool_results_seen_by_model)
 
 FAKES = tempfile.mkdtemp(prefix="ar-htools-fakes.")
 atexit.register(shutil.rmtree, FAKES, True)
@@ -44,27 +45,6 @@ def model_tool(harness, name, arguments):
     if harness == "opencode":
         return {"name": f"agenta-tools_{name}", "arguments": arguments}
     return {"name": name, "arguments": arguments}
-
-
-def of(evs, kind):
-    return [e for e in evs if e["type"] == kind]
-
-
-def model_requests(ctx, name):
-    return [r for r in ctx.model.requests() if f"[[script:{name}]]" in json.dumps(r["body"])]
-
-
-def tool_results_seen_by_model(req):
-    body, out = req["body"], []
-    for m in body.get("messages") or []:
-        if m.get("role") == "tool":
-            out.append(json.dumps(m.get("content")))
-        if isinstance(m.get("content"), list):
-            out += [json.dumps(b) for b in m["content"] if b.get("type") == "tool_result"]
-    for it in body.get("input") or [] if isinstance(body.get("input"), list) else []:
-        if it.get("type") in ("function_call_output", "custom_tool_call_output"):
-            out.append(json.dumps(it.get("output")))
-    return out
 
 
 def callback_turn(ctx, harness):

@@ -2,43 +2,12 @@
 sandbox, the configured model and key reach the model API, and nothing of the runner's own
 environment reaches the sandbox."""
 
-import json
 import os
 import uuid
 
-from stack import events_of, pi_request, result_of, script, scripted_request
-
-MODELS = {
-    # harness: (provider, key binding, base path, tool name, tool arguments for a command)
-    "claude": ("anthropic", "ANTHROPIC_API_KEY", "", "Bash",
-               lambda cmd: {"command": cmd, "description": "run it"}),
-    "codex": ("openai", "OPENAI_API_KEY", "/v1", "exec_command", lambda cmd: {"cmd": cmd}),
-    "pi_core": ("openai", "OPENAI_API_KEY", "/v1", "bash", lambda cmd: {"command": cmd}),
-    "opencode": ("openai", "OPENAI_API_KEY", "/v1", "bash",
-                 lambda cmd: {"command": cmd, "description": "run it"}),
-}
-
-
-def harness_request(ctx, harness, prompt, key, **extra):
-    provider, binding, path, _, _ = MODELS[harness]
-    req = {"harness": harness, "sandbox": "local", "model": "fake-model",
-           "messages": [{"role": "user", "content": prompt}],
-           "modelConnection": {"provider": provider, "deployment": "custom",
-                               "endpoint": {"baseUrl": ctx.model.base + path},
-                               "credentialMode": "env",
-                               "credentials": [{"binding": {"kind": "environment",
-                                                            "name": binding},
-                                                "value": key, "usage": "opaque_http"}]}}
-    req.update(extra)
-    return req
-
-
-def model_requests_with(ctx, marker):
-    out = []
-    for r in ctx.model.requests():
-        if marker in json.dumps(r["body"]):
-            out.append(r)
-    return out
+from turns import (MODELS, bash_request, events_of, exec_request, harness_request,
+                   model_requests_with, named_model, pi_request, result_of, script,
+                   scripted_request)
 
 
 def run_tool_turn(ctx, harness):
@@ -99,11 +68,7 @@ def test_runner_environment_never_reaches_the_sandbox(ctx):
     for forbidden in (token, canary, "AGENT_RUNNER", ctx.stack.state):
         assert forbidden not in env_text, f"{forbidden!r} leaked into the sandbox"
     # the same through a real harness's shell tool
-    name = "env-" + uuid.uuid4().hex[:8]
-    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": "env"}}},
-                            {"text": "listed"}])
-    status, recs = ctx.stack.stream(pi_request(ctx.model, f"env [[script:{name}]]",
-                                               permissions={"default": "allow"}))
+    status, recs = ctx.stack.stream(bash_request(ctx, "env", "env"))
     out = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
     assert "OPENAI_API_KEY=sk-test" in out, out
     for forbidden in (token, canary, "AGENT_RUNNER"):
@@ -196,12 +161,6 @@ def test_pi_registers_the_model_into_a_builtin_provider(ctx):
     assert auth == "Bearer sk-builtin-" + tag, seen[-1]["headers"]
 
 
-def named_model(ctx):
-    """A modelConnection that names the fake model as the run's endpoint (no credential)."""
-    return {"provider": "openai", "deployment": "custom",
-            "endpoint": {"baseUrl": ctx.model.base + "/v1"}, "credentialMode": "none"}
-
-
 def test_network_off_really_removes_the_network(ctx):
     # Every sandbox has its own network namespace: the run's model endpoint is reachable in
     # every mode, anything else on host loopback in none, and "off" reaches nothing but that
@@ -211,7 +170,7 @@ def test_network_off_really_removes_the_network(ctx):
              f"{ctx.model.base}/v1/models; echo \" rc=$?\"")
 
     def curl(**extra):
-        status, recs = ctx.stack.stream(scripted_request(script([{"exec": probe}]), **extra))
+        status, recs = ctx.stack.stream(exec_request(probe, **extra))
         return next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
 
     out_on = curl(modelConnection=named_model(ctx))

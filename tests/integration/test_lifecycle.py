@@ -5,7 +5,8 @@ import signal
 import threading
 import time
 
-from stack import events_of, result_of, script, scripted_request, wait_for
+from stack import wait_for
+from turns import events_of, ids, result_of, script, scripted_request
 
 STACK = {"workers": 2, "threads": 4}
 
@@ -84,8 +85,7 @@ def test_sigterm_drains_running_turns_then_exits_clean(ctx):
 
 
 def test_a_restarted_master_adopts_live_sessions(ctx):
-    import uuid
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     key = f"{p}:{s}"
     req = {"harness": "scripted", "projectId": p, "sessionId": s,
            "messages": [{"role": "user", "content": "one"}]}

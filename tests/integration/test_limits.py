@@ -1,9 +1,9 @@
 """Run limits: each trips with an error event naming it, done, ok:false and a torn-down
 environment; a pause (approval) freezes them."""
 
-import uuid
 
-from stack import events_of, result_of, script, wait_for
+from stack import wait_for
+from turns import events_of, ids, result_of, script
 
 STACK = {"workers": 1, "threads": 8, "env": {
     "AGENT_RUNNER_RUN_TOTAL_MS": "3500", "AGENT_RUNNER_RUN_IDLE_MS": "1500",
@@ -12,7 +12,7 @@ STACK = {"workers": 1, "threads": 8, "env": {
 
 
 def limited_turn(ctx, steps, streaming=True):
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     req = {"harness": "scripted", "projectId": p, "sessionId": s,
            "messages": [{"role": "user", "content": script(steps)}]}
     if streaming:
@@ -63,7 +63,7 @@ def test_limits_trip_the_same_without_streaming(ctx):
 
 
 def test_a_pause_freezes_the_limits(ctx):
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     gate = {"toolCallId": "g1", "title": "Write", "kind": "edit"}
     first = [{"role": "user", "content": script([{"permission": gate}, {"chunk": "done"}])}]
     req = {"harness": "scripted", "projectId": p, "sessionId": s, "messages": first}

@@ -1,8 +1,8 @@
 """The total limit bounds every wait of a turn, the permission reply path included."""
 
-import uuid
 
-from stack import events_of, result_of, script, wait_for
+from stack import wait_for
+from turns import events_of, ids, result_of, script
 
 STACK = {"workers": 1, "threads": 4, "env": {
     "AGENT_RUNNER_RUN_TOTAL_MS": "2000", "AGENT_RUNNER_RUN_IDLE_MS": "0",
@@ -10,7 +10,7 @@ STACK = {"workers": 1, "threads": 4, "env": {
 
 
 def test_a_hang_after_the_permission_reply_trips_the_total_limit(ctx):
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
+    p, s = ids()
     key = f"{p}:{s}"
     gate = {"toolCallId": "g1", "title": "Write", "kind": "edit"}
     first = [{"role": "user", "content": script([{"permission": gate}, {"hang": True}])}]

@@ -4,7 +4,7 @@ admission cap runs get a clean 429 instead of failing."""
 import threading
 import time
 
-from stack import result_of, script
+from turns import result_of, script
 
 # 2 x 600 threads: each worker admits 525 runs and keeps 75 threads for probes and control
 # routes (admission stays below the thread count), so all 500 concurrent turns are

@@ -13,15 +13,9 @@ import threading
 import time
 import uuid
 
-from stack import events_of, free_port, pi_request, result_of, script, scripted_request
-
-MODELS = {
-    # harness: (provider, key binding, base path)
-    "pi_core": ("openai", "OPENAI_API_KEY", "/v1"),
-    "claude": ("anthropic", "ANTHROPIC_API_KEY", ""),
-    "codex": ("openai", "OPENAI_API_KEY", "/v1"),
-    "opencode": ("openai", "OPENAI_API_KEY", "/v1"),
-}
+from stack import free_port
+from turns import (MODELS, bash_request, exec_request, harness_request, model_requests_with,
+                   named_model, result_of, script, scripted_request, tool_output)
 
 SERVICES = {}
 
@@ -60,31 +54,6 @@ def host_address():
     return None if addr.startswith("127.") else addr
 
 
-def named_model(ctx):
-    return {"provider": "openai", "deployment": "custom",
-            "endpoint": {"baseUrl": ctx.model.base + "/v1"}, "credentialMode": "none"}
-
-
-def harness_request(ctx, harness, prompt, **extra):
-    provider, binding, path = MODELS[harness]
-    req = {"harness": harness, "sandbox": "local", "model": "fake-model",
-           "messages": [{"role": "user", "content": prompt}],
-           "modelConnection": {"provider": provider, "deployment": "custom",
-                               "endpoint": {"baseUrl": ctx.model.base + path},
-                               "credentialMode": "env",
-                               "credentials": [{"binding": {"kind": "environment",
-                                                            "name": binding},
-                                                "value": "sk-net-" + uuid.uuid4().hex[:8],
-                                                "usage": "opaque_http"}]}}
-    req.update(extra)
-    return req
-
-
-def tool_output(recs):
-    outs = [e["output"] for e in events_of(recs) if e["type"] == "tool_result"]
-    return outs[0] if outs else ""
-
-
 def probe(targets):
     """A shell command that curls each name=url and prints name=<code> rc=<rc> per line."""
     lines = ["c() { curl -sk -o /dev/null -w '%{http_code}' --max-time 4 \"$1\"; "
@@ -94,7 +63,7 @@ def probe(targets):
 
 
 def run_scripted(ctx, cmd, **extra):
-    status, recs = ctx.stack.stream(scripted_request(script([{"exec": cmd}]), **extra))
+    status, recs = ctx.stack.stream(exec_request(cmd, **extra))
     assert status == 200, (status, recs)
     assert result_of(recs)["ok"] is True, result_of(recs)
     return tool_output(recs)
@@ -102,11 +71,7 @@ def run_scripted(ctx, cmd, **extra):
 
 def run_pi(ctx, cmd, **extra):
     extra.pop("modelConnection", None)  # pi_request names the model (with pi's API key)
-    name = "net-" + uuid.uuid4().hex[:10]
-    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": cmd}}},
-                            {"text": "done " + name}])
-    status, recs = ctx.stack.stream(pi_request(
-        ctx.model, f"probe [[script:{name}]]", permissions={"default": "allow"}, **extra))
+    status, recs = ctx.stack.stream(bash_request(ctx, cmd, "net", **extra))
     assert status == 200, (status, recs)
     assert result_of(recs)["ok"] is True, result_of(recs)
     return tool_output(recs)
@@ -234,13 +199,13 @@ def test_off_reaches_only_the_model(ctx):
 def check_harness_turns(ctx, mode):
     for harness in MODELS:
         tag = uuid.uuid4().hex[:8]
-        req = harness_request(ctx, harness, f"Say hello {tag}",
+        req = harness_request(ctx, harness, f"Say hello {tag}", "sk-net-" + uuid.uuid4().hex[:8],
                               sandboxPermission={"network": {"mode": mode}})
         status, recs = ctx.stack.stream(req)
         res = result_of(recs)
         assert status == 200 and res["ok"] is True, (harness, mode, res)
         assert res["output"].endswith("Hello from the fake model."), (harness, res["output"])
-        seen = [r for r in ctx.model.requests() if tag in json.dumps(r["body"])]
+        seen = model_requests_with(ctx, tag)
         assert seen, f"{harness} under {mode} never reached the model"
 
 

@@ -11,7 +11,8 @@ import tempfile
 import threading
 import uuid
 
-from stack import BIN, ROOT, events_of, free_port, result_of, script, wait_for
+from stack import BIN, ROOT, free_port, wait_for
+from turns import events_of, ids, model_connection, result_of, script, scripted_request
 
 TRACE_ALLOW = {
     "gen_ai.operation.name", "gen_ai.system", "gen_ai.agent.name", "gen_ai.request.model",
@@ -30,15 +31,8 @@ def secret(prefix="sk-secret-"):
 
 
 def scripted(prompt, **extra):
-    req = {"harness": "scripted", "messages": [{"role": "user", "content": prompt}],
-           "modelConnection": {"provider": "acme", "deployment": "custom",
-                               "endpoint": {"baseUrl": "https://models.example/v1"},
-                               "credentialMode": "env",
-                               "credentials": [{"binding": {"kind": "environment",
-                                                            "name": "ACME_KEY"},
-                                                "value": secret(), "usage": "opaque_http"}]}}
-    req.update(extra)
-    return req
+    return scripted_request(prompt, modelConnection=model_connection(
+        "acme", "ACME_KEY", "https://models.example/v1", secret()), **extra)
 
 
 def metrics(ctx):
@@ -69,7 +63,7 @@ def test_metrics_count_known_turns_exactly(ctx):
         assert result_of(recs)["ok"] is True
     status, recs = ctx.stack.stream(scripted(script([{"crash": 1}])))
     assert result_of(recs)["ok"] is False
-    p, s = "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:6]
+    p, s = ids(6)
     gate = {"toolCallId": "g", "title": "Write", "kind": "edit"}
     status, recs = ctx.stack.stream(scripted(script([{"permission": gate}]), projectId=p,
                                              sessionId=s))

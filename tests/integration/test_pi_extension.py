@@ -6,7 +6,6 @@ module still runs under tests/integration/run.py so it is part of `make test`. E
 starts its own sandbox and checks that nothing of it survives.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ import stack
 from acp_client import AcpError
 from fake_channel import ChannelError, FakeChannel
 from pi_sandbox import CHANNEL_TOKEN, COST, EXTENSION, NODE, PI_CLI, PiSandbox, installed
+from turns import model_requests
 
 DENY_MESSAGE = "Denied by the permission plan: bash is not allowed here"
 
@@ -84,10 +84,6 @@ class Run:
               if u["update"].get("toolCallId") == tool_call_id and
               u["update"].get("sessionUpdate") == "tool_call_update"]
         return st[-1] if st else None
-
-
-def model_requests(ctx, marker):
-    return [r for r in ctx.model.requests() if marker in json.dumps(r["body"])]
 
 
 def tool_messages(request):
@@ -182,7 +178,7 @@ def test_denied_bash_never_runs_and_the_model_sees_the_denial(ctx):
         calls = r.tool_calls()
         assert [c["toolCallId"] for c in calls] == [perms[0]["toolCallId"]], (calls, perms)
         assert r.final_status(perms[0]["toolCallId"]) == "failed"
-        seen = model_requests(ctx, f"[[script:{name}]]")
+        seen = model_requests(ctx, name)
         assert len(seen) == 2, len(seen)
         tools = tool_messages(seen[1])
         assert len(tools) == 1 and tools[0]["tool_call_id"] == perms[0]["toolCallId"], tools
@@ -198,7 +194,7 @@ def test_allowed_bash_runs(ctx):
         with open(r.workspace(f"allowed-{t}")) as f:
             assert f.read().strip() == f"ran-{t}"
         assert len(r.channel.received("tool/permission")) == 1
-        tools = tool_messages(model_requests(ctx, f"[[script:{name}]]")[1])
+        tools = tool_messages(model_requests(ctx, name)[1])
         assert f"ran-{t}" in content_text(tools[0]), tools
 
 
@@ -266,7 +262,7 @@ def test_no_channel_fails_closed(ctx):
     with Run(ctx, channel=False) as r:  # RUNNER_CHANNEL names a socket nobody listens on
         r.prompt(f"run it [[script:{name}]]")
         assert not os.path.exists(r.workspace(f"nochan-{t}")), "ran without a channel"
-        tools = tool_messages(model_requests(ctx, f"[[script:{name}]]")[1])
+        tools = tool_messages(model_requests(ctx, name)[1])
         assert "permission channel is unavailable" in content_text(tools[0]), tools
 
 
@@ -285,7 +281,7 @@ def test_channel_closing_mid_wait_fails_closed(ctx):
         holder["run"] = r
         r.prompt(f"run it [[script:{name}]]")
         assert not os.path.exists(r.workspace(f"dropped-{t}")), "ran after the channel closed"
-        tools = tool_messages(model_requests(ctx, f"[[script:{name}]]")[1])
+        tools = tool_messages(model_requests(ctx, name)[1])
         assert "closed the channel" in content_text(tools[0]), tools
 
 
@@ -296,7 +292,7 @@ def test_invalid_answer_fails_closed(ctx):
     with Run(ctx, permission_handler(lambda p: {"outcome": "yes please"})) as r:
         r.prompt(f"run it [[script:{name}]]")
         assert not os.path.exists(r.workspace(f"bogus-{t}"))
-        tools = tool_messages(model_requests(ctx, f"[[script:{name}]]")[1])
+        tools = tool_messages(model_requests(ctx, name)[1])
         assert "without a valid outcome" in content_text(tools[0]), tools
 
 
@@ -366,7 +362,7 @@ def test_registered_tool_goes_to_the_channel_and_back(ctx):
         assert acp_ids == [c["toolCallId"] for c in calls], (acp_ids, calls)
         assert r.final_status(calls[0]["toolCallId"]) == "completed"
         assert r.final_status(calls[1]["toolCallId"]) == "failed"
-        seen = model_requests(ctx, f"[[script:{name}]]")
+        seen = model_requests(ctx, name)
         offered = [tl["function"]["name"] for tl in seen[0]["body"].get("tools", [])]
         assert "lookup_weather" in offered and offered.count("bash") == 1, offered
         texts = [content_text(m) for m in tool_messages(seen[2])]

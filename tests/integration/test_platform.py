@@ -11,7 +11,8 @@ import time
 import uuid
 
 import fakes
-from stack import TOKEN, events_of, pi_request, result_of, script, wait_for
+from stack import TOKEN, wait_for
+from turns import answer, ids, model_requests_with, pi_request, run, script
 
 # The fake starts with the module: its URL is part of the stack's environment.
 API = fakes.FakeAgentaApi(tempfile.mkdtemp(prefix="ar-agenta."))
@@ -24,19 +25,9 @@ STACK = {"workers": 2, "threads": 8,
 INGEST = "/sessions/records/ingest"
 
 
-def ids():
-    return "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:10]
-
-
 def kill(ctx, p, s):
     status, _, _ = ctx.stack.request("POST", "/kill", {"sessionId": s, "projectId": p})
     assert status == 200, status
-
-
-def stream(ctx, req):
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, (status, recs)
-    return result_of(recs), events_of(recs)
 
 
 def scripted(p, s, content, turn_id=None, **extra):
@@ -63,10 +54,6 @@ def records(s, want=None, timeout=15):
                     timeout=timeout, what=f"{want} records of {s}")
 
 
-def model_requests_with(ctx, marker):
-    return [r for r in ctx.model.requests() if marker in json.dumps(r["body"])]
-
-
 def strip(rec):
     """A stored record as a golden compares it."""
     return {k: rec.get(k) for k in ("record_index", "record_source", "record_type",
@@ -76,9 +63,9 @@ def strip(rec):
 # -- admission ----------------------------------------------------------------------------------
 
 def test_a_refused_heartbeat_refuses_the_run_before_any_side_effect(ctx):
-    p, s = ids()
+    p, s = ids(10)
     API.refuse_heartbeats(s, 1)
-    res, evs = stream(ctx, scripted(p, s, "hello"))
+    res, evs = run(ctx, scripted(p, s, "hello"))
     assert res["ok"] is False, res
     assert "already running a turn" in res["error"], res
     assert [e["type"] for e in evs] == ["error"], evs
@@ -95,14 +82,14 @@ def test_a_refused_heartbeat_refuses_the_run_before_any_side_effect(ctx):
                 s in json.dumps(c.get("body"))]
     # the next turn is admitted: the `turn` event comes first
     tid = str(uuid.uuid4())
-    res, evs = stream(ctx, scripted(p, s, "hello again", turn_id=tid))
+    res, evs = run(ctx, scripted(p, s, "hello again", turn_id=tid))
     assert res["ok"] is True, res
     assert evs[0] == {"type": "turn", "turnId": tid}, evs[0]
     kill(ctx, p, s)
 
 
 def test_the_platform_taking_the_turn_back_interrupts_it(ctx):
-    p, s = ids()
+    p, s = ids(10)
     c, r = ctx.stack.open_stream(scripted(p, s, script([{"chunk": "working"},
                                                          {"wait_cancel": True}])))
     assert r.status == 200
@@ -119,14 +106,14 @@ def test_the_platform_taking_the_turn_back_interrupts_it(ctx):
 # -- the record log -----------------------------------------------------------------------------
 
 def test_the_record_log_of_a_turn_is_coalesced_with_agentas_ids(ctx):
-    p, s = ids()
+    p, s = ids(10)
     tid = str(uuid.uuid4())
     steps = [{"thought": "Let me "}, {"thought": "look."},
              {"chunk": "Hel"}, {"chunk": "lo"},
              {"tool": {"id": "call-1", "title": "Read file", "kind": "read",
                        "input": {"path": "a.txt"}, "output": "A"}},
              {"chunk": "Done."}]
-    res, evs = stream(ctx, scripted(p, s, "Please " + script(steps), turn_id=tid))
+    res, evs = run(ctx, scripted(p, s, "Please " + script(steps), turn_id=tid))
     assert res["ok"] is True and res["output"] == "HelloDone.", res
     got = records(s, 8)
     message = "Please " + script(steps)
@@ -159,18 +146,18 @@ def test_the_record_log_of_a_turn_is_coalesced_with_agentas_ids(ctx):
 # -- the history rebuilt from the log -----------------------------------------------------------
 
 def test_pi_keeps_its_context_across_a_cold_start_from_the_record_log(ctx):
-    p, s = ids()
+    p, s = ids(10)
     tag = uuid.uuid4().hex[:8]
     name = f"rebuild-{tag}"
     ctx.model.script(name, [{"text": f"Nice to meet you, Zed-{tag}."}])
     t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
-    res, evs = stream(ctx, pi(ctx, p, s, f"My name is Zed-{tag}. [[script:{name}]]", turn_id=t1))
+    res, evs = run(ctx, pi(ctx, p, s, f"My name is Zed-{tag}. [[script:{name}]]", turn_id=t1))
     assert res["ok"] is True and res["output"] == f"Nice to meet you, Zed-{tag}.", res
     assert evs[0] == {"type": "turn", "turnId": t1}, evs[0]
     # the environment goes away: the next turn starts cold and carries only its own message
     kill(ctx, p, s)
     assert ctx.stack.session(f"{p}:{s}") is None
-    res, evs = stream(ctx, pi(ctx, p, s, f"What is my name? [[script:{name}]]", turn_id=t2))
+    res, evs = run(ctx, pi(ctx, p, s, f"What is my name? [[script:{name}]]", turn_id=t2))
     assert res["ok"] is True, res
     seen = model_requests_with(ctx, "What is my name?")
     assert seen, "the second turn never reached the model"
@@ -201,11 +188,11 @@ def test_pi_keeps_its_context_across_a_cold_start_from_the_record_log(ctx):
 
 
 def test_a_warm_follow_up_needs_no_rebuild(ctx):
-    p, s = ids()
-    res, _ = stream(ctx, scripted(p, s, "first"))
+    p, s = ids(10)
+    res, _ = run(ctx, scripted(p, s, "first"))
     assert res["output"] == "echo[1]: first", res
     before = len(API.calls(path="/sessions/records/query"))
-    res, _ = stream(ctx, scripted(p, s, "second"))
+    res, _ = run(ctx, scripted(p, s, "second"))
     # the live agent got only the new text, and the log was not read
     assert res["output"] == "echo[2]: second", res
     assert len(API.calls(path="/sessions/records/query")) == before
@@ -215,11 +202,11 @@ def test_a_warm_follow_up_needs_no_rebuild(ctx):
 # -- failures of the API ------------------------------------------------------------------------
 
 def test_an_ingest_outage_neither_blocks_nor_fails_the_turn_and_is_retried(ctx):
-    p, s = ids()
+    p, s = ids(10)
     since = API.calls()[-1]["seq"] if API.calls() else 0
     # two refusals: with 3 tries per record every record still lands
     API.inject(INGEST, status=503, count=2)
-    res, evs = stream(ctx, scripted(p, s, "through the outage"))
+    res, evs = run(ctx, scripted(p, s, "through the outage"))
     assert res["ok"] is True and res["output"] == "echo[1]: through the outage", res
     assert [e["type"] for e in evs][-1] == "done", evs
     got = records(s, 4)
@@ -233,16 +220,16 @@ def test_an_ingest_outage_neither_blocks_nor_fails_the_turn_and_is_retried(ctx):
     assert tries[0]["body"] == tries[1]["body"] == tries[2]["body"], tries[:3]
     # nothing was dropped: a cold start can rebuild the conversation
     kill(ctx, p, s)
-    res, evs = stream(ctx, scripted(p, s, "after"))
+    res, evs = run(ctx, scripted(p, s, "after"))
     assert res["ok"] is True and "through the outage" in res["output"], res
     kill(ctx, p, s)
 
 
 def test_a_session_whose_records_were_dropped_refuses_to_rebuild(ctx):
-    p, s = ids()
+    p, s = ids(10)
     API.inject(INGEST, status=503, count=-1)
     try:
-        res, _ = stream(ctx, scripted(p, s, "lost"))
+        res, _ = run(ctx, scripted(p, s, "lost"))
     finally:
         API.clear_injections()
     # the turn itself is fine: persistence never fails it
@@ -250,7 +237,7 @@ def test_a_session_whose_records_were_dropped_refuses_to_rebuild(ctx):
     kill(ctx, p, s)
     # any worker (the mark is shared) refuses to answer without the lost context
     for _ in range(2):
-        res, evs = stream(ctx, scripted(p, s, "do you remember?"))
+        res, evs = run(ctx, scripted(p, s, "do you remember?"))
         assert res["ok"] is False, res
         assert "lost a durable record" in res["error"], res
         err = [e for e in evs if e["type"] == "error"]
@@ -267,15 +254,15 @@ def test_a_session_whose_records_were_dropped_refuses_to_rebuild(ctx):
 
 
 def test_an_unreadable_log_fails_the_rebuild_clearly(ctx):
-    p, s = ids()
-    res, _ = stream(ctx, scripted(p, s, "hello"))
+    p, s = ids(10)
+    res, _ = run(ctx, scripted(p, s, "hello"))
     assert res["ok"] is True
     kill(ctx, p, s)
     API.inject("/sessions/records/query", status=500, count=1)
-    res, evs = stream(ctx, scripted(p, s, "again"))
+    res, evs = run(ctx, scripted(p, s, "again"))
     assert res["ok"] is False and "record log is unreadable" in res["error"], res
     # a later turn reads it again
-    res, _ = stream(ctx, scripted(p, s, "and again"))
+    res, _ = run(ctx, scripted(p, s, "and again"))
     assert res["ok"] is True and "Conversation so far:" in res["output"], res
     assert "user: hello" in res["output"], res
     kill(ctx, p, s)
@@ -286,28 +273,20 @@ def test_an_unreadable_log_fails_the_rebuild_clearly(ctx):
 GATE = {"toolCallId": "w1", "title": "Write file", "kind": "edit", "input": {"path": "a.txt"}}
 
 
-def answer(tool_call_id, approved, token=None):
-    out = {"approved": approved}
-    if token:
-        out["interactionToken"] = token
-    return {"role": "user", "content": [{"type": "tool_result", "toolCallId": tool_call_id,
-                                         "output": out}]}
-
-
 def gate_token(ev):
     """The gate's interaction token: the payload's, or the event id once ids are tokens."""
     return ev["payload"].get("interactionToken") or ev["id"]
 
 
 def test_interaction_rows_follow_a_park_and_a_resume(ctx):
-    p, s = ids()
+    p, s = ids(10)
     t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
     first = scripted(p, s, script([{"chunk": "before"}, {"permission": GATE},
                                    {"chunk": " after"}]), turn_id=t1,
                      effectiveParameters={"temperature": 0.2},
                      runContext={"workflow": {"artifact": {"id": "wf-1"},
                                               "revision": {"id": "rev-1", "version": "3"}}})
-    res, evs = stream(ctx, first)
+    res, evs = run(ctx, first)
     assert res["stopReason"] == "paused", res
     [gate] = [e for e in evs if e["type"] == "interaction_request"]
     token = gate_token(gate)
@@ -329,7 +308,7 @@ def test_interaction_rows_follow_a_park_and_a_resume(ctx):
     # the answer resumes the parked agent: the row is resolved with the verdict
     msgs = first["messages"] + [{"role": "assistant", "content": "before"},
                                 answer("w1", True, gate["payload"].get("interactionToken"))]
-    res, evs = stream(ctx, dict(first, turnId=t2, messages=msgs))
+    res, evs = run(ctx, dict(first, turnId=t2, messages=msgs))
     assert res["ok"] is True and res["output"].endswith(" after"), res
     assert "interaction_response" in [e["type"] for e in evs], evs
 
@@ -349,14 +328,14 @@ def test_interaction_rows_follow_a_park_and_a_resume(ctx):
 
 
 def test_an_unanswered_gate_is_cancelled_by_the_next_turn_and_a_cold_answer_resolves(ctx):
-    p, s = ids()
-    res, evs = stream(ctx, scripted(p, s, script([{"permission": GATE}])))
+    p, s = ids(10)
+    res, evs = run(ctx, scripted(p, s, script([{"permission": GATE}])))
     assert res["stopReason"] == "paused", res
     gate = next(e for e in evs if e["type"] == "interaction_request")
     wait_for(lambda: API.interactions(s), what="the interaction row")
     # the session is gone; the user answers anyway: the cold turn resolves the row in band
     kill(ctx, p, s)
-    res, _ = stream(ctx, scripted(p, s, "x", messages=[
+    res, _ = run(ctx, scripted(p, s, "x", messages=[
         {"role": "user", "content": script([{"permission": GATE}])},
         answer("w1", False, gate["payload"].get("interactionToken"))]))
     assert res["ok"] is True, res
@@ -366,12 +345,12 @@ def test_an_unanswered_gate_is_cancelled_by_the_next_turn_and_a_cold_answer_reso
     assert row["data"]["resolution"] == {"verdict": "denied", "tool_call_id": "w1"}, row
     kill(ctx, p, s)
     # a gate nobody answers is cancelled when the next turn of the session starts
-    p, s = ids()
-    res, _ = stream(ctx, scripted(p, s, script([{"permission": GATE}])))
+    p, s = ids(10)
+    res, _ = run(ctx, scripted(p, s, script([{"permission": GATE}])))
     assert res["stopReason"] == "paused", res
     wait_for(lambda: API.interactions(s), what="the interaction row")
     kill(ctx, p, s)
-    res, _ = stream(ctx, scripted(p, s, "never mind"))
+    res, _ = run(ctx, scripted(p, s, "never mind"))
     assert res["ok"] is True, res
     row = wait_for(lambda: (lambda r: r[0] if r and r[0]["status"] != "pending" else None)(
         API.interactions(s)), what="the row settled")
@@ -394,7 +373,7 @@ def png_1x1():
 
 
 def test_attachments_reach_the_model(ctx):
-    p, s = ids()
+    p, s = ids(10)
     tag = uuid.uuid4().hex[:8]
     png = png_1x1()
     img = API.seed_attachment(s, "pixel.png", "image/png", png)
@@ -409,7 +388,7 @@ def test_attachments_reach_the_model(ctx):
                 "mimeType": "text/plain"},
                {"type": "text", "text": f"What do these say? [[script:{name}]]"}]
     req = pi(ctx, p, s, content, modelCapabilities={"inputModalities": ["text", "image"]})
-    res, evs = stream(ctx, req)
+    res, evs = run(ctx, req)
     assert res["ok"] is True and res["output"].endswith("I read it."), res
     deliveries = {e["attachmentId"]: e for e in evs if e["type"] == "attachment_delivery"}
     assert deliveries[img] == {"type": "attachment_delivery", "attachmentId": img,
@@ -435,8 +414,8 @@ def test_attachments_reach_the_model(ctx):
 
 
 def test_a_bad_attachment_reference_fails_before_anything_starts(ctx):
-    p, s = ids()
-    res, evs = stream(ctx, scripted(p, s, [{"type": "attachment", "attachmentId": "../../etc"},
+    p, s = ids(10)
+    res, evs = run(ctx, scripted(p, s, [{"type": "attachment", "attachmentId": "../../etc"},
                                            {"type": "text", "text": "look"}]))
     assert res["ok"] is False and "Attachment reference is invalid" in res["error"], res
     assert evs[0] == {"type": "attachment_delivery", "attachmentId": "../../etc",
@@ -444,7 +423,7 @@ def test_a_bad_attachment_reference_fails_before_anything_starts(ctx):
     assert ctx.stack.session(f"{p}:{s}") is None
     # a missing one is announced as failed and the turn goes on without it
     missing = str(uuid.uuid4())
-    res, evs = stream(ctx, scripted(p, s, [{"type": "attachment", "attachmentId": missing,
+    res, evs = run(ctx, scripted(p, s, [{"type": "attachment", "attachmentId": missing,
                                             "filename": "gone.txt"},
                                            {"type": "text", "text": "look"}]))
     assert res["ok"] is True, res
@@ -458,7 +437,7 @@ def test_a_bad_attachment_reference_fails_before_anything_starts(ctx):
 # -- credentials --------------------------------------------------------------------------------
 
 def test_no_credential_in_anything_stored(ctx):
-    p, s = ids()
+    p, s = ids(10)
     model_key = "sk-model-" + uuid.uuid4().hex
     callback_auth = "Bearer cb-" + uuid.uuid4().hex
     env_secret = "env-secret-" + uuid.uuid4().hex
@@ -481,7 +460,7 @@ def test_no_credential_in_anything_stored(ctx):
                                                                  "name": "OPENAI_API_KEY"},
                                                      "value": model_key,
                                                      "usage": "opaque_http"}]})
-    res, evs = stream(ctx, req)
+    res, evs = run(ctx, req)
     assert res["stopReason"] == "paused", res
     minted = set(API.auth()["minted"]) - before
     assert minted, "the run credential was never refreshed"

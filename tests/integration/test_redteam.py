@@ -16,7 +16,9 @@ import threading
 import time
 import uuid
 
-from stack import events_of, proc_table, result_of, script, scripted_request, wait_for
+from stack import proc_table, wait_for
+from turns import (bash_request, events_of, exec_request, named_model, result_of, script,
+                   scripted_request, tool_outputs)
 
 STACK = {"workers": 2, "threads": 8,
          "env": {"AGENT_RUNNER_SANDBOX_PIDS_MAX": "128",
@@ -32,19 +34,14 @@ def new_key():
     return "rt-" + tag, "s-" + tag
 
 
-def tool_output(recs):
-    return "\n".join(e["output"] for e in events_of(recs) if e["type"] == "tool_result")
-
-
 def run(ctx, cmd, key=None, ok=True, **extra):
     if key:
         extra.update(projectId=key[0], sessionId=key[1])
-    status, recs = ctx.stack.stream(scripted_request(script([{"exec": cmd}]), **extra),
-                                    timeout=300)
+    status, recs = ctx.stack.stream(exec_request(cmd, **extra), timeout=300)
     assert status == 200, (status, recs)
     if ok:
         assert result_of(recs)["ok"] is True, result_of(recs)
-    return tool_output(recs)
+    return tool_outputs(recs)
 
 
 def py(code, *args):
@@ -350,9 +347,7 @@ def test_network_side_doors_are_closed(ctx):
         s6.close()
     out = run(ctx, py(NET, str(ctx.model.port), str(ctx.stack.port), hostaddr, abstract,
                       f"'{hostaddr6}'"),
-              modelConnection={"provider": "openai", "deployment": "custom",
-                               "endpoint": {"baseUrl": ctx.model.base + "/v1"},
-                               "credentialMode": "none"})
+              modelConnection=named_model(ctx))
     host_sock.close()
     print("    " + out.replace("\n", "; "))
     for ln in out.splitlines():
@@ -506,19 +501,13 @@ def forge_cmd(what):
 
 
 def forge_scripted(ctx, what, **extra):
-    status, recs = ctx.stack.stream(scripted_request(script([{"exec": forge_cmd(what)}]),
-                                                     **extra), timeout=300)
+    status, recs = ctx.stack.stream(exec_request(forge_cmd(what), **extra), timeout=300)
     assert status == 200, (status, recs)
     return recs
 
 
 def forge_pi(ctx, what, **extra):
-    from stack import pi_request
-    name = "forge-" + uuid.uuid4().hex[:8]
-    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": forge_cmd(what)}}},
-                            {"text": "done"}])
-    status, recs = ctx.stack.stream(pi_request(ctx.model, f"go [[script:{name}]]",
-                                               permissions={"default": "allow"}, **extra),
+    status, recs = ctx.stack.stream(bash_request(ctx, forge_cmd(what), "forge", **extra),
                                     timeout=300)
     assert status == 200, (status, recs)
     return recs
@@ -526,7 +515,7 @@ def forge_pi(ctx, what, **extra):
 
 def refused(recs):
     """The forger's own report: no token in its environment, the keeper's refusal, the close."""
-    out = tool_output(recs)
+    out = tool_outputs(recs)
     print("    forger: " + out.replace("\n", "; ")[:400])
     d = kv(out)
     assert d.get("token_in_env") == "no", out
@@ -829,8 +818,7 @@ for s in held:
 
 
 def test_a_connection_flood_is_capped_by_the_keepers_proxy(ctx):
-    named = {"provider": "openai", "deployment": "custom",
-             "endpoint": {"baseUrl": ctx.model.base + "/v1"}, "credentialMode": "none"}
+    named = named_model(ctx)
     key = new_key()
     out = run(ctx, py(CONN_FLOOD, str(ctx.model.port)) + "; curl -s -o /dev/null -w "
               f"'after=%{{http_code}}' --max-time 10 {ctx.model.base}/v1/models",
@@ -873,9 +861,8 @@ def test_allowlist_mode_does_not_send_arbitrary_names_to_the_hosts_resolver(ctx)
                        ("allowlist", {"network": {"mode": "allowlist",
                                                   "allowlist": ["127.0.0.2/32"]}})):
         cmd = f"echo {b64} | base64 -d > /tmp/d.py; python3 /tmp/d.py {name} 2>&1"
-        status, recs = ctx.stack.stream(scripted_request(script([{"exec": cmd}]),
-                                                         sandboxPermission=perm))
-        text = "\n".join(e["output"] for e in events_of(recs) if e["type"] == "tool_result")
+        status, recs = ctx.stack.stream(exec_request(cmd, sandboxPermission=perm))
+        text = tool_outputs(recs)
         out[mode] = text.strip()
     print(f"    {out}")
     assert out["off"] == "rcode=5", out

@@ -15,8 +15,9 @@ import time
 import uuid
 
 import stack
-from stack import (descendants, events_of, pi_request, proc_table, result_of, script,
-                   scripted_request, wait_for)
+from stack import descendants, proc_table, wait_for
+from turns import (bash_request, events_of, exec_request, named_model, result_of, script,
+                   scripted_request, tool_output)
 
 LIMITS = {"AGENT_RUNNER_SANDBOX_PIDS_MAX": "128",
           "AGENT_RUNNER_SANDBOX_MEMORY_MAX": "768M",
@@ -41,11 +42,6 @@ def skip_unless(ctx, limit):
                            f"{enforced(ctx)['notEnforced']}")
 
 
-def tool_output(recs):
-    outs = [e["output"] for e in events_of(recs) if e["type"] == "tool_result"]
-    return outs[0] if outs else ""
-
-
 def new_key():
     tag = uuid.uuid4().hex[:8]
     return "proj-" + tag, "sess-" + tag
@@ -54,18 +50,13 @@ def new_key():
 def scripted_exec(ctx, cmd, session=None, **extra):
     if session:
         extra.update(projectId=session[0], sessionId=session[1])
-    return ctx.stack.stream(scripted_request(script([{"exec": cmd}]), **extra), timeout=600)
+    return ctx.stack.stream(exec_request(cmd, **extra), timeout=600)
 
 
 def pi_bash(ctx, cmd, session=None, **extra):
-    name = "esc-" + uuid.uuid4().hex[:10]
-    ctx.model.script(name, [{"tool": {"name": "bash", "arguments": {"command": cmd}}},
-                            {"text": "done " + name}])
     if session:
         extra.update(projectId=session[0], sessionId=session[1])
-    req = pi_request(ctx.model, f"run it [[script:{name}]]", permissions={"default": "allow"},
-                     **extra)
-    return ctx.stack.stream(req, timeout=600)
+    return ctx.stack.stream(bash_request(ctx, cmd, "esc", **extra), timeout=600)
 
 
 RUNNERS = {"scripted": scripted_exec, "pi": pi_bash}
@@ -430,11 +421,8 @@ def test_a_runner_that_is_not_root_maps_sandboxes_to_its_own_user(ctx):
         print(f"    not root: enforced {sb['enforced']}; not: {ready['limitsNotEnforced'][:80]}...")
         key = new_key()
         cmd = probe(ctx) + "; unshare -U true && echo userns=yes || echo userns=no"
-        status, recs = st.stream(scripted_request(
-            script([{"exec": cmd}]), projectId=key[0], sessionId=key[1],
-            modelConnection={"provider": "openai", "deployment": "custom",
-                             "endpoint": {"baseUrl": ctx.model.base + "/v1"},
-                             "credentialMode": "none"}))
+        status, recs = st.stream(exec_request(cmd, projectId=key[0], sessionId=key[1],
+                                              modelConnection=named_model(ctx)))
         out = tool_output(recs)
         assert result_of(recs)["ok"] is True, result_of(recs)
         assert "model=200" in out and "metadata=000" in out and "userns=no" in out, out

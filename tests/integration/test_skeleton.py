@@ -4,7 +4,8 @@ import json
 import os
 import uuid
 
-from stack import TOKEN, events_of, pi_request, result_of, script, scripted_request
+from stack import TOKEN
+from turns import events_of, pi_request, result_of, script, scripted_request
 
 
 def test_health_lists_installed_harnesses(ctx):

@@ -1,4 +1,4 @@
-"""test_spares.py's first turn with spares disabled (AGENT_RUNNER_SPARES=pi=0): the same
+"""test_spares.py's first turn (spares.first_turn) with spares disabled (AGENT_RUNNER_SPARES=pi=0): the same
 session answers with its own endpoint, key, system prompt and AGENTS.md from a cold start, and
 environment_ready says spare:false; no spare is ever made. Then the cold path itself: pi
 started at once beside pi-acp (agent-runner-pi-stdio start cold), both from their one-file builds
@@ -10,8 +10,9 @@ import os
 import signal
 import uuid
 
-from stack import descendants, pi_request, proc_table, result_of, wait_for
-from test_spares import first_turn, pi_of
+from spares import first_turn, pi_of
+from stack import descendants, proc_table, wait_for
+from turns import pi_request, result_of
 
 STACK = {"env": {"AGENT_RUNNER_SPARES": "pi=0"}}
 

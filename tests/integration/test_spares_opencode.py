@@ -12,8 +12,9 @@ import os
 import signal
 import uuid
 
-from stack import descendants, events_of, proc_table, result_of, wait_for
-from test_spares import follow_up, ready_event, retire_spares
+from spares import follow_up, ready_event, retire_spares
+from stack import descendants, proc_table, wait_for
+from turns import events_of, harness_request, model_requests_with, result_of
 
 STACK = {"env": {"AGENT_RUNNER_SPARES": "pi=0,opencode=1", "AGENT_RUNNER_SLOTS": "32"}}
 PROJECT = "proj-oc-spares"
@@ -49,18 +50,9 @@ def environ_of(pid):
 
 
 def session_request(ctx, tag, **extra):
-    req = {"harness": "opencode", "sandbox": "local", "model": "fake-model",
-           "messages": [{"role": "user", "content": f"hello oc spare {tag}"}],
-           "modelConnection": {"provider": "openai", "deployment": "custom",
-                               "endpoint": {"baseUrl": ctx.model.base + "/v1"},
-                               "credentialMode": "env",
-                               "credentials": [{"binding": {"kind": "environment",
-                                                            "name": "OPENAI_API_KEY"},
-                                                "value": f"sk-oc-{tag}",
-                                                "usage": "opaque_http"}]},
-           "projectId": PROJECT, "sessionId": f"s-{tag}", "agentsMd": f"AGENTS-MARKER-{tag}"}
-    req.update(extra)
-    return req
+    return harness_request(ctx, "opencode", f"hello oc spare {tag}", f"sk-oc-{tag}",
+                           projectId=PROJECT, sessionId=f"s-{tag}",
+                           agentsMd=f"AGENTS-MARKER-{tag}", **extra)
 
 
 def first_turn(ctx, expect_spare, **extra):
@@ -71,7 +63,7 @@ def first_turn(ctx, expect_spare, **extra):
     res = result_of(recs)
     assert res["ok"] is True and res["output"] == "Hello from the fake model.", res
     assert ready_event(events_of(recs))["spare"] is expect_spare, events_of(recs)
-    seen = [r for r in ctx.model.requests() if f"hello oc spare {tag}" in json.dumps(r["body"])]
+    seen = model_requests_with(ctx, f"hello oc spare {tag}")
     assert seen, "the fake model got no request of the session"
     for req in seen:
         text = json.dumps(req)
@@ -130,7 +122,7 @@ def test_opencode_with_connection_environment_starts_cold(ctx):
     res = result_of(recs)
     assert res["ok"] is True and res["output"] == "Hello from the fake model.", res
     assert ready_event(events_of(recs))["spare"] is False, events_of(recs)
-    seen = [r for r in ctx.model.requests() if f"hello oc spare {tag}" in json.dumps(r["body"])]
+    seen = model_requests_with(ctx, f"hello oc spare {tag}")
     assert seen and seen[0]["headers"].get("authorization") == f"Bearer sk-oc-{tag}", seen
     s = ctx.stack.session(f"{PROJECT}:s-{tag}")
     assert s is not None and not s["fromSpare"] and s["keeperPid"] not in spares, s

@@ -18,7 +18,8 @@ import tempfile
 import time
 import uuid
 
-from stack import TOKEN, events_of, result_of, wait_for
+from stack import TOKEN, wait_for
+from turns import events_of, ids, model_requests_with, result_of, run
 
 # made when a test writes a login; removed when the test run ends, whichever tests ran
 LOGINS = os.path.join(tempfile.gettempdir(), "ar-logins." + uuid.uuid4().hex)
@@ -30,10 +31,6 @@ PI = os.path.join(LOGINS, "pi")
 STACK = {"workers": 2, "threads": 8, "env": {
     "AGENT_RUNNER_CODEX_HOME": CODEX, "AGENT_RUNNER_CLAUDE_CONFIG_DIR": CLAUDE,
     "AGENT_RUNNER_PI_AGENT_DIR": PI}}
-
-
-def ids():
-    return "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
 
 
 def write(path, text):
@@ -87,16 +84,6 @@ def subscription_request(ctx, harness, prompt, provider, path, **extra):
                                "credentialMode": "runtime_provided", "credentials": []}}
     req.update(extra)
     return req
-
-
-def model_requests_with(ctx, marker):
-    return [r for r in ctx.model.requests() if marker in json.dumps(r["body"])]
-
-
-def run(ctx, req):
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, (status, recs)
-    return result_of(recs), events_of(recs)
 
 
 def status(ctx):

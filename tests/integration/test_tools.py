@@ -13,7 +13,7 @@ import tempfile
 import uuid
 
 from fakes import FakeAgentaApi, FakeCallback, FakeMcp
-from stack import events_of, result_of, script
+from turns import answer, ids, of, run, script
 
 FAKES = tempfile.mkdtemp(prefix="ar-tools-fakes.")
 atexit.register(shutil.rmtree, FAKES, True)
@@ -26,14 +26,6 @@ STACK = {"workers": 2, "threads": 8, "env": {
     "AGENT_RUNNER_TOOLS_TEST_RESOLVE": "mcp.test=127.0.0.1,evil.test=127.0.0.1"}}
 
 CALL_REF = "tools__composio__github__GET_THE_AUTHENTICATED_USER__github-tvn"
-
-
-def ids():
-    return "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
-
-
-def of(evs, kind):
-    return [e for e in evs if e["type"] == kind]
 
 
 def call(name, call_id="rt1", **arguments):
@@ -59,9 +51,7 @@ def turn(ctx, steps, tools=(), p=None, s=None, messages=None, **extra):
     if p:
         req.update(projectId=p, sessionId=s)
     req.update(extra)
-    status, recs = ctx.stack.stream(req)
-    assert status == 200, status
-    return result_of(recs), events_of(recs)
+    return run(ctx, req)
 
 
 def test_callback_tool_gets_agentas_body_and_its_answer_reaches_the_agent(ctx):
@@ -171,12 +161,6 @@ def test_render_hints_and_a_denied_tool(ctx):
     assert tr["n1"]["output"] == "Tool 'nope' is denied by policy.", tr["n1"]
     assert not CB.tool_calls("tools__nope"), "a denied tool was called"
     assert "tool nope error: Tool 'nope' is denied by policy." in res["output"], res
-
-
-def answer(call_id, approved, token, role="user"):
-    return {"role": role, "content": [{"type": "tool_result", "toolCallId": call_id,
-                                       "output": {"approved": approved,
-                                                  "interactionToken": token}}]}
 
 
 def paused(ctx, steps, tools, **extra):

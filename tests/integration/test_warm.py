@@ -4,15 +4,11 @@ expiry and capacity eviction, observed through the session table (agent-runner-c
 import os
 import signal
 import time
-import uuid
 
-from stack import events_of, pi_request, result_of, script, scripted_request, wait_for
+from stack import wait_for
+from turns import ids, pi_request, result_of, script
 
 STACK = {"workers": 2, "threads": 8, "env": {"AGENT_RUNNER_SESSION_POOL_MAX": "3"}}
-
-
-def session_ids():
-    return "proj-" + uuid.uuid4().hex[:6], "sess-" + uuid.uuid4().hex[:8]
 
 
 def convo(*texts):
@@ -38,7 +34,7 @@ def first_delta(recs):
 
 
 def test_scripted_follow_up_reuses_the_same_agent_process(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res1, _ = scripted_turn(ctx, p, s, ["first"])
     assert res1["output"] == "echo[1]: first", res1
@@ -56,7 +52,7 @@ def test_scripted_follow_up_reuses_the_same_agent_process(ctx):
 
 
 def test_pi_warm_follow_up_sends_only_the_new_text(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     ctx.model.reset()
     base = pi_request(ctx.model, "Remember the word apple.", projectId=p, sessionId=s)
@@ -89,7 +85,7 @@ def test_pi_warm_follow_up_sends_only_the_new_text(ctx):
 
 
 def test_changing_the_model_replaces_the_environment(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res1, _ = scripted_turn(ctx, p, s, ["one"])
     keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]
@@ -104,7 +100,7 @@ def test_changing_the_model_replaces_the_environment(ctx):
 
 
 def test_edited_history_is_continuity_invalid(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res1, _ = scripted_turn(ctx, p, s, ["alpha"])
     wait_for(lambda: ctx.stack.session(key), what="parked")
@@ -115,7 +111,7 @@ def test_edited_history_is_continuity_invalid(ctx):
 
 
 def test_session_survives_the_death_of_every_worker(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res1, _ = scripted_turn(ctx, p, s, ["before"])
     keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]
@@ -131,7 +127,7 @@ def test_session_survives_the_death_of_every_worker(ctx):
 
 
 def test_killed_keeper_frees_the_slot_and_the_next_turn_is_cold(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res1, _ = scripted_turn(ctx, p, s, ["x"])
     keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]
@@ -145,7 +141,7 @@ def test_killed_keeper_frees_the_slot_and_the_next_turn_is_cold(ctx):
 
 
 def test_idle_expiry_tears_the_environment_down(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     scripted_turn(ctx, p, s, ["short lived"], lifecycle={"mode": "warm", "idleTimeoutMs": 400})
     sess = wait_for(lambda: ctx.stack.session(key), what="parked")
@@ -155,7 +151,7 @@ def test_idle_expiry_tears_the_environment_down(ctx):
 
 
 def test_per_turn_lifecycle_is_not_parked(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res, _ = scripted_turn(ctx, p, s, ["once"], lifecycle={"mode": "per_turn"})
     assert res["ok"] is True
@@ -165,7 +161,7 @@ def test_per_turn_lifecycle_is_not_parked(ctx):
 def test_capacity_evicts_the_least_recently_used_idle_session(ctx):
     keys = []
     for i in range(4):
-        p, s = session_ids()
+        p, s = ids()
         scripted_turn(ctx, p, s, [f"session {i}"])
         keys.append(f"{p}:{s}")
         wait_for(lambda: ctx.stack.session(keys[-1]), what="parked")
@@ -179,7 +175,7 @@ def test_capacity_evicts_the_least_recently_used_idle_session(ctx):
 
 
 def test_kill_route_destroys_a_session(ctx):
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     scripted_turn(ctx, p, s, ["to be killed"])
     wait_for(lambda: ctx.stack.session(key), what="parked")
@@ -198,7 +194,7 @@ def test_kill_route_destroys_a_session(ctx):
 
 def test_a_turn_cut_by_worker_death_leaves_the_session_broken_then_cold(ctx):
     import threading
-    p, s = session_ids()
+    p, s = ids()
     key = f"{p}:{s}"
     res1, _ = scripted_turn(ctx, p, s, ["first"])
     keeper = wait_for(lambda: ctx.stack.session(key), what="parked")["keeperPid"]

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <CUnit/CUnit.h>
+
 const char *const daytona_fixture_dto =
     "{\"id\":\"0b5c7a44-1d7e-4f44-9d2a-1a2b3c4d5e6f\",\"name\":\"ar-x\",\"state\":\"stopped\","
     "\"desiredState\":\"stopped\",\"errorReason\":null,\"recoverable\":false,"
@@ -66,4 +68,17 @@ char *daytona_fixture_reply(const char *status, const char *extra_headers, const
                  status, extra_headers, strlen(body), body) < 0)
         return NULL;
     return out;
+}
+
+json_object *daytona_fixture_body(const struct daytona_config *cfg,
+                                  const struct daytona_create_params *p, int want, char *err,
+                                  size_t errlen)
+{
+    json_object *body = NULL;
+    int r = daytona_create_body(cfg, p, &body, err, errlen);
+
+    CU_ASSERT_EQUAL(r, want);
+    if (r != want)
+        fprintf(stderr, "\n  create body: %d %s\n", r, err);
+    return body;
 }

@@ -28,6 +28,7 @@ struct conn {
 
 struct fake_http {
     int lfd;
+    int port;
     char url[64];
     fake_http_handler handler;
     void *ctx;
@@ -73,19 +74,39 @@ static const char *header_of(const char *head, const char *name, size_t *ret_len
     return NULL;
 }
 
+/* A copy of r into ret, body and headers duplicated; -1 (nothing allocated) on ENOMEM. */
+static int copy_request(const struct fake_request *r, struct fake_request *ret)
+{
+    *ret = *r;
+    ret->body = malloc(r->body_len + 1);
+    ret->headers = strdup(r->headers ? r->headers : "");
+    if (!ret->body || !ret->headers) {
+        free(ret->body);
+        free(ret->headers);
+        return -1;
+    }
+    memcpy(ret->body, r->body, r->body_len + 1);
+    return 0;
+}
+
 static void record(struct fake_http *f, const struct fake_request *r, size_t *ret_n)
 {
     pthread_mutex_lock(&f->lock);
     *ret_n = f->served++;
-    if (f->nreqs < FAKE_HTTP_REQUESTS_MAX) {
-        f->reqs[f->nreqs] = *r;
-        f->reqs[f->nreqs].body = malloc(r->body_len + 1);
-        if (f->reqs[f->nreqs].body) {
-            memcpy(f->reqs[f->nreqs].body, r->body, r->body_len + 1);
-            f->nreqs++;
-        }
-    }
+    if (f->nreqs < FAKE_HTTP_REQUESTS_MAX && copy_request(r, &f->reqs[f->nreqs]) == 0)
+        f->nreqs++;
     pthread_mutex_unlock(&f->lock);
+}
+
+/* Read and drop what the client sends until it closes or the server shuts the socket down. */
+static void hold(int fd)
+{
+    char sink[256];
+    ssize_t got;
+
+    do {
+        got = recv(fd, sink, sizeof(sink), 0);
+    } while (got > 0 || (got < 0 && errno == EINTR));
 }
 
 static void *serve(void *arg)
@@ -98,7 +119,7 @@ static void *serve(void *arg)
     while (buf) {
         struct fake_request req;
         struct fake_response resp;
-        char *end, head[2048];
+        char *end, head[4096];
         const char *v;
         size_t vlen, clen = 0, hlen, n;
         ssize_t got;
@@ -119,21 +140,27 @@ static void *serve(void *arg)
         memset(&req, 0, sizeof(req));
         if (sscanf(buf, "%15s %2047s", req.method, req.path) != 2)
             goto out;
+        v = strstr(buf, "\r\n");
+        req.headers = strdup(v ? v + 2 : "");
+        if (!req.headers)
+            goto out;
         v = header_of(buf, "Authorization", &vlen);
         if (v)
             snprintf(req.authorization, sizeof(req.authorization), "%.*s", (int)vlen, v);
         v = header_of(buf, "Content-Length", &vlen);
         if (v)
             clen = strtoul(v, NULL, 10);
-        if (clen > BODY_MAX)
-            goto out;
         v = header_of(buf, "Expect", &vlen);
-        if (v && strncasecmp(v, "100-continue", 12) == 0 &&
-            write_all_fd(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) < 0)
+        if (clen > BODY_MAX || (v && strncasecmp(v, "100-continue", 12) == 0 &&
+                                write_all_fd(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25) < 0)) {
+            free(req.headers);
             goto out;
+        }
         req.body = malloc(clen + 1);
-        if (!req.body)
+        if (!req.body) {
+            free(req.headers);
             goto out;
+        }
         n = have - hlen < clen ? have - hlen : clen;
         memcpy(req.body, buf + hlen, n);
         memmove(buf, buf + hlen + n, have - hlen - n);
@@ -144,6 +171,7 @@ static void *serve(void *arg)
                 continue;
             if (got <= 0) {
                 free(req.body);
+                free(req.headers);
                 goto out;
             }
             n += (size_t)got;
@@ -158,6 +186,12 @@ static void *serve(void *arg)
         if (f->handler)
             f->handler(f->ctx, n, &req, &resp);
         free(req.body);
+        free(req.headers);
+        if (resp.hang) {
+            free(resp.body);
+            hold(c->fd);
+            goto out;
+        }
         if (!resp.body) {
             resp.body = strdup("{}");
             resp.body_len = 2;
@@ -171,6 +205,10 @@ static void *serve(void *arg)
             goto out;
         }
         free(resp.body);
+        if (resp.close) {
+            shutdown(c->fd, SHUT_WR);
+            goto out;
+        }
     }
 out:
     free(buf);
@@ -248,7 +286,8 @@ struct fake_http *fake_http_start(fake_http_handler handler, void *ctx)
         bind(f->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(f->lfd, 64) < 0 ||
         getsockname(f->lfd, (struct sockaddr *)&a, &alen) < 0)
         goto fail;
-    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    f->port = ntohs(a.sin_port);
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d", f->port);
     f->handler = handler;
     f->ctx = ctx;
     pthread_mutex_init(&f->lock, NULL);
@@ -270,6 +309,11 @@ const char *fake_http_url(struct fake_http *f)
     return f->url;
 }
 
+int fake_http_port(struct fake_http *f)
+{
+    return f->port;
+}
+
 void fake_http_stop(struct fake_http *f)
 {
     if (!f)
@@ -289,7 +333,7 @@ void fake_http_stop(struct fake_http *f)
         close(c->fd);
     }
     for (size_t i = 0; i < f->nreqs; i++)
-        free(f->reqs[i].body);
+        fake_request_release(&f->reqs[i]);
     free(f->reqs);
     pthread_mutex_destroy(&f->lock);
     free(f);
@@ -328,14 +372,8 @@ int fake_http_get(struct fake_http *f, size_t i, struct fake_request *ret)
     int r = -1;
 
     pthread_mutex_lock(&f->lock);
-    if (i < f->nreqs) {
-        *ret = f->reqs[i];
-        ret->body = malloc(f->reqs[i].body_len + 1);
-        if (ret->body) {
-            memcpy(ret->body, f->reqs[i].body, f->reqs[i].body_len + 1);
-            r = 0;
-        }
-    }
+    if (i < f->nreqs)
+        r = copy_request(&f->reqs[i], ret);
     pthread_mutex_unlock(&f->lock);
     return r;
 }
@@ -343,7 +381,35 @@ int fake_http_get(struct fake_http *f, size_t i, struct fake_request *ret)
 void fake_request_release(struct fake_request *r)
 {
     free(r->body);
+    free(r->headers);
     r->body = NULL;
+    r->headers = NULL;
+}
+
+bool fake_request_header(const struct fake_request *r, const char *name, char *out, size_t outlen)
+{
+    size_t nlen = strlen(name);
+
+    for (const char *line = r->headers; line && *line;) {
+        const char *eol = strstr(line, "\r\n");
+        size_t llen = eol ? (size_t)(eol - line) : strlen(line);
+
+        if (llen > nlen && line[nlen] == ':' && strncasecmp(line, name, nlen) == 0) {
+            const char *v = line + nlen + 1;
+            size_t vlen;
+
+            while (*v == ' ')
+                v++;
+            vlen = llen - (size_t)(v - line);
+            if (vlen >= outlen)
+                return false;
+            memcpy(out, v, vlen);
+            out[vlen] = '\0';
+            return true;
+        }
+        line = eol ? eol + 2 : line + llen;
+    }
+    return false;
 }
 
 json_object *fake_http_json(struct fake_http *f, const char *path, size_t i)

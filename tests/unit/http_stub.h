@@ -1,11 +1,10 @@
 /*
- * http_stub — a tiny HTTP/1.1 server on 127.0.0.1 for the unit tests of the tool modules.
- *
- * One thread accepts one connection at a time, reads one request (headers + Content-Length
- * body), hands it to the test's handler and writes the reply with "Connection: close". Every
- * request is also kept (method, target, headers, body) so a test can assert exactly what the
- * client sent. A reply with `hang` set is never written: the connection stays open until the
- * client gives up or the stub stops (for timeout and cancel tests).
+ * http_stub — the tool modules' view of the unit tests' HTTP server (fake_http.h): a handler
+ * that sees the request's raw header block and answers with raw header lines, every reply
+ * sent with "Connection: close" (and no default Content-Type or body), and the first
+ * HTTP_STUB_KEEP requests kept whole (method, target, headers, body) so a test can assert
+ * exactly what the client sent. A reply with `hang` set is never written: the connection stays
+ * open until the client gives up or the stub stops (for timeout and cancel tests).
  */
 #ifndef AR_TEST_HTTP_STUB_H
 #define AR_TEST_HTTP_STUB_H

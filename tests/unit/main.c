@@ -57,6 +57,17 @@ json_object *test_json(const char *text)
     return o;
 }
 
+bool test_json_is(json_object *o, const char *want)
+{
+    json_object *w = test_json(want);
+    bool eq = w && o && json_object_equal(o, w);
+
+    if (!eq)
+        fprintf(stderr, "\n  got:  %s\n  want: %s\n", jsonx_text(o, NULL), want);
+    json_object_put(w);
+    return eq;
+}
+
 json_object *test_shared_json(const char *name)
 {
     json_object *o;

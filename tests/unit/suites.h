@@ -89,6 +89,8 @@ int test_read_shared(const char *name, char **ret_data, size_t *ret_len);
 json_object *test_shared_json(const char *name);
 /* Parse a JSON text strictly; NULL on error (or for the literal null). */
 json_object *test_json(const char *text);
+/* Whether o equals the JSON text want by value; prints both when not. */
+bool test_json_is(json_object *o, const char *want);
 
 /*
  * An event sink that records what it is given. Every line is checked to be exactly one

@@ -14,19 +14,6 @@
 #include "provider/daytona/daytona_api.h"
 #include "suites.h"
 
-static json_object *body_for(const struct daytona_config *cfg,
-                             const struct daytona_create_params *p, int want, char *err,
-                             size_t errlen)
-{
-    json_object *body = NULL;
-    int r = daytona_create_body(cfg, p, &body, err, errlen);
-
-    CU_ASSERT_EQUAL(r, want);
-    if (r != want)
-        fprintf(stderr, "\n  create body: %d %s\n", r, err);
-    return body;
-}
-
 static void test_daytona_api_create_body(void)
 {
     struct daytona_config cfg = {.snapshot = "agent-sandbox-v1", .target = "eu"};
@@ -45,7 +32,7 @@ static void test_daytona_api_create_body(void)
     json_object *b;
     char err[256];
 
-    b = body_for(&cfg, &p, 0, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(b, "name")), "ar-abc");
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(b, "snapshot")), "agent-sandbox-v1");
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(b, "target")), "eu");
@@ -62,20 +49,20 @@ static void test_daytona_api_create_body(void)
     memset(cfg.snapshot, 0, sizeof(cfg.snapshot));
     snprintf(cfg.image, sizeof(cfg.image), "debian:12");
     p.auto_archive_min = DAYTONA_INTERVAL_UNSET;
-    b = body_for(&cfg, &p, 0, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(b, "buildInfo"), "dockerfileContent")),
                            "FROM debian:12\n");
     CU_ASSERT_PTR_NULL(jsonx_get(b, "autoArchiveInterval"));
     json_object_put(b);
     /* bad names, env names and intervals are refused */
     p.name = "../x";
-    b = body_for(&cfg, &p, -EINVAL, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, -EINVAL, err, sizeof(err));
     p.name = "ar-abc";
     env[0].name = "BAD-NAME";
-    b = body_for(&cfg, &p, -EINVAL, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, -EINVAL, err, sizeof(err));
     env[0].name = "PI_OFFLINE";
     p.auto_stop_min = -3;
-    b = body_for(&cfg, &p, -EINVAL, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, -EINVAL, err, sizeof(err));
     (void)b;
 }
 

@@ -9,21 +9,9 @@
 
 #include "base/jsonx.h"
 #include "base/util.h"
+#include "daytona_fixture.h"
 #include "provider/daytona/daytona_api.h"
 #include "suites.h"
-
-static json_object *body_for(const struct daytona_config *cfg,
-                             const struct daytona_create_params *p, int want, char *err,
-                             size_t errlen)
-{
-    json_object *body = NULL;
-    int r = daytona_create_body(cfg, p, &body, err, errlen);
-
-    CU_ASSERT_EQUAL(r, want);
-    if (r != want)
-        fprintf(stderr, "\n  create body: %d %s\n", r, err);
-    return body;
-}
 
 static void test_daytona_network_network_mapping(void)
 {
@@ -39,14 +27,14 @@ static void test_daytona_network_network_mapping(void)
 
     /* off: block everything */
     p.network = NETWORK_OFF;
-    b = body_for(&cfg, &p, 0, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
     CU_ASSERT_TRUE(json_object_get_boolean(jsonx_get(b, "networkBlockAll")));
     CU_ASSERT_PTR_NULL(jsonx_get(b, "networkAllowList"));
     json_object_put(b);
     /* off, but the model endpoint stays reachable: only it */
     p.always_allow = always;
     p.nalways_allow = 1;
-    b = body_for(&cfg, &p, 0, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
     CU_ASSERT_FALSE(json_object_get_boolean(jsonx_get(b, "networkBlockAll")));
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(b, "networkAllowList")), "127.0.0.1/32");
     json_object_put(b);
@@ -54,7 +42,7 @@ static void test_daytona_network_network_mapping(void)
     p.network = NETWORK_ALLOWLIST;
     p.allow = allow;
     p.nallow = 5;
-    b = body_for(&cfg, &p, 0, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(b, "networkAllowList")),
                            "10.0.0.0/8,192.168.1.1/32,127.0.0.1/32");
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(b, "domainAllowList")),
@@ -63,7 +51,7 @@ static void test_daytona_network_network_mapping(void)
     /* an empty allowlist blocks all (Agenta's mapping) */
     p.nallow = 0;
     p.nalways_allow = 0;
-    b = body_for(&cfg, &p, 0, err, sizeof(err));
+    b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
     CU_ASSERT_TRUE(json_object_get_boolean(jsonx_get(b, "networkBlockAll")));
     json_object_put(b);
     /* what Daytona cannot enforce is refused, never widened */
@@ -76,7 +64,7 @@ static void test_daytona_network_network_mapping(void)
             p.allow = &bad[i];
             p.nallow = 1;
             err[0] = '\0';
-            b = body_for(&cfg, &p, -EINVAL, err, sizeof(err));
+            b = daytona_fixture_body(&cfg, &p, -EINVAL, err, sizeof(err));
             CU_ASSERT(strstr(err, "sandboxPermission.network.allowlist[0]") != NULL);
         }
     }
@@ -91,10 +79,10 @@ static void test_daytona_network_network_mapping(void)
         }
         p.allow = many;
         p.nallow = 10;
-        b = body_for(&cfg, &p, 0, err, sizeof(err));
+        b = daytona_fixture_body(&cfg, &p, 0, err, sizeof(err));
         json_object_put(b);
         p.nallow = 11;
-        b = body_for(&cfg, &p, -EINVAL, err, sizeof(err));
+        b = daytona_fixture_body(&cfg, &p, -EINVAL, err, sizeof(err));
         CU_ASSERT(strstr(err, "at most 10") != NULL);
     }
 }

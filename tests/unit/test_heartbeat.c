@@ -148,17 +148,6 @@ static void params_of(struct fixture *fx, uint64_t interval_ms, struct heartbeat
     p->interval_ms = interval_ms;
 }
 
-static bool json_is(json_object *o, const char *want)
-{
-    json_object *w = test_json(want);
-    bool eq = w && o && json_object_equal(o, w);
-
-    if (!eq)
-        fprintf(stderr, "\n  got:  %s\n  want: %s\n", jsonx_text(o, NULL), want);
-    json_object_put(w);
-    return eq;
-}
-
 static void test_heartbeat_admits_and_releases(void)
 {
     json_object *refs = test_json("[{\"id\":\"wf\",\"key\":\"workflow\"}]"), *body;
@@ -182,10 +171,10 @@ static void test_heartbeat_admits_and_releases(void)
     heartbeat_release(hb);
     CU_ASSERT_EQUAL_FATAL(fake_http_count_path(fx.http, BEAT), 2);
     body = fake_http_json(fx.http, BEAT, 0);
-    CU_ASSERT_TRUE(json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
-                                 "\"turn_id\":\"t1\",\"is_running\":true,\"name\":"
-                                 "\"use [ag:redacted:secret:al-1] please\",\"references\":"
-                                 "[{\"id\":\"wf\",\"key\":\"workflow\"}]}"));
+    CU_ASSERT_TRUE(test_json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
+                                      "\"turn_id\":\"t1\",\"is_running\":true,\"name\":"
+                                      "\"use [ag:redacted:secret:al-1] please\",\"references\":"
+                                      "[{\"id\":\"wf\",\"key\":\"workflow\"}]}"));
     json_object_put(body);
     body = fake_http_json(fx.http, BEAT, 1);
     CU_ASSERT_EQUAL(json_object_get_boolean(jsonx_get(body, "is_running")), 0);
@@ -217,8 +206,8 @@ static void test_heartbeat_refuses_a_turn_in_use(void)
     heartbeat_release(hb);
     CU_ASSERT_EQUAL(fake_http_count_path(fx.http, BEAT), 2);
     body = fake_http_json(fx.http, BEAT, 1);
-    CU_ASSERT_TRUE(json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
-                                 "\"turn_id\":\"t1\",\"is_running\":false}"));
+    CU_ASSERT_TRUE(test_json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
+                                      "\"turn_id\":\"t1\",\"is_running\":false}"));
     json_object_put(body);
     /* the refusal is not an interruption */
     CU_ASSERT_EQUAL(atomic_load(&fx.interrupts), 0);
@@ -336,8 +325,8 @@ static void test_heartbeat_ownership_claim(void)
     CU_ASSERT_EQUAL(heartbeat_claim(fx.api, "s1", owner, sizeof(owner)), 0);
     CU_ASSERT_STRING_EQUAL(owner, "replica-1");
     body = fake_http_json(fx.http, BEAT, 0);
-    CU_ASSERT_TRUE(json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
-                                 "\"is_running\":true}"));
+    CU_ASSERT_TRUE(test_json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
+                                      "\"is_running\":true}"));
     json_object_put(body);
     fixture_stop(&fx);
 }

@@ -59,17 +59,6 @@ static const char *const REBUILT =
     "\"image/png\",\"size\":3}]},"
     "{\"role\":\"assistant\",\"content\":\"Hello world[error: boom]\"}]";
 
-static bool json_is(json_object *o, const char *want)
-{
-    json_object *w = test_json(want);
-    bool eq = w && o && json_object_equal(o, w);
-
-    if (!eq)
-        fprintf(stderr, "\n  got:  %s\n  want: %s\n", jsonx_text(o, NULL), want);
-    json_object_put(w);
-    return eq;
-}
-
 static int parse(const char *json, struct run_request *req)
 {
     struct request_limits lim;
@@ -86,7 +75,7 @@ static void test_reconstruct_folds_records_like_agenta(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(log);
     CU_ASSERT_EQUAL_FATAL(reconstruct_from_records(log, "t3", &h), 0);
-    CU_ASSERT_TRUE(json_is(h.messages, REBUILT));
+    CU_ASSERT_TRUE(test_json_is(h.messages, REBUILT));
     CU_ASSERT_EQUAL(h.nrecords, 16);
     CU_ASSERT_EQUAL(h.nprior, 15);
     reconstruct_history_release(&h);
@@ -96,7 +85,7 @@ static void test_reconstruct_folds_records_like_agenta(void)
     reconstruct_history_release(&h);
     /* nothing at all */
     CU_ASSERT_EQUAL_FATAL(reconstruct_from_records(NULL, "t3", &h), 0);
-    CU_ASSERT_TRUE(json_is(h.messages, "[]"));
+    CU_ASSERT_TRUE(test_json_is(h.messages, "[]"));
     reconstruct_history_release(&h);
     json_object_put(log);
 }
@@ -304,10 +293,10 @@ static void test_reconstruct_fetch_succeeds_or_fails_clearly(void)
 
     CU_ASSERT_EQUAL_FATAL(reconstruct_fetch(api, "p1:s1", "s1", "t3", false, &h, err,
                                             sizeof(err)), 0);
-    CU_ASSERT_TRUE(json_is(h.messages, REBUILT));
+    CU_ASSERT_TRUE(test_json_is(h.messages, REBUILT));
     reconstruct_history_release(&h);
     body = fake_http_json(f, AGENTA_PATH_RECORDS_QUERY, 0);
-    CU_ASSERT_TRUE(json_is(body, "{\"session_id\":\"s1\"}"));
+    CU_ASSERT_TRUE(test_json_is(body, "{\"session_id\":\"s1\"}"));
     json_object_put(body);
 
     /* a first turn: the log holds only this turn, nothing to rebuild, no error */

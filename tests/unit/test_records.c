@@ -128,17 +128,6 @@ static void emit(struct records *r, const char *json)
     json_object_put(ev);
 }
 
-static bool json_is(json_object *o, const char *want)
-{
-    json_object *w = test_json(want);
-    bool eq = w && o && json_object_equal(o, w);
-
-    if (!eq)
-        fprintf(stderr, "\n  got:  %s\n  want: %s\n", jsonx_text(o, NULL), want);
-    json_object_put(w);
-    return eq;
-}
-
 /* The i-th ingested record without its timestamp (checked to be there) */
 static json_object *ingested(struct fixture *fx, size_t i)
 {
@@ -156,7 +145,7 @@ static void check_record(struct fixture *fx, size_t i, const char *want)
 {
     json_object *o = ingested(fx, i);
 
-    CU_ASSERT_TRUE(json_is(o, want));
+    CU_ASSERT_TRUE(test_json_is(o, want));
     json_object_put(o);
 }
 
@@ -480,17 +469,18 @@ static void test_records_user_message_shape(void)
         buf_release(&body);
     }
     CU_ASSERT_EQUAL_FATAL(records_user_message(&req, &ev), 0);
-    CU_ASSERT_TRUE(json_is(ev, "{\"type\":\"message\",\"text\":\"Describe this image.\","
-                               "\"attachments\":[{\"attachmentId\":"
-                               "\"019c471b-5b91-71d2-9d4b-5486013e6e9b\",\"filename\":"
-                               "\"photo.png\",\"mediaType\":\"image/png\",\"size\":482113}]}"));
+    CU_ASSERT_TRUE(test_json_is(ev,
+                                "{\"type\":\"message\",\"text\":\"Describe this image.\","
+                                "\"attachments\":[{\"attachmentId\":"
+                                "\"019c471b-5b91-71d2-9d4b-5486013e6e9b\",\"filename\":"
+                                "\"photo.png\",\"mediaType\":\"image/png\",\"size\":482113}]}"));
     json_object_put(ev);
     run_request_release(&req);
     json_object_put(g);
 
     CU_ASSERT_EQUAL(user_message_of("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &ev),
                     0);
-    CU_ASSERT_TRUE(json_is(ev, "{\"type\":\"message\",\"text\":\"hi\",\"attachments\":[]}"));
+    CU_ASSERT_TRUE(test_json_is(ev, "{\"type\":\"message\",\"text\":\"hi\",\"attachments\":[]}"));
     json_object_put(ev);
     /* an approval answer, a blank message, an assistant tail: no fresh user message */
     CU_ASSERT_EQUAL(user_message_of("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
