@@ -121,7 +121,7 @@ bool turn_runner_tool_of(const struct turn_state *st, json_object *tool_call, ch
 /*
  * interaction_request kind "client_tool" for a client tool's gate: payload {toolCallId,
  * toolName, input, render, toolCall: {toolCallId, title, rawInput}, interactionToken}
- * (reference §2.8). args and render are borrowed (may be NULL).
+ * (the client-tool payload of Agenta's runner). args and render are borrowed (may be NULL).
  */
 json_object *turn_client_tool_request(const struct approval_gate *g, json_object *args,
                                       json_object *render);

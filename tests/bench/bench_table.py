@@ -322,7 +322,7 @@ def daytona_rows(r):
         ("6. daytona warm follow-up (median)", f"{mw * 1000:.0f} ms",
          f"cold/warm >= {t['daytona_ratio']:g} ({verdict(mc / mw >= t['daytona_ratio'])})",
          f"same keeper, harness and sandbox right after; all: {all_of('warm')}",
-         f"cold/warm = {mc / mw:.1f}x (seed 004: 30.4 s -> 7.6 s = 4.0x)"),
+         f"cold/warm = {mc / mw:.1f}x (Paperclip on Daytona: 30.4 s -> 7.6 s = 4.0x)"),
         ("6. daytona follow-up after the idle stop (median)", f"{mr * 1000:.0f} ms", "—",
          f"idle window 3 s: the keeper stopped the sandbox; the next turn started it again "
          f"({d['starts']} starts in all), a fresh codex, bulk uploads per session: "
@@ -361,7 +361,7 @@ def spare_rows(r):
     if pkg:
         mp = statistics.median(pkg) * 1000
         rows.append(("8. pi's own start from the package's cli.js (median)", f"{mp:.0f} ms",
-                     "— (reference/spares.md §2 measured 627 ms)",
+                     "— (627 ms on the reference machine of the spares study)",
                      "the same, starting the package's dist/cli.js (what pi-acp would run, and "
                      "what a cold sandbox ran before the one-file build); all: "
                      + ", ".join(f"{x * 1000:.0f}" for x in pkg) + " ms",
