@@ -95,7 +95,7 @@ static int deep_set(json_object *obj, const char *path, json_object *value)
     const char *p = path;
     char seg[129];
 
-    if (!tool_spec_path_ok(path) || !json_object_is_type(obj, json_type_object)) {
+    if (!run_tools_path_ok(path) || !json_object_is_type(obj, json_type_object)) {
         json_object_put(value);
         return -EINVAL;
     }
@@ -130,7 +130,7 @@ static void deep_delete(json_object *obj, const char *path)
     const char *p = path;
     char seg[129];
 
-    if (!tool_spec_path_ok(path))
+    if (!run_tools_path_ok(path))
         return;
     for (;;) {
         const char *next = next_segment(p, seg);
@@ -153,7 +153,7 @@ static int deep_get(json_object *obj, const char *path, json_object **ret)
     const char *p = path;
     char seg[129];
 
-    if (!tool_spec_path_ok(path))
+    if (!run_tools_path_ok(path))
         return -ENOENT;
     while (p) {
         json_object *v;
@@ -238,7 +238,7 @@ json_object *tool_callback_ctx_view(json_object *run_context, const char *sessio
 
 int tool_callback_resolve(json_object *view, const char *token, json_object **ret)
 {
-    if (!tool_spec_ctx_token_ok(token))
+    if (!run_tools_ctx_token_ok(token))
         return -ENOENT;
     return deep_get(view, token + 5, ret);
 }

@@ -120,6 +120,8 @@ json_object *test_sink_event(const struct test_sink *s, size_t i)
 static CU_SuiteInfo suites[] = {
     {"acp", NULL, NULL, NULL, NULL, acp_tests},
     {"request", NULL, NULL, NULL, NULL, request_tests},
+    {"request_tools", NULL, NULL, NULL, NULL, request_tools_tests},
+    {"request_mcp", NULL, NULL, NULL, NULL, request_mcp_tests},
     {"events", NULL, NULL, NULL, NULL, events_tests},
     {"run_turn", NULL, NULL, NULL, NULL, run_turn_tests},
     {"run_limits", NULL, NULL, NULL, NULL, run_limits_tests},
@@ -147,6 +149,7 @@ static CU_SuiteInfo suites[] = {
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
     {"tool_callback", NULL, NULL, NULL, NULL, tool_callback_tests},
     {"mcp_client", NULL, NULL, NULL, NULL, mcp_client_tests},
+    {"mcp_sse", NULL, NULL, NULL, NULL, mcp_sse_tests},
     {"tool_channel", NULL, NULL, NULL, NULL, tool_channel_tests},
     {"mcp_bridge", NULL, NULL, NULL, NULL, mcp_bridge_tests},
     {"fstree", NULL, NULL, NULL, NULL, fstree_tests},

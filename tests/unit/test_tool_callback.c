@@ -12,6 +12,7 @@
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "http_stub.h"
+#include "request/request.h"
 #include "suites.h"
 #include "tools/tool_callback.h"
 
@@ -42,6 +43,7 @@ static void replier(void *ctx, const struct http_stub_request *rq, struct http_s
 /* The golden pi request's tool set, with the callback endpoint moved to the stub. */
 struct fixture {
     json_object *req;
+    struct run_request parsed;
     struct tool_set *set;
     struct http_stub *stub;
     char endpoint[256];
@@ -50,8 +52,12 @@ struct fixture {
 
 static void fixture_start(struct fixture *f, struct reply *reply, const char *custom)
 {
+    struct request_limits lim;
     json_object *tools;
-    char err[256];
+    const char *text;
+    char err[512];
+    size_t len;
+    int r;
 
     memset(f, 0, sizeof(*f));
     f->req = test_shared_json("run_request.pi_core.json");
@@ -61,11 +67,19 @@ static void fixture_start(struct fixture *f, struct reply *reply, const char *cu
     http_stub_url(f->stub, "/api/tools/call", f->endpoint, sizeof(f->endpoint));
     json_object_object_add(jsonx_get(f->req, "toolCallback"), "endpoint",
                            json_object_new_string(f->endpoint));
-    tools = custom ? test_json(custom) : json_object_get(jsonx_get(f->req, "customTools"));
-    CU_ASSERT_EQUAL_FATAL(tool_set_new(tools, jsonx_get(f->req, "toolCallback"), NULL, &f->set,
-                                       err, sizeof(err)),
-                          0);
-    json_object_put(tools);
+    if (custom) {
+        tools = test_json(custom);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(tools);
+        json_object_object_add(f->req, "customTools", tools);
+    }
+    request_limits_default(&lim);
+    text = jsonx_text(f->req, &len);
+    err[0] = '\0';
+    r = request_parse(text, len, &lim, &f->parsed, err, sizeof(err));
+    if (r < 0)
+        fprintf(stderr, "fixture: %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(r, 0);
+    CU_ASSERT_EQUAL_FATAL(tool_set_new(&f->parsed.tools, &f->set), 0);
     f->ctx.endpoint = f->set->callback_endpoint;
     f->ctx.authorization = jsonx_str(jsonx_get(f->req, "toolCallback"), "authorization");
     f->ctx.run_context = jsonx_get(f->req, "runContext");
@@ -76,6 +90,7 @@ static void fixture_stop(struct fixture *f)
 {
     http_stub_stop(f->stub);
     tool_set_free(f->set);
+    run_request_release(&f->parsed);
     json_object_put(f->req);
     log_redact_clear();
 }
