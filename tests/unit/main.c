@@ -148,6 +148,8 @@ static CU_SuiteInfo suites[] = {
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},
     {"tool_spec", NULL, NULL, NULL, NULL, tool_spec_tests},
     {"tool_callback", NULL, NULL, NULL, NULL, tool_callback_tests},
+    {"tool_args", NULL, NULL, NULL, NULL, tool_args_tests},
+    {"tool_direct", NULL, NULL, NULL, NULL, tool_direct_tests},
     {"mcp_client", NULL, NULL, NULL, NULL, mcp_client_tests},
     {"mcp_sse", NULL, NULL, NULL, NULL, mcp_sse_tests},
     {"tool_channel", NULL, NULL, NULL, NULL, tool_channel_tests},

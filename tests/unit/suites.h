@@ -41,6 +41,8 @@ extern CU_TestInfo tool_http_tests[];
 extern CU_TestInfo ssrf_guard_tests[];
 extern CU_TestInfo tool_spec_tests[];
 extern CU_TestInfo tool_callback_tests[];
+extern CU_TestInfo tool_args_tests[];
+extern CU_TestInfo tool_direct_tests[];
 extern CU_TestInfo mcp_client_tests[];
 extern CU_TestInfo mcp_sse_tests[];
 extern CU_TestInfo tool_channel_tests[];
