@@ -376,7 +376,7 @@ struct approval_gate {
     uint8_t kind; /* enum gate_kind; CALL and CLIENT are always channel requests */
 };
 
-/* Teardown reasons (reference/agenta-runner.md §3.16). */
+/* Why an environment was torn down (the names teardown_reason_name gives: metrics, logs). */
 enum teardown_reason {
     TEARDOWN_NONE = 0,
     TEARDOWN_PER_TURN,
@@ -435,8 +435,8 @@ const char *provider_disposition_name(enum provider_disposition d);
 const char *provider_lease_outcome_name(enum provider_lease_outcome o);
 const char *provider_replacement_reason_name(enum provider_replacement_reason r);
 
-
-/* Run limits (reference/agenta-runner.md §3.11); 0 disables a limit. */
+/* Run limits (turn/run_limits.h): the turn, idle, first-event and tool-call deadlines; 0
+ * disables a limit. */
 struct run_limits_config {
     uint64_t total_ms;
     uint64_t idle_ms;

@@ -80,8 +80,9 @@ int tool_callback_cap(const char *text, size_t len, size_t max, const char *note
 
 /* ---- callback tools --------------------------------------------------------------------- */
 
-int tool_callback_body(const char *call_ref, const char *tool_call_id, json_object *args,
-                       struct buf *out)
+/* The /tools/call body as compact JSON appended to out. */
+static int callback_body(const char *call_ref, const char *tool_call_id, json_object *args,
+                         struct buf *out)
 {
     json_object *doc = json_object_new_object(), *data = json_object_new_object();
     json_object *fn = json_object_new_object();
@@ -126,8 +127,9 @@ static int capped_result(struct tool_result *ret, bool is_error, const char *tex
     return r;
 }
 
-int tool_callback_parse_reply(const char *call_ref, long status, const char *body, size_t len,
-                              size_t result_max, struct tool_result *ret)
+/* Turn a /tools/call reply into a result (tool_callback.h). */
+static int parse_reply(const char *call_ref, long status, const char *body, size_t len,
+                       size_t result_max, struct tool_result *ret)
 {
     json_object *doc = NULL, *content, *st;
     const char *code, *message, *detail = "";
@@ -250,8 +252,7 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
     if (r < 0)
         goto out;
     /* without bindings the model's arguments go as they are (an object or {} when absent) */
-    r = tool_callback_body(spec->call_ref, tool_call_id,
-                           spec->context_bindings ? bound : args, &body);
+    r = callback_body(spec->call_ref, tool_call_id, spec->context_bindings ? bound : args, &body);
     if (r == 0)
         r = headers_for(ctx, view, &store, lines, &rq.nheaders);
     if (r < 0)
@@ -274,8 +275,8 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
     }
     if (res.status < 200 || res.status > 299)
         log_debug("tool \"%s\": callback answered HTTP %ld", spec->name, res.status);
-    r = tool_callback_parse_reply(spec->call_ref, res.status, res.body.data ? res.body.data : "",
-                                  res.body.len, result_max, ret);
+    r = parse_reply(spec->call_ref, res.status, res.body.data ? res.body.data : "", res.body.len,
+                    result_max, ret);
     tool_http_response_release(&res);
 out:
     json_object_put(bound);

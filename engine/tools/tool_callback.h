@@ -76,11 +76,4 @@ uint64_t tool_callback_timeout_ms(const struct tool_spec *spec, uint64_t default
 int tool_callback_cap(const char *text, size_t len, size_t max, const char *note,
                       struct buf *out);
 
-/* The /tools/call body as compact JSON appended to out. */
-int tool_callback_body(const char *call_ref, const char *tool_call_id, json_object *args,
-                       struct buf *out);
-/* Turn a /tools/call reply into a result (see above). */
-int tool_callback_parse_reply(const char *call_ref, long status, const char *body, size_t len,
-                              size_t result_max, struct tool_result *ret);
-
 #endif

@@ -18,21 +18,6 @@
 
 #define REMOTE_NAME_MAX 256
 
-const char *tool_exec_name(enum tool_exec e)
-{
-    switch (e) {
-    case TOOL_EXEC_CALLBACK:
-        return "callback";
-    case TOOL_EXEC_DIRECT:
-        return "direct";
-    case TOOL_EXEC_CLIENT:
-        return "client";
-    case TOOL_EXEC_MCP:
-        return "mcp";
-    }
-    return "unknown";
-}
-
 static void spec_release(struct tool_spec *t)
 {
     free(t->name);

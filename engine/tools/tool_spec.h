@@ -100,8 +100,6 @@ void tool_spec_gate(const struct tool_spec *t, json_object *args, struct permiss
  */
 void tool_spec_denial(const struct tool_spec *t, char *out, size_t outlen);
 
-const char *tool_exec_name(enum tool_exec e);
-
 /*
  * Agenta's required-argument check (spec-schema.ts): every name in inputSchema.required that
  * is absent or null in args, recursing into the properties that are present. 0 when nothing is

@@ -847,8 +847,9 @@ static void test_request_allowlist_accepted(void)
 }
 
 /*
- * The amplification body of issue 10 (8 MiB of {"x":[{},{},...]}: 2.8 million objects) is
- * refused on its text, before json-c builds anything; a body within the budget parses.
+ * An amplification body (8 MiB of {"x":[{},{},...]}: 2.8 million objects, which json-c would
+ * take gigabytes to build) is refused on its text, before json-c builds anything; a body within the
+ * budget parses.
  */
 static void test_request_element_budget(void)
 {

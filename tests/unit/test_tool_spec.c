@@ -257,7 +257,6 @@ static void test_tool_spec_paths(void)
     CU_ASSERT(run_tools_ctx_token_ok("$ctx.workflow.variant.id"));
     CU_ASSERT(!run_tools_ctx_token_ok("$ctx."));
     CU_ASSERT(!run_tools_ctx_token_ok("ctx.a"));
-    CU_ASSERT_STRING_EQUAL(tool_exec_name(TOOL_EXEC_DIRECT), "direct");
 }
 
 CU_TestInfo tool_spec_tests[] = {
