@@ -1,10 +1,8 @@
 /*
  * mcp_bridge — the protocol core of agent-runner-mcp, the stdio MCP server named
- * "agenta-tools" (RUN_TOOLS_MCP_NAME) that runs inside the sandbox for claude, codex and
- * opencode: their way to the run's tools, which the runner executes outside the sandbox (pi
- * reaches them through its extension instead). No I/O here: the program
- * (tools/agent_runner_mcp.c) feeds lines in and writes out what the bridge queued, so the fuzz
- * target drives exactly this code.
+ * "agenta-tools" that runs inside the sandbox for claude, codex and opencode (DESIGN.md §6a,
+ * reference/agenta-runner.md §3.21). No I/O here: the program (tools/agent_runner_mcp.c) feeds
+ * lines in and writes out what the bridge queued, so the fuzz target drives exactly this code.
  *
  * From the harness (MCP over stdio, one JSON-RPC message per line):
  *   initialize  -> {protocolVersion: the client's when it sent one (as Agenta's loopback server

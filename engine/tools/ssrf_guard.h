@@ -1,6 +1,6 @@
 /*
- * ssrf_guard — may the runner send a request (carrying a user's credential) to this URL? The
- * check the runner applies to a user's MCP server before it connects.
+ * ssrf_guard — may the runner send a request (carrying a user's credential) to this URL?
+ * reference/agenta-runner.md §3.22, for user MCP servers.
  *
  * The runner attaches MCP header credentials to requests it makes itself, from the host
  * network, so an author-supplied URL must never reach the host's own services, the private
