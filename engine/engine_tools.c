@@ -89,16 +89,11 @@ static json_object *hook_client_output(void *ctx, const char *call_id, const cha
     return transcript_client_output(h->t->req, call_id, tool, args, ret_is_error);
 }
 
-static bool nonempty(json_object *a)
-{
-    return a && json_object_is_type(a, json_type_array) && json_object_array_length(a) > 0;
-}
-
 int engine_tools_usable(const struct run_request *req, bool remote, const char *provider,
                         char *err, size_t errlen)
 {
     if (!remote || req->harness == HARNESS_PI || req->harness == HARNESS_SCRIPTED ||
-        (!nonempty(req->custom_tools) && !nonempty(req->mcp_servers)))
+        (req->tools.ncustom == 0 && req->tools.nservers == 0))
         return 0;
     snprintf(err, errlen,
              "customTools/mcpServers: harness %s reaches the run's tools through the "

@@ -128,6 +128,26 @@ const char *jsonx_str(json_object *o, const char *key)
     return json_object_get_string(v);
 }
 
+const char *jsonx_type_word(json_object *v)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_null:
+        return "null";
+    case json_type_boolean:
+        return "a boolean";
+    case json_type_double:
+    case json_type_int:
+        return "a number";
+    case json_type_string:
+        return "a string";
+    case json_type_array:
+        return "an array";
+    case json_type_object:
+        return "an object";
+    }
+    return "a value";
+}
+
 json_object *jsonx_path(json_object *o, const char *path)
 {
     char part[128];

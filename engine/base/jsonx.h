@@ -37,6 +37,9 @@ const char *jsonx_str(json_object *o, const char *key);
 /* Member by dotted path ("runContext.project.id"), NULL when any step is missing. */
 json_object *jsonx_path(json_object *o, const char *path);
 
+/* What a value is, as a refusal names it: "null", "a boolean", "a number", "a string", ... */
+const char *jsonx_type_word(json_object *v);
+
 /* Compact JSON text of o (valid until o changes or is freed). "null" for NULL. */
 const char *jsonx_text(json_object *o, size_t *ret_len);
 

@@ -63,12 +63,53 @@ void run_request_release(struct run_request *req)
     }
     free(req->messages);
     free(req->harness_files);
+    if (req->tools.servers) {
+        for (size_t i = 0; i < req->tools.nservers; i++)
+            free(req->tools.servers[i].headers);
+    }
+    free(req->tools.servers);
+    free(req->tools.custom);
     free(req->mc.headers);
     free(req->mc.environment);
     free(req->mc.credentials);
     if (req->root)
         json_object_put(req->root);
     memset(req, 0, sizeof(*req));
+}
+
+/* ---- the run's tools -------------------------------------------------------------------- */
+
+#define PATH_SEGMENTS_MAX 32
+#define PATH_SEGMENT_MAX 128
+
+bool run_tools_path_ok(const char *path)
+{
+    const char *p = path;
+    size_t segments = 0;
+
+    if (!path || !*path)
+        return false;
+    for (;;) {
+        size_t n = strcspn(p, ".");
+
+        if (n == 0 || n > PATH_SEGMENT_MAX || ++segments > PATH_SEGMENTS_MAX)
+            return false;
+        if ((n == 9 && strncmp(p, "__proto__", 9) == 0) ||
+            (n == 11 && strncmp(p, "constructor", 11) == 0) ||
+            (n == 9 && strncmp(p, "prototype", 9) == 0))
+            return false;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)p[i] < 0x20)
+                return false;
+        if (!p[n])
+            return true;
+        p += n + 1;
+    }
+}
+
+bool run_tools_ctx_token_ok(const char *token)
+{
+    return token && strncmp(token, "$ctx.", 5) == 0 && run_tools_path_ok(token + 5);
 }
 
 int run_request_prompt_text(const struct run_request *req, struct buf *out)

@@ -162,6 +162,87 @@ struct skill {
     bool allow_executable_files;
 };
 
+/* ---- the run's tools: customTools, mcpServers and toolCallback, parsed by request/ -------- */
+
+/*
+ * The name of the runner's own MCP server, through which claude, codex and opencode reach the
+ * run's tools: no MCP server and no custom tool of a request may take it (request_tools.c
+ * refuses it, the only place that does).
+ */
+#define RUN_TOOLS_MCP_NAME "agenta-tools"
+#define TOOL_NAME_MAX 64                 /* what every model API accepts */
+#define TOOL_DESCRIPTION_MAX (64 * 1024) /* bytes */
+#define TOOL_SCHEMA_MAX (256 * 1024)     /* bytes of one inputSchema as JSON */
+#define TOOL_TIMEOUT_MAX_MS (24ull * 3600 * 1000)
+
+/* A tool's or a server's permission (core/policy.h decides with it). */
+enum permission { PERMISSION_UNSET = -1, PERMISSION_ALLOW = 0, PERMISSION_ASK, PERMISSION_DENY };
+
+/* Who runs a tool. */
+enum tool_exec {
+    TOOL_EXEC_CALLBACK = 0, /* callRef: POST toolCallback.endpoint */
+    TOOL_EXEC_DIRECT,       /* call: a direct request to the callback's origin */
+    TOOL_EXEC_CLIENT,       /* kind "client": the browser runs it (the turn pauses) */
+    TOOL_EXEC_MCP,          /* a user MCP server's tool: the runner calls the server */
+};
+
+/*
+ * One customTools entry, checked. The json members are borrowed from the request document,
+ * each of the type named (checked), or NULL when absent or null.
+ */
+struct custom_tool {
+    const char *name;              /* 1-64 of [A-Za-z0-9_-], unique, never RUN_TOOLS_MCP_NAME */
+    enum tool_exec exec;           /* CALLBACK, DIRECT or CLIENT */
+    const char *description;       /* may be NULL */
+    json_object *input_schema;     /* object (inputSchema, else input_schema) */
+    const char *call_ref;          /* CALLBACK: non-empty; NULL otherwise */
+    json_object *call;             /* DIRECT: {method, path, body?, context?, args_into?} */
+    json_object *context_bindings; /* object {"arg.path": "$ctx.path"} */
+    json_object *ephemeral_args;   /* array of top-level argument names */
+    json_object *render;           /* object: the RenderHint */
+    uint64_t timeout_ms;           /* 0 = the default */
+    int read_only;                 /* readOnly: -1 absent, 0 no, 1 yes */
+    enum permission permission;    /* PERMISSION_UNSET when absent */
+};
+
+/* One header an MCP server gets: connection.headers, then the credentials bound as headers. */
+struct mcp_header {
+    const char *name;  /* an HTTP token, never one the transport sets itself */
+    const char *value; /* no CR or LF; a credential's is non-empty */
+    bool secret;       /* a credential value: redacted from logs, never in an error */
+};
+
+/* One mcpServers entry, checked (the SSRF guard judges the url when the runner connects). */
+struct mcp_server {
+    const char *name;           /* like a tool name, unique, never RUN_TOOLS_MCP_NAME */
+    const char *url;            /* an http(s) URL with a host, at most 2048 bytes */
+    enum permission permission; /* policy.permission, PERMISSION_UNSET when absent */
+    bool include_all;           /* policy.tools.mode "all" (the default) */
+    json_object *include;       /* mode "include": the names (strings; borrowed), or NULL */
+    struct mcp_header *headers; /* owned array (the strings are borrowed) */
+    size_t nheaders;            /* at most MCP_SERVER_HEADERS_MAX */
+};
+
+#define MCP_SERVER_HEADERS_MAX 32
+
+/* The run's tools. Every callback or direct tool has a callback_endpoint. */
+struct run_tools {
+    struct custom_tool *custom; /* owned array */
+    size_t ncustom;
+    struct mcp_server *servers; /* owned array */
+    size_t nservers;
+    const char *callback_endpoint;      /* toolCallback.endpoint, NULL without a toolCallback */
+    const char *callback_authorization; /* toolCallback.authorization (a credential), or NULL */
+};
+
+/*
+ * A dotted argument or body path ("data.inputs"): 1-32 non-empty segments of at most 128
+ * bytes, none of them __proto__, constructor or prototype, no control byte.
+ */
+bool run_tools_path_ok(const char *path);
+/* "$ctx." followed by a valid path. */
+bool run_tools_ctx_token_ok(const char *token);
+
 enum network_mode { NETWORK_ON = 0, NETWORK_OFF, NETWORK_ALLOWLIST };
 
 enum lifecycle_mode { LIFECYCLE_UNSET = 0, LIFECYCLE_WARM, LIFECYCLE_PER_TURN };
@@ -192,9 +273,12 @@ struct run_request {
     struct skill *skills;
     size_t nskills;
 
-    json_object *custom_tools;  /* borrowed, validated array or NULL */
-    json_object *mcp_servers;   /* borrowed, validated array or NULL */
-    json_object *tool_callback; /* borrowed or NULL */
+    /* the tool sections as sent (borrowed, or NULL): the fingerprint covers customTools
+     * verbatim; everything else reads their parsed form, tools */
+    json_object *custom_tools;
+    json_object *mcp_servers;
+    json_object *tool_callback;
+    struct run_tools tools;
     json_object *permissions;   /* borrowed or NULL */
     json_object *telemetry;     /* borrowed or NULL */
     json_object *run_context;   /* borrowed or NULL */
@@ -292,7 +376,7 @@ struct approval_gate {
     uint8_t kind; /* enum gate_kind; CALL and CLIENT are always channel requests */
 };
 
-/* Teardown reasons (reference/agenta-runner.md §3.16). */
+/* Why an environment was torn down (the names teardown_reason_name gives: metrics, logs). */
 enum teardown_reason {
     TEARDOWN_NONE = 0,
     TEARDOWN_PER_TURN,
@@ -351,8 +435,8 @@ const char *provider_disposition_name(enum provider_disposition d);
 const char *provider_lease_outcome_name(enum provider_lease_outcome o);
 const char *provider_replacement_reason_name(enum provider_replacement_reason r);
 
-
-/* Run limits (reference/agenta-runner.md §3.11); 0 disables a limit. */
+/* Run limits (turn/run_limits.h): the turn, idle, first-event and tool-call deadlines; 0
+ * disables a limit. */
 struct run_limits_config {
     uint64_t total_ms;
     uint64_t idle_ms;

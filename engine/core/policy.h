@@ -78,7 +78,7 @@ const char *policy_lifecycle_source_name(enum lifecycle_source s);
  * decide: allow and deny are final; ask takes a decision stored in the transcript for the same
  * tool and arguments, else it is pending (the turn pauses for approval).
  */
-enum permission { PERMISSION_UNSET = -1, PERMISSION_ALLOW = 0, PERMISSION_ASK, PERMISSION_DENY };
+/* enum permission is a run type: core/contracts.h */
 enum verdict { VERDICT_ALLOW = 0, VERDICT_DENY, VERDICT_PENDING };
 
 struct permission_gate {

@@ -13,6 +13,9 @@
 #include "harness/harness.h"
 #include "provider/provider.h"
 #include "request/request_fields.h"
+#include "request/request_mcp.h"
+#include "request/request_sections.h"
+#include "request/request_tools.h"
 
 #define ID_MAX RQ_ID_MAX
 #define NAME_MAX_LEN RQ_NAME_MAX
@@ -29,83 +32,6 @@ void request_limits_default(struct request_limits *lim)
     lim->max_string = 4u * 1024 * 1024;
     lim->max_elements = REQUEST_ELEMENTS_MAX;
     lim->allow_scripted = false;
-}
-
-bool request_host_is_loopback(const char *host)
-{
-    if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0 ||
-        strcmp(host, "[::1]") == 0)
-        return true;
-    /* 127.0.0.0/8 */
-    if (strncmp(host, "127.", 4) == 0) {
-        int dots = 0;
-        for (const char *p = host; *p; p++) {
-            if (*p == '.')
-                dots++;
-            else if (!isdigit((unsigned char)*p))
-                return false;
-        }
-        return dots == 3;
-    }
-    return false;
-}
-
-int request_parse_url(const char *url, char *scheme, size_t schemelen, char *host, size_t hostlen,
-                      unsigned *ret_port)
-{
-    const char *p, *hend, *aend;
-    unsigned port;
-    size_t n;
-
-    if (strncmp(url, "https://", 8) == 0) {
-        snprintf(scheme, schemelen, "https");
-        p = url + 8;
-        port = 443;
-    } else if (strncmp(url, "http://", 7) == 0) {
-        snprintf(scheme, schemelen, "http");
-        p = url + 7;
-        port = 80;
-    } else {
-        return -EINVAL;
-    }
-    aend = p + strcspn(p, "/?#");
-    if (aend == p || memchr(p, '@', (size_t)(aend - p)))
-        return -EINVAL; /* no host, or userinfo (credentials in URLs are refused) */
-    if (*p == '[') {
-        hend = memchr(p, ']', (size_t)(aend - p));
-        if (!hend)
-            return -EINVAL;
-        hend++;
-    } else {
-        hend = memchr(p, ':', (size_t)(aend - p));
-        if (!hend)
-            hend = aend;
-    }
-    n = (size_t)(hend - p);
-    if (n == 0 || n >= hostlen)
-        return -EINVAL;
-    memcpy(host, p, n);
-    host[n] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if (host[i] <= ' ' || host[i] == '\\' || host[i] == '%')
-            return -EINVAL;
-    if (hend < aend && *hend == ':') {
-        char digits[8];
-        uint64_t v;
-        size_t dn = (size_t)(aend - hend - 1);
-
-        if (dn == 0 || dn >= sizeof(digits))
-            return -EINVAL;
-        memcpy(digits, hend + 1, dn);
-        digits[dn] = '\0';
-        if (util_parse_u64(digits, 1, 65535, &v) < 0)
-            return -EINVAL;
-        port = (unsigned)v;
-    } else if (hend != aend) {
-        return -EINVAL;
-    }
-    *ret_port = port;
-    return 0;
 }
 
 static const char *const credential_modes[] = {"env", "runtime_provided", "none", NULL};
@@ -518,31 +444,6 @@ static int section_model_connection(struct rq_ctx *c, json_object *o, struct run
     return parse_model_connection(c, o, &req->mc);
 }
 
-static int section_custom_tools(struct rq_ctx *c, json_object *o, struct run_request *req)
-{
-    (void)req;
-    return rq_custom_tools(c, o);
-}
-
-static int section_mcp_servers(struct rq_ctx *c, json_object *o, struct run_request *req)
-{
-    (void)req;
-    return rq_mcp_servers(c, o);
-}
-
-static int section_tool_callback(struct rq_ctx *c, json_object *o, struct run_request *req)
-{
-    const char *endpoint;
-    int r = rq_string(c, o, "endpoint", "toolCallback.endpoint", 2048, &endpoint);
-
-    (void)req;
-    if (r < 0)
-        return r;
-    if (!endpoint)
-        return rq_fail(c, "toolCallback.endpoint: required");
-    return rq_base_url(c, "toolCallback.endpoint", endpoint, true);
-}
-
 static int section_permissions(struct rq_ctx *c, json_object *o, struct run_request *req)
 {
     (void)req;
@@ -606,19 +507,16 @@ static const struct section {
     {"harnessFiles", RQ_ARRAY, HARNESS_FILES_MAX, RQ_NOWHERE, rq_harness_files},
     {"skills", RQ_ARRAY, SKILLS_MAX, RQ_NOWHERE, rq_skills},
     {"customTools", RQ_ARRAY, TOOLS_MAX, offsetof(struct run_request, custom_tools),
-     section_custom_tools},
+     rq_custom_tools},
     {"mcpServers", RQ_ARRAY, MCP_SERVERS_MAX, offsetof(struct run_request, mcp_servers),
-     section_mcp_servers},
-    {"toolCallback", RQ_OBJECT, 0, offsetof(struct run_request, tool_callback),
-     section_tool_callback},
-    {"permissions", RQ_OBJECT, 0, offsetof(struct run_request, permissions),
-     section_permissions},
+     rq_mcp_servers},
+    {"toolCallback", RQ_OBJECT, 0, offsetof(struct run_request, tool_callback), rq_tool_callback},
+    {"permissions", RQ_OBJECT, 0, offsetof(struct run_request, permissions), section_permissions},
     {"sandboxPermission", RQ_OBJECT, 0, RQ_NOWHERE, rq_sandbox_permission},
     {"lifecycle", RQ_OBJECT, 0, RQ_NOWHERE, rq_lifecycle},
     {"telemetry", RQ_OBJECT, 0, offsetof(struct run_request, telemetry), section_telemetry},
     {"context", RQ_OBJECT, 0, RQ_NOWHERE, section_context},
-    {"runContext", RQ_OBJECT, 0, offsetof(struct run_request, run_context),
-     section_run_context},
+    {"runContext", RQ_OBJECT, 0, offsetof(struct run_request, run_context), section_run_context},
 };
 
 static int parse_sections(struct rq_ctx *c, json_object *root, struct run_request *req)
@@ -662,7 +560,8 @@ static int parse_root(struct rq_ctx *c, json_object *root, struct run_request *r
         return r;
     if (req->project_id && strchr(req->project_id, ':'))
         return rq_fail(c, "projectId: must not contain ':'");
-    return 0;
+    /* the tools' second pass: what needs more than one section, or the other sections read */
+    return rq_tools_check(c, req);
 }
 
 int request_parse(const char *body, size_t len, const struct request_limits *lim,

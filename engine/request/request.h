@@ -1,6 +1,8 @@
 /*
- * request — parse and validate an AgentRunRequest (CONTRACT.md, reference/agenta-runner.md
- * §2.1-2.6) into a struct run_request.
+ * request — parse and validate an AgentRunRequest (the JSON body of POST /run: the model and
+ * its connection, the messages, harness files, skills, the run's tools, permissions, sandbox
+ * permission, lifecycle, telemetry and run context) into a struct run_request. A request this
+ * parser accepts never fails later on a parse: the tool sections, too, are checked here in full.
  *
  * Every refusal returns AR_E_INVALID_REQUEST and writes a short message into err that names the
  * offending field ("messages[1].content: expected a string or an array") and never contains a
@@ -14,6 +16,7 @@
 #include <stddef.h>
 
 #include "core/contracts.h"
+#include "request/request_url.h"
 
 #define REQUEST_ELEMENTS_MAX 250000u
 
@@ -43,15 +46,5 @@ struct session_ref {
 };
 int request_parse_session_ref(const char *body, size_t len, struct session_ref *ret, char *err,
                               size_t errlen);
-
-/* True when host (of a URL's authority) is a loopback name or address. */
-bool request_host_is_loopback(const char *host);
-
-/*
- * Split an http(s) URL into scheme ("http"/"https"), host and port (default by scheme).
- * -EINVAL on anything else. host receives at most hostlen-1 bytes.
- */
-int request_parse_url(const char *url, char *scheme, size_t schemelen, char *host, size_t hostlen,
-                      unsigned *ret_port);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "base/jsonx.h"
 #include "base/util.h"
+#include "request/request_url.h"
 
 int rq_fail(struct rq_ctx *c, const char *fmt, ...)
 {
@@ -25,45 +26,34 @@ int rq_fail(struct rq_ctx *c, const char *fmt, ...)
     return AR_E_INVALID_REQUEST;
 }
 
-static const char *type_word(json_object *v)
-{
-    switch (json_object_get_type(v)) {
-    case json_type_null:
-        return "null";
-    case json_type_boolean:
-        return "a boolean";
-    case json_type_double:
-    case json_type_int:
-        return "a number";
-    case json_type_string:
-        return "a string";
-    case json_type_array:
-        return "an array";
-    case json_type_object:
-        return "an object";
-    }
-    return "a value";
-}
-
 /* Optional string member: absent or null -> *ret = NULL. */
-int rq_string(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
-              const char **ret)
+int rq_text(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
+            const char **ret)
 {
     json_object *v = jsonx_get(o, key);
-    size_t n;
 
     *ret = NULL;
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_string))
-        return rq_fail(c, "%s: expected a string, got %s", field, type_word(v));
-    n = (size_t)json_object_get_string_len(v);
-    if (n > max)
+        return rq_fail(c, "%s: expected a string, got %s", field, jsonx_type_word(v));
+    if ((size_t)json_object_get_string_len(v) > max)
         return rq_fail(c, "%s: longer than %zu bytes", field, max);
-    if (memchr(json_object_get_string(v), '\0', n))
-        return rq_fail(c, "%s: contains a NUL character", field);
     *ret = json_object_get_string(v);
     return 0;
+}
+
+int rq_string(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
+              const char **ret)
+{
+    json_object *v = jsonx_get(o, key);
+    int r = rq_text(c, o, key, field, max, ret);
+
+    if (r == 0 && *ret && memchr(*ret, '\0', (size_t)json_object_get_string_len(v))) {
+        *ret = NULL;
+        return rq_fail(c, "%s: contains a NUL character", field);
+    }
+    return r;
 }
 
 int rq_object(struct rq_ctx *c, json_object *o, const char *key, const char *field,
@@ -75,7 +65,7 @@ int rq_object(struct rq_ctx *c, json_object *o, const char *key, const char *fie
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_object))
-        return rq_fail(c, "%s: expected an object, got %s", field, type_word(v));
+        return rq_fail(c, "%s: expected an object, got %s", field, jsonx_type_word(v));
     *ret = v;
     return 0;
 }
@@ -89,7 +79,7 @@ int rq_array(struct rq_ctx *c, json_object *o, const char *key, const char *fiel
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_array))
-        return rq_fail(c, "%s: expected an array, got %s", field, type_word(v));
+        return rq_fail(c, "%s: expected an array, got %s", field, jsonx_type_word(v));
     if (json_object_array_length(v) > max)
         return rq_fail(c, "%s: more than %zu entries", field, max);
     *ret = v;
@@ -104,10 +94,12 @@ int rq_bool(struct rq_ctx *c, json_object *o, const char *key, const char *field
     if (!v)
         return 0;
     if (!json_object_is_type(v, json_type_boolean))
-        return rq_fail(c, "%s: expected a boolean, got %s", field, type_word(v));
+        return rq_fail(c, "%s: expected a boolean, got %s", field, jsonx_type_word(v));
     *ret = json_object_get_boolean(v);
     return 0;
 }
+
+const char *const rq_permission_words[] = {"allow", "ask", "deny", NULL};
 
 bool rq_one_of(const char *s, const char *const *set)
 {
@@ -261,6 +253,20 @@ bool rq_tool_name_ok(const char *s)
         if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
             return false;
     return true;
+}
+
+int rq_tool_name(struct rq_ctx *c, const char *field, const char *name)
+{
+    if (!name || !rq_tool_name_ok(name))
+        return rq_fail(c, "%s: must be 1-64 letters, digits, '_' or '-'", field);
+    return rq_tool_name_free(c, field, name);
+}
+
+int rq_tool_name_free(struct rq_ctx *c, const char *field, const char *name)
+{
+    if (strcmp(name, RUN_TOOLS_MCP_NAME) == 0)
+        return rq_fail(c, "%s: \"%s\" is reserved", field, RUN_TOOLS_MCP_NAME);
+    return 0;
 }
 
 /* ---- tables ------------------------------------------------------------------------------ */

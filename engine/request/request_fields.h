@@ -1,6 +1,7 @@
 /*
- * request_fields — the request module's field machinery, shared by request.c and
- * request_fields.c only (like fcgi/config.c's settings table, one table per object).
+ * request_fields — the request module's field machinery, shared by the request parser's files
+ * (request.c, request_sections.c, request_tools.c, request_mcp.c) and no one else (like
+ * fcgi/config.c's settings table, one table per object).
  *
  * Typed member readers write their out-parameter and name the offending field in the refusal
  * ("skills[2].files[0].path: ..."). rq_fields reads an object's members from a table of
@@ -17,10 +18,11 @@
 #include <json-c/json.h>
 
 #include "core/contracts.h"
-#include "request/request.h"
 
 #define RQ_ID_MAX 128   /* sessionId, turnId, projectId, ... */
 #define RQ_NAME_MAX 256 /* names and enum words */
+
+struct request_limits; /* request.h */
 
 struct rq_ctx {
     char *err;
@@ -33,6 +35,9 @@ int rq_fail(struct rq_ctx *c, const char *fmt, ...) __attribute__((format(printf
 /* Optional members (absent or null: *ret NULL / false); a wrong type or size is refused. */
 int rq_string(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
               const char **ret);
+/* rq_string that lets an embedded NUL through (the text is then cut there). */
+int rq_text(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
+            const char **ret);
 int rq_object(struct rq_ctx *c, json_object *o, const char *key, const char *field,
               json_object **ret);
 int rq_array(struct rq_ctx *c, json_object *o, const char *key, const char *field, size_t max,
@@ -44,9 +49,16 @@ int rq_enum(struct rq_ctx *c, json_object *o, const char *key, const char *field
 /* An id: blank counts as absent, control characters are refused. */
 int rq_id(struct rq_ctx *c, json_object *o, const char *key, const char **ret);
 bool rq_one_of(const char *s, const char *const *set);
+/* allow, ask, deny: a permission word (RQ_ENUM set), as the refusal lists it */
+extern const char *const rq_permission_words[];
+#define RQ_PERMISSION_EXPECTED "allow, ask, deny"
 bool rq_has_control(const char *s);
 bool rq_env_name_ok(const char *name);
 bool rq_tool_name_ok(const char *s);
+/* A tool's or an MCP server's name: rq_tool_name_ok and not RUN_TOOLS_MCP_NAME. */
+int rq_tool_name(struct rq_ctx *c, const char *field, const char *name);
+/* The one check that name is not RUN_TOOLS_MCP_NAME ("<field>: \"agenta-tools\" is reserved"). */
+int rq_tool_name_free(struct rq_ctx *c, const char *field, const char *name);
 /* An http(s) URL with a host; plain http only for loopback hosts. */
 int rq_base_url(struct rq_ctx *c, const char *field, const char *url, bool require_https);
 /* An object of strings as name/value pairs (env_names: names must be allowed variables). */
@@ -85,15 +97,5 @@ int rq_each(struct rq_ctx *c, json_object *arr, const char *name, size_t size, v
             int (*fn)(struct rq_ctx *c, json_object *o, const char *field, size_t i, void *elem,
                       void *ctx),
             void *ctx);
-
-/* The sections (request_sections.c). */
-int rq_harness_files(struct rq_ctx *c, json_object *arr, struct run_request *req);
-int rq_skills(struct rq_ctx *c, json_object *arr, struct run_request *req);
-int rq_custom_tools(struct rq_ctx *c, json_object *arr);
-int rq_mcp_servers(struct rq_ctx *c, json_object *arr);
-int rq_permissions(struct rq_ctx *c, json_object *o);
-int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *req);
-int rq_lifecycle(struct rq_ctx *c, json_object *o, struct run_request *req);
-int rq_telemetry(struct rq_ctx *c, json_object *o);
 
 #endif

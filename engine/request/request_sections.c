@@ -1,9 +1,9 @@
 /*
  * request_sections — the sections of a run request that are arrays of objects or small
- * objects (harnessFiles, skills, customTools, mcpServers, permissions, sandboxPermission,
- * lifecycle, telemetry), each as a table of its members read by rq_fields / rq_each.
+ * objects (harnessFiles, skills, permissions, sandboxPermission, lifecycle, telemetry), each as
+ * a table of its members read by rq_fields / rq_each (request_sections.h).
  */
-#include "request/request_fields.h"
+#include "request/request_sections.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,6 +15,8 @@
 #include "base/jsonx.h"
 #include "base/util.h"
 #include "egress/egress_policy.h"
+#include "request/request_fields.h"
+#include "request/request_url.h"
 
 #define HARNESS_FILE_MAX (1024u * 1024)
 #define SKILL_NAME_MAX 64
@@ -412,235 +414,6 @@ int rq_skills(struct rq_ctx *c, json_object *arr, struct run_request *req)
                    skill, req);
 }
 
-/* ---- customTools and mcpServers (validated, kept as JSON) -------------------------------- */
-
-static const char *const permission_words[] = {"allow", "ask", "deny", NULL};
-
-/* The name every tool and server has; duplicates among the earlier elements are refused. */
-struct named {
-    const char *name;
-};
-
-static int check_tool_name(struct rq_ctx *c, const char *field, void *elem)
-{
-    const struct named *n = elem;
-
-    if (!n->name || !rq_tool_name_ok(n->name))
-        return rq_fail(c, "%s: must be 1-64 letters, digits, '_' or '-'", field);
-    return 0;
-}
-
-static int unique_name(struct rq_ctx *c, json_object *arr, size_t i, const char *name,
-                       const char *what, const char *field)
-{
-    for (size_t j = 0; j < i; j++) {
-        const char *other = jsonx_str(json_object_array_get_idx(arr, j), "name");
-        if (other && strcmp(other, name) == 0)
-            return rq_fail(c, "%s.name: duplicate %s \"%s\"", field, what, name);
-    }
-    return 0;
-}
-
-struct tool {
-    const char *name;
-    const char *kind;
-    const char *permission;
-    const char *call_ref;
-    json_object *call;
-};
-
-static const char *const tool_kinds[] = {"callback", "code", "client", NULL};
-static const char *const call_methods[] = {"GET", "POST", "PUT", "DELETE", NULL};
-
-static int check_tool_kind(struct rq_ctx *c, const char *field, void *elem)
-{
-    const struct tool *t = elem;
-
-    if (t->kind && strcmp(t->kind, "code") == 0)
-        return rq_fail(c, "%s: \"code\" tools are not supported", field);
-    return 0;
-}
-
-static const struct rq_field tool_fields[] = {
-    {.key = "name",
-     .kind = RQ_STRING,
-     .max = 256,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct tool, name),
-     .check = check_tool_name},
-    {.key = "kind",
-     .kind = RQ_ENUM,
-     .max = 0,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct tool, kind),
-     .set = tool_kinds,
-     .expected = "callback, code, client",
-     .check = check_tool_kind},
-    {.key = "permission",
-     .kind = RQ_ENUM,
-     .max = 0,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct tool, permission),
-     .set = permission_words,
-     .expected = "allow, ask, deny"},
-    {.key = "callRef",
-     .kind = RQ_STRING,
-     .max = 512,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct tool, call_ref)},
-    {.key = "call",
-     .kind = RQ_OBJECT,
-     .max = 0,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct tool, call)},
-
-};
-
-static const struct rq_field call_fields[] = {
-    {.key = "method",
-     .kind = RQ_ENUM,
-     .max = 0,
-     .need = RQ_PRESENT,
-     .offset = RQ_NOWHERE,
-     .set = call_methods,
-     .expected = "GET, POST, PUT, DELETE"},
-
-};
-
-static int custom_tool(struct rq_ctx *c, json_object *o, const char *field, size_t i, void *elem,
-                       void *ctx)
-{
-    struct tool t = {0};
-    char f[160];
-    int r = rq_fields(c, o, field, tool_fields, ARRAY_SIZE(tool_fields), &t);
-
-    (void)elem;
-    if (r < 0)
-        return r;
-    if (t.call_ref && t.call)
-        return rq_fail(c, "%s: callRef and call are mutually exclusive", field);
-    if (t.call) {
-        snprintf(f, sizeof(f), "%s.call", field);
-        r = rq_fields(c, t.call, f, call_fields, ARRAY_SIZE(call_fields), NULL);
-        if (r < 0)
-            return r;
-        if (!jsonx_str(t.call, "path"))
-            return rq_fail(c, "%s.call.path: required", field);
-    }
-    return unique_name(c, ctx, i, t.name, "tool", field);
-}
-
-int rq_custom_tools(struct rq_ctx *c, json_object *arr)
-{
-    return rq_each(c, arr, "customTools", 0, NULL, NULL, custom_tool, arr);
-}
-
-struct server {
-    const char *name;
-    json_object *connection;
-    json_object *policy;
-};
-
-static int check_server_name(struct rq_ctx *c, const char *field, void *elem)
-{
-    const struct server *s = elem;
-    int r = check_tool_name(c, field, elem);
-
-    if (r == 0 && strcmp(s->name, "agenta-tools") == 0)
-        r = rq_fail(c, "%s: \"agenta-tools\" is reserved", field);
-    return r;
-}
-
-static int check_connection(struct rq_ctx *c, const char *field, void *elem)
-{
-    const struct server *s = elem;
-    const char *type = jsonx_str(s->connection, "type"), *url = jsonx_str(s->connection, "url");
-    char f[160], scheme[8], host[256];
-    unsigned port;
-
-    if (!type || strcmp(type, "http") != 0)
-        return rq_fail(c, "%s.type: only \"http\" is supported", field);
-    snprintf(f, sizeof(f), "%s.url", field);
-    if (!url)
-        return rq_fail(c, "%s: required", f);
-    /* only its shape here: https, the addresses and the allowlist are the SSRF guard's, which
-     * the runner applies when it connects (tool_runner.h), naming the server */
-    if (request_parse_url(url, scheme, sizeof(scheme), host, sizeof(host), &port) < 0)
-        return rq_fail(c, "%s: not an http(s) URL with a host", f);
-    return 0;
-}
-
-static const struct rq_field server_fields[] = {
-    {.key = "name",
-     .kind = RQ_STRING,
-     .max = 256,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct server, name),
-     .check = check_server_name},
-    {.key = "connection",
-     .kind = RQ_OBJECT,
-     .max = 0,
-     .need = RQ_PRESENT,
-     .offset = offsetof(struct server, connection),
-     .check = check_connection},
-    {.key = "policy",
-     .kind = RQ_OBJECT,
-     .max = 0,
-     .need = RQ_OPTIONAL,
-     .offset = offsetof(struct server, policy)},
-
-};
-
-static const char *const tool_modes[] = {"all", "include", NULL};
-
-static const struct rq_field policy_fields[] = {
-    {.key = "permission",
-     .kind = RQ_ENUM,
-     .max = 0,
-     .need = RQ_OPTIONAL,
-     .offset = RQ_NOWHERE,
-     .set = permission_words,
-     .expected = "allow, ask, deny"},
-    {.key = "tools", .kind = RQ_OBJECT, .max = 0, .need = RQ_OPTIONAL, .offset = 0},
-
-};
-
-static const struct rq_field policy_tools_fields[] = {
-    {.key = "mode",
-     .kind = RQ_ENUM,
-     .max = 0,
-     .need = RQ_OPTIONAL,
-     .offset = RQ_NOWHERE,
-     .set = tool_modes,
-     .expected = "all, include"},
-
-};
-
-static int mcp_server(struct rq_ctx *c, json_object *o, const char *field, size_t i, void *elem,
-                      void *ctx)
-{
-    struct server s = {0};
-    json_object *tools = NULL;
-    char f[160];
-    int r = rq_fields(c, o, field, server_fields, ARRAY_SIZE(server_fields), &s);
-
-    (void)elem;
-    if (r == 0 && s.policy) {
-        snprintf(f, sizeof(f), "%s.policy", field);
-        r = rq_fields(c, s.policy, f, policy_fields, ARRAY_SIZE(policy_fields), &tools);
-        if (r == 0 && tools) {
-            snprintf(f, sizeof(f), "%s.policy.tools", field);
-            r = rq_fields(c, tools, f, policy_tools_fields, ARRAY_SIZE(policy_tools_fields), NULL);
-        }
-    }
-    return r < 0 ? r : unique_name(c, ctx, i, s.name, "server", field);
-}
-
-int rq_mcp_servers(struct rq_ctx *c, json_object *arr)
-{
-    return rq_each(c, arr, "mcpServers", 0, NULL, NULL, mcp_server, arr);
-}
-
 /* ---- permissions --------------------------------------------------------------------------- */
 
 static const char *const default_words[] = {"allow", "ask", "deny", "allow_reads", NULL};
@@ -664,8 +437,8 @@ static const struct rq_field rule_fields[] = {
      .max = 0,
      .need = RQ_PRESENT,
      .offset = RQ_NOWHERE,
-     .set = permission_words,
-     .expected = "allow, ask, deny"},
+     .set = rq_permission_words,
+     .expected = RQ_PERMISSION_EXPECTED},
 
 };
 

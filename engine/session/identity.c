@@ -1,5 +1,6 @@
 #include "session/identity.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,9 @@
 #include <openssl/hmac.h>
 
 #include "base/jsonx.h"
+#include "base/util.h"
+#include "core/policy.h"
 #include "harness/harness.h"
-#include "tools/tool_spec.h"
-
 
 static int cmp_keys(const void *a, const void *b)
 {
@@ -147,6 +148,81 @@ static json_object *connection_shape(json_object *mc)
     return o;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The names of a server's headers, sorted as sent, then lower-cased (at most 128 bytes). */
+static json_object *header_names(const struct mcp_server *sv)
+{
+    json_object *names = json_object_new_array();
+    const char *list[MCP_SERVER_HEADERS_MAX];
+    char lower[129];
+    size_t n = 0;
+
+    for (size_t i = 0; i < sv->nheaders && n < MCP_SERVER_HEADERS_MAX; i++)
+        list[n++] = sv->headers[i].name;
+    qsort(list, n, sizeof(list[0]), cmp_str);
+    for (size_t i = 0; names && i < n; i++) {
+        size_t len = strlen(list[i]);
+
+        if (len >= sizeof(lower))
+            len = sizeof(lower) - 1;
+        for (size_t k = 0; k < len; k++)
+            lower[k] = (char)tolower((unsigned char)list[i][k]);
+        lower[len] = '\0';
+        json_object_array_add(names, json_object_new_string(lower));
+    }
+    return names;
+}
+
+/*
+ * The tool set's own digest, hex: SHA-256 of the canonical
+ * {"v":1, "callbackEndpoint"?, "customTools"? (as sent), "mcpServers":[{name, url, permission,
+ * include ("all" or the names), headers (their names)}]}.
+ */
+static int tools_fp(const struct run_request *req, char hex[2 * IDENTITY_DIGEST_LEN + 1])
+{
+    const struct run_tools *t = &req->tools;
+    json_object *doc = json_object_new_object(), *servers = json_object_new_array();
+    uint8_t d[IDENTITY_DIGEST_LEN];
+    int r;
+
+    if (!doc || !servers) {
+        json_object_put(doc);
+        json_object_put(servers);
+        return -ENOMEM;
+    }
+    json_object_object_add(doc, "v", json_object_new_int(1));
+    if (t->callback_endpoint)
+        json_object_object_add(doc, "callbackEndpoint",
+                               json_object_new_string(t->callback_endpoint));
+    if (req->custom_tools)
+        json_object_object_add(doc, "customTools", json_object_get(req->custom_tools));
+    for (size_t i = 0; i < t->nservers; i++) {
+        const struct mcp_server *sv = &t->servers[i];
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "name", json_object_new_string(sv->name));
+        json_object_object_add(o, "url", json_object_new_string(sv->url));
+        json_object_object_add(o, "permission",
+                               json_object_new_string(policy_permission_name(sv->permission)));
+        json_object_object_add(o, "include",
+                               sv->include_all ? json_object_new_string("all")
+                               : sv->include   ? json_object_get(sv->include)
+                                               : json_object_new_array());
+        json_object_object_add(o, "headers", header_names(sv));
+        json_object_array_add(servers, o);
+    }
+    json_object_object_add(doc, "mcpServers", servers);
+    r = digest_of(doc, d);
+    json_object_put(doc);
+    if (r == 0)
+        util_hex_encode(d, sizeof(d), hex);
+    return r;
+}
+
 int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGEST_LEN])
 {
     static const char *const plain[] = {"model",        "connection",
@@ -172,22 +248,13 @@ int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGES
     /* the run's tool set as configured: tools, callback endpoint, MCP servers without any
      * credential value (a rotated credential keeps the session: it never enters the sandbox) */
     if (req->custom_tools || req->tool_callback || req->mcp_servers) {
-        uint8_t tfp[TOOL_FINGERPRINT_LEN];
-        char hex[2 * TOOL_FINGERPRINT_LEN + 1];
-        struct tool_set *set = NULL;
-        char err[256];
+        char hex[2 * IDENTITY_DIGEST_LEN + 1];
 
-        r = tool_set_new(req->custom_tools, req->tool_callback, req->mcp_servers, &set, err,
-                         sizeof(err));
-        if (r == 0)
-            r = tool_set_fingerprint(set, tfp);
-        tool_set_free(set);
+        r = tools_fp(req, hex);
         if (r < 0) {
             json_object_put(doc);
             return r;
         }
-        for (size_t i = 0; i < TOOL_FINGERPRINT_LEN; i++)
-            snprintf(hex + 2 * i, 3, "%02x", tfp[i]);
         json_object_object_add(doc, "toolSet", json_object_new_string(hex));
     }
     v = jsonx_path(req->run_context, "workflow.artifact.id");

@@ -1,13 +1,14 @@
 /*
- * identity — what makes a live environment reusable for a follow-up turn
- * (reference/agenta-runner.md §3.13):
+ * identity — what makes a live environment reusable for a follow-up turn (a warm session is
+ * reused only when the follow-up's key, config fingerprint and credential epoch all match):
  *
  *   pool key          "<projectId>:<sessionId>", project from runContext.project.id or
  *                     projectId; no key = the run is per-turn and never parked
  *   config fingerprint  SHA-256 of the canonical JSON of exactly the fields that shape the
  *                     environment (list in identity.c), plus runContext.workflow.artifact.id
- *                     and the run's tool set (tool_set_fingerprint: custom tools, callback
- *                     endpoint, MCP servers without credential values)
+ *                     and the run's tool set (customTools as sent, the callback
+ *                     endpoint, each MCP server's name, url, policy and header names:
+ *                     never a credential value, nor the tools the servers list)
  *   history fingerprint SHA-256 of the canonical user texts, inline media digests, tool-call
  *                     ids and prompt count of a conversation (assistant text is ignored)
  *   credential epoch  HMAC-SHA256, keyed per master boot, of the credential material the

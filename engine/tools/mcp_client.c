@@ -1,6 +1,9 @@
+/*
+ * mcp_client — one MCP server's session: initialize, tools/list, tools/call over Streamable
+ * HTTP, its answers as JSON or SSE (mcp_client.h).
+ */
 #include "tools/mcp_client.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -15,6 +18,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "core/contracts.h"
+#include "tools/mcp_sse.h"
 #include "tools/tool_callback.h"
 #include "tools/tool_http.h"
 
@@ -25,14 +29,18 @@
 
 static const char *const supported_versions[] = {"2025-06-18", "2025-03-26"};
 
-static const char *const reserved_headers[] = {
-    "accept",     "content-type", "host",           "content-length",       "transfer-encoding",
-    "connection", "expect",       "mcp-session-id", "mcp-protocol-version", "te",
-    "upgrade",    "keep-alive",
+/* The server as the client holds it: its header lines, each "Name: value". */
+struct conf {
+    char *name;
+    char *url;
+    char *headers[MCP_SERVER_HEADERS_MAX];
+    size_t nheaders;
+    char *secrets[MCP_SERVER_HEADERS_MAX]; /* the credential values (for redaction) */
+    size_t nsecrets;
 };
 
 struct mcp_client {
-    struct mcp_client_config cfg;
+    struct conf cfg;
     char *allowlist;
     char *ca_file;
     uint64_t timeout_ms;
@@ -43,255 +51,42 @@ struct mcp_client {
     int64_t next_id;
 };
 
-/* ---- SSE -------------------------------------------------------------------------------- */
+/* ---- the server ----------------------------------------------------------------------- */
 
-void mcp_client_sse_init(struct mcp_client_sse *s, size_t max,
-                         int (*on_event)(void *ctx, const char *event, const char *data,
-                                         size_t len),
-                         void *ctx)
+static void conf_release(struct conf *cf)
 {
-    memset(s, 0, sizeof(*s));
-    buf_init(&s->line, max);
-    buf_init(&s->data, max);
-    s->on_event = on_event;
-    s->ctx = ctx;
+    free(cf->name);
+    free(cf->url);
+    for (size_t i = 0; i < cf->nheaders; i++)
+        free(cf->headers[i]);
+    for (size_t i = 0; i < cf->nsecrets; i++)
+        free(cf->secrets[i]);
+    memset(cf, 0, sizeof(*cf));
 }
 
-void mcp_client_sse_release(struct mcp_client_sse *s)
+/* sv's name, url and "Name: value" header lines (credential values kept apart, for redaction). */
+static int conf_of(const struct mcp_server *sv, struct conf *cf)
 {
-    buf_release(&s->line);
-    buf_release(&s->data);
-}
-
-static int sse_line(struct mcp_client_sse *s)
-{
-    const char *line = buf_str(&s->line), *colon, *value;
-    size_t flen;
-    int r = 0;
-
-    if (s->line.len == 0) {
-        if (s->has_data) {
-            size_t n = s->data.len;
-
-            if (n > 0 && s->data.data[n - 1] == '\n')
-                n--;
-            r = s->on_event(s->ctx, s->event[0] ? s->event : "message", buf_str(&s->data), n);
-        }
-        buf_reset(&s->data);
-        s->has_data = false;
-        s->event[0] = '\0';
-        return r;
-    }
-    if (line[0] == ':')
-        return 0;
-    colon = memchr(line, ':', s->line.len);
-    flen = colon ? (size_t)(colon - line) : s->line.len;
-    value = colon ? colon + 1 : line + s->line.len;
-    if (*value == ' ')
-        value++;
-    if (flen == 4 && strncmp(line, "data", 4) == 0) {
-        size_t vlen = s->line.len - (size_t)(value - line);
-
-        r = buf_append(&s->data, value, vlen);
-        if (r == 0)
-            r = buf_append_char(&s->data, '\n');
-        s->has_data = true;
-    } else if (flen == 5 && strncmp(line, "event", 5) == 0) {
-        snprintf(s->event, sizeof(s->event), "%s", value);
-    }
-    return r;
-}
-
-int mcp_client_sse_feed(struct mcp_client_sse *s, const char *data, size_t len)
-{
-    size_t i = 0;
-    int r;
-
-    while (i < len) {
-        size_t n = 0;
-
-        if (s->after_cr && data[i] == '\n') {
-            s->after_cr = false;
-            i++;
-            continue;
-        }
-        s->after_cr = false;
-        while (i + n < len && data[i + n] != '\r' && data[i + n] != '\n')
-            n++;
-        r = buf_append(&s->line, data + i, n);
-        if (r < 0)
-            return r;
-        i += n;
-        if (i == len)
-            break;
-        s->after_cr = data[i] == '\r';
-        i++;
-        r = sse_line(s);
-        buf_reset(&s->line);
-        if (r != 0)
-            return r;
-    }
-    return 0;
-}
-
-/* ---- configuration ---------------------------------------------------------------------- */
-
-void mcp_client_config_release(struct mcp_client_config *cfg)
-{
-    if (!cfg)
-        return;
-    free(cfg->name);
-    free(cfg->url);
-    for (size_t i = 0; i < cfg->nheaders; i++)
-        free(cfg->headers[i]);
-    for (size_t i = 0; i < cfg->nsecrets; i++)
-        free(cfg->secrets[i]);
-    memset(cfg, 0, sizeof(*cfg));
-}
-
-static bool reserved(const char *name)
-{
-    for (size_t i = 0; i < sizeof(reserved_headers) / sizeof(reserved_headers[0]); i++)
-        if (strcasecmp(name, reserved_headers[i]) == 0)
-            return true;
-    return false;
-}
-
-/* Append "name: value" to cfg after the checks; secret marks a credential. */
-static int add_header(struct mcp_client_config *cfg, const char *server, const char *name,
-                      const char *value, bool secret, char *err, size_t errlen)
-{
-    size_t n;
-    char *line;
-
-    if (!tool_http_header_name_ok(name))
-        return util_fail(-EINVAL, err, errlen, "MCP server \"%s\": \"%.64s\" is not a header name",
-                         server, name);
-    if (reserved(name))
-        return util_fail(-EINVAL, err, errlen,
-                         "MCP server \"%s\": header \"%s\" is set by the runner itself", server,
-                         name);
-    if (!value || !tool_http_header_value_ok(value) || (secret && !*value))
-        return util_fail(-EINVAL, err, errlen, "MCP server \"%s\": header \"%s\": invalid value",
-                         server, name);
-    for (size_t i = 0; i < cfg->nheaders; i++) {
-        const char *colon = strchr(cfg->headers[i], ':');
-
-        if ((size_t)(colon - cfg->headers[i]) == strlen(name) &&
-            strncasecmp(cfg->headers[i], name, strlen(name)) == 0)
-            return util_fail(-EINVAL, err, errlen,
-                             "MCP server \"%s\": header \"%s\" is given twice", server, name);
-    }
-    if (cfg->nheaders == MCP_CLIENT_HEADERS_MAX)
-        return util_fail(-EINVAL, err, errlen, "MCP server \"%s\": more than %d headers", server,
-                         MCP_CLIENT_HEADERS_MAX);
-    n = strlen(name) + strlen(value) + 3;
-    line = malloc(n);
-    if (!line)
+    memset(cf, 0, sizeof(*cf));
+    cf->name = strdup(sv->name);
+    cf->url = strdup(sv->url);
+    if (!cf->name || !cf->url)
         return -ENOMEM;
-    snprintf(line, n, "%s: %s", name, value);
-    cfg->headers[cfg->nheaders++] = line;
-    if (secret) {
-        cfg->secrets[cfg->nsecrets] = strdup(value);
-        if (!cfg->secrets[cfg->nsecrets])
+    for (size_t i = 0; i < sv->nheaders && i < MCP_SERVER_HEADERS_MAX; i++) {
+        const struct mcp_header *h = &sv->headers[i];
+        size_t n = strlen(h->name) + strlen(h->value) + 3;
+
+        cf->headers[i] = malloc(n);
+        if (!cf->headers[i])
             return -ENOMEM;
-        cfg->nsecrets++;
-    }
-    return 0;
-}
-
-int mcp_client_config_from_json(json_object *server, size_t index, struct mcp_client_config *ret,
-                                char *err, size_t errlen)
-{
-    struct mcp_client_config cfg;
-    json_object *conn = jsonx_get(server, "connection"), *headers, *creds;
-    const char *name = jsonx_str(server, "name"), *url = jsonx_str(conn, "url");
-    int r = 0;
-
-    memset(&cfg, 0, sizeof(cfg));
-    if (!name || !url)
-        return util_fail(-EINVAL, err, errlen, "mcpServers[%zu]: name and connection.url required",
-                         index);
-    cfg.name = strdup(name);
-    cfg.url = strdup(url);
-    if (!cfg.name || !cfg.url) {
-        r = -ENOMEM;
-        goto out;
-    }
-    headers = jsonx_get(conn, "headers");
-    if (headers && !json_object_is_type(headers, json_type_object)) {
-        r = util_fail(-EINVAL, err, errlen,
-                      "MCP server \"%s\": connection.headers must be an object", name);
-        goto out;
-    }
-    if (headers) {
-        json_object_object_foreach(headers, key, val)
-        {
-            if (!val || !json_object_is_type(val, json_type_string)) {
-                r = util_fail(-EINVAL, err, errlen,
-                              "MCP server \"%s\": header \"%.64s\": expected a string", name, key);
-                goto out;
-            }
-            r = add_header(&cfg, name, key, json_object_get_string(val), false, err, errlen);
-            if (r < 0)
-                goto out;
+        snprintf(cf->headers[i], n, "%s: %s", h->name, h->value);
+        cf->nheaders++;
+        if (h->secret) {
+            cf->secrets[cf->nsecrets] = strdup(h->value);
+            if (!cf->secrets[cf->nsecrets])
+                return -ENOMEM;
+            cf->nsecrets++;
         }
-    }
-    creds = jsonx_get(conn, "credentials");
-    if (creds && !json_object_is_type(creds, json_type_array)) {
-        r = util_fail(-EINVAL, err, errlen,
-                      "MCP server \"%s\": connection.credentials must be an array", name);
-        goto out;
-    }
-    for (size_t i = 0; creds && i < json_object_array_length(creds); i++) {
-        json_object *c = json_object_array_get_idx(creds, i), *binding = jsonx_get(c, "binding");
-        const char *kind = jsonx_str(binding, "kind"), *hname = jsonx_str(binding, "name");
-        const char *usage = jsonx_str(c, "usage"), *value = jsonx_str(c, "value");
-
-        if (!kind || strcmp(kind, "header") != 0 || !hname) {
-            r = util_fail(
-                -EINVAL, err, errlen,
-                "MCP server \"%s\": credentials[%zu].binding must be {kind:\"header\", name}", name,
-                i);
-            goto out;
-        }
-        if (usage && strcmp(usage, "opaque_http") != 0) {
-            r = util_fail(-EINVAL, err, errlen,
-                          "MCP server \"%s\": credentials[%zu].usage must be \"opaque_http\"", name,
-                          i);
-            goto out;
-        }
-        r = add_header(&cfg, name, hname, value, true, err, errlen);
-        if (r < 0)
-            goto out;
-    }
-    *ret = cfg;
-    memset(&cfg, 0, sizeof(cfg));
-out:
-    if (r == -ENOMEM)
-        snprintf(err, errlen, "out of memory");
-    mcp_client_config_release(&cfg);
-    return r;
-}
-
-static int config_copy(const struct mcp_client_config *src, struct mcp_client_config *dst)
-{
-    memset(dst, 0, sizeof(*dst));
-    dst->name = strdup(src->name);
-    dst->url = strdup(src->url);
-    if (!dst->name || !dst->url)
-        return -ENOMEM;
-    for (size_t i = 0; i < src->nheaders && i < MCP_CLIENT_HEADERS_MAX; i++) {
-        dst->headers[i] = strdup(src->headers[i]);
-        if (!dst->headers[i])
-            return -ENOMEM;
-        dst->nheaders++;
-    }
-    for (size_t i = 0; i < src->nsecrets && i < MCP_CLIENT_HEADERS_MAX; i++) {
-        dst->secrets[i] = strdup(src->secrets[i]);
-        if (!dst->secrets[i])
-            return -ENOMEM;
-        dst->nsecrets++;
     }
     return 0;
 }
@@ -302,7 +97,7 @@ struct exchange {
     struct mcp_client *c;
     int64_t id;
     json_object *response; /* the matched response (owned) */
-    struct mcp_client_sse sse;
+    struct mcp_sse sse;
     bool sse_on;
     int error; /* -errno noticed while reading */
 };
@@ -388,14 +183,14 @@ static int on_data(void *ctx, const struct tool_http_response *res, const char *
     if (res->status != 200 || strcmp(res->content_type, "text/event-stream") != 0)
         return 0;
     x->sse_on = true;
-    return mcp_client_sse_feed(&x->sse, data, len);
+    return mcp_sse_feed(&x->sse, data, len);
 }
 
 static int post(struct mcp_client *c, CURL *h, const char *body, size_t len, bool with_session,
                 uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn, void *ctx,
                 struct tool_http_response *res, char *err, size_t errlen)
 {
-    const char *lines[MCP_CLIENT_HEADERS_MAX + 4];
+    const char *lines[MCP_SERVER_HEADERS_MAX + 4];
     char version[64], session[SESSION_MAX + 32];
     struct tool_http_request rq = {
         .method = "POST",
@@ -467,7 +262,7 @@ static int request(struct mcp_client *c, const char *method, json_object *params
     if (!msg)
         return -ENOMEM;
     x.id = ++c->next_id;
-    mcp_client_sse_init(&x.sse, MCP_BODY_MAX, on_sse_event, &x);
+    mcp_sse_init(&x.sse, MCP_BODY_MAX, on_sse_event, &x);
     json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
     json_object_object_add(msg, "id", json_object_new_int64(x.id));
     json_object_object_add(msg, "method", json_object_new_string(method));
@@ -548,7 +343,7 @@ static int request(struct mcp_client *c, const char *method, json_object *params
 out:
     if (have_res)
         tool_http_response_release(&res);
-    mcp_client_sse_release(&x.sse);
+    mcp_sse_release(&x.sse);
     json_object_put(x.response);
     json_object_put(doc);
     json_object_put(msg);
@@ -613,7 +408,7 @@ out:
     return r;
 }
 
-int mcp_client_open(const struct mcp_client_config *cfg, const struct mcp_client_options *opt,
+int mcp_client_open(const struct mcp_server *server, const struct mcp_client_options *opt,
                     struct mcp_client **ret, char *err, size_t errlen)
 {
     struct mcp_client *c = calloc(1, sizeof(*c));
@@ -622,7 +417,7 @@ int mcp_client_open(const struct mcp_client_config *cfg, const struct mcp_client
 
     if (!c)
         return -ENOMEM;
-    r = config_copy(cfg, &c->cfg);
+    r = conf_of(server, &c->cfg);
     if (r < 0)
         goto out;
     for (size_t i = 0; i < c->cfg.nsecrets; i++)
@@ -817,7 +612,7 @@ void mcp_client_close(struct mcp_client *c)
     if (!c)
         return;
     if (c->session[0] && c->h) {
-        const char *lines[MCP_CLIENT_HEADERS_MAX + 2];
+        const char *lines[MCP_SERVER_HEADERS_MAX + 2];
         char session[SESSION_MAX + 32];
         struct tool_http_request rq = {.method = "DELETE",
                                        .url = c->cfg.url,
@@ -843,7 +638,7 @@ void mcp_client_close(struct mcp_client *c)
     }
     if (c->h)
         curl_easy_cleanup(c->h);
-    mcp_client_config_release(&c->cfg);
+    conf_release(&c->cfg);
     free(c->allowlist);
     free(c->ca_file);
     free(c);

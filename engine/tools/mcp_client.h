@@ -1,6 +1,6 @@
 /*
- * mcp_client — the runner as the MCP client of a user's HTTP MCP server
- * (reference/agenta-runner.md §2.4, §3.22; MCP 2025-06-18, Streamable HTTP transport).
+ * mcp_client — the runner as the MCP client of a user's HTTP MCP server (a request's
+ * mcpServers entry; MCP 2025-06-18, Streamable HTTP transport).
  *
  * mcp_client_open() checks the URL with ssrf_guard (and pins the address it resolved),
  * sends `initialize` (protocol 2025-06-18; the server may answer 2025-03-26), keeps the
@@ -12,9 +12,9 @@
  * server request gets -32601). A 404 while a session is held means the session ended: the
  * client initializes again once and repeats the request.
  *
- * The server's headers (connection.headers and the credentials bound as headers) are applied
- * here, runner-side, and nowhere else: header values never enter the sandbox, a log line (they
- * are added to the thread's redaction set) or an error message.
+ * The server's headers (connection.headers and the credentials bound as headers, which the
+ * request parser checked) are applied here, runner-side, and nowhere else: header values never
+ * enter the sandbox, a log line (they are added to the thread's redaction set) or an error message.
  *
  * Caps: request/answer bodies 4,000,000 bytes, one SSE event 4,000,000 bytes, tools/list at
  * most 32 pages and 1000 tools, a tool result text result_max bytes with Agenta's note.
@@ -37,37 +37,15 @@
 #include <json-c/json.h>
 
 #include "base/buf.h"
+#include "core/contracts.h"
+#include "proto/tool_result.h"
 #include "tools/ssrf_guard.h"
-#include "tools/tool_spec.h"
 
 #define MCP_PROTOCOL_VERSION "2025-06-18"
 #define MCP_BODY_MAX 4000000u
 #define MCP_LIST_PAGES_MAX 32
 #define MCP_LIST_TOOLS_MAX 1000
 #define MCP_TIMEOUT_DEFAULT_MS 30000u
-#define MCP_CLIENT_HEADERS_MAX 32
-
-/* One server of the request's mcpServers, with its header lines (values included). */
-struct mcp_client_config {
-    char *name;
-    char *url;
-    char *headers[MCP_CLIENT_HEADERS_MAX]; /* "Name: value" */
-    size_t nheaders;
-    char *secrets[MCP_CLIENT_HEADERS_MAX]; /* the credential values (for redaction) */
-    size_t nsecrets;
-};
-
-/*
- * Read mcpServers[index] (json borrowed) into *ret: connection.url, connection.headers
- * {name: value} and connection.credentials [{binding:{kind:"header", name}, value,
- * usage:"opaque_http"}]. Header names must be tokens, values free of CR/LF, names unique
- * (case-insensitively) and none of the transport's own (Accept, Content-Type, Host,
- * Content-Length, Transfer-Encoding, Connection, Expect, Mcp-Session-Id,
- * MCP-Protocol-Version). -EINVAL + err naming the server and the header, never its value.
- */
-int mcp_client_config_from_json(json_object *server, size_t index, struct mcp_client_config *ret,
-                                char *err, size_t errlen);
-void mcp_client_config_release(struct mcp_client_config *cfg);
 
 struct mcp_client_options {
     struct ssrf_policy ssrf;  /* allowlist and resolver (NULL resolver = getaddrinfo) */
@@ -78,8 +56,8 @@ struct mcp_client_options {
 
 struct mcp_client;
 
-/* Check, connect and initialize. cfg is copied. */
-int mcp_client_open(const struct mcp_client_config *cfg, const struct mcp_client_options *opt,
+/* Check, connect and initialize server (a request's, checked: request/request_mcp.h; copied). */
+int mcp_client_open(const struct mcp_server *server, const struct mcp_client_options *opt,
                     struct mcp_client **ret, char *err, size_t errlen);
 /* Every tool the server lists (all pages), as a new array of its Tool objects. */
 int mcp_client_list_tools(struct mcp_client *c, json_object **ret, char *err, size_t errlen);
@@ -102,27 +80,5 @@ const char *mcp_client_session(const struct mcp_client *c);
  * structuredContent JSON when there is no text, isError kept; capped at result_max.
  */
 int mcp_client_render_result(json_object *result, size_t result_max, struct tool_result *ret);
-
-/*
- * Server-Sent Events, parsed incrementally (WHATWG rules: lines end in LF, CRLF or CR; "data"
- * lines join with LF; a blank line dispatches; ':' starts a comment; "event" names the type).
- * on_event returns 0 to go on, 1 to stop, <0 to fail; feed returns the same.
- */
-struct mcp_client_sse {
-    struct buf line;
-    struct buf data;
-    char event[64];
-    bool has_data;
-    bool after_cr;
-    int (*on_event)(void *ctx, const char *event, const char *data, size_t len);
-    void *ctx;
-};
-
-void mcp_client_sse_init(struct mcp_client_sse *s, size_t max,
-                         int (*on_event)(void *ctx, const char *event, const char *data,
-                                         size_t len),
-                         void *ctx);
-int mcp_client_sse_feed(struct mcp_client_sse *s, const char *data, size_t len);
-void mcp_client_sse_release(struct mcp_client_sse *s);
 
 #endif

@@ -1,3 +1,7 @@
+/*
+ * tool_callback — one call of a callback or direct tool on the runner: the /tools/call body
+ * and reply, the result text capped, the HTTP exchange (tool_callback.h).
+ */
 #include "tools/tool_callback.h"
 
 #include <errno.h>
@@ -9,13 +13,13 @@
 
 #include "base/jsonx.h"
 #include "base/log.h"
+#include "tools/tool_args.h"
+#include "tools/tool_direct.h"
 #include "tools/tool_http.h"
 
 #define HEADER_MAX (16 * 1024)
 #define BODY_MAX (16u * 1024 * 1024)
 #define REPLY_DEPTH 128
-#define PARAM_MAX 1024
-#define PARAMS_MAX 16
 
 const char tool_callback_steering[] =
     "This result was too large to return in full. Narrow your query (add filters, a smaller "
@@ -74,244 +78,11 @@ int tool_callback_cap(const char *text, size_t len, size_t max, const char *note
     return r;
 }
 
-/* ---- JSON paths ------------------------------------------------------------------------- */
-
-/* The segment of path starting at p into seg; the next segment's start (or NULL at the end). */
-static const char *next_segment(const char *p, char seg[129])
-{
-    size_t n = strcspn(p, ".");
-
-    if (n > 128)
-        n = 128;
-    memcpy(seg, p, n);
-    seg[n] = '\0';
-    return p[n] == '.' ? p + n + 1 : NULL;
-}
-
-/* Set value (a reference handed over) at the dotted path in obj, creating objects on the way. */
-static int deep_set(json_object *obj, const char *path, json_object *value)
-{
-    json_object *cur = obj;
-    const char *p = path;
-    char seg[129];
-
-    if (!tool_spec_path_ok(path) || !json_object_is_type(obj, json_type_object)) {
-        json_object_put(value);
-        return -EINVAL;
-    }
-    for (;;) {
-        const char *next = next_segment(p, seg);
-        json_object *child;
-
-        if (!next)
-            break;
-        child = jsonx_get(cur, seg);
-        if (!child || !json_object_is_type(child, json_type_object)) {
-            child = json_object_new_object();
-            if (!child || json_object_object_add(cur, seg, child) != 0) {
-                json_object_put(child);
-                json_object_put(value);
-                return -ENOMEM;
-            }
-        }
-        cur = child;
-        p = next;
-    }
-    if (json_object_object_add(cur, seg, value) != 0) {
-        json_object_put(value);
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-static void deep_delete(json_object *obj, const char *path)
-{
-    json_object *cur = obj;
-    const char *p = path;
-    char seg[129];
-
-    if (!tool_spec_path_ok(path))
-        return;
-    for (;;) {
-        const char *next = next_segment(p, seg);
-
-        if (!next)
-            break;
-        cur = jsonx_get(cur, seg);
-        if (!cur || !json_object_is_type(cur, json_type_object))
-            return;
-        p = next;
-    }
-    if (json_object_is_type(cur, json_type_object))
-        json_object_object_del(cur, seg);
-}
-
-/* The value at a dotted path through objects only: 0 and *ret (NULL for null), or -ENOENT. */
-static int deep_get(json_object *obj, const char *path, json_object **ret)
-{
-    json_object *cur = obj;
-    const char *p = path;
-    char seg[129];
-
-    if (!tool_spec_path_ok(path))
-        return -ENOENT;
-    while (p) {
-        json_object *v;
-
-        p = next_segment(p, seg);
-        if (!cur || !json_object_is_type(cur, json_type_object) ||
-            !json_object_object_get_ex(cur, seg, &v))
-            return -ENOENT;
-        cur = v;
-    }
-    *ret = cur;
-    return 0;
-}
-
-static json_object *copy(json_object *o)
-{
-    json_object *c = NULL;
-
-    if (!o)
-        return NULL;
-    if (json_object_deep_copy(o, &c, NULL) != 0)
-        return NULL;
-    return c;
-}
-
-/* overlay merged into base (base changes): plain objects merge, anything else replaces. */
-static int deep_merge(json_object *base, json_object *overlay, int depth)
-{
-    if (depth > 64)
-        return -ELOOP;
-    json_object_object_foreach(overlay, key, val)
-    {
-        json_object *have = jsonx_get(base, key), *c;
-
-        if (!strcmp(key, "__proto__") || !strcmp(key, "constructor") ||
-            !strcmp(key, "prototype"))
-            continue;
-        if (val && have && json_object_is_type(val, json_type_object) &&
-            json_object_is_type(have, json_type_object)) {
-            int r = deep_merge(have, val, depth + 1);
-            if (r < 0)
-                return r;
-            continue;
-        }
-        c = copy(val);
-        if (val && !c)
-            return -ENOMEM;
-        if (json_object_object_add(base, key, c) != 0) {
-            json_object_put(c);
-            return -ENOMEM;
-        }
-    }
-    return 0;
-}
-
-/* ---- $ctx ------------------------------------------------------------------------------- */
-
-json_object *tool_callback_ctx_view(json_object *run_context, const char *session_id)
-{
-    json_object *view, *session;
-
-    view = run_context && json_object_is_type(run_context, json_type_object)
-               ? copy(run_context)
-               : json_object_new_object();
-    if (!view || !session_id)
-        return view;
-    session = jsonx_get(view, "session");
-    if (!session || !json_object_is_type(session, json_type_object)) {
-        session = json_object_new_object();
-        if (!session || json_object_object_add(view, "session", session) != 0) {
-            json_object_put(session);
-            json_object_put(view);
-            return NULL;
-        }
-    }
-    if (json_object_object_add(session, "id", json_object_new_string(session_id)) != 0) {
-        json_object_put(view);
-        return NULL;
-    }
-    return view;
-}
-
-int tool_callback_resolve(json_object *view, const char *token, json_object **ret)
-{
-    if (!tool_spec_ctx_token_ok(token))
-        return -ENOENT;
-    return deep_get(view, token + 5, ret);
-}
-
-/* Set the resolved value of token at path in obj; -ENOENT when it does not resolve. */
-static int bind_one(json_object *obj, const char *path, const char *token, json_object *view)
-{
-    json_object *v, *c;
-    int r;
-
-    deep_delete(obj, path);
-    r = tool_callback_resolve(view, token, &v);
-    if (r < 0)
-        return r;
-    c = copy(v);
-    if (v && !c)
-        return -ENOMEM;
-    return deep_set(obj, path, c);
-}
-
-json_object *tool_callback_strip_ephemeral(json_object *args, json_object *list)
-{
-    json_object *out;
-
-    if (!args || !json_object_is_type(args, json_type_object) || !list ||
-        !json_object_is_type(list, json_type_array) || json_object_array_length(list) == 0)
-        return json_object_get(args);
-    out = copy(args);
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < json_object_array_length(list); i++) {
-        const char *name = json_object_get_string(json_object_array_get_idx(list, i));
-
-        if (name)
-            json_object_object_del(out, name);
-    }
-    return out;
-}
-
-int tool_callback_bind(json_object *args, json_object *bindings, json_object *view,
-                       json_object **ret, char *err, size_t errlen)
-{
-    json_object *out;
-    int r = 0;
-
-    out = args && json_object_is_type(args, json_type_object) ? copy(args)
-                                                              : json_object_new_object();
-    if (!out)
-        return -ENOMEM;
-    if (bindings && json_object_is_type(bindings, json_type_object)) {
-        json_object_object_foreach(bindings, path, token)
-        {
-            r = bind_one(out, path, json_object_get_string(token), view);
-            if (r == -ENOENT || r == -EINVAL) {
-                snprintf(err, errlen, "missing run-context value for tool binding '%s'", path);
-                r = -ENOENT;
-            }
-            if (r < 0)
-                break;
-        }
-    }
-    if (r < 0) {
-        json_object_put(out);
-        return r;
-    }
-    *ret = out;
-    return 0;
-}
-
 /* ---- callback tools --------------------------------------------------------------------- */
 
-int tool_callback_body(const char *call_ref, const char *tool_call_id, json_object *args,
-                       struct buf *out)
+/* The /tools/call body as compact JSON appended to out. */
+static int callback_body(const char *call_ref, const char *tool_call_id, json_object *args,
+                         struct buf *out)
 {
     json_object *doc = json_object_new_object(), *data = json_object_new_object();
     json_object *fn = json_object_new_object();
@@ -356,8 +127,9 @@ static int capped_result(struct tool_result *ret, bool is_error, const char *tex
     return r;
 }
 
-int tool_callback_parse_reply(const char *call_ref, long status, const char *body, size_t len,
-                              size_t result_max, struct tool_result *ret)
+/* Turn a /tools/call reply into a result (tool_callback.h). */
+static int parse_reply(const char *call_ref, long status, const char *body, size_t len,
+                       size_t result_max, struct tool_result *ret)
 {
     json_object *doc = NULL, *content, *st;
     const char *code, *message, *detail = "";
@@ -401,235 +173,6 @@ int tool_callback_parse_reply(const char *call_ref, long status, const char *bod
         r = capped_result(ret, false, body, len, result_max);
     }
     json_object_put(doc);
-    return r;
-}
-
-/* ---- direct calls ----------------------------------------------------------------------- */
-
-int tool_callback_direct_body(json_object *call, json_object *args, json_object *view,
-                              json_object **ret, char *err, size_t errlen)
-{
-    const char *args_into = jsonx_str(call, "args_into");
-    json_object *body, *fixed = jsonx_get(call, "body"), *context = jsonx_get(call, "context");
-    int r = 0;
-
-    body = json_object_new_object();
-    if (!body)
-        return -ENOMEM;
-    if (args_into) {
-        json_object *c = args ? copy(args) : json_object_new_object();
-
-        if (!c) {
-            r = -ENOMEM;
-            goto out;
-        }
-        r = deep_set(body, args_into, c);
-        if (r == -EINVAL)
-            snprintf(err, errlen, "direct-call args_into '%s' is not a dotted path", args_into);
-    } else if (args && json_object_is_type(args, json_type_object)) {
-        r = deep_merge(body, args, 0);
-    }
-    if (r == 0 && fixed && json_object_is_type(fixed, json_type_object))
-        r = deep_merge(body, fixed, 0);
-    if (r == 0 && context && json_object_is_type(context, json_type_object)) {
-        json_object_object_foreach(context, path, token)
-        {
-            r = bind_one(body, path, json_object_get_string(token), view);
-            if (r == -ENOENT || r == -EINVAL) {
-                snprintf(err, errlen, "missing run-context value for direct-call binding '%s'",
-                         path);
-                r = -ENOENT;
-            }
-            if (r < 0)
-                break;
-        }
-    }
-out:
-    if (r < 0) {
-        json_object_put(body);
-        return r;
-    }
-    *ret = body;
-    return 0;
-}
-
-static bool param_name_char(char c, bool first)
-{
-    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_')
-        return true;
-    return !first && ((c >= '0' && c <= '9') || c == '.' || c == '-');
-}
-
-/* encodeURIComponent of s appended to out. */
-static int uri_component(struct buf *out, const char *s)
-{
-    static const char keep[] = "-_.!~*'()";
-    int r = 0;
-
-    for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
-        if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-            strchr(keep, *p))
-            r = buf_append_char(out, (char)*p);
-        else
-            r = buf_printf(out, "%%%02X", *p);
-    }
-    return r;
-}
-
-/* Fill "{name}" parameters of path from body into out; names removed from body afterwards. */
-static int fill_params(const char *path, json_object *body, struct buf *out, char *err,
-                       size_t errlen)
-{
-    char names[PARAMS_MAX][PARAM_MAX / 8];
-    size_t nnames = 0;
-    int r = 0;
-
-    for (const char *p = path; r == 0 && *p;) {
-        const char *close;
-        char name[PARAM_MAX / 8];
-        json_object *v;
-        size_t n;
-
-        if (*p != '{') {
-            r = buf_append_char(out, *p++);
-            continue;
-        }
-        close = strchr(p, '}');
-        n = close ? (size_t)(close - p - 1) : 0;
-        if (!close || n == 0 || n >= sizeof(name) || !param_name_char(p[1], true)) {
-            r = buf_append_char(out, *p++);
-            continue;
-        }
-        for (size_t i = 1; i < n; i++) {
-            if (!param_name_char(p[1 + i], false)) {
-                n = 0;
-                break;
-            }
-        }
-        if (n == 0) {
-            r = buf_append_char(out, *p++);
-            continue;
-        }
-        memcpy(name, p + 1, n);
-        name[n] = '\0';
-        if (deep_get(body, name, &v) < 0 || !v) {
-            snprintf(err, errlen, "direct-call path parameter '{%s}' is missing", name);
-            return -EINVAL;
-        }
-        if (json_object_is_type(v, json_type_string)) {
-            r = uri_component(out, json_object_get_string(v));
-        } else if (json_object_is_type(v, json_type_int) ||
-                   json_object_is_type(v, json_type_double) ||
-                   json_object_is_type(v, json_type_boolean)) {
-            r = uri_component(out, jsonx_text(v, NULL));
-        } else {
-            snprintf(err, errlen, "direct-call path parameter '{%s}' must be scalar", name);
-            return -EINVAL;
-        }
-        if (nnames == PARAMS_MAX) {
-            snprintf(err, errlen, "direct-call path has more than %d parameters", PARAMS_MAX);
-            return -EINVAL;
-        }
-        memcpy(names[nnames++], name, n + 1);
-        p = close + 1;
-    }
-    for (size_t i = 0; r == 0 && i < nnames; i++)
-        deep_delete(body, names[i]);
-    return r;
-}
-
-/* The refusals of directCallUrl, plus encoded dots and separators (no server-side decoding). */
-static bool path_safe(const char *path)
-{
-    const char *q = strchr(path, '?');
-    size_t plen = q ? (size_t)(q - path) : strlen(path);
-
-    if (path[0] != '/' || path[1] == '/')
-        return false;
-    if (strstr(path, "..") || strchr(path, '\\') || strchr(path, '#'))
-        return false;
-    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
-        if (*p <= ' ' || *p == 0x7f)
-            return false;
-    if (strcasestr(path, "%2e") || strcasestr(path, "%2f") || strcasestr(path, "%5c") ||
-        strcasestr(path, "%00"))
-        return false;
-    /* no "." segment in the path part */
-    for (size_t i = 0; i < plen; i++)
-        if (path[i] == '.' && path[i - 1] == '/' && (i + 1 == plen || path[i + 1] == '/'))
-            return false;
-    return true;
-}
-
-int tool_callback_direct_url(const char *endpoint, json_object *call, json_object *body,
-                             char **ret, char *err, size_t errlen)
-{
-    const char *method = jsonx_str(call, "method"), *tmpl = jsonx_str(call, "path");
-    char *base_path = NULL, *url = NULL, *query;
-    size_t mount_len = 0, plen;
-    CURLU *u = NULL;
-    struct buf path;
-    int r = -EINVAL;
-
-    buf_init(&path, 8192);
-    if (!method || (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "PUT") &&
-                    strcmp(method, "DELETE"))) {
-        snprintf(err, errlen, "direct-call method '%.16s' is not allowed",
-                 method ? method : "");
-        goto out;
-    }
-    if (!tmpl || !endpoint) {
-        snprintf(err, errlen, "direct-call path is missing");
-        goto out;
-    }
-    r = fill_params(tmpl, body, &path, err, errlen);
-    if (r == -E2BIG)
-        snprintf(err, errlen, "direct-call path is too long");
-    if (r < 0)
-        goto out;
-    r = -EINVAL;
-    if (!path_safe(buf_str(&path))) {
-        snprintf(err, errlen, "direct-call path '%.256s' is not a safe absolute path",
-                 buf_str(&path));
-        goto out;
-    }
-    u = curl_url();
-    if (!u) {
-        r = -ENOMEM;
-        goto out;
-    }
-    if (curl_url_set(u, CURLUPART_URL, endpoint, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_PATH, &base_path, 0) != CURLUE_OK) {
-        snprintf(err, errlen, "cannot derive the origin of the callback endpoint");
-        goto out;
-    }
-    plen = strlen(base_path);
-    if (plen >= 11 && strcmp(base_path + plen - 11, "/tools/call") == 0)
-        mount_len = plen - 11;
-    query = strchr(path.data, '?');
-    if (query)
-        *query++ = '\0';
-    if (mount_len &&
-        !(strncmp(path.data, base_path, mount_len) == 0 &&
-          (path.data[mount_len] == '\0' || path.data[mount_len] == '/'))) {
-        snprintf(err, errlen, "direct-call path '%.256s' is outside the API mount '%.*s'",
-                 path.data, (int)mount_len, base_path);
-        goto out;
-    }
-    if (curl_url_set(u, CURLUPART_PATH, path.data, 0) != CURLUE_OK ||
-        curl_url_set(u, CURLUPART_QUERY, query && *query ? query : NULL, 0) != CURLUE_OK ||
-        curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0) != CURLUE_OK ||
-        curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
-        snprintf(err, errlen, "direct-call path '%.256s' is not a valid path", path.data);
-        goto out;
-    }
-    *ret = strdup(url);
-    r = *ret ? 0 : -ENOMEM;
-out:
-    curl_free(base_path);
-    curl_free(url);
-    curl_url_cleanup(u);
-    buf_release(&path);
     return r;
 }
 
@@ -701,7 +244,7 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
 
     buf_init(&body, BODY_MAX);
     buf_init(&store, HEADER_MAX);
-    r = tool_callback_bind(args, spec->context_bindings, view, &bound, err, sizeof(err));
+    r = tool_args_bind(args, spec->context_bindings, view, &bound, err, sizeof(err));
     if (r == -ENOENT) {
         r = tool_result_set(ret, true, err);
         goto out;
@@ -709,8 +252,7 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
     if (r < 0)
         goto out;
     /* without bindings the model's arguments go as they are (an object or {} when absent) */
-    r = tool_callback_body(spec->call_ref, tool_call_id,
-                           spec->context_bindings ? bound : args, &body);
+    r = callback_body(spec->call_ref, tool_call_id, spec->context_bindings ? bound : args, &body);
     if (r == 0)
         r = headers_for(ctx, view, &store, lines, &rq.nheaders);
     if (r < 0)
@@ -733,8 +275,8 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
     }
     if (res.status < 200 || res.status > 299)
         log_debug("tool \"%s\": callback answered HTTP %ld", spec->name, res.status);
-    r = tool_callback_parse_reply(spec->call_ref, res.status, res.body.data ? res.body.data : "",
-                                  res.body.len, result_max, ret);
+    r = parse_reply(spec->call_ref, res.status, res.body.data ? res.body.data : "", res.body.len,
+                    result_max, ret);
     tool_http_response_release(&res);
 out:
     json_object_put(bound);
@@ -759,9 +301,9 @@ static int run_direct(const struct tool_call_ctx *ctx, const struct tool_spec *s
     int r;
 
     buf_init(&store, HEADER_MAX);
-    r = tool_callback_direct_body(spec->call, args, view, &body, err, sizeof(err));
+    r = tool_direct_body(spec->call, args, view, &body, err, sizeof(err));
     if (r == 0)
-        r = tool_callback_direct_url(ctx->endpoint, spec->call, body, &url, err, sizeof(err));
+        r = tool_direct_url(ctx->endpoint, spec->call, body, &url, err, sizeof(err));
     if (r == -ENOENT || r == -EINVAL) {
         r = tool_result_set(ret, true, err);
         goto out;
@@ -828,8 +370,8 @@ int tool_callback_run(const struct tool_call_ctx *ctx, const struct tool_spec *s
             r = tool_result_set(&res, true, buf_str(&missing));
         goto done;
     }
-    stripped = tool_callback_strip_ephemeral(args, spec->ephemeral_args);
-    view = tool_callback_ctx_view(ctx->run_context, ctx->session_id);
+    stripped = tool_args_strip_ephemeral(args, spec->ephemeral_args);
+    view = tool_args_ctx_view(ctx->run_context, ctx->session_id);
     if ((args && !stripped) || !view) {
         r = -ENOMEM;
         goto done;

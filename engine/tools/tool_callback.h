@@ -1,37 +1,28 @@
 /*
- * tool_callback — execute a callback tool or a direct call on the runner
- * (reference/agenta-runner.md §3.21; Agenta's tools/callback.ts and tools/direct.ts).
+ * tool_callback — execute a callback tool or a direct call on the runner, as Agenta's own
+ * runner does (its tools/callback.ts and tools/direct.ts).
  *
  * Callback tools (callRef): POST toolCallback.endpoint with
  *     {"data":{"id":<toolCallId>,"type":"function","function":{"name":<callRef>,
  *                                                           "arguments":<object>}}}
  * and the headers content-type: application/json, authorization: <toolCallback.authorization>
  * (when given), x-agenta-run-kind: <runContext.run.kind> (when given). The arguments are the
- * model's, minus the spec's ephemeralArgs, with contextBindings applied ({"arg.path":
- * "$ctx.<runContext path>"}: the bound value replaces whatever the model sent; a token that
- * does not resolve fails the call before any request). The reply {"call":{"data":{"content"},
- * "status":{"code","message"}}}: status.code STATUS_CODE_ERROR is a tool error carrying the
- * message and content; a string content is the result; other content is its JSON; a body
- * that is not JSON is the result as is. Non-2xx: a tool error naming only the status.
+ * model's, minus the spec's ephemeralArgs, with contextBindings applied (tool_args.h). The
+ * reply {"call":{"data":{"content"}, "status":{"code","message"}}}: status.code
+ * STATUS_CODE_ERROR is a tool error carrying the message and content; a string content is the
+ * result; other content is its JSON; a body that is not JSON is the result as is. Non-2xx: a
+ * tool error naming only the status.
  *
- * Direct calls (call): method and path from the descriptor; the path is resolved against the
- * callback endpoint's origin and must stay under its mount (the endpoint path minus a trailing
- * "/tools/call"); "{name}" path parameters are filled from the assembled body (scalars only,
- * percent-encoded) and then removed from it. The body (POST/PUT) is built in Agenta's order:
- * the model's arguments (minus ephemeralArgs) at call.args_into, else at the root; then
- * call.body over them (fixed fields win); then call.context bindings over everything. The
- * reply body is the result; non-2xx is a tool error naming only the status. The path is
- * refused when it holds "..", ".", a backslash, whitespace, a control byte, '#', or an encoded
- * dot, slash or backslash (%2e %2f %5c).
+ * Direct calls (call): the request tool_direct.h builds, with the same headers; the reply body
+ * is the result; non-2xx is a tool error naming only the status.
  *
- * Both: the $ctx view is runContext with session.id replaced by the live session id when one
- * is given; timeout spec.timeoutMs + 10 s, else 30 s; the raw body read stops at 4,000,000
- * bytes; the result text is capped at result_max (100,000) bytes, cut at a UTF-8 boundary,
- * with Agenta's " [... N bytes omitted]" marker and its "Narrow your query ..." note; no
- * redirects are followed. A missing required argument (inputSchema.required) is a tool error
- * before any request. Every failure is a tool result with is_error set, never a failed turn;
- * the authorization is added to the thread's log redaction set and never appears in a result
- * or a log line.
+ * Both: timeout spec.timeoutMs + 10 s, else 30 s; the raw body read stops at 4,000,000 bytes;
+ * the result text is capped at result_max (100,000) bytes, cut at a UTF-8 boundary, with
+ * Agenta's " [... N bytes omitted]" marker and its "Narrow your query ..." note; no redirects
+ * are followed. A missing required argument (inputSchema.required) is a tool error before any
+ * request. Every failure is a tool result with is_error set, never a failed turn; the
+ * authorization is added to the thread's log redaction set and never appears in a result or a
+ * log line.
  */
 #ifndef AR_TOOL_CALLBACK_H
 #define AR_TOOL_CALLBACK_H
@@ -84,32 +75,5 @@ uint64_t tool_callback_timeout_ms(const struct tool_spec *spec, uint64_t default
  */
 int tool_callback_cap(const char *text, size_t len, size_t max, const char *note,
                       struct buf *out);
-
-/* The $ctx view: a deep copy of run_context (or {}) with session.id = session_id if given. */
-json_object *tool_callback_ctx_view(json_object *run_context, const char *session_id);
-/* Resolve "$ctx.<path>" in view: 0 and a borrowed value (NULL for a JSON null), or -ENOENT. */
-int tool_callback_resolve(json_object *view, const char *token, json_object **ret);
-
-/* args without the top-level names in list (a new reference; args itself is not changed). */
-json_object *tool_callback_strip_ephemeral(json_object *args, json_object *list);
-/* contextBindings applied to (a copy of) args. -ENOENT + err when a token does not resolve. */
-int tool_callback_bind(json_object *args, json_object *bindings, json_object *view,
-                       json_object **ret, char *err, size_t errlen);
-/* The /tools/call body as compact JSON appended to out. */
-int tool_callback_body(const char *call_ref, const char *tool_call_id, json_object *args,
-                       struct buf *out);
-/* Turn a /tools/call reply into a result (see above). */
-int tool_callback_parse_reply(const char *call_ref, long status, const char *body, size_t len,
-                              size_t result_max, struct tool_result *ret);
-
-/* A direct call's body from its descriptor (see above). -ENOENT + err for a missing binding. */
-int tool_callback_direct_body(json_object *call, json_object *args, json_object *view,
-                              json_object **ret, char *err, size_t errlen);
-/*
- * A direct call's URL (malloc'ed) from the callback endpoint and the descriptor; fills the
- * path parameters from body and removes them from it. -EINVAL + err when refused.
- */
-int tool_callback_direct_url(const char *endpoint, json_object *call, json_object *body,
-                             char **ret, char *err, size_t errlen);
 
 #endif

@@ -28,7 +28,6 @@ struct tool_runner {
     const struct tools_config *cfg;
     const struct run_request *req; /* borrowed: the runner lives within its request */
     struct tool_set *set;
-    struct mcp_client_config *servers; /* set->nservers, with their header values */
     struct mcp_client **clients;       /* set->nservers, NULL until connected */
     bool *listed;                      /* set->nservers: its tools joined the set */
     bool connected;
@@ -119,11 +118,6 @@ int tool_runner_resolve_fn(void *ctx, const char *host, struct sockaddr_storage 
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
-static bool nonempty_array(json_object *a)
-{
-    return a && json_object_is_type(a, json_type_array) && json_object_array_length(a) > 0;
-}
-
 int tool_runner_new(const struct tools_config *cfg, const struct run_request *req,
                     struct tool_runner **ret, char *err, size_t errlen)
 {
@@ -132,63 +126,42 @@ int tool_runner_new(const struct tools_config *cfg, const struct run_request *re
     int rc;
 
     *ret = NULL;
-    if (!nonempty_array(req->custom_tools) && !nonempty_array(req->mcp_servers))
+    if (req->tools.ncustom == 0 && req->tools.nservers == 0)
         return 0;
     r = calloc(1, sizeof(*r));
     if (!r)
-        return -ENOMEM;
+        goto nomem;
     r->cfg = cfg;
     r->req = req;
     atomic_init(&r->cancel, 0);
-    rc = tool_set_new(req->custom_tools, req->tool_callback, req->mcp_servers, &r->set, err,
-                      errlen);
+    rc = tool_set_new(&req->tools, &r->set);
     if (rc < 0)
-        goto fail;
+        goto nomem;
     n = r->set->nservers;
-    r->servers = calloc(n ? n : 1, sizeof(*r->servers));
     r->clients = calloc(n ? n : 1, sizeof(*r->clients));
     r->listed = calloc(n ? n : 1, sizeof(*r->listed));
-    if (!r->servers || !r->clients || !r->listed) {
-        rc = -ENOMEM;
-        goto fail;
-    }
-    for (size_t i = 0; i < n; i++) {
-        rc = mcp_client_config_from_json(json_object_array_get_idx(req->mcp_servers, i), i,
-                                         &r->servers[i], err, errlen);
-        if (rc < 0)
-            goto fail;
-    }
+    if (!r->clients || !r->listed)
+        goto nomem;
     *ret = r;
     return 0;
-fail:
-    if (rc == -ENOMEM)
-        snprintf(err, errlen, "out of memory");
+nomem:
+    snprintf(err, errlen, "out of memory");
     tool_runner_free(r);
-    return rc;
+    return -ENOMEM;
 }
 
 void tool_runner_free(struct tool_runner *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; r->set && i < r->set->nservers; i++) {
-        if (r->clients)
-            mcp_client_close(r->clients[i]);
-        if (r->servers)
-            mcp_client_config_release(&r->servers[i]);
-    }
+    for (size_t i = 0; r->clients && i < r->set->nservers; i++)
+        mcp_client_close(r->clients[i]);
     free(r->clients);
     free(r->listed);
-    free(r->servers);
     tool_set_free(r->set);
     if (r->curl)
         curl_easy_cleanup(r->curl);
     free(r);
-}
-
-const struct tool_set *tool_runner_set(const struct tool_runner *r)
-{
-    return r ? r->set : NULL;
 }
 
 bool tool_runner_any(const struct tool_runner *r)
@@ -196,13 +169,16 @@ bool tool_runner_any(const struct tool_runner *r)
     return r && (r->set->ntools > 0 || r->set->nservers > 0);
 }
 
-/* Every MCP header value and the callback's authorization: this thread's log never shows them. */
+/* Every MCP credential and the callback's authorization: this thread's log never shows them. */
 static void redact_secrets(const struct tool_runner *r)
 {
-    log_redact_add(jsonx_str(r->req->tool_callback, "authorization"));
-    for (size_t i = 0; i < r->set->nservers; i++)
-        for (size_t j = 0; j < r->servers[i].nsecrets; j++)
-            log_redact_add(r->servers[i].secrets[j]);
+    const struct run_tools *t = &r->req->tools;
+
+    log_redact_add(t->callback_authorization);
+    for (size_t i = 0; i < t->nservers; i++)
+        for (size_t j = 0; j < t->servers[i].nheaders; j++)
+            if (t->servers[i].headers[j].secret)
+                log_redact_add(t->servers[i].headers[j].value);
 }
 
 int tool_runner_connect(struct tool_runner *r, char *err, size_t errlen)
@@ -229,7 +205,7 @@ int tool_runner_connect(struct tool_runner *r, char *err, size_t errlen)
         if (r->listed[i])
             continue;
         if (!r->clients[i])
-            rc = mcp_client_open(&r->servers[i], &opt, &r->clients[i], why, sizeof(why));
+            rc = mcp_client_open(&r->req->tools.servers[i], &opt, &r->clients[i], why, sizeof(why));
         if (rc == 0)
             rc = mcp_client_list_tools(r->clients[i], &listed, why, sizeof(why));
         if (rc == 0)
@@ -283,7 +259,7 @@ static int exec_now(struct tool_runner *r, const struct tool_spec *spec, const c
 {
     struct tool_call_ctx ctx = {
         .endpoint = r->set->callback_endpoint,
-        .authorization = jsonx_str(r->req->tool_callback, "authorization"),
+        .authorization = r->req->tools.callback_authorization,
         .run_context = r->req->run_context,
         .session_id = session_id,
         .cancel = &r->cancel,

@@ -1,12 +1,11 @@
 /*
- * tool_runner — one run's tools on the worker (DESIGN.md §6a; reference/agenta-runner.md
- * §3.21, §3.22): the tool set of the request (tool_spec), the MCP clients of its servers
- * (mcp_client), one libcurl handle for the callback, and the thread that runs a call.
+ * tool_runner — one run's tools on the worker: the tool set of the request (tool_spec), the MCP
+ * clients of its servers (mcp_client), one libcurl handle for the callback, and the thread
+ * that runs a call.
  *
  * Lifecycle of a run:
- *   tool_runner_new       pure: the request's customTools / toolCallback / mcpServers checked
- *                         (tool_set_new and each server's connection); a code tool, a bad
- *                         header or the reserved name fail here with a message naming it;
+ *   tool_runner_new       pure, and it cannot refuse (the request parser checked the tools in
+ *                         full: request/request_tools.h): the tool set built once, for the turn;
  *   tool_runner_connect   I/O: each MCP server checked by the SSRF guard (https, no private,
  *                         loopback, link-local or metadata address after DNS unless the host
  *                         is on the allowlist), initialized and listed; its tools join the set
@@ -45,8 +44,6 @@
 
 /* Where the sandbox finds the public specs (a file in its private home). */
 #define TOOL_RUNNER_TOOLS_FILE SANDBOX_HOME "/.agent-runner/tools.json"
-/* Where agent-runner-mcp finds its channel and specs (the harness passes them on). */
-#define TOOL_RUNNER_MCP_NAME TOOL_SPEC_RESERVED_NAME
 #define TOOL_RUNNER_RESOLVE_MAX 16
 
 struct tool_runner;
@@ -68,13 +65,11 @@ int tool_runner_resolve_parse(const char *spec, struct tool_runner_resolve *ret,
 int tool_runner_resolve_fn(void *ctx, const char *host, struct sockaddr_storage *out,
                            size_t max, size_t *ret_n);
 
-/* Check the request's tools (no I/O). *ret is NULL when the run has none. */
+/* The request's tools as a runner (no I/O); *ret is NULL when the run has none. -ENOMEM. */
 int tool_runner_new(const struct tools_config *cfg, const struct run_request *req,
                     struct tool_runner **ret, char *err, size_t errlen);
 void tool_runner_free(struct tool_runner *r);
 
-/* The set (borrowed; MCP tools included once connected). */
-const struct tool_set *tool_runner_set(const struct tool_runner *r);
 /* The run offers the harness tools (custom tools or MCP servers): agenta-tools / the file. */
 bool tool_runner_any(const struct tool_runner *r);
 

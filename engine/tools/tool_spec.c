@@ -1,85 +1,22 @@
+/*
+ * tool_spec — the run's tool set: built from the request's parsed tools, joined by what each
+ * MCP server lists, found by name, shown to the sandbox; a spec's gate, denial text and
+ * required-argument check (tool_spec.h).
+ */
 #include "tools/tool_spec.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <openssl/evp.h>
 
 #include "base/jsonx.h"
 #include "base/util.h"
-#include "session/identity.h"
 
-#define PATH_SEGMENTS_MAX 32
-#define PATH_SEGMENT_MAX 128
-#define CALL_REF_MAX 512
-#define CALL_PATH_MAX 2048
-#define EPHEMERAL_MAX 64
-#define BINDINGS_MAX 64
-#define MCP_SERVERS_MAX 32
 #define REMOTE_NAME_MAX 256
-#define CANON_MAX (64u * 1024 * 1024)
-
-const char *tool_exec_name(enum tool_exec e)
-{
-    switch (e) {
-    case TOOL_EXEC_CALLBACK:
-        return "callback";
-    case TOOL_EXEC_DIRECT:
-        return "direct";
-    case TOOL_EXEC_CLIENT:
-        return "client";
-    case TOOL_EXEC_MCP:
-        return "mcp";
-    }
-    return "unknown";
-}
-
-bool tool_spec_path_ok(const char *path)
-{
-    const char *p = path;
-    size_t segments = 0;
-
-    if (!path || !*path)
-        return false;
-    for (;;) {
-        size_t n = strcspn(p, ".");
-
-        if (n == 0 || n > PATH_SEGMENT_MAX || ++segments > PATH_SEGMENTS_MAX)
-            return false;
-        if ((n == 9 && strncmp(p, "__proto__", 9) == 0) ||
-            (n == 11 && strncmp(p, "constructor", 11) == 0) ||
-            (n == 9 && strncmp(p, "prototype", 9) == 0))
-            return false;
-        for (size_t i = 0; i < n; i++)
-            if ((unsigned char)p[i] < 0x20)
-                return false;
-        if (!p[n])
-            return true;
-        p += n + 1;
-    }
-}
-
-bool tool_spec_ctx_token_ok(const char *token)
-{
-    return token && strncmp(token, "$ctx.", 5) == 0 && tool_spec_path_ok(token + 5);
-}
-
-static bool tool_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > TOOL_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
-            return false;
-    return true;
-}
 
 static void spec_release(struct tool_spec *t)
 {
@@ -100,7 +37,6 @@ static void server_release(struct tool_server *sv)
     free(sv->name);
     free(sv->url);
     json_object_put(sv->include);
-    json_object_put(sv->header_names);
     memset(sv, 0, sizeof(*sv));
 }
 
@@ -115,8 +51,15 @@ void tool_set_free(struct tool_set *s)
     free(s->tools);
     free(s->servers);
     free(s->callback_endpoint);
-    json_object_put(s->custom);
     free(s);
+}
+
+static const struct tool_spec *find(const struct tool_set *s, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s->tools[i].name, name) == 0)
+            return &s->tools[i];
+    return NULL;
 }
 
 static json_object *copy(json_object *o)
@@ -130,186 +73,6 @@ static json_object *copy(json_object *o)
     return c;
 }
 
-/* Copy member key of o into *ret when present: NULL member = absent. -ENOMEM only. */
-static int copy_member(json_object *o, const char *key, json_object **ret)
-{
-    json_object *v = jsonx_get(o, key);
-
-    *ret = NULL;
-    if (!v)
-        return 0;
-    *ret = copy(v);
-    return *ret ? 0 : -ENOMEM;
-}
-
-static const char *type_word(json_object *v)
-{
-    switch (json_object_get_type(v)) {
-    case json_type_null:
-        return "null";
-    case json_type_boolean:
-        return "a boolean";
-    case json_type_double:
-    case json_type_int:
-        return "a number";
-    case json_type_string:
-        return "a string";
-    case json_type_array:
-        return "an array";
-    case json_type_object:
-        return "an object";
-    }
-    return "a value";
-}
-
-/* A string member with a length cap: absent -> NULL; wrong type or too long -> error. */
-static int opt_str(json_object *o, const char *key, size_t max, const char *field, const char **ret,
-                   char *err, size_t errlen)
-{
-    json_object *v = jsonx_get(o, key);
-
-    *ret = NULL;
-    if (!v)
-        return 0;
-    if (!json_object_is_type(v, json_type_string))
-        return util_fail(-EINVAL, err, errlen, "%s.%s: expected a string, got %s", field, key,
-                         type_word(v));
-    if ((size_t)json_object_get_string_len(v) > max)
-        return util_fail(-EINVAL, err, errlen, "%s.%s: longer than %zu bytes", field, key, max);
-    *ret = json_object_get_string(v);
-    return 0;
-}
-
-static int opt_type(json_object *o, const char *key, enum json_type type, const char *what,
-                    const char *field, json_object **ret, char *err, size_t errlen)
-{
-    json_object *v = jsonx_get(o, key);
-
-    *ret = NULL;
-    if (!v)
-        return 0;
-    if (!json_object_is_type(v, type))
-        return util_fail(-EINVAL, err, errlen, "%s.%s: expected %s, got %s", field, key, what,
-                         type_word(v));
-    *ret = v;
-    return 0;
-}
-
-static int parse_permission(json_object *o, const char *field, enum permission *ret, char *err,
-                            size_t errlen)
-{
-    const char *p;
-    int r = opt_str(o, "permission", 16, field, &p, err, errlen);
-
-    if (r < 0)
-        return r;
-    *ret = policy_permission_parse(p);
-    if (p && *ret == PERMISSION_UNSET)
-        return util_fail(-EINVAL, err, errlen, "%s.permission: expected allow, ask or deny", field);
-    return 0;
-}
-
-/* {"path": "$ctx.path"} maps (contextBindings, call.context). */
-static int check_bindings(json_object *o, const char *field, const char *key, char *err,
-                          size_t errlen)
-{
-    size_t n = 0;
-
-    json_object_object_foreach(o, path, token)
-    {
-        if (++n > BINDINGS_MAX)
-            return util_fail(-EINVAL, err, errlen, "%s.%s: more than %d bindings", field, key,
-                             BINDINGS_MAX);
-        if (!tool_spec_path_ok(path))
-            return util_fail(-EINVAL, err, errlen, "%s.%s: \"%.64s\" is not a dotted path", field,
-                             key, path);
-        if (!token || !json_object_is_type(token, json_type_string) ||
-            !tool_spec_ctx_token_ok(json_object_get_string(token)))
-            return util_fail(-EINVAL, err, errlen, "%s.%s.%.64s: expected a \"$ctx.<path>\" token",
-                             field, key, path);
-    }
-    return 0;
-}
-
-static int parse_call(json_object *call, const char *field, char *err, size_t errlen)
-{
-    static const char *const methods[] = {"GET", "POST", "PUT", "DELETE"};
-    const char *method, *path, *args_into;
-    json_object *v;
-    bool known = false;
-    int r;
-
-    r = opt_str(call, "method", 16, field, &method, err, errlen);
-    if (r < 0)
-        return r;
-    for (size_t i = 0; method && i < ARRAY_SIZE(methods); i++)
-        known = known || strcmp(method, methods[i]) == 0;
-    if (!known)
-        return util_fail(-EINVAL, err, errlen, "%s.method: expected GET, POST, PUT or DELETE",
-                         field);
-    r = opt_str(call, "path", CALL_PATH_MAX, field, &path, err, errlen);
-    if (r < 0)
-        return r;
-    if (!path || path[0] != '/' || path[1] == '/')
-        return util_fail(-EINVAL, err, errlen,
-                         "%s.path: must be an absolute path starting with one '/'", field);
-    r = opt_type(call, "body", json_type_object, "an object", field, &v, err, errlen);
-    if (r < 0)
-        return r;
-    r = opt_type(call, "context", json_type_object, "an object", field, &v, err, errlen);
-    if (r < 0)
-        return r;
-    if (v && (r = check_bindings(v, field, "context", err, errlen)) < 0)
-        return r;
-    r = opt_str(call, "args_into", 1024, field, &args_into, err, errlen);
-    if (r < 0)
-        return r;
-    if (args_into && !tool_spec_path_ok(args_into))
-        return util_fail(-EINVAL, err, errlen, "%s.args_into: \"%.64s\" is not a dotted path",
-                         field, args_into);
-    return 0;
-}
-
-static int parse_timeout(json_object *t, const char *field, uint64_t *ret, char *err, size_t errlen)
-{
-    json_object *v = jsonx_get(t, "timeoutMs");
-    int64_t ms;
-
-    *ret = 0;
-    if (!v)
-        return 0;
-    if (!json_object_is_type(v, json_type_int))
-        return util_fail(-EINVAL, err, errlen, "%s.timeoutMs: expected an integer, got %s", field,
-                         type_word(v));
-    ms = json_object_get_int64(v);
-    if (ms < 0 || (uint64_t)ms > TOOL_TIMEOUT_MAX_MS)
-        return util_fail(-EINVAL, err, errlen, "%s.timeoutMs: must be between 0 and %llu", field,
-                         (unsigned long long)TOOL_TIMEOUT_MAX_MS);
-    *ret = (uint64_t)ms;
-    return 0;
-}
-
-static int schema_of(json_object *o, const char *field, json_object **ret, char *err, size_t errlen)
-{
-    json_object *v = jsonx_get(o, "inputSchema");
-    size_t len;
-
-    *ret = NULL;
-    if (!v)
-        v = jsonx_get(o, "input_schema");
-    if (!v)
-        return 0;
-    if (!json_object_is_type(v, json_type_object))
-        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: expected an object, got %s", field,
-                         type_word(v));
-    jsonx_text(v, &len);
-    if (len > TOOL_SCHEMA_MAX)
-        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: longer than %d bytes", field,
-                         TOOL_SCHEMA_MAX);
-    *ret = copy(v);
-    return *ret ? 0 : -ENOMEM;
-}
-
 static int set_str(char **dst, const char *src)
 {
     if (!src)
@@ -318,344 +81,65 @@ static int set_str(char **dst, const char *src)
     return *dst ? 0 : -ENOMEM;
 }
 
-/* One customTools entry into t (released by the caller on failure). */
-static int parse_custom(json_object *o, size_t i, struct tool_spec *t, char *err, size_t errlen)
+/* A copy of o into *ret (NULL stays NULL). */
+static int set_json(json_object **dst, json_object *o)
 {
-    const char *name, *kind, *call_ref, *description;
-    json_object *call, *v;
-    char field[128];
-    int r;
+    if (!o)
+        return 0;
+    *dst = copy(o);
+    return *dst ? 0 : -ENOMEM;
+}
 
-    snprintf(field, sizeof(field), "customTools[%zu]", i);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return util_fail(-EINVAL, err, errlen, "%s: expected an object", field);
-    r = opt_str(o, "name", 256, field, &name, err, errlen);
-    if (r < 0)
-        return r;
-    if (!name || !tool_name_ok(name))
-        return util_fail(-EINVAL, err, errlen, "%s.name: must be 1-%d letters, digits, '_' or '-'",
-                         field, TOOL_NAME_MAX);
-    if (strcmp(name, TOOL_SPEC_RESERVED_NAME) == 0)
-        return util_fail(-EINVAL, err, errlen, "%s.name: \"%s\" is reserved", field,
-                         TOOL_SPEC_RESERVED_NAME);
-    snprintf(field, sizeof(field), "customTools[%zu] \"%s\"", i, name);
-    r = opt_str(o, "kind", 32, field, &kind, err, errlen);
-    if (r < 0)
-        return r;
-    if (kind && strcmp(kind, "code") == 0)
-        return util_fail(-EINVAL, err, errlen,
-                         "%s: kind \"code\" is not supported: this runner executes no code tools",
-                         field);
-    if (kind && strcmp(kind, "callback") != 0 && strcmp(kind, "client") != 0)
-        return util_fail(-EINVAL, err, errlen, "%s.kind: expected callback or client", field);
-    r = opt_str(o, "callRef", CALL_REF_MAX, field, &call_ref, err, errlen);
-    if (r < 0)
-        return r;
-    r = opt_type(o, "call", json_type_object, "an object", field, &call, err, errlen);
-    if (r < 0)
-        return r;
-    if (kind && strcmp(kind, "client") == 0) {
-        t->exec = TOOL_EXEC_CLIENT;
-    } else {
-        if (call_ref && call)
-            return util_fail(-EINVAL, err, errlen, "%s: callRef and call are mutually exclusive",
-                             field);
-        if (!call_ref && !call)
-            return util_fail(-EINVAL, err, errlen, "%s: a callback tool needs callRef or call",
-                             field);
-        if (call_ref && !*call_ref)
-            return util_fail(-EINVAL, err, errlen, "%s.callRef: must not be empty", field);
-        t->exec = call ? TOOL_EXEC_DIRECT : TOOL_EXEC_CALLBACK;
-        if (call) {
-            char cfield[160];
-
-            snprintf(cfield, sizeof(cfield), "%s.call", field);
-            r = parse_call(call, cfield, err, errlen);
-            if (r < 0)
-                return r;
-        }
-    }
-    r = opt_str(o, "description", TOOL_DESCRIPTION_MAX, field, &description, err, errlen);
-    if (r < 0)
-        return r;
-    r = schema_of(o, field, &t->input_schema, err, errlen);
-    if (r < 0)
-        return r;
-    r = opt_type(o, "contextBindings", json_type_object, "an object", field, &v, err, errlen);
-    if (r < 0)
-        return r;
-    if (v && (r = check_bindings(v, field, "contextBindings", err, errlen)) < 0)
-        return r;
-    r = opt_type(o, "ephemeralArgs", json_type_array, "an array", field, &v, err, errlen);
-    if (r < 0)
-        return r;
-    for (size_t j = 0; v && j < json_object_array_length(v); j++) {
-        json_object *e = json_object_array_get_idx(v, j);
-
-        if (j >= EPHEMERAL_MAX || !e || !json_object_is_type(e, json_type_string) ||
-            json_object_get_string_len(e) == 0 || json_object_get_string_len(e) > 256)
-            return util_fail(-EINVAL, err, errlen,
-                             "%s.ephemeralArgs[%zu]: expected an argument name", field, j);
-    }
-    r = parse_timeout(o, field, &t->timeout_ms, err, errlen);
-    if (r < 0)
-        return r;
-    r = opt_type(o, "render", json_type_object, "an object", field, &v, err, errlen);
-    if (r < 0)
-        return r;
-    r = opt_type(o, "readOnly", json_type_boolean, "a boolean", field, &v, err, errlen);
-    if (r < 0)
-        return r;
-    t->read_only = v ? json_object_get_boolean(v) : -1;
-    r = parse_permission(o, field, &t->permission, err, errlen);
-    if (r < 0)
-        return r;
+static int custom_spec(const struct custom_tool *c, struct tool_spec *t)
+{
+    t->exec = c->exec;
+    t->timeout_ms = c->timeout_ms;
+    t->read_only = c->read_only;
+    t->permission = c->permission;
     t->server_permission = PERMISSION_UNSET;
-    if (set_str(&t->name, name) < 0 || set_str(&t->description, description) < 0 ||
-        set_str(&t->call_ref, t->exec == TOOL_EXEC_CALLBACK ? call_ref : NULL) < 0 ||
-        copy_member(o, "contextBindings", &t->context_bindings) < 0 ||
-        copy_member(o, "ephemeralArgs", &t->ephemeral_args) < 0 ||
-        copy_member(o, "render", &t->render) < 0)
-        return -ENOMEM;
-    if (t->exec == TOOL_EXEC_DIRECT && copy_member(o, "call", &t->call) < 0)
+    if (set_str(&t->name, c->name) < 0 || set_str(&t->description, c->description) < 0 ||
+        set_str(&t->call_ref, c->call_ref) < 0 || set_json(&t->input_schema, c->input_schema) < 0 ||
+        set_json(&t->call, c->call) < 0 ||
+        set_json(&t->context_bindings, c->context_bindings) < 0 ||
+        set_json(&t->ephemeral_args, c->ephemeral_args) < 0 || set_json(&t->render, c->render) < 0)
         return -ENOMEM;
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
+static int server_of(const struct mcp_server *m, struct tool_server *sv)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* The sorted lower-case names of an MCP server's headers and credential headers. */
-static int header_names(json_object *conn, const char *field, json_object **ret, char *err,
-                        size_t errlen)
-{
-    json_object *headers = jsonx_get(conn, "headers"), *creds = jsonx_get(conn, "credentials");
-    json_object *names = json_object_new_array();
-    const char *list[256];
-    char lower[129];
-    size_t n = 0;
-    int r = 0;
-
-    if (!names)
+    sv->permission = m->permission;
+    sv->include_all = m->include_all;
+    if (set_str(&sv->name, m->name) < 0 || set_str(&sv->url, m->url) < 0)
         return -ENOMEM;
-    if (headers && json_object_is_type(headers, json_type_object)) {
-        json_object_object_foreach(headers, key, val)
-        {
-            (void)val;
-            if (n == ARRAY_SIZE(list)) {
-                r = util_fail(-EINVAL, err, errlen, "%s.connection.headers: too many headers",
-                              field);
-                goto out;
-            }
-            list[n++] = key;
-        }
+    if (!m->include_all) {
+        sv->include = m->include ? copy(m->include) : json_object_new_array();
+        if (!sv->include)
+            return -ENOMEM;
     }
-    for (size_t i = 0; creds && json_object_is_type(creds, json_type_array) &&
-                       i < json_object_array_length(creds);
-         i++) {
-        const char *name =
-            jsonx_str(jsonx_get(json_object_array_get_idx(creds, i), "binding"), "name");
-
-        if (!name)
-            continue;
-        if (n == ARRAY_SIZE(list)) {
-            r = util_fail(-EINVAL, err, errlen, "%s.connection.credentials: too many headers",
-                          field);
-            goto out;
-        }
-        list[n++] = name;
-    }
-    qsort(list, n, sizeof(list[0]), cmp_str);
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(list[i]);
-
-        if (len >= sizeof(lower))
-            len = sizeof(lower) - 1;
-        for (size_t k = 0; k < len; k++)
-            lower[k] = (char)tolower((unsigned char)list[i][k]);
-        lower[len] = '\0';
-        json_object_array_add(names, json_object_new_string(lower));
-    }
-    *ret = names;
-    names = NULL;
-out:
-    json_object_put(names);
-    return r;
-}
-
-static int parse_server(json_object *o, size_t i, struct tool_server *sv, char *err, size_t errlen)
-{
-    json_object *conn, *policy, *tools, *names;
-    const char *name, *url, *mode;
-    char field[128];
-    int r;
-
-    snprintf(field, sizeof(field), "mcpServers[%zu]", i);
-    if (!o || !json_object_is_type(o, json_type_object))
-        return util_fail(-EINVAL, err, errlen, "%s: expected an object", field);
-    r = opt_str(o, "name", 256, field, &name, err, errlen);
-    if (r < 0)
-        return r;
-    if (!name || !tool_name_ok(name))
-        return util_fail(-EINVAL, err, errlen, "%s.name: must be 1-%d letters, digits, '_' or '-'",
-                         field, TOOL_NAME_MAX);
-    if (strcmp(name, TOOL_SPEC_RESERVED_NAME) == 0)
-        return util_fail(-EINVAL, err, errlen, "%s.name: \"%s\" is reserved", field,
-                         TOOL_SPEC_RESERVED_NAME);
-    snprintf(field, sizeof(field), "mcpServers[%zu] \"%s\"", i, name);
-    r = opt_type(o, "connection", json_type_object, "an object", field, &conn, err, errlen);
-    if (r < 0)
-        return r;
-    if (!conn)
-        return util_fail(-EINVAL, err, errlen, "%s.connection: required", field);
-    if (!jsonx_str(conn, "type") || strcmp(jsonx_str(conn, "type"), "http") != 0)
-        return util_fail(-EINVAL, err, errlen, "%s.connection.type: only \"http\" is supported",
-                         field);
-    r = opt_str(conn, "url", 2048, field, &url, err, errlen);
-    if (r < 0)
-        return r;
-    if (!url)
-        return util_fail(-EINVAL, err, errlen, "%s.connection.url: required", field);
-    r = opt_type(o, "policy", json_type_object, "an object", field, &policy, err, errlen);
-    if (r < 0)
-        return r;
-    sv->permission = PERMISSION_UNSET;
-    sv->include_all = true;
-    if (policy) {
-        r = parse_permission(policy, field, &sv->permission, err, errlen);
-        if (r < 0)
-            return r;
-        r = opt_type(policy, "tools", json_type_object, "an object", field, &tools, err, errlen);
-        if (r < 0)
-            return r;
-        r = opt_str(tools, "mode", 16, field, &mode, err, errlen);
-        if (r < 0)
-            return r;
-        if (mode && strcmp(mode, "all") != 0 && strcmp(mode, "include") != 0)
-            return util_fail(-EINVAL, err, errlen, "%s.policy.tools.mode: expected all or include",
-                             field);
-        if (mode && strcmp(mode, "include") == 0) {
-            sv->include_all = false;
-            r = opt_type(tools, "names", json_type_array, "an array", field, &names, err, errlen);
-            if (r < 0)
-                return r;
-            for (size_t j = 0; names && j < json_object_array_length(names); j++) {
-                json_object *e = json_object_array_get_idx(names, j);
-
-                if (!e || !json_object_is_type(e, json_type_string))
-                    return util_fail(-EINVAL, err, errlen,
-                                     "%s.policy.tools.names[%zu]: expected a string", field, j);
-            }
-            sv->include = names ? copy(names) : json_object_new_array();
-            if (!sv->include)
-                return -ENOMEM;
-        }
-    }
-    r = header_names(conn, field, &sv->header_names, err, errlen);
-    if (r < 0)
-        return r;
-    if (set_str(&sv->name, name) < 0 || set_str(&sv->url, url) < 0)
-        return -ENOMEM;
     return 0;
 }
 
-static const struct tool_spec *find(const struct tool_set *s, size_t n, const char *name)
+int tool_set_new(const struct run_tools *tools, struct tool_set **ret)
 {
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(s->tools[i].name, name) == 0)
-            return &s->tools[i];
-    return NULL;
-}
+    struct tool_set *s = calloc(1, sizeof(*s));
+    size_t nt = tools->ncustom, ns = tools->nservers;
+    int r = -ENOMEM;
 
-int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_object *mcp_servers,
-                 struct tool_set **ret, char *err, size_t errlen)
-{
-    struct tool_set *s;
-    size_t nt = 0, ns = 0;
-    int r = 0;
-
-    if (custom_tools && !json_object_is_type(custom_tools, json_type_array))
-        return util_fail(-EINVAL, err, errlen, "customTools: expected an array");
-    if (mcp_servers && !json_object_is_type(mcp_servers, json_type_array))
-        return util_fail(-EINVAL, err, errlen, "mcpServers: expected an array");
-    if (tool_callback && !json_object_is_type(tool_callback, json_type_object))
-        return util_fail(-EINVAL, err, errlen, "toolCallback: expected an object");
-    nt = custom_tools ? json_object_array_length(custom_tools) : 0;
-    ns = mcp_servers ? json_object_array_length(mcp_servers) : 0;
-    if (nt > TOOL_SET_MAX)
-        return util_fail(-EINVAL, err, errlen, "customTools: more than %d tools", TOOL_SET_MAX);
-    if (ns > MCP_SERVERS_MAX)
-        return util_fail(-EINVAL, err, errlen, "mcpServers: more than %d servers", MCP_SERVERS_MAX);
-    s = calloc(1, sizeof(*s));
     if (!s)
         return -ENOMEM;
     s->tools = calloc(nt ? nt : 1, sizeof(*s->tools));
     s->servers = calloc(ns ? ns : 1, sizeof(*s->servers));
-    if (!s->tools || !s->servers) {
-        r = -ENOMEM;
+    if (!s->tools || !s->servers || set_str(&s->callback_endpoint, tools->callback_endpoint) < 0)
         goto out;
-    }
-    for (size_t i = 0; i < nt; i++) {
-        struct tool_spec *t = &s->tools[i];
-
-        r = parse_custom(json_object_array_get_idx(custom_tools, i), i, t, err, errlen);
-        if (r < 0) {
-            spec_release(t);
-            goto out;
-        }
-        s->ntools++;
-        if (find(s, i, t->name)) {
-            r = util_fail(-EINVAL, err, errlen, "customTools[%zu] \"%s\": duplicate tool name", i,
-                          t->name);
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < ns; i++) {
-        struct tool_server *sv = &s->servers[i];
-
-        r = parse_server(json_object_array_get_idx(mcp_servers, i), i, sv, err, errlen);
-        if (r < 0) {
-            server_release(sv);
-            goto out;
-        }
-        s->nservers++;
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(s->servers[j].name, sv->name) == 0) {
-                r = util_fail(-EINVAL, err, errlen, "mcpServers[%zu] \"%s\": duplicate server name",
-                              i, sv->name);
-                goto out;
-            }
-        }
-    }
-    if (tool_callback) {
-        const char *endpoint = jsonx_str(tool_callback, "endpoint");
-
-        if (!endpoint || !*endpoint) {
-            r = util_fail(-EINVAL, err, errlen, "toolCallback.endpoint: required");
-            goto out;
-        }
-        if (set_str(&s->callback_endpoint, endpoint) < 0) {
-            r = -ENOMEM;
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < s->ntools; i++) {
-        const struct tool_spec *t = &s->tools[i];
-
-        if ((t->exec == TOOL_EXEC_CALLBACK || t->exec == TOOL_EXEC_DIRECT) &&
-            !s->callback_endpoint) {
-            r = util_fail(-EINVAL, err, errlen,
-                          "customTools[%zu] \"%s\": a callback tool needs toolCallback.endpoint", i,
-                          t->name);
-            goto out;
-        }
-    }
-    if (custom_tools && !(s->custom = copy(custom_tools))) {
-        r = -ENOMEM;
+    r = 0;
+    /* each counted as soon as it is begun: the set releases a half-made one too */
+    for (size_t i = 0; i < nt && r == 0; i++, s->ntools++)
+        r = custom_spec(&tools->custom[i], &s->tools[i]);
+    for (size_t i = 0; i < ns && r == 0; i++, s->nservers++)
+        r = server_of(&tools->servers[i], &s->servers[i]);
+    if (r < 0)
         goto out;
-    }
     *ret = s;
     s = NULL;
 out:
@@ -722,6 +206,48 @@ static bool included(const struct tool_server *sv, const char *remote)
     return false;
 }
 
+/* The listed tool's description: absent, or a string of at most TOOL_DESCRIPTION_MAX bytes. */
+static int listed_description(json_object *o, const char *field, const char **ret, char *err,
+                              size_t errlen)
+{
+    json_object *v = jsonx_get(o, "description");
+
+    *ret = NULL;
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_string))
+        return util_fail(-EINVAL, err, errlen, "%s.description: expected a string, got %s", field,
+                         jsonx_type_word(v));
+    if ((size_t)json_object_get_string_len(v) > TOOL_DESCRIPTION_MAX)
+        return util_fail(-EINVAL, err, errlen, "%s.description: longer than %d bytes", field,
+                         TOOL_DESCRIPTION_MAX);
+    *ret = json_object_get_string(v);
+    return 0;
+}
+
+/* inputSchema (else input_schema): absent, or an object whose JSON fits TOOL_SCHEMA_MAX. */
+static int listed_schema(json_object *o, const char *field, json_object **ret, char *err,
+                         size_t errlen)
+{
+    json_object *v = jsonx_get(o, "inputSchema");
+    size_t len;
+
+    *ret = NULL;
+    if (!v)
+        v = jsonx_get(o, "input_schema");
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_object))
+        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: expected an object, got %s", field,
+                         jsonx_type_word(v));
+    jsonx_text(v, &len);
+    if (len > TOOL_SCHEMA_MAX)
+        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: longer than %d bytes", field,
+                         TOOL_SCHEMA_MAX);
+    *ret = copy(v);
+    return *ret ? 0 : -ENOMEM;
+}
+
 /* One listed MCP Tool into t (released by the caller on failure). */
 static int parse_listed(const struct tool_server *sv, size_t server, json_object *o,
                         const char *name, const char *exposed, struct tool_spec *t, char *err,
@@ -733,10 +259,10 @@ static int parse_listed(const struct tool_server *sv, size_t server, json_object
     int r;
 
     snprintf(field, sizeof(field), "MCP server \"%s\" tool \"%s\"", sv->name, name);
-    r = opt_str(o, "description", TOOL_DESCRIPTION_MAX, field, &description, err, errlen);
+    r = listed_description(o, field, &description, err, errlen);
     if (r < 0)
         return r;
-    r = schema_of(o, field, &t->input_schema, err, errlen);
+    r = listed_schema(o, field, &t->input_schema, err, errlen);
     if (r < 0)
         return r;
     hint = jsonx_get(jsonx_get(o, "annotations"), "readOnlyHint");
@@ -868,49 +394,6 @@ int tool_set_public_json(const struct tool_set *s, struct buf *out)
     else
         r = buf_append(out, text, len);
     json_object_put(arr);
-    return r;
-}
-
-int tool_set_fingerprint(const struct tool_set *s, uint8_t ret[TOOL_FINGERPRINT_LEN])
-{
-    json_object *doc = json_object_new_object(), *servers = json_object_new_array();
-    unsigned int n = 0;
-    struct buf b;
-    int r;
-
-    if (!doc || !servers) {
-        json_object_put(doc);
-        json_object_put(servers);
-        return -ENOMEM;
-    }
-    json_object_object_add(doc, "v", json_object_new_int(1));
-    if (s->callback_endpoint)
-        json_object_object_add(doc, "callbackEndpoint",
-                               json_object_new_string(s->callback_endpoint));
-    if (s->custom)
-        json_object_object_add(doc, "customTools", json_object_get(s->custom));
-    for (size_t i = 0; i < s->nservers; i++) {
-        const struct tool_server *sv = &s->servers[i];
-        json_object *o = json_object_new_object();
-
-        json_object_object_add(o, "name", json_object_new_string(sv->name));
-        json_object_object_add(o, "url", json_object_new_string(sv->url));
-        json_object_object_add(o, "permission",
-                               json_object_new_string(policy_permission_name(sv->permission)));
-        json_object_object_add(o, "include",
-                               sv->include_all ? json_object_new_string("all")
-                                               : json_object_get(sv->include));
-        json_object_object_add(o, "headers", json_object_get(sv->header_names));
-        json_object_array_add(servers, o);
-    }
-    json_object_object_add(doc, "mcpServers", servers);
-    buf_init(&b, CANON_MAX);
-    r = identity_canonical(doc, &b);
-    if (r == 0 && (EVP_Digest(buf_str(&b), b.len, ret, &n, EVP_sha256(), NULL) != 1 ||
-                   n != TOOL_FINGERPRINT_LEN))
-        r = -EIO;
-    buf_release(&b);
-    json_object_put(doc);
     return r;
 }
 

@@ -1,31 +1,26 @@
 /*
- * tool_spec — the run's tool set: every tool the harness is offered and the runner executes
- * (reference/agenta-runner.md §2.3, §2.4, §3.21, §3.22, §3.24; DESIGN.md §6a).
+ * tool_spec — the run's tool set: every tool the harness is offered and the runner executes.
  *
  * Built in two steps:
- *   1. tool_set_new() from the request's customTools, toolCallback and mcpServers (pure, no
- *      I/O): each custom tool is validated and classified (callback through /tools/call,
- *      direct call, client tool); kind "code" is refused; the MCP servers' names, urls and
- *      policies are recorded (never a credential value);
+ *   1. tool_set_new() from the request's parsed tools (struct run_tools, which the request
+ *      parser checked in full: request/request_tools.h), so it cannot refuse: each custom tool
+ *      as the request classified it (callback through /tools/call, direct call, client tool),
+ *      the MCP servers' names, urls and policies (never a credential value), the callback
+ *      endpoint;
  *   2. tool_set_add_mcp_tools() once per server with what its tools/list returned: the
  *      policy.tools include list filters, each tool is offered as "<server>__<tool>" (bytes
  *      outside [A-Za-z0-9_-] become '_'; a name over 64 bytes is cut to 55 and given an
  *      8-hex-digit hash suffix), and the server's permission applies to every one of them.
- * A tool name that clashes with another (after that mapping) and the reserved name
- * "agenta-tools" are refused with a message naming both.
+ *      A listed tool whose name clashes with another (after that mapping) is refused with a
+ *      message naming both.
  *
  * The public specs (tool_set_public_json) are what crosses into the sandbox, as the file
  * named by RUNNER_TOOLS_FILE: [{name, description, inputSchema}] and nothing else — never a
  * callRef, a direct-call descriptor, a binding, an endpoint or a credential.
  *
- * The fingerprint covers the configured tool set: every custom tool as sent, the callback
- * endpoint, and each MCP server's name, url, policy and header *names*. It leaves out the
- * callback authorization and every header value (a rotated credential keeps a warm session)
- * and the tools the servers list (known only after I/O; a warm session keeps its list).
- *
  * Ownership: a tool_set owns copies of everything it holds; it does not borrow from the
- * request. Errors: -EINVAL with a message naming the field ("customTools[1] \"search\": ..."),
- * -ENOMEM, -E2BIG when a cap is passed.
+ * request. Errors: -EINVAL with a message naming the server and the tool, -ENOMEM, -E2BIG when
+ * a cap is passed.
  */
 #ifndef AR_TOOL_SPEC_H
 #define AR_TOOL_SPEC_H
@@ -37,24 +32,12 @@
 #include <json-c/json.h>
 
 #include "base/buf.h"
+#include "core/contracts.h"
 #include "core/policy.h"
 #include "proto/tool_result.h"
 
-#define TOOL_SPEC_RESERVED_NAME "agenta-tools"
-#define TOOL_SET_MAX 512                 /* tools in one run, custom + MCP */
-#define TOOL_NAME_MAX 64                 /* what every model API accepts */
-#define TOOL_DESCRIPTION_MAX (64 * 1024) /* bytes */
-#define TOOL_SCHEMA_MAX (256 * 1024)     /* bytes of one inputSchema as JSON */
+#define TOOL_SET_MAX 512 /* tools in one run, custom + MCP */
 #define TOOL_PUBLIC_MAX (16u * 1024 * 1024)
-#define TOOL_TIMEOUT_MAX_MS (24ull * 3600 * 1000)
-#define TOOL_FINGERPRINT_LEN 32
-
-enum tool_exec {
-    TOOL_EXEC_CALLBACK = 0, /* callRef: POST toolCallback.endpoint */
-    TOOL_EXEC_DIRECT,       /* call: a direct request to the callback's origin */
-    TOOL_EXEC_CLIENT,       /* kind "client": the browser runs it (the turn pauses) */
-    TOOL_EXEC_MCP,          /* a user MCP server's tool: the runner calls the server */
-};
 
 struct tool_spec {
     char *name;                 /* what the harness sees */
@@ -80,7 +63,6 @@ struct tool_server {
     enum permission permission;
     bool include_all;           /* policy.tools.mode "all" (the default) */
     json_object *include;       /* mode "include": array of the server's tool names */
-    json_object *header_names;  /* sorted lower-case names of its headers (fingerprint only) */
 };
 
 struct tool_set {
@@ -88,16 +70,11 @@ struct tool_set {
     size_t ntools;
     struct tool_server *servers;
     size_t nservers;
-    char *callback_endpoint;    /* toolCallback.endpoint or NULL (never the authorization) */
-    json_object *custom;        /* deep copy of customTools (fingerprint), may be NULL */
+    char *callback_endpoint; /* toolCallback.endpoint or NULL (never the authorization) */
 };
 
-/*
- * Step 1. Any argument may be NULL. On success *ret is a new set the caller frees with
- * tool_set_free(); on failure err names the problem and nothing is allocated.
- */
-int tool_set_new(json_object *custom_tools, json_object *tool_callback, json_object *mcp_servers,
-                 struct tool_set **ret, char *err, size_t errlen);
+/* Step 1: *ret is a new set the caller frees with tool_set_free(). 0 or -ENOMEM. */
+int tool_set_new(const struct run_tools *tools, struct tool_set **ret);
 void tool_set_free(struct tool_set *s);
 
 /*
@@ -113,9 +90,6 @@ const struct tool_spec *tool_set_find(const struct tool_set *s, const char *name
 /* [{name, description, inputSchema}] as compact JSON appended to out (cap TOOL_PUBLIC_MAX). */
 int tool_set_public_json(const struct tool_set *s, struct buf *out);
 
-/* SHA-256 of the canonical JSON of the configured set (see above). */
-int tool_set_fingerprint(const struct tool_set *s, uint8_t ret[TOOL_FINGERPRINT_LEN]);
-
 /* The permission gate of a call to t with args (borrowed) for policy_permission_effective(). */
 void tool_spec_gate(const struct tool_spec *t, json_object *args, struct permission_gate *ret);
 
@@ -126,8 +100,6 @@ void tool_spec_gate(const struct tool_spec *t, json_object *args, struct permiss
  */
 void tool_spec_denial(const struct tool_spec *t, char *out, size_t outlen);
 
-const char *tool_exec_name(enum tool_exec e);
-
 /*
  * Agenta's required-argument check (spec-schema.ts): every name in inputSchema.required that
  * is absent or null in args, recursing into the properties that are present. 0 when nothing is
@@ -135,14 +107,5 @@ const char *tool_exec_name(enum tool_exec e);
  * b.c. Retry the tool call with those argument fields populated.") in out.
  */
 int tool_spec_check_required(const struct tool_spec *t, json_object *args, struct buf *out);
-
-
-/*
- * A dotted argument/body path ("data.inputs"): 1-32 non-empty segments of at most 128 bytes,
- * none of them __proto__, constructor or prototype.
- */
-bool tool_spec_path_ok(const char *path);
-/* "$ctx." followed by a valid path. */
-bool tool_spec_ctx_token_ok(const char *token);
 
 #endif

@@ -9,17 +9,24 @@
  *     the parse with it succeeds on a harness other than the scripted one;
  *   - tighter limits only refuse more;
  *   - an accepted request satisfies the invariants the engine relies on (ids bounded and free
- *     of control characters, relative workspace paths, a turn id, a known harness);
+ *     of control characters, relative workspace paths, a turn id, a known harness), and its
+ *     tools (customTools, mcpServers, toolCallback) are checked in full: each typed tool and
+ *     server holds what its consumers assume, the tool set builds from them (tool_set_new
+ *     cannot refuse) and the config fingerprint is computed (it cannot fail on a parse);
+ *   - a refusal quotes no MCP credential or header value either;
  *   - request_parse_session_ref writes its result only on success, and then with a non-empty
  *     session id and a project id without ':'.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/jsonx.h"
 #include "fuzz.h"
 #include "request/request.h"
+#include "session/identity.h"
+#include "tools/tool_spec.h"
 
 #define ERR_SIZE 256
 #define SECRET_MIN 12
@@ -86,6 +93,115 @@ static void check_block(const struct content_block *b)
         FUZZ_CHECK(b->tool_call_id != NULL);
 }
 
+static bool tool_name_ok(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+
+    if (n == 0 || n > TOOL_NAME_MAX || strcmp(s, RUN_TOOLS_MCP_NAME) == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
+            return false;
+    return true;
+}
+
+static void check_custom_tool(const struct run_tools *tools, size_t i)
+{
+    const struct custom_tool *t = &tools->custom[i];
+
+    FUZZ_CHECK(tool_name_ok(t->name));
+    for (size_t j = 0; j < i; j++)
+        FUZZ_CHECK(strcmp(tools->custom[j].name, t->name) != 0);
+    FUZZ_CHECK(t->exec != TOOL_EXEC_MCP); /* only a listed MCP tool is run by its server */
+    switch (t->exec) {
+    case TOOL_EXEC_CALLBACK:
+        FUZZ_CHECK(t->call_ref && t->call_ref[0] && !t->call && tools->callback_endpoint);
+        break;
+    case TOOL_EXEC_DIRECT:
+        FUZZ_CHECK(!t->call_ref && t->call && tools->callback_endpoint);
+        FUZZ_CHECK(json_object_is_type(t->call, json_type_object));
+        FUZZ_CHECK(jsonx_str(t->call, "path") && jsonx_str(t->call, "path")[0] == '/');
+        break;
+    case TOOL_EXEC_CLIENT:
+        FUZZ_CHECK(!t->call_ref && !t->call);
+        break;
+    case TOOL_EXEC_MCP:
+        break;
+    }
+    FUZZ_CHECK(t->read_only >= -1 && t->read_only <= 1);
+    FUZZ_CHECK(t->timeout_ms <= TOOL_TIMEOUT_MAX_MS);
+    FUZZ_CHECK(t->permission >= PERMISSION_UNSET && t->permission <= PERMISSION_DENY);
+    FUZZ_CHECK(!t->input_schema || json_object_is_type(t->input_schema, json_type_object));
+    FUZZ_CHECK(!t->render || json_object_is_type(t->render, json_type_object));
+    FUZZ_CHECK(!t->ephemeral_args || json_object_is_type(t->ephemeral_args, json_type_array));
+    if (t->context_bindings) {
+        json_object_object_foreach(t->context_bindings, path, token)
+        {
+            FUZZ_CHECK(run_tools_path_ok(path));
+            FUZZ_CHECK(run_tools_ctx_token_ok(json_object_get_string(token)));
+        }
+    }
+}
+
+static void check_mcp_server(const struct run_tools *tools, size_t i)
+{
+    const struct mcp_server *sv = &tools->servers[i];
+
+    FUZZ_CHECK(tool_name_ok(sv->name));
+    for (size_t j = 0; j < i; j++)
+        FUZZ_CHECK(strcmp(tools->servers[j].name, sv->name) != 0);
+    FUZZ_CHECK(sv->url &&
+               (strncmp(sv->url, "http://", 7) == 0 || strncmp(sv->url, "https://", 8) == 0));
+    FUZZ_CHECK(!sv->include_all || !sv->include);
+    FUZZ_CHECK(sv->nheaders <= MCP_SERVER_HEADERS_MAX);
+    FUZZ_CHECK((sv->nheaders == 0) == (sv->headers == NULL));
+    for (size_t j = 0; j < sv->nheaders; j++) {
+        const struct mcp_header *h = &sv->headers[j];
+
+        FUZZ_CHECK(h->name[0] && no_control(h->name) && !strchr(h->name, ':'));
+        FUZZ_CHECK(!strpbrk(h->value, "\r\n"));
+        FUZZ_CHECK(!h->secret || h->value[0]);
+        for (size_t k = 0; k < j; k++)
+            FUZZ_CHECK(strcasecmp(sv->headers[k].name, h->name) != 0);
+    }
+}
+
+/* The typed tools, the set built from them, and the fingerprint over them. */
+static void check_tools(const struct run_request *req)
+{
+    const struct run_tools *tools = &req->tools;
+    struct tool_set *set = NULL;
+    uint8_t fp[IDENTITY_DIGEST_LEN];
+    struct buf pub;
+    int r;
+
+    FUZZ_CHECK((tools->ncustom == 0) == (tools->custom == NULL));
+    FUZZ_CHECK((tools->nservers == 0) == (tools->servers == NULL));
+    FUZZ_CHECK(tools->ncustom ==
+               (req->custom_tools ? json_object_array_length(req->custom_tools) : 0));
+    FUZZ_CHECK(tools->nservers ==
+               (req->mcp_servers ? json_object_array_length(req->mcp_servers) : 0));
+    FUZZ_CHECK(!tools->callback_endpoint == !req->tool_callback);
+    for (size_t i = 0; i < tools->ncustom; i++)
+        check_custom_tool(tools, i);
+    for (size_t i = 0; i < tools->nservers; i++)
+        check_mcp_server(tools, i);
+    r = tool_set_new(tools, &set);
+    FUZZ_CHECK(r == 0 || r == -ENOMEM);
+    if (r == 0) {
+        FUZZ_CHECK(set->ntools == tools->ncustom && set->nservers == tools->nservers);
+        for (size_t i = 0; i < tools->ncustom; i++)
+            FUZZ_CHECK(tool_set_find(set, tools->custom[i].name) == &set->tools[i]);
+        buf_init(&pub, TOOL_PUBLIC_MAX);
+        r = tool_set_public_json(set, &pub);
+        FUZZ_CHECK(r == 0 || r == -ENOMEM || r == -E2BIG);
+        buf_release(&pub);
+        tool_set_free(set);
+    }
+    r = identity_config_fp(req, fp);
+    FUZZ_CHECK(r == 0 || r == -ENOMEM);
+}
+
 static void check_request(const struct run_request *req, const struct request_limits *lim)
 {
     struct buf prompt;
@@ -141,6 +257,7 @@ static void check_request(const struct run_request *req, const struct request_li
         for (size_t i = 0; i < req->mc.nheaders; i++)
             FUZZ_CHECK(req->mc.headers[i].name[0] && req->mc.headers[i].value);
     }
+    check_tools(req);
     buf_init(&prompt, 64u * 1024 * 1024);
     (void)run_request_prompt_text(req, &prompt);
     buf_release(&prompt);
@@ -186,6 +303,32 @@ static void check_secret_absent(const uint8_t *data, size_t size, const char *er
     FUZZ_CHECK(strstr(err, value) == NULL);
 }
 
+/* No MCP server's header value or credential value in a refusal. */
+static void check_mcp_secrets(const uint8_t *data, size_t size, const char *err,
+                              json_object *servers)
+{
+    for (size_t i = 0; servers && json_object_is_type(servers, json_type_array) &&
+                       i < json_object_array_length(servers);
+         i++) {
+        json_object *conn = jsonx_get(json_object_array_get_idx(servers, i), "connection");
+        json_object *headers = jsonx_get(conn, "headers"), *creds = jsonx_get(conn, "credentials");
+
+        if (headers && json_object_is_type(headers, json_type_object)) {
+            json_object_object_foreach(headers, key, val)
+            {
+                (void)key;
+                if (val && json_object_is_type(val, json_type_string))
+                    check_secret_absent(data, size, err, json_object_get_string(val));
+            }
+        }
+        for (size_t j = 0; creds && json_object_is_type(creds, json_type_array) &&
+                           j < json_object_array_length(creds);
+             j++)
+            check_secret_absent(data, size, err,
+                                jsonx_str(json_object_array_get_idx(creds, j), "value"));
+    }
+}
+
 static void check_redaction(const uint8_t *data, size_t size, const char *err)
 {
     json_object *root, *creds, *headers;
@@ -212,6 +355,7 @@ static void check_redaction(const uint8_t *data, size_t size, const char *err)
     }
     check_secret_absent(data, size, err,
                         jsonx_str(jsonx_get(root, "toolCallback"), "authorization"));
+    check_mcp_secrets(data, size, err, jsonx_get(root, "mcpServers"));
     json_object_put(root);
 }
 

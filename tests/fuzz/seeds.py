@@ -89,6 +89,43 @@ def request_seeds():
             {"name": "agenta-tools", "connection": {"type": "stdio"}}]}),
         "callback": j({"toolCallback": {"endpoint": "http://10.0.0.1/x",
                                         "authorization": "Bearer 123456789012345678"}}),
+        # the tool sections' second pass: accepted in full, and one fault of each kind
+        "tools-full": j({"toolCallback": {"endpoint": "https://cb.example/tools/call",
+                                          "authorization": "Bearer abc123def456ghi789"},
+                         "customTools": [
+            {"name": "t1", "callRef": "r1", "description": "d", "timeoutMs": 5000,
+             "inputSchema": {"type": "object", "required": ["a"]}, "readOnly": True,
+             "permission": "ask", "contextBindings": {"x.y": "$ctx.run.id"},
+             "ephemeralArgs": ["z"], "render": {"kind": "c"}},
+            {"name": "t2", "call": {"method": "POST", "path": "/api/{id}", "body": {"k": 1},
+                                    "context": {"c": "$ctx.a"}, "args_into": "data.inputs"}},
+            {"name": "t3", "kind": "client", "callRef": ""}]}),
+        "tools-deep": j({"customTools": [
+            {"name": "a", "callRef": "r", "contextBindings": {"__proto__.x": "$ctx.x"},
+             "ephemeralArgs": ["", 1], "timeoutMs": -1},
+            {"name": "b", "call": {"method": "GET", "path": "//x", "args_into": ".x"}}]}),
+        "tools-no-endpoint": j({"customTools": [{"name": "c", "kind": "client"},
+                                                {"name": "b", "callRef": "r"}]}),
+        "mcp-full": j({"mcpServers": [
+            {"name": "gh", "connection": {
+                "type": "http", "url": "https://mcp.gh/mcp",
+                "headers": {"X-Org": "acme", "b-Second": "2"},
+                "credentials": [{"binding": {"kind": "header", "name": "Authorization"},
+                                 "value": "Bearer gh0123456789abcdef", "usage": "opaque_http"}]},
+             "policy": {"tools": {"mode": "include", "names": ["a", "b.c"]},
+                        "permission": "ask"}},
+            {"name": "docs", "connection": {"type": "http", "url": "https://mcp.docs/mcp"},
+             "policy": {"tools": {"mode": "include"}}}]}),
+        "mcp-headers": j({"mcpServers": [
+            {"name": "s", "connection": {
+                "type": "http", "url": "https://m/",
+                "headers": {"Accept": "x", "X-A": "a\r\nB: c", "Bad Name": "v"},
+                "credentials": [{"binding": {"kind": "header", "name": "x-a"},
+                                 "value": "tok0123456789abcdef"},
+                                {"binding": {"kind": "environment", "name": "T"}}]}}]}),
+        "mcp-include": j({"mcpServers": [
+            {"name": "s", "connection": {"type": "http", "url": "https://m/", "headers": [1]},
+             "policy": {"tools": {"mode": "include", "names": "x"}}}]}),
         "permissions": j({"permissions": {"default": "ask", "rules": [
             {"pattern": "Bash(*)", "permission": "deny"}, {"pattern": "", "permission": "x"}]}}),
         "sandbox-perm": j({"sandboxPermission": {"enforcement": "best_effort", "network": {

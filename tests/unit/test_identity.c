@@ -844,6 +844,101 @@ static void test_identity_fresh_user_and_minimal_history(void)
     }
 }
 
+/* The config fingerprint of a request that differs only in its tool sections. */
+static void fp(const char *custom, const char *callback, const char *servers, uint8_t out[32])
+{
+    char text[2048];
+
+    snprintf(text, sizeof(text),
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"customTools\":%s,"
+             "\"toolCallback\":%s,\"mcpServers\":%s}",
+             custom, callback, servers);
+    CU_ASSERT_EQUAL_FATAL(config_fp(text, NULL, out), 0);
+}
+
+static void test_identity_config_fp_tool_set(void)
+{
+    uint8_t a[32], b[32];
+    const char *tools = "[{\"name\":\"t\",\"callRef\":\"r\",\"timeoutMs\":5}]";
+    const char *srv = "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
+                      "\"headers\":{\"X-Key\":\"one\"}}}]";
+
+    fp(tools, "{\"endpoint\":\"https://a/tools/call\",\"authorization\":\"Access one\"}", srv, a);
+    /* a rotated authorization and a changed header value keep the fingerprint */
+    fp(tools, "{\"endpoint\":\"https://a/tools/call\",\"authorization\":\"Access two\"}",
+       "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
+       "\"headers\":{\"x-key\":\"two\"}}}]",
+       b);
+    CU_ASSERT_EQUAL(memcmp(a, b, 32), 0);
+    /* key order does not matter */
+    fp("[{\"timeoutMs\":5,\"callRef\":\"r\",\"name\":\"t\"}]",
+       "{\"authorization\":\"z\",\"endpoint\":\"https://a/tools/call\"}", srv, b);
+    CU_ASSERT_EQUAL(memcmp(a, b, 32), 0);
+    /* the tool set, the endpoint, a header name and the server policy do */
+    fp("[{\"name\":\"t\",\"callRef\":\"r\",\"timeoutMs\":6}]",
+       "{\"endpoint\":\"https://a/tools/call\"}", srv, b);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
+    fp(tools, "{\"endpoint\":\"https://b/tools/call\"}", srv, b);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
+    fp(tools, "{\"endpoint\":\"https://a/tools/call\"}",
+       "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
+       "\"headers\":{\"X-Other\":\"one\"}}}]",
+       b);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
+    fp(tools, "{\"endpoint\":\"https://a/tools/call\"}",
+       "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
+       "\"headers\":{\"X-Key\":\"one\"}},\"policy\":{\"permission\":\"deny\"}}]",
+       b);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
+}
+
+/*
+ * Vectors: the digest of requests with every tool section shape (include lists, header names in
+ * mixed case, credentials, policies, a null policy), as the runner has always computed it: a
+ * warm session's follow-up must keep matching across runner versions.
+ */
+static const char TOOLS_VECTOR_SERVERS[] =
+    "{\"harness\": \"pi_core\", \"sessionId\": \"s1\", \"projectId\": \"p1\", \"messages\": ["
+    "{\"role\": \"user\", \"content\": \"hi\"}], \"mcpServers\": [{\"name\": \"gh\", \"connec"
+    "tion\": {\"type\": \"http\", \"url\": \"https://mcp.gh/mcp\", \"headers\": {\"X-Org\": \""
+    "acme\", \"b-Second\": \"2\", \"A-first\": \"1\"}, \"credentials\": [{\"binding\": {\"kin"
+    "d\": \"header\", \"name\": \"Authorization\"}, \"value\": \"Bearer s\", \"usage\": \"opa"
+    "que_http\"}, {\"binding\": {\"kind\": \"header\", \"name\": \"x-Zed\"}, \"value\": \"v\""
+    "}]}, \"policy\": {\"tools\": {\"mode\": \"include\", \"names\": [\"a\", \"b.c\"]}, \"per"
+    "mission\": \"ask\"}}, {\"name\": \"docs\", \"connection\": {\"type\": \"http\", \"url\":"
+    " \"https://mcp.docs/mcp\"}, \"policy\": {\"tools\": {\"mode\": \"all\", \"names\": [\"ig"
+    "nored\"]}}}, {\"name\": \"inc_empty\", \"connection\": {\"type\": \"http\", \"url\": \"h"
+    "ttps://mcp.e/mcp\"}, \"policy\": {\"tools\": {\"mode\": \"include\"}, \"permission\": \""
+    "deny\"}}, {\"name\": \"pol_null\", \"connection\": {\"type\": \"http\", \"url\": \"https"
+    "://mcp.f/mcp\", \"headers\": {}}, \"policy\": null}, {\"name\": \"perm_only\", \"connect"
+    "ion\": {\"type\": \"http\", \"url\": \"https://mcp.g/mcp\", \"credentials\": []}, \"poli"
+    "cy\": {\"permission\": \"allow\"}}]}";
+static const char TOOLS_VECTOR_ALL[] =
+    "{\"harness\": \"pi_core\", \"sessionId\": \"s1\", \"projectId\": \"p1\", \"messages\": ["
+    "{\"role\": \"user\", \"content\": \"hi\"}], \"toolCallback\": {\"endpoint\": \"https://c"
+    "b.example.com/tools/call\", \"authorization\": \"Bearer x\"}, \"customTools\": [{\"name\""
+    ": \"a\", \"callRef\": \"r\"}], \"mcpServers\": [{\"name\": \"s\", \"connection\": {\"typ"
+    "e\": \"http\", \"url\": \"https://x/\", \"headers\": {\"X-Key\": \"one\"}}}]}";
+
+static void test_identity_config_fp_tool_vectors(void)
+{
+    static const struct {
+        const char *request;
+        const char *hex;
+    } vectors[] = {
+        {TOOLS_VECTOR_SERVERS, "1fd29fd889f5bcef1c132b5f89657bd74e57b35acd1b26d6c78ffc739df4e21d"},
+        {TOOLS_VECTOR_ALL, "6d492fe2f01e1990940517c058d4f4bc1962eb88f044ae2656870caa14865e86"},
+    };
+    uint8_t d[IDENTITY_DIGEST_LEN];
+    char hex[2 * IDENTITY_DIGEST_LEN + 1];
+
+    for (size_t i = 0; i < sizeof(vectors) / sizeof(vectors[0]); i++) {
+        CU_ASSERT_EQUAL_FATAL(config_fp(vectors[i].request, NULL, d), 0);
+        util_hex_encode(d, sizeof(d), hex);
+        CU_ASSERT_STRING_EQUAL(hex, vectors[i].hex);
+    }
+}
+
 CU_TestInfo identity_tests[] = {
     {"test_identity_canonical_sorts_and_drops_nulls",
      test_identity_canonical_sorts_and_drops_nulls},
@@ -855,6 +950,8 @@ CU_TestInfo identity_tests[] = {
      test_identity_config_fp_harness_mode_codex_only},
     {"test_identity_config_fp_sandbox", test_identity_config_fp_sandbox},
     {"test_identity_config_fp_minimal_requests", test_identity_config_fp_minimal_requests},
+    {"test_identity_config_fp_tool_set", test_identity_config_fp_tool_set},
+    {"test_identity_config_fp_tool_vectors", test_identity_config_fp_tool_vectors},
     {"test_identity_credential_epoch", test_identity_credential_epoch},
     {"test_identity_credential_epoch_hides_value", test_identity_credential_epoch_hides_value},
     {"test_identity_history_fp_rules", test_identity_history_fp_rules},

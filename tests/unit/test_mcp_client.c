@@ -1,7 +1,5 @@
 /*
- * mcp_client — the SSE parser (line endings, multi-line data, comments, event types, byte-by-
- * byte feeding, the cap), CallToolResult rendering, server configs (headers, credentials,
- * refusals that never echo a value), and a whole session against an in-process MCP server:
+ * mcp_client — CallToolResult rendering, and a whole session against an in-process MCP server:
  * initialize + initialized + session id + protocol header, paginated tools/list, tools/call
  * answered as JSON and as an SSE stream with a notification and a ping first, the credential
  * header on every request, a server-ended session re-initialized once, HTTP and JSON-RPC
@@ -18,71 +16,7 @@
 #include "tools/mcp_client.h"
 #include "tools/tool_callback.h"
 
-/* ---- SSE -------------------------------------------------------------------------------- */
-
-struct events {
-    char text[4096];
-    int stop_at; /* stop after this many events (0 = never) */
-    int n;
-};
-
-static int collect(void *ctx, const char *event, const char *data, size_t len)
-{
-    struct events *e = ctx;
-    size_t used = strlen(e->text);
-
-    snprintf(e->text + used, sizeof(e->text) - used, "[%s|%.*s]", event, (int)len, data);
-    e->n++;
-    return e->stop_at && e->n >= e->stop_at ? 1 : 0;
-}
-
-static void test_mcp_client_sse_parser(void)
-{
-    static const char stream[] = ": comment\r\n"
-                                 "event: message\r\n"
-                                 "data: {\"a\":1}\r\n"
-                                 "\r\n"
-                                 "data:first\n"
-                                 "data: second\n"
-                                 "id: 7\n"
-                                 "retry: 10\n"
-                                 "\n"
-                                 "event: ping\r"
-                                 "data\r"
-                                 "\r"
-                                 "data: no blank line at the end";
-    const char *want = "[message|{\"a\":1}][message|first\nsecond][ping|]";
-    struct mcp_client_sse s;
-    struct events e;
-
-    /* whole, then one byte at a time: the same events */
-    for (int mode = 0; mode < 2; mode++) {
-        memset(&e, 0, sizeof(e));
-        mcp_client_sse_init(&s, 1024, collect, &e);
-        if (mode == 0) {
-            CU_ASSERT_EQUAL(mcp_client_sse_feed(&s, stream, sizeof(stream) - 1), 0);
-        } else {
-            for (size_t i = 0; i < sizeof(stream) - 1; i++)
-                CU_ASSERT_EQUAL(mcp_client_sse_feed(&s, stream + i, 1), 0);
-        }
-        CU_ASSERT_STRING_EQUAL(e.text, want);
-        mcp_client_sse_release(&s);
-    }
-    /* the callback stops the stream */
-    memset(&e, 0, sizeof(e));
-    e.stop_at = 1;
-    mcp_client_sse_init(&s, 1024, collect, &e);
-    CU_ASSERT_EQUAL(mcp_client_sse_feed(&s, stream, sizeof(stream) - 1), 1);
-    CU_ASSERT_EQUAL(e.n, 1);
-    mcp_client_sse_release(&s);
-    /* a line or an event over the cap is an error, not a truncation */
-    memset(&e, 0, sizeof(e));
-    mcp_client_sse_init(&s, 16, collect, &e);
-    CU_ASSERT_EQUAL(mcp_client_sse_feed(&s, "data: 0123456789abcdefgh\n\n", 26), -E2BIG);
-    mcp_client_sse_release(&s);
-}
-
-/* ---- results and configs ---------------------------------------------------------------- */
+/* ---- results ----------------------------------------------------------------------------- */
 
 static void test_mcp_client_render(void)
 {
@@ -133,65 +67,6 @@ static void test_mcp_client_render(void)
         tool_result_release(&r);
         json_object_put(o);
         free(big);
-    }
-}
-
-static void test_mcp_client_config(void)
-{
-    static const struct {
-        const char *server;
-        const char *needle; /* NULL = accepted */
-    } cases[] = {
-        {"{\"name\":\"gh\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/mcp\",\"headers\":"
-         "{\"X-Org\":\"acme\"},\"credentials\":[{\"binding\":{\"kind\":\"header\",\"name\":"
-         "\"Authorization\"},\"value\":\"Bearer SECRET-1\",\"usage\":\"opaque_http\"}]}}",
-         NULL},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"headers\":{\"Accept\":\"x\"}}}",
-         "header \"Accept\" is set by the runner itself"},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"headers\":{\"X-A\":\"1\"},"
-         "\"credentials\":[{\"binding\":{\"kind\":\"header\",\"name\":\"x-a\"},\"value\":"
-         "\"SECRET-2\"}]}}",
-         "header \"x-a\" is given twice"},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"credentials\":[{\"binding\":"
-         "{\"kind\":\"environment\",\"name\":\"TOKEN\"},\"value\":\"SECRET-3\"}]}}",
-         "credentials[0].binding must be {kind:\"header\", name}"},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"credentials\":[{\"binding\":"
-         "{\"kind\":\"header\",\"name\":\"X-T\"},\"value\":\"SECRET-4\\r\\nHost: evil\"}]}}",
-         "header \"X-T\": invalid value"},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"credentials\":[{\"binding\":"
-         "{\"kind\":\"header\",\"name\":\"X-T\"},\"value\":\"SECRET-5\",\"usage\":\"local_use\"}]}}",
-         "usage must be \"opaque_http\""},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"headers\":{\"Bad Name\":\"v\"}}}",
-         "is not a header name"},
-        {"{\"name\":\"gh\",\"connection\":{\"url\":\"https://x/mcp\",\"headers\":{\"Mcp-Session-Id\":"
-         "\"v\"}}}",
-         "set by the runner itself"},
-    };
-    char err[512];
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        json_object *o = test_json(cases[i].server);
-        struct mcp_client_config cfg;
-        int r;
-
-        err[0] = '\0';
-        r = mcp_client_config_from_json(o, i, &cfg, err, sizeof(err));
-        if (!cases[i].needle) {
-            CU_ASSERT_EQUAL(r, 0);
-            CU_ASSERT_EQUAL(cfg.nheaders, 2);
-            CU_ASSERT_STRING_EQUAL(cfg.headers[0], "X-Org: acme");
-            CU_ASSERT_STRING_EQUAL(cfg.headers[1], "Authorization: Bearer SECRET-1");
-            CU_ASSERT_EQUAL(cfg.nsecrets, 1);
-            mcp_client_config_release(&cfg);
-        } else {
-            if (r != -EINVAL || !strstr(err, cases[i].needle))
-                fprintf(stderr, "case %zu: r=%d err=%s\n", i, r, err);
-            CU_ASSERT_EQUAL(r, -EINVAL);
-            CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].needle));
-            CU_ASSERT_PTR_NOT_NULL(strstr(err, "MCP server \"gh\""));
-            CU_ASSERT_PTR_NULL(strstr(err, "SECRET"));
-        }
-        json_object_put(o);
     }
 }
 
@@ -339,23 +214,15 @@ done:
 
 static struct mcp_client *open_stub(struct http_stub *s, char *err, size_t errlen, int *ret_r)
 {
-    struct mcp_client_config cfg;
     struct mcp_client_options opt = {.ssrf = {.allowlist = "127.0.0.1"}, .timeout_ms = 5000};
+    struct mcp_header key = {.name = "X-Api-Key", .value = "k-SECRET", .secret = true};
+    struct mcp_server server = {.name = "stub", .headers = &key, .nheaders = 1};
     struct mcp_client *c = NULL;
-    char server[512], url[128];
-    json_object *o;
+    char url[128];
 
     http_stub_url(s, "/mcp", url, sizeof(url));
-    snprintf(server, sizeof(server),
-             "{\"name\":\"stub\",\"connection\":{\"type\":\"http\",\"url\":\"%s\","
-             "\"credentials\":[{\"binding\":{\"kind\":\"header\",\"name\":\"X-Api-Key\"},"
-             "\"value\":\"k-SECRET\",\"usage\":\"opaque_http\"}]}}",
-             url);
-    o = test_json(server);
-    CU_ASSERT_EQUAL_FATAL(mcp_client_config_from_json(o, 0, &cfg, err, errlen), 0);
-    *ret_r = mcp_client_open(&cfg, &opt, &c, err, errlen);
-    mcp_client_config_release(&cfg);
-    json_object_put(o);
+    server.url = url;
+    *ret_r = mcp_client_open(&server, &opt, &c, err, errlen);
     return c;
 }
 
@@ -441,7 +308,7 @@ static void test_mcp_client_refusals(void)
 {
     struct mcp_stub st = {0};
     struct http_stub *s = http_stub_start(mcp_handler, &st);
-    struct mcp_client_config cfg = {0};
+    struct mcp_server cfg = {0};
     struct mcp_client_options opt = {0};
     struct mcp_client *c = NULL;
     char url[128], err[512];
@@ -466,9 +333,7 @@ static void test_mcp_client_refusals(void)
 }
 
 CU_TestInfo mcp_client_tests[] = {
-    {"test_mcp_client_sse_parser", test_mcp_client_sse_parser},
     {"test_mcp_client_render", test_mcp_client_render},
-    {"test_mcp_client_config", test_mcp_client_config},
     {"test_mcp_client_session", test_mcp_client_session},
     {"test_mcp_client_refusals", test_mcp_client_refusals},
     CU_TEST_INFO_NULL,

@@ -1,29 +1,47 @@
 /*
  * tool_spec — the golden pi request's tools classified, the public spec file holding nothing
- * private, every refusal (code tools, reserved and duplicate names, a callback tool without an
- * endpoint, bad bindings and timeouts) naming its field, MCP tools namespaced, filtered by the
- * include list and refused on a clash, the permission gate of each kind, and a fingerprint
- * that ignores credentials but not the tool set.
+ * private, MCP tools namespaced, filtered by the include list and refused on a clash, the
+ * permission gate of each kind, the dotted-path rule. (The request's tool refusals are
+ * test_request_tools.c's; the tool set's fingerprint is test_identity.c's.)
  */
 #include <errno.h>
 #include <string.h>
 
 #include "base/jsonx.h"
+#include "request/request.h"
 #include "suites.h"
 #include "tools/tool_spec.h"
 
+/* The request {customTools, toolCallback, mcpServers} (each JSON text or NULL) parsed into req. */
+static int parse_tools(const char *custom, const char *callback, const char *servers,
+                       struct run_request *req, char *err, size_t errlen)
+{
+    struct request_limits lim;
+    struct buf body;
+    int r;
+
+    request_limits_default(&lim);
+    buf_init(&body, 1u << 20);
+    buf_printf(&body, "{\"customTools\":%s,\"toolCallback\":%s,\"mcpServers\":%s}",
+               custom ? custom : "null", callback ? callback : "null", servers ? servers : "null");
+    err[0] = '\0';
+    r = request_parse(buf_str(&body), body.len, &lim, req, err, errlen);
+    buf_release(&body);
+    return r;
+}
+
+/* The tool set of such a request; *ret_r is request_parse's answer, then tool_set_new's. */
 static struct tool_set *build(const char *custom, const char *callback, const char *servers,
                               char *err, size_t errlen, int *ret_r)
 {
-    json_object *c = custom ? test_json(custom) : NULL, *cb = callback ? test_json(callback) : NULL;
-    json_object *sv = servers ? test_json(servers) : NULL;
+    struct run_request req;
     struct tool_set *s = NULL;
 
-    err[0] = '\0';
-    *ret_r = tool_set_new(c, cb, sv, &s, err, errlen);
-    json_object_put(c);
-    json_object_put(cb);
-    json_object_put(sv);
+    *ret_r = parse_tools(custom, callback, servers, &req, err, errlen);
+    if (*ret_r < 0)
+        return NULL;
+    *ret_r = tool_set_new(&req.tools, &s);
+    run_request_release(&req);
     return s;
 }
 
@@ -35,11 +53,12 @@ static void test_tool_spec_golden_pi_tools(void)
     struct buf pub;
     char err[256];
     json_object *arr = NULL;
+    int r;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(req);
-    CU_ASSERT_EQUAL_FATAL(tool_set_new(jsonx_get(req, "customTools"), jsonx_get(req, "toolCallback"),
-                                       NULL, &s, err, sizeof(err)),
-                          0);
+    s = build(jsonx_text(jsonx_get(req, "customTools"), NULL),
+              jsonx_text(jsonx_get(req, "toolCallback"), NULL), NULL, err, sizeof(err), &r);
+    CU_ASSERT_EQUAL_FATAL(r, 0);
     CU_ASSERT_EQUAL(s->ntools, 2);
     CU_ASSERT_STRING_EQUAL(s->callback_endpoint, "https://api.example/tools/call");
     t = tool_set_find(s, "get_user");
@@ -84,72 +103,6 @@ static void test_tool_spec_golden_pi_tools(void)
     buf_release(&pub);
     tool_set_free(s);
     json_object_put(req);
-}
-
-static void test_tool_spec_refusals(void)
-{
-    static const struct {
-        const char *custom;
-        const char *callback;
-        const char *needle;
-    } cases[] = {
-        {"[{\"name\":\"run\",\"kind\":\"code\",\"code\":\"x\"}]", NULL,
-         "customTools[0] \"run\": kind \"code\" is not supported"},
-        {"[{\"name\":\"agenta-tools\",\"callRef\":\"x\"}]", "{\"endpoint\":\"https://a/tools/call\"}",
-         "customTools[0].name: \"agenta-tools\" is reserved"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\"},{\"name\":\"a\",\"callRef\":\"y\"}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "customTools[1] \"a\": duplicate tool name"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\"}]", NULL,
-         "customTools[0] \"a\": a callback tool needs toolCallback.endpoint"},
-        {"[{\"name\":\"a\"}]", "{\"endpoint\":\"https://a/tools/call\"}",
-         "a callback tool needs callRef or call"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\",\"call\":{\"method\":\"GET\",\"path\":\"/x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "callRef and call are mutually exclusive"},
-        {"[{\"name\":\"a b\",\"callRef\":\"x\"}]", NULL, "customTools[0].name: must be"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\",\"contextBindings\":{\"v\":\"workflow.id\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "contextBindings.v: expected a \"$ctx.<path>\""},
-        {"[{\"name\":\"a\",\"callRef\":\"x\",\"contextBindings\":{\"a..b\":\"$ctx.x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "is not a dotted path"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\",\"contextBindings\":{\"__proto__.x\":\"$ctx.x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "is not a dotted path"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\",\"timeoutMs\":-1}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "timeoutMs: must be between"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\",\"timeoutMs\":1.5}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "timeoutMs: expected an integer"},
-        {"[{\"name\":\"a\",\"call\":{\"method\":\"PATCH\",\"path\":\"/x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "call.method: expected GET, POST, PUT or DELETE"},
-        {"[{\"name\":\"a\",\"call\":{\"method\":\"GET\",\"path\":\"//evil.example/x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "call.path: must be an absolute path"},
-        {"[{\"name\":\"a\",\"call\":{\"method\":\"GET\",\"path\":\"https://evil/x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "call.path: must be an absolute path"},
-        {"[{\"name\":\"a\",\"call\":{\"method\":\"POST\",\"path\":\"/x\",\"body\":[1]}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "call.body: expected an object"},
-        {"[{\"name\":\"a\",\"call\":{\"method\":\"POST\",\"path\":\"/x\",\"args_into\":\".x\"}}]",
-         "{\"endpoint\":\"https://a/tools/call\"}", "call.args_into"},
-        {"[{\"name\":\"a\",\"kind\":\"client\",\"permission\":\"maybe\"}]", NULL,
-         "permission: expected allow, ask or deny"},
-        {"[{\"name\":\"a\",\"kind\":\"client\",\"ephemeralArgs\":[1]}]", NULL,
-         "ephemeralArgs[0]: expected an argument name"},
-        {"[{\"name\":\"a\",\"kind\":\"client\",\"inputSchema\":\"x\"}]", NULL,
-         "inputSchema: expected an object"},
-        {"[{\"name\":\"a\",\"kind\":\"shell\"}]", NULL, "kind: expected callback or client"},
-        {"[{\"name\":\"a\",\"callRef\":\"x\"}]", "{\"authorization\":\"Access tok-SECRET\"}",
-         "toolCallback.endpoint: required"},
-    };
-    char err[512];
-    int r;
-
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        struct tool_set *s = build(cases[i].custom, cases[i].callback, NULL, err, sizeof(err), &r);
-
-        if (r != -EINVAL || !strstr(err, cases[i].needle))
-            fprintf(stderr, "case %zu: r=%d err=%s\n", i, r, err);
-        CU_ASSERT_EQUAL(r, -EINVAL);
-        CU_ASSERT_PTR_NULL(s);
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, cases[i].needle));
-        CU_ASSERT_PTR_NULL(strstr(err, "SECRET"));
-        tool_set_free(s);
-    }
 }
 
 static void test_tool_spec_client_and_gate(void)
@@ -281,87 +234,36 @@ static void test_tool_spec_mcp_clash_with_custom(void)
     s = build(NULL, NULL, "[{\"name\":\"agenta-tools\",\"connection\":{\"type\":\"http\","
                           "\"url\":\"https://x/\"}}]",
               err, sizeof(err), &r);
-    CU_ASSERT_EQUAL(r, -EINVAL);
+    CU_ASSERT_EQUAL(r, AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "\"agenta-tools\" is reserved"));
     s = build(NULL, NULL, "[{\"name\":\"a\",\"connection\":{\"type\":\"stdio\",\"command\":\"sh\"}}]",
               err, sizeof(err), &r);
-    CU_ASSERT_EQUAL(r, -EINVAL);
+    CU_ASSERT_EQUAL(r, AR_E_INVALID_REQUEST);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "only \"http\" is supported"));
     tool_set_free(s);
 }
 
-static void fp(const char *custom, const char *callback, const char *servers, uint8_t out[32])
-{
-    struct tool_set *s;
-    char err[256];
-    int r;
-
-    s = build(custom, callback, servers, err, sizeof(err), &r);
-    CU_ASSERT_EQUAL_FATAL(r, 0);
-    CU_ASSERT_EQUAL(tool_set_fingerprint(s, out), 0);
-    tool_set_free(s);
-}
-
-static void test_tool_spec_fingerprint(void)
-{
-    uint8_t a[32], b[32];
-    const char *tools = "[{\"name\":\"t\",\"callRef\":\"r\",\"timeoutMs\":5}]";
-    const char *srv = "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
-                      "\"headers\":{\"X-Key\":\"one\"}}}]";
-
-    fp(tools, "{\"endpoint\":\"https://a/tools/call\",\"authorization\":\"Access one\"}", srv, a);
-    /* a rotated authorization and a changed header value keep the fingerprint */
-    fp(tools, "{\"endpoint\":\"https://a/tools/call\",\"authorization\":\"Access two\"}",
-       "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
-       "\"headers\":{\"x-key\":\"two\"}}}]",
-       b);
-    CU_ASSERT_EQUAL(memcmp(a, b, 32), 0);
-    /* key order does not matter */
-    fp("[{\"timeoutMs\":5,\"callRef\":\"r\",\"name\":\"t\"}]",
-       "{\"authorization\":\"z\",\"endpoint\":\"https://a/tools/call\"}", srv, b);
-    CU_ASSERT_EQUAL(memcmp(a, b, 32), 0);
-    /* the tool set, the endpoint, a header name and the server policy do */
-    fp("[{\"name\":\"t\",\"callRef\":\"r\",\"timeoutMs\":6}]",
-       "{\"endpoint\":\"https://a/tools/call\"}", srv, b);
-    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
-    fp(tools, "{\"endpoint\":\"https://b/tools/call\"}", srv, b);
-    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
-    fp(tools, "{\"endpoint\":\"https://a/tools/call\"}",
-       "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
-       "\"headers\":{\"X-Other\":\"one\"}}}]",
-       b);
-    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
-    fp(tools, "{\"endpoint\":\"https://a/tools/call\"}",
-       "[{\"name\":\"s\",\"connection\":{\"type\":\"http\",\"url\":\"https://x/\","
-       "\"headers\":{\"X-Key\":\"one\"}},\"policy\":{\"permission\":\"deny\"}}]",
-       b);
-    CU_ASSERT_NOT_EQUAL(memcmp(a, b, 32), 0);
-}
-
 static void test_tool_spec_paths(void)
 {
-    CU_ASSERT(tool_spec_path_ok("a"));
-    CU_ASSERT(tool_spec_path_ok("data.inputs"));
-    CU_ASSERT(!tool_spec_path_ok(""));
-    CU_ASSERT(!tool_spec_path_ok("a."));
-    CU_ASSERT(!tool_spec_path_ok(".a"));
-    CU_ASSERT(!tool_spec_path_ok("a..b"));
-    CU_ASSERT(!tool_spec_path_ok("a.constructor"));
-    CU_ASSERT(!tool_spec_path_ok("prototype"));
-    CU_ASSERT(tool_spec_path_ok("prototypes"));
-    CU_ASSERT(tool_spec_ctx_token_ok("$ctx.workflow.variant.id"));
-    CU_ASSERT(!tool_spec_ctx_token_ok("$ctx."));
-    CU_ASSERT(!tool_spec_ctx_token_ok("ctx.a"));
-    CU_ASSERT_STRING_EQUAL(tool_exec_name(TOOL_EXEC_DIRECT), "direct");
+    CU_ASSERT(run_tools_path_ok("a"));
+    CU_ASSERT(run_tools_path_ok("data.inputs"));
+    CU_ASSERT(!run_tools_path_ok(""));
+    CU_ASSERT(!run_tools_path_ok("a."));
+    CU_ASSERT(!run_tools_path_ok(".a"));
+    CU_ASSERT(!run_tools_path_ok("a..b"));
+    CU_ASSERT(!run_tools_path_ok("a.constructor"));
+    CU_ASSERT(!run_tools_path_ok("prototype"));
+    CU_ASSERT(run_tools_path_ok("prototypes"));
+    CU_ASSERT(run_tools_ctx_token_ok("$ctx.workflow.variant.id"));
+    CU_ASSERT(!run_tools_ctx_token_ok("$ctx."));
+    CU_ASSERT(!run_tools_ctx_token_ok("ctx.a"));
 }
 
 CU_TestInfo tool_spec_tests[] = {
     {"test_tool_spec_golden_pi_tools", test_tool_spec_golden_pi_tools},
-    {"test_tool_spec_refusals", test_tool_spec_refusals},
     {"test_tool_spec_client_and_gate", test_tool_spec_client_and_gate},
     {"test_tool_spec_mcp_tools", test_tool_spec_mcp_tools},
     {"test_tool_spec_mcp_clash_with_custom", test_tool_spec_mcp_clash_with_custom},
-    {"test_tool_spec_fingerprint", test_tool_spec_fingerprint},
     {"test_tool_spec_paths", test_tool_spec_paths},
     CU_TEST_INFO_NULL,
 };
