@@ -591,3 +591,29 @@ void httpc_response_release(struct httpc_response *res)
     buf_release(&res->body);
     memset(res, 0, sizeof(*res));
 }
+
+bool httpc_header_name_ok(const char *n)
+{
+    static const char extra[] = "!#$%&'*+-.^_`|~";
+    size_t len;
+
+    if (!n)
+        return false;
+    len = strlen(n);
+    if (len == 0 || len > HTTPC_HEADER_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)n[i]) && !strchr(extra, n[i]))
+            return false;
+    return true;
+}
+
+bool httpc_header_value_ok(const char *v)
+{
+    size_t n;
+
+    if (!v)
+        return false;
+    n = strlen(v);
+    return n <= HTTPC_HEADER_VALUE_MAX && strcspn(v, "\r\n") == n;
+}

@@ -45,6 +45,8 @@
 #define HTTPC_TIMEOUT_DEFAULT_MS 30000u
 #define HTTPC_BACKOFF_CAP_MS 3600000u /* the longest wait between two attempts: 1 h */
 #define HTTPC_RETRY_AFTER_MAX_S 3600u /* a longer Retry-After counts as none */
+#define HTTPC_HEADER_NAME_MAX 128
+#define HTTPC_HEADER_VALUE_MAX 8192
 
 struct httpc_response;
 
@@ -142,5 +144,11 @@ uint64_t httpc_backoff_ms(enum httpc_backoff b, uint64_t base_ms, unsigned attem
  * it has passed). -EINVAL when it is neither, -ERANGE beyond HTTPC_RETRY_AFTER_MAX_S.
  */
 int64_t httpc_retry_after_ms(const char *value, int64_t now_wall_ms);
+
+/* A header name a caller may send: an RFC 9110 token (tchar), 1-HTTPC_HEADER_NAME_MAX bytes. */
+bool httpc_header_name_ok(const char *n);
+/* A header value a caller may send: no CR or LF, at most HTTPC_HEADER_VALUE_MAX bytes. NULL is
+ * not one. */
+bool httpc_header_value_ok(const char *v);
 
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/util.h"
 #include "core/policy.h"
@@ -19,8 +20,6 @@
 
 #define URL_MAX 2048
 #define HEADER_NAMES_MAX 256 /* names a server's headers and credentials may list at all */
-#define HEADER_NAME_MAX 128
-#define HEADER_VALUE_MAX 8192
 #define FIELD_MAX 192
 #define MEMBER_MAX (FIELD_MAX + 32) /* a field and one of its keys */
 
@@ -216,27 +215,6 @@ static const char *const transport_headers[] = {
     "upgrade",    "keep-alive",
 };
 
-/* An HTTP token (RFC 9110 tchar) of 1-128 bytes. */
-static bool header_name_ok(const char *n)
-{
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-    size_t len = strlen(n);
-
-    if (len == 0 || len > HEADER_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!isalnum((unsigned char)n[i]) && !strchr(extra, n[i]))
-            return false;
-    return true;
-}
-
-static bool header_value_ok(const char *v)
-{
-    size_t n = strlen(v);
-
-    return n <= HEADER_VALUE_MAX && strcspn(v, "\r\n") == n;
-}
-
 static bool transport_header(const char *name)
 {
     for (size_t i = 0; i < ARRAY_SIZE(transport_headers); i++)
@@ -249,12 +227,12 @@ static bool transport_header(const char *name)
 static int add_header(struct rq_ctx *c, struct mcp_server *sv, const char *name, const char *value,
                       bool secret)
 {
-    if (!header_name_ok(name))
+    if (!httpc_header_name_ok(name))
         return rq_fail(c, "MCP server \"%s\": \"%.64s\" is not a header name", sv->name, name);
     if (transport_header(name))
         return rq_fail(c, "MCP server \"%s\": header \"%s\" is set by the runner itself", sv->name,
                        name);
-    if (!value || !header_value_ok(value) || (secret && !*value))
+    if (!value || !httpc_header_value_ok(value) || (secret && !*value))
         return rq_fail(c, "MCP server \"%s\": header \"%s\": invalid value", sv->name, name);
     for (size_t i = 0; i < sv->nheaders; i++)
         if (strcasecmp(sv->headers[i].name, name) == 0)

@@ -8,36 +8,6 @@
 #include "base/util.h"
 
 #define DEFAULT_TIMEOUT_MS 30000u
-#define HEADER_VALUE_MAX 8192
-#define HEADER_NAME_MAX 128
-
-bool tool_http_header_value_ok(const char *v)
-{
-    size_t n;
-
-    if (!v)
-        return false;
-    n = strlen(v);
-    if (n > HEADER_VALUE_MAX)
-        return false;
-    return strcspn(v, "\r\n") == n;
-}
-
-bool tool_http_header_name_ok(const char *n)
-{
-    static const char extra[] = "!#$%&'*+-.^_`|~";
-    size_t len;
-
-    if (!n)
-        return false;
-    len = strlen(n);
-    if (len == 0 || len > HEADER_NAME_MAX)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!isalnum((unsigned char)n[i]) && !strchr(extra, n[i]))
-            return false;
-    return true;
-}
 
 /* Hands each piece of the body to the caller's on_data with a tool_http view of the response. */
 struct stream {
@@ -114,7 +84,7 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
     for (size_t i = 0; i < rq->nheaders; i++) {
         const char *colon = strchr(rq->headers[i], ':');
 
-        if (!colon || !tool_http_header_value_ok(colon + 1))
+        if (!colon || !httpc_header_value_ok(colon + 1))
             return util_fail(-EINVAL, err, errlen, "invalid header line");
         lines[n++] = rq->headers[i];
     }

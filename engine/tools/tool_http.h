@@ -88,9 +88,4 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
 
 void tool_http_response_release(struct tool_http_response *res);
 
-/* True when v is safe as a header value (no CR, LF or NUL; at most 8 KiB). */
-bool tool_http_header_value_ok(const char *v);
-/* True when n is an RFC 9110 token (a header name), 1-128 bytes. */
-bool tool_http_header_name_ok(const char *n);
-
 #endif

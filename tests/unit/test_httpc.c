@@ -347,7 +347,29 @@ static void test_httpc_request_and_answer(void)
     http_stub_stop(s);
 }
 
+/* The header rules a caller's headers are checked with (MCP headers, tool calls). */
+static void test_httpc_header_rules(void)
+{
+    char big[HTTPC_HEADER_VALUE_MAX + 2];
+
+    CU_ASSERT(!httpc_header_value_ok("a\nb"));
+    CU_ASSERT(!httpc_header_value_ok("a\rb"));
+    CU_ASSERT(!httpc_header_value_ok(NULL));
+    CU_ASSERT(httpc_header_value_ok("Bearer x y"));
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    CU_ASSERT(!httpc_header_value_ok(big));
+    big[HTTPC_HEADER_VALUE_MAX] = '\0';
+    CU_ASSERT(httpc_header_value_ok(big));
+    CU_ASSERT(httpc_header_name_ok("X-Api-Key"));
+    CU_ASSERT(!httpc_header_name_ok("X Api"));
+    CU_ASSERT(!httpc_header_name_ok("X:Api"));
+    CU_ASSERT(!httpc_header_name_ok(""));
+    CU_ASSERT(!httpc_header_name_ok(NULL));
+}
+
 CU_TestInfo httpc_tests[] = {
+    {"test_httpc_header_rules", test_httpc_header_rules},
     {"errno_mapping", test_httpc_errno_mapping},
     {"timeout", test_httpc_timeout},
     {"body_cap", test_httpc_body_cap},

@@ -217,12 +217,6 @@ static void test_tool_http_header_injection(void)
     char err[256];
 
     CU_ASSERT_EQUAL(tool_http_perform(NULL, &rq, &res, err, sizeof(err)), -EINVAL);
-    CU_ASSERT(!tool_http_header_value_ok("a\nb"));
-    CU_ASSERT(tool_http_header_value_ok("Bearer x y"));
-    CU_ASSERT(tool_http_header_name_ok("X-Api-Key"));
-    CU_ASSERT(!tool_http_header_name_ok("X Api"));
-    CU_ASSERT(!tool_http_header_name_ok("X:Api"));
-    CU_ASSERT(!tool_http_header_name_ok(""));
 }
 
 static int stop_after_first(void *ctx, const struct tool_http_response *res, const char *data,
