@@ -62,6 +62,18 @@ int64_t util_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void util_sleep_ms(int64_t ms)
+{
+    struct timespec ts;
+
+    if (ms <= 0)
+        return;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
 int util_random_bytes(void *buf, size_t len)
 {
     uint8_t *p = buf;
@@ -118,6 +130,22 @@ int util_random_uuid(char out[37])
     util_hex_encode(u, sizeof(u), h);
     snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
     return 0;
+}
+
+bool util_plain_name(const char *s, size_t max)
+{
+    size_t n = 0;
+
+    if (!s || !s[0] || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (; s[n]; n++) {
+        char c = s[n];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return false;
+    }
+    return n <= max;
 }
 
 bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)

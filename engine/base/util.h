@@ -25,6 +25,8 @@ int64_t util_now_ms(void);
 int64_t util_wall_ms(void);
 /* Nanoseconds on CLOCK_MONOTONIC. Cannot fail. */
 int64_t util_now_ns(void);
+/* Sleep ms milliseconds (nothing when ms <= 0), resumed after a signal; async-signal-safe. */
+void util_sleep_ms(int64_t ms);
 
 /* Fill buf with len random bytes from getrandom(2). */
 int util_random_bytes(void *buf, size_t len);
@@ -32,6 +34,12 @@ int util_random_bytes(void *buf, size_t len);
 int util_random_hex(char *out, size_t nbytes);
 /* A random RFC 4122 version 4 UUID string; out must hold 37 bytes. */
 int util_random_uuid(char out[37]);
+
+/*
+ * A plain name that can stand as one path component or URL path segment: 1..max characters of
+ * [A-Za-z0-9._-], not "." or "..".
+ */
+bool util_plain_name(const char *s, size_t max);
 
 /* Constant-time equality of two byte strings (time depends only on the lengths). */
 bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);

@@ -425,7 +425,7 @@ int sandbox_cgroup_kill(const struct sandbox_cgroup *cg, int timeout_ms)
             return 0;
         if (util_now_ms() >= deadline)
             return -ETIMEDOUT;
-        sandbox_cgroup_sleep_ms(wait);
+        util_sleep_ms(wait);
         if (wait < 50)
             wait *= 2;
     }
@@ -442,7 +442,7 @@ int sandbox_cgroup_remove(const struct sandbox_cgroup *cg)
             r = rmdir(cg->h[i].dir) == 0 || errno == ENOENT ? 0 : -errno;
             if (r != -EBUSY)
                 break;
-            sandbox_cgroup_sleep_ms(2); /* tasks that are exiting still hold it for a moment */
+            util_sleep_ms(2); /* tasks that are exiting still hold it for a moment */
         }
         if (r < 0 && !first)
             first = r;

@@ -186,6 +186,7 @@ static CU_SuiteInfo suites[] = {
     {"daytona_exec", NULL, NULL, NULL, NULL, daytona_exec_tests},
     {"login", NULL, NULL, NULL, NULL, login_tests},
     {"log", NULL, NULL, NULL, NULL, log_tests},
+    {"util", NULL, NULL, NULL, NULL, util_tests},
     {"tool_runner", NULL, NULL, NULL, NULL, tool_runner_tests},
     {"daytona_provider", NULL, NULL, NULL, NULL, daytona_provider_tests},
     {"sandbox_host", NULL, NULL, NULL, NULL, sandbox_host_tests},

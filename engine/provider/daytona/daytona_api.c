@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/jsonx.h"
 #include "base/util.h"
@@ -297,14 +296,6 @@ bool daytona_sandbox_network_matches(const struct daytona_sandbox *sb, json_obje
                                    sb->domain_allow_list, body);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
-
 /* url = api_url + path (path printf-style). */
 static int api_url(struct daytona_client *c, char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -405,7 +396,7 @@ int daytona_sandbox_wait(struct daytona_client *c, const char *id, uint32_t want
             r = -ETIMEDOUT;
             break;
         }
-        sleep_ms(daytona_client_config(c)->poll_step_ms);
+        util_sleep_ms(daytona_client_config(c)->poll_step_ms);
     }
     if (ret) {
         *ret = sb;

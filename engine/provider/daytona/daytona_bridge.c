@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/jsonx.h"
@@ -186,14 +185,6 @@ static void block_signals(void)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
-
 static void post_exit(struct daytona_bridge *b, int status)
 {
     uint64_t one = 1;
@@ -239,7 +230,7 @@ static int confirm_exit(struct daytona_bridge *b, struct daytona_client *c, int 
     int r = 0;
 
     for (size_t i = 0; i < ARRAY_SIZE(waits); i++) {
-        sleep_ms(waits[i]);
+        util_sleep_ms(waits[i]);
         r = daytona_toolbox_command_status(c, b->tb, b->sid, b->cid, ret_code);
         if (r != 0)
             break;
@@ -320,7 +311,7 @@ static void *reader_main(void *arg)
         if (++failures > RECONNECT_TRIES)
             goto done;
         atomic_fetch_add(&b->reconnects, 1);
-        sleep_ms(failures > 1 ? 100L << (failures > 6 ? 6 : failures - 1) : 0);
+        util_sleep_ms(failures > 1 ? 100L << (failures > 6 ? 6 : failures - 1) : 0);
     }
 done:
     daytona_client_free(c);

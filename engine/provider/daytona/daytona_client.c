@@ -179,18 +179,7 @@ void daytona_config_wipe(struct daytona_config *cfg)
 
 bool daytona_id_ok(const char *s)
 {
-    size_t n = 0;
-
-    if (!s || !s[0] || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-        return false;
-    for (; s[n]; n++) {
-        char ch = s[n];
-
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.'))
-            return false;
-    }
-    return n < DAYTONA_ID_MAX;
+    return util_plain_name(s, DAYTONA_ID_MAX - 1);
 }
 
 bool daytona_text_ok(const char *s)

@@ -1,0 +1,44 @@
+/* util — the small shared helpers: plain names, the signal-proof sleep. */
+#include <string.h>
+
+#include "base/util.h"
+#include "suites.h"
+
+static void test_util_plain_name_takes_only_plain_names(void)
+{
+    char long_name[80];
+
+    CU_ASSERT_TRUE(util_plain_name("a", 1));
+    CU_ASSERT_TRUE(util_plain_name("sb-1_x.Y", 64));
+    CU_ASSERT_TRUE(util_plain_name("...", 3));
+    CU_ASSERT_FALSE(util_plain_name(NULL, 64));
+    CU_ASSERT_FALSE(util_plain_name("", 64));
+    CU_ASSERT_FALSE(util_plain_name(".", 64));
+    CU_ASSERT_FALSE(util_plain_name("..", 64));
+    CU_ASSERT_FALSE(util_plain_name("a/b", 64));
+    CU_ASSERT_FALSE(util_plain_name("a b", 64));
+    CU_ASSERT_FALSE(util_plain_name("a\n", 64));
+    CU_ASSERT_FALSE(util_plain_name("caf\xc3\xa9", 64));
+    memset(long_name, 'x', 64);
+    long_name[64] = '\0';
+    CU_ASSERT_TRUE(util_plain_name(long_name, 64));
+    CU_ASSERT_FALSE(util_plain_name(long_name, 63));
+}
+
+static void test_util_sleep_ms_sleeps_at_least_that_long(void)
+{
+    int64_t t0 = util_now_ms();
+
+    util_sleep_ms(20);
+    CU_ASSERT_TRUE(util_now_ms() - t0 >= 20);
+    t0 = util_now_ms();
+    util_sleep_ms(0);
+    util_sleep_ms(-5);
+    CU_ASSERT_TRUE(util_now_ms() - t0 < 20);
+}
+
+CU_TestInfo util_tests[] = {
+    {"test_util_plain_name_takes_only_plain_names", test_util_plain_name_takes_only_plain_names},
+    {"test_util_sleep_ms_sleeps_at_least_that_long", test_util_sleep_ms_sleeps_at_least_that_long},
+    CU_TEST_INFO_NULL,
+};
