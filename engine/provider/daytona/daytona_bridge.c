@@ -1,6 +1,5 @@
 #include "provider/daytona/daytona_bridge.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,23 +25,6 @@
 #define RECONNECT_TRIES 10
 #define TAIL_MAX (64u * 1024 * 1024)
 
-static bool abs_path_ok(const char *p)
-{
-    if (!p || p[0] != '/' || strlen(p) > 4000)
-        return false;
-    for (const char *s = p; *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return false;
-    }
-    /* no "." or ".." components: the upload lands exactly where it says */
-    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
-        if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
-            (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
-            return false;
-    }
-    return true;
-}
-
 /* ---- launch scripts ------------------------------------------------------------------- */
 
 int daytona_shell_quote(const char *s, struct buf *out)
@@ -60,17 +42,6 @@ int daytona_shell_quote(const char *s, struct buf *out)
     return r;
 }
 
-static bool env_name_ok(const char *s)
-{
-    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
-        return false;
-    for (; *s; s++) {
-        if (!(isalnum((unsigned char)*s) || *s == '_'))
-            return false;
-    }
-    return true;
-}
-
 int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t errlen)
 {
     int r = buf_append_str(out, "# agent-runner harness environment (generated)\n");
@@ -83,7 +54,7 @@ int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t
     {
         if (r < 0)
             break;
-        if (!env_name_ok(name) || !val || !json_object_is_type(val, json_type_string)) {
+        if (!daytona_env_name_ok(name) || !val || !json_object_is_type(val, json_type_string)) {
             snprintf(err, errlen, "harness env: \"%.64s\" is not a valid variable", name);
             return -EINVAL;
         }
@@ -109,7 +80,7 @@ int daytona_bridge_launcher(const char *env_path, json_object *argv, const char 
         snprintf(err, errlen, "harness argv: empty");
         return -EINVAL;
     }
-    if (!cwd || !abs_path_ok(cwd) || !abs_path_ok(env_path)) {
+    if (!cwd || !daytona_abs_path_ok(cwd) || !daytona_abs_path_ok(env_path)) {
         snprintf(err, errlen, "harness cwd: not an absolute path");
         return -EINVAL;
     }
@@ -432,7 +403,7 @@ static int launch_files_plan(const struct daytona_harness *h, struct launch_file
         snprintf(err, errlen, "harness files: too many");
         return -E2BIG;
     }
-    if (!abs_path_ok(dir) || strlen(dir) > 4000) {
+    if (!daytona_abs_path_ok(dir) || strlen(dir) > 4000) {
         snprintf(err, errlen, "harness state folder: not an absolute path");
         return -EINVAL;
     }

@@ -1,5 +1,6 @@
 #include "provider/daytona/daytona_client.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,29 @@ bool daytona_id_ok(const char *s)
 bool daytona_text_ok(const char *s)
 {
     return s && !has_ctl(s);
+}
+
+bool daytona_env_name_ok(const char *s)
+{
+    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+        return false;
+    for (; *s; s++) {
+        if (!(isalnum((unsigned char)*s) || *s == '_'))
+            return false;
+    }
+    return true;
+}
+
+bool daytona_abs_path_ok(const char *p)
+{
+    if (!p || p[0] != '/' || strlen(p) > 4000 || has_ctl(p))
+        return false;
+    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
+        if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
+            (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
+            return false;
+    }
+    return true;
 }
 
 bool daytona_url_ok(const char *u)

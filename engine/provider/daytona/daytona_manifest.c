@@ -259,23 +259,6 @@ static int record_after(const struct daytona_manifest *m, const struct daytona_m
 
 /* ---- sync ----------------------------------------------------------------------------- */
 
-static bool abs_path_ok(const char *p)
-{
-    if (!p || p[0] != '/' || strlen(p) > 4000)
-        return false;
-    for (const char *s = p; *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return false;
-    }
-    /* no "." or ".." components: the upload lands exactly where it says */
-    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
-        if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
-            (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
-            return false;
-    }
-    return true;
-}
-
 /*
  * The bulk upload writes 0644: set the other modes with one `chmod` command per mode, all in
  * one execute round trip (one permissions call per file when the command would be too long).
@@ -371,7 +354,7 @@ int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct dayto
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!abs_path_ok(files[i].path) || files[i].mode > 07777) {
+        if (!daytona_abs_path_ok(files[i].path) || files[i].mode > 07777) {
             snprintf(err, errlen, "upload: bad path or mode for file #%zu", i);
             r = -EINVAL;
             goto out;
