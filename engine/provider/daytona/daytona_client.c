@@ -292,21 +292,14 @@ void daytona_client_set_message(struct daytona_client *c, const char *msg)
     }
 }
 
+/* Daytona's own meanings first (daytona_client.h), then httpc_status_errno. */
 static int status_errno(long status)
 {
     if (status >= 200 && status < 300)
         return 0;
     switch (status) {
-    case 400:
     case 422:
         return -EINVAL;
-    case 401:
-    case 403:
-        return -EACCES;
-    case 404:
-        return -ENOENT;
-    case 408:
-        return -ETIMEDOUT;
     case 409:
         return -EBUSY;
     case 410:
@@ -314,7 +307,7 @@ static int status_errno(long status)
     case 429:
         return DAYTONA_E_CAPACITY;
     default:
-        return status >= 500 ? DAYTONA_E_SERVER : -EPROTO;
+        return status >= 500 ? DAYTONA_E_SERVER : httpc_status_errno(status);
     }
 }
 
