@@ -257,8 +257,7 @@ static int post_json(struct agenta_api *api, const char *path, json_object *body
     if (ret_answer) {
         json_object *o = NULL;
 
-        r = agenta_parse_answer(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr,
-                                sizeof(perr));
+        r = jsonx_parse_once(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr, sizeof(perr));
         if (r < 0) {
             util_seterr(err, errlen, "agenta api: POST %.*s: the answer is not JSON (%s)",
                         path_len(path), path, perr);
@@ -329,7 +328,7 @@ int agenta_api_refresh_credential(struct agenta_api *api, const atomic_bool *abo
         agenta_response_release(&res);
         return -EREMOTEIO;
     }
-    r = agenta_parse_answer(buf_str(&res.body), res.body.len, ANSWER_DEPTH, &o, perr, sizeof(perr));
+    r = jsonx_parse_once(buf_str(&res.body), res.body.len, ANSWER_DEPTH, &o, perr, sizeof(perr));
     agenta_response_release(&res);
     cred = r == 0 ? jsonx_str(o, "credentials") : NULL;
     if (!cred || !cred[0] || check_credential(cred) < 0) {

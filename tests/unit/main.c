@@ -187,6 +187,7 @@ static CU_SuiteInfo suites[] = {
     {"login", NULL, NULL, NULL, NULL, login_tests},
     {"log", NULL, NULL, NULL, NULL, log_tests},
     {"util", NULL, NULL, NULL, NULL, util_tests},
+    {"jsonx", NULL, NULL, NULL, NULL, jsonx_tests},
     {"mountinfo", NULL, NULL, NULL, NULL, mountinfo_tests},
     {"tool_runner", NULL, NULL, NULL, NULL, tool_runner_tests},
     {"daytona_provider", NULL, NULL, NULL, NULL, daytona_provider_tests},
