@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
+#include "base/jsonx.h"
 #include "base/util.h"
 
 #define MANIFEST_MAX 8192
@@ -195,8 +196,8 @@ int daytona_manifest_parse(struct daytona_manifest *m, const char *text, size_t 
     if (len <= INT32_MAX)
         doc = json_tokener_parse_ex(tok, text, (int)len);
     json_tokener_free(tok);
-    files = doc ? json_object_object_get(doc, "files") : NULL;
-    v = doc ? json_object_object_get(doc, "v") : NULL;
+    files = jsonx_get(doc, "files");
+    v = jsonx_get(doc, "v");
     if (!files || !json_object_is_type(files, json_type_object) || !v ||
         json_object_get_int(v) != 1) {
         json_object_put(doc);
