@@ -27,21 +27,6 @@
 
 /* ---- launch scripts ------------------------------------------------------------------- */
 
-int daytona_shell_quote(const char *s, struct buf *out)
-{
-    int r = buf_append_char(out, '\'');
-
-    for (; r >= 0 && *s; s++) {
-        if (*s == '\'')
-            r = buf_append_str(out, "'\\''");
-        else
-            r = buf_append_char(out, *s);
-    }
-    if (r >= 0)
-        r = buf_append_char(out, '\'');
-    return r;
-}
-
 int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t errlen)
 {
     int r = buf_append_str(out, "# agent-runner harness environment (generated)\n");

@@ -16,22 +16,6 @@
 #define UPLOAD_FILES_MAX 4096
 #define CHMOD_COMMAND_MAX (256u * 1024)
 
-/* One single-quoted shell word (the bridge quotes its launcher the same way). */
-static int quote(const char *s, struct buf *out)
-{
-    int r = buf_append_char(out, '\'');
-
-    for (; r >= 0 && *s; s++) {
-        if (*s == '\'')
-            r = buf_append_str(out, "'\\''");
-        else
-            r = buf_append_char(out, *s);
-    }
-    if (r >= 0)
-        r = buf_append_char(out, '\'');
-    return r;
-}
-
 /* ---- manifest ------------------------------------------------------------------------- */
 
 struct manifest_entry {
@@ -293,7 +277,7 @@ static int fix_modes(struct daytona_client *c, const char *tb,
                 continue;
             r = buf_append_char(&cmd, ' ');
             if (r >= 0)
-                r = quote(files[idx[j]].path, &cmd);
+                r = daytona_shell_quote(files[idx[j]].path, &cmd);
         }
         any = true;
     }

@@ -461,3 +461,18 @@ int daytona_toolbox_download(struct daytona_client *c, const char *tb, const cha
     buf_release(&url);
     return r;
 }
+
+int daytona_shell_quote(const char *s, struct buf *out)
+{
+    int r = buf_append_char(out, '\'');
+
+    for (; r >= 0 && *s; s++) {
+        if (*s == '\'')
+            r = buf_append_str(out, "'\\''");
+        else
+            r = buf_append_char(out, *s);
+    }
+    if (r >= 0)
+        r = buf_append_char(out, '\'');
+    return r;
+}
