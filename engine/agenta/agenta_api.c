@@ -29,11 +29,8 @@ static int check_credential(const char *credential)
 {
     size_t n = strlen(credential);
 
-    if (n > AGENTA_CREDENTIAL_MAX)
+    if (n > AGENTA_CREDENTIAL_MAX || util_has_ctl(credential))
         return -EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)credential[i] < 0x20 || credential[i] == 0x7f)
-            return -EINVAL;
     return 0;
 }
 

@@ -6,16 +6,9 @@
 #include <time.h>
 
 #include "base/jsonx.h"
+#include "base/util.h"
 
 #define ANSWER_DEPTH 64
-
-static bool clean_text(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x21 || *p == 0x7f)
-            return false;
-    return true;
-}
 
 static void add_str(json_object *o, const char *key, const char *v)
 {
@@ -112,7 +105,7 @@ static void copy_str(json_object *o, const char *key, char *out, size_t outlen)
     const char *v = jsonx_str(o, key);
 
     out[0] = '\0';
-    if (v && strlen(v) < outlen && clean_text(v))
+    if (v && strlen(v) < outlen && util_visible(v))
         memcpy(out, v, strlen(v) + 1);
 }
 

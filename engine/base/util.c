@@ -148,6 +148,24 @@ bool util_plain_name(const char *s, size_t max)
     return n <= max;
 }
 
+bool util_has_ctl(const char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+bool util_visible(const char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+            return false;
+    }
+    return true;
+}
+
 bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
 {
     const volatile uint8_t *pa = a, *pb = b;

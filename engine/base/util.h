@@ -40,6 +40,13 @@ int util_random_uuid(char out[37]);
  * [A-Za-z0-9._-], not "." or "..".
  */
 bool util_plain_name(const char *s, size_t max);
+/* Whether s holds a control character (below 0x20) or DEL. */
+bool util_has_ctl(const char *s);
+/*
+ * Whether every byte of s is visible: no space, control character or DEL (bytes from 0x80 up
+ * are taken as they are), so s can stand in a URL or a header line as it is. "" is.
+ */
+bool util_visible(const char *s);
 
 /* Constant-time equality of two byte strings (time depends only on the lengths). */
 bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);

@@ -106,11 +106,7 @@ static int parse_url(const char *url, struct ws_url *u)
         u->default_port = true;
     }
     u->path = *p ? p : "/";
-    for (const char *c = u->path; *c; c++) {
-        if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-            return -EINVAL;
-    }
-    return 0;
+    return util_visible(u->path) ? 0 : -EINVAL;
 }
 
 static void set_timeouts(int fd, int ms)

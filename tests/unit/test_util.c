@@ -1,4 +1,4 @@
-/* util — the small shared helpers: plain names, the signal-proof sleep. */
+/* util — the small shared helpers: plain names, byte classes, the signal-proof sleep. */
 #include <string.h>
 
 #include "base/util.h"
@@ -25,6 +25,19 @@ static void test_util_plain_name_takes_only_plain_names(void)
     CU_ASSERT_FALSE(util_plain_name(long_name, 63));
 }
 
+static void test_util_has_ctl_and_visible_tell_the_bytes_apart(void)
+{
+    CU_ASSERT_FALSE(util_has_ctl(""));
+    CU_ASSERT_FALSE(util_has_ctl("a b\xc3\xa9"));
+    CU_ASSERT_TRUE(util_has_ctl("a\tb"));
+    CU_ASSERT_TRUE(util_has_ctl("a\x7f"));
+    CU_ASSERT_TRUE(util_visible(""));
+    CU_ASSERT_TRUE(util_visible("https://x/y?z=1\xc3\xa9"));
+    CU_ASSERT_FALSE(util_visible("a b"));
+    CU_ASSERT_FALSE(util_visible("a\n"));
+    CU_ASSERT_FALSE(util_visible("\x7f"));
+}
+
 static void test_util_sleep_ms_sleeps_at_least_that_long(void)
 {
     int64_t t0 = util_now_ms();
@@ -39,6 +52,8 @@ static void test_util_sleep_ms_sleeps_at_least_that_long(void)
 
 CU_TestInfo util_tests[] = {
     {"test_util_plain_name_takes_only_plain_names", test_util_plain_name_takes_only_plain_names},
+    {"test_util_has_ctl_and_visible_tell_the_bytes_apart",
+     test_util_has_ctl_and_visible_tell_the_bytes_apart},
     {"test_util_sleep_ms_sleeps_at_least_that_long", test_util_sleep_ms_sleeps_at_least_that_long},
     CU_TEST_INFO_NULL,
 };

@@ -34,15 +34,6 @@ const char *daytona_strerror(int r)
 
 /* ---- configuration -------------------------------------------------------------------- */
 
-static bool has_ctl(const char *s)
-{
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return true;
-    }
-    return false;
-}
-
 static int copy_opt(const char *(*get)(const char *), const char *name, char *dst, size_t cap,
                     char *err, size_t errlen)
 {
@@ -51,7 +42,7 @@ static int copy_opt(const char *(*get)(const char *), const char *name, char *ds
     dst[0] = '\0';
     if (!v || !v[0])
         return 0;
-    if (strlen(v) >= cap || has_ctl(v)) {
+    if (strlen(v) >= cap || util_has_ctl(v)) {
         snprintf(err, errlen, "%s: too long or holds control characters", name);
         return -EINVAL;
     }
@@ -185,7 +176,7 @@ bool daytona_id_ok(const char *s)
 
 bool daytona_text_ok(const char *s)
 {
-    return s && !has_ctl(s);
+    return s && !util_has_ctl(s);
 }
 
 bool daytona_env_name_ok(const char *s)
@@ -201,7 +192,7 @@ bool daytona_env_name_ok(const char *s)
 
 bool daytona_abs_path_ok(const char *p)
 {
-    if (!p || p[0] != '/' || strlen(p) > 4000 || has_ctl(p))
+    if (!p || p[0] != '/' || strlen(p) > 4000 || util_has_ctl(p))
         return false;
     for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
         if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
@@ -213,8 +204,8 @@ bool daytona_abs_path_ok(const char *p)
 
 bool daytona_url_ok(const char *u)
 {
-    return u && (strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0) && !has_ctl(u) &&
-           !strchr(u, ' ');
+    return u && (strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0) &&
+           util_visible(u);
 }
 
 /* ---- HTTP core ------------------------------------------------------------------------ */
