@@ -54,12 +54,22 @@ int64_t util_wall_ms(void)
     return clock_ms(CLOCK_REALTIME);
 }
 
-int64_t util_now_ns(void)
+static int64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t util_now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t util_wall_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
 }
 
 void util_sleep_ms(int64_t ms)
@@ -468,6 +478,14 @@ int util_signalfd_for(const int *signals, size_t n)
         return -errno;
     fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     return fd == -1 ? -errno : fd;
+}
+
+void util_set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    if (fl != -1)
+        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 void util_redirect_null(int fd)

@@ -23,8 +23,9 @@ int util_parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret);
 /* Milliseconds on CLOCK_MONOTONIC / CLOCK_REALTIME. Cannot fail. */
 int64_t util_now_ms(void);
 int64_t util_wall_ms(void);
-/* Nanoseconds on CLOCK_MONOTONIC. Cannot fail. */
+/* Nanoseconds on CLOCK_MONOTONIC / CLOCK_REALTIME. Cannot fail. */
 int64_t util_now_ns(void);
+int64_t util_wall_ns(void);
 /* Sleep ms milliseconds (nothing when ms <= 0), resumed after a signal; async-signal-safe. */
 void util_sleep_ms(int64_t ms);
 
@@ -91,6 +92,9 @@ pid_t util_self_pid(void);
 
 /* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
 int util_signalfd_for(const int *signals, size_t n);
+
+/* Add O_NONBLOCK to fd's status flags (nothing when they cannot be read, e.g. fd < 0). */
+void util_set_nonblock(int fd);
 
 /* Point fd at /dev/null (read-write); left as it is when /dev/null cannot be opened. */
 void util_redirect_null(int fd);

@@ -1,5 +1,7 @@
-/* util — the small shared helpers: plain names, byte classes, the signal-proof sleep. */
+/* util — the small shared helpers: plain names, byte classes, clocks, fd flags, the sleep. */
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/util.h"
 #include "suites.h"
@@ -38,6 +40,26 @@ static void test_util_has_ctl_and_visible_tell_the_bytes_apart(void)
     CU_ASSERT_FALSE(util_visible("\x7f"));
 }
 
+static void test_util_set_nonblock_adds_the_flag(void)
+{
+    int fds[2];
+
+    CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+    CU_ASSERT_FALSE(fcntl(fds[0], F_GETFL) & O_NONBLOCK);
+    util_set_nonblock(fds[0]);
+    CU_ASSERT_TRUE(fcntl(fds[0], F_GETFL) & O_NONBLOCK);
+    util_set_nonblock(-1); /* nothing */
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_util_wall_ns_is_the_wall_clock(void)
+{
+    int64_t ms = util_wall_ms(), ns = util_wall_ns();
+
+    CU_ASSERT_TRUE(ns / 1000000 >= ms && ns / 1000000 - ms < 1000);
+}
+
 static void test_util_sleep_ms_sleeps_at_least_that_long(void)
 {
     int64_t t0 = util_now_ms();
@@ -54,6 +76,8 @@ CU_TestInfo util_tests[] = {
     {"test_util_plain_name_takes_only_plain_names", test_util_plain_name_takes_only_plain_names},
     {"test_util_has_ctl_and_visible_tell_the_bytes_apart",
      test_util_has_ctl_and_visible_tell_the_bytes_apart},
+    {"test_util_set_nonblock_adds_the_flag", test_util_set_nonblock_adds_the_flag},
+    {"test_util_wall_ns_is_the_wall_clock", test_util_wall_ns_is_the_wall_clock},
     {"test_util_sleep_ms_sleeps_at_least_that_long", test_util_sleep_ms_sleeps_at_least_that_long},
     CU_TEST_INFO_NULL,
 };
