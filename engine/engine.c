@@ -186,6 +186,15 @@ static void emit_done(struct event_stream *es, struct run_result *res)
     event_emit(es, event_done(res->stop_reason, res->trace_id));
 }
 
+/* The run ends before its turn: an error event (msg, code), the result's error, then done. */
+static void fail_done(struct event_stream *es, struct run_result *res, const char *msg,
+                      const char *code)
+{
+    event_emit(es, event_error(msg, code));
+    run_result_fail(res, "%s", msg);
+    emit_done(es, res);
+}
+
 static void collect_events(struct event_stream *es, struct run_result *res)
 {
     if (es->streaming)
@@ -367,16 +376,12 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     event_stream_flush(es);
     if (engine_tools_into_plan(t, err, sizeof(err)) < 0) {
         log_debug("run tools unavailable: %s", err);
-        event_emit(es, event_error(err, "runner_error"));
-        run_result_fail(res, "%s", err);
-        emit_done(es, res);
+        fail_done(es, res, err, "runner_error");
         return;
     }
     r = engine_start_environment(t, es, why, &env, limit, err, sizeof(err), &code);
     if (r < 0) {
-        event_emit(es, event_error(err, code));
-        run_result_fail(res, "%s", err);
-        emit_done(es, res);
+        fail_done(es, res, err, code);
         return;
     }
     if (env->has_slot)
@@ -417,9 +422,7 @@ static void refuse_stale_answer(const struct pool_lookup *lk, struct event_strea
              "for (a stale or foreign interactionToken); it still waits for %zu approval(s): "
              "answer with the id of their interaction_request",
              (size_t)lk->s.ngates);
-    event_emit(es, event_error(msg, "invalid_request"));
-    run_result_fail(res, "%s", msg);
-    emit_done(es, res);
+    fail_done(es, res, msg, "invalid_request");
 }
 
 /* Who sees every event of the run: the trace, and in platform mode the session's log. */
@@ -450,9 +453,7 @@ static int rebuild_history(struct engine_turn *t, struct event_stream *es, struc
     r = platform_rebuild(t->plat, t->req, &lim, err, sizeof(err));
     if (r < 0) {
         log_debug("history rebuild failed: %s", err);
-        event_emit(es, event_error(err, "runner_error"));
-        run_result_fail(res, "%s", err);
-        emit_done(es, res);
+        fail_done(es, res, err, "runner_error");
     }
     return r;
 }

@@ -13,15 +13,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/log.h"
+
 #define EGRESS_REPORT_LINES_PER_S 20
 
 struct pool;
 
 struct egress_report {
-    struct pool *pool; /* may be NULL (no session table) */
-    int64_t window_ms; /* start of the current one-second window */
-    unsigned logged;   /* lines in the window */
-    uint64_t unlogged; /* refusals counted but not logged in the window */
+    struct pool *pool;        /* may be NULL (no session table) */
+    struct log_budget budget; /* EGRESS_REPORT_LINES_PER_S */
 };
 
 void egress_report_init(struct egress_report *r, struct pool *pool);

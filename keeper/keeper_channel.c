@@ -119,22 +119,12 @@ void keeper_channel_close(struct keeper_channel *kc)
  */
 static bool warn_allowed(struct keeper_channel *kc)
 {
-    int64_t now = util_now_ms();
+    uint64_t dropped;
+    bool ok = log_budget_take(&kc->warns, KEEPER_CHANNEL_WARNS_PER_S, &dropped);
 
-    if (now - kc->warn_window_ms >= 1000) {
-        if (kc->warn_suppressed)
-            log_warn("tool channel: %llu more warnings not logged",
-                     (unsigned long long)kc->warn_suppressed);
-        kc->warn_window_ms = now;
-        kc->warn_logged = 0;
-        kc->warn_suppressed = 0;
-    }
-    if (kc->warn_logged >= KEEPER_CHANNEL_WARNS_PER_S) {
-        kc->warn_suppressed++;
-        return false;
-    }
-    kc->warn_logged++;
-    return true;
+    if (dropped)
+        log_warn("tool channel: %llu more warnings not logged", (unsigned long long)dropped);
+    return ok;
 }
 
 /* Queue an encoded line (it ends in '\n') to connection c; a connection that does not read is

@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "base/log.h"
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
 #include "proto/tool_channel.h"
@@ -99,9 +100,8 @@ struct keeper_channel {
     uint64_t dropped; /* lines nobody took: notifications while alone, malformed lines */
     uint64_t refused; /* connections closed for not saying hello with the token first */
     char token[TOOL_CHANNEL_TOKEN_MAX + 1]; /* the environment's channel secret */
-    int64_t warn_window_ms; /* warn_allowed's one-second window */
-    unsigned warn_logged;
-    uint64_t warn_suppressed;
+    /* warn_allowed's budget: KEEPER_CHANNEL_WARNS_PER_S */
+    struct log_budget warns;
     struct keeper_channel_worker worker;
     /* the poll set of the last keeper_channel_pollfds: which fd each slot was */
     int polled[KEEPER_CHANNEL_POLLFDS];

@@ -29,11 +29,8 @@ static int check_credential(const char *credential)
 {
     size_t n = strlen(credential);
 
-    if (n > AGENTA_CREDENTIAL_MAX)
+    if (n > AGENTA_CREDENTIAL_MAX || util_has_ctl(credential))
         return -EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)credential[i] < 0x20 || credential[i] == 0x7f)
-            return -EINVAL;
     return 0;
 }
 
@@ -217,6 +214,17 @@ void agenta_response_release(struct agenta_response *r)
     buf_release(&r->body);
 }
 
+/* 0 for a 2xx answer, else -EREMOTEIO with "agenta api: METHOD path: HTTP status" (the path
+ * without its query). */
+static int status_ok(const struct agenta_response *res, const char *method, const char *path,
+                     char *err, size_t errlen)
+{
+    if (res->status >= 200 && res->status <= 299)
+        return 0;
+    return util_fail(-EREMOTEIO, err, errlen, "agenta api: %s %.*s: HTTP %ld", method,
+                     path_len(path), path, res->status);
+}
+
 /* POST a JSON document: 0 on 2xx, -EREMOTEIO (message naming the status) otherwise. When
  * ret_answer is set the answer must be a JSON value and is parsed into it. One attempt. */
 static int post_json(struct agenta_api *api, const char *path, json_object *body,
@@ -248,17 +256,15 @@ static int post_json(struct agenta_api *api, const char *path, json_object *body
         agenta_response_release(&res);
         return 0;
     }
-    if (res.status < 200 || res.status > 299) {
-        util_seterr(err, errlen, "agenta api: POST %.*s: HTTP %ld", path_len(path), path,
-                    res.status);
+    r = status_ok(&res, "POST", path, err, errlen);
+    if (r < 0) {
         agenta_response_release(&res);
-        return -EREMOTEIO;
+        return r;
     }
     if (ret_answer) {
         json_object *o = NULL;
 
-        r = agenta_parse_answer(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr,
-                                sizeof(perr));
+        r = jsonx_parse_once(buf_str(&res.body), res.body.len, QUERY_DEPTH, &o, perr, sizeof(perr));
         if (r < 0) {
             util_seterr(err, errlen, "agenta api: POST %.*s: the answer is not JSON (%s)",
                         path_len(path), path, perr);
@@ -295,16 +301,11 @@ int agenta_api_heartbeat(struct agenta_api *api, const struct agenta_beat *b,
     json_object_put(body);
     if (r < 0)
         return r;
-    if (res.status < 200 || res.status > 299) {
-        util_seterr(err, errlen, "agenta api: POST %s: HTTP %ld", AGENTA_PATH_HEARTBEAT,
-                    res.status);
-        r = -EREMOTEIO;
-    } else if (agenta_beat_reply_parse(buf_str(&res.body), res.body.len, ret) < 0) {
+    r = status_ok(&res, "POST", AGENTA_PATH_HEARTBEAT, err, errlen);
+    if (r == 0 && agenta_beat_reply_parse(buf_str(&res.body), res.body.len, ret) < 0) {
         util_seterr(err, errlen, "agenta api: POST %s: the answer is not a JSON object",
                     AGENTA_PATH_HEARTBEAT);
         r = -EBADMSG;
-    } else {
-        r = 0;
     }
     agenta_response_release(&res);
     return r;
@@ -324,12 +325,12 @@ int agenta_api_refresh_credential(struct agenta_api *api, const atomic_bool *abo
     r = agenta_api_call(api, &call, &res, err, errlen);
     if (r < 0)
         return r;
-    if (res.status < 200 || res.status > 299) {
-        util_seterr(err, errlen, "agenta api: GET /access/permissions/check: HTTP %ld", res.status);
+    r = status_ok(&res, "GET", AGENTA_PATH_REFRESH, err, errlen);
+    if (r < 0) {
         agenta_response_release(&res);
-        return -EREMOTEIO;
+        return r;
     }
-    r = agenta_parse_answer(buf_str(&res.body), res.body.len, ANSWER_DEPTH, &o, perr, sizeof(perr));
+    r = jsonx_parse_once(buf_str(&res.body), res.body.len, ANSWER_DEPTH, &o, perr, sizeof(perr));
     agenta_response_release(&res);
     cred = r == 0 ? jsonx_str(o, "credentials") : NULL;
     if (!cred || !cred[0] || check_credential(cred) < 0) {
@@ -391,13 +392,7 @@ int agenta_api_turn_create(struct agenta_api *api, const struct agenta_turn *t, 
     json_object_put(body);
     if (r < 0)
         return r;
-    if (status == 409)
-        return 1;
-    if (status < 200 || status > 299) {
-        util_seterr(err, errlen, "agenta api: POST %s: HTTP %ld", AGENTA_PATH_TURNS, status);
-        return -EREMOTEIO;
-    }
-    return 0;
+    return status == 409 ? 1 : 0; /* post_json failed any other status */
 }
 
 int agenta_api_turn_complete(struct agenta_api *api, const char *session_id, uint64_t turn_index,
@@ -469,12 +464,9 @@ int agenta_api_attachment_content(struct agenta_api *api, const char *session_id
     r = agenta_api_call(api, &call, &res, err, errlen);
     if (r < 0)
         return r;
-    if (res.status < 200 || res.status > 299) {
-        util_seterr(err, errlen, "agenta api: GET /sessions/attachments/{id}/content: HTTP %ld",
-                    res.status);
-        r = -EREMOTEIO;
+    r = status_ok(&res, "GET", "/sessions/attachments/{id}/content", err, errlen);
+    if (r < 0)
         goto out;
-    }
     if (!res.content_type[0] || strlen(res.content_type) >= sizeof(a.media_type) ||
         agenta_disposition_filename(res.content_disposition, a.filename, sizeof(a.filename)) < 0) {
         util_seterr(err, errlen,

@@ -6,57 +6,9 @@
 #include <time.h>
 
 #include "base/jsonx.h"
+#include "base/util.h"
 
 #define ANSWER_DEPTH 64
-
-/*
- * Parse an answer of the API strictly (UTF-8 validated). A tokener of its own each time, not
- * jsonx's per-thread cache: answers are parsed on short-lived threads (the heartbeat timer)
- * whose thread-local cache would outlive them.
- */
-int agenta_parse_answer(const char *data, size_t len, int depth, json_object **ret, char *err,
-                        size_t errlen)
-{
-    struct json_tokener *tok;
-    enum json_tokener_error jerr;
-    json_object *o;
-    size_t end;
-
-    if (len > (size_t)0x7fffffff) {
-        snprintf(err, errlen, "document too large");
-        return -EBADMSG;
-    }
-    tok = json_tokener_new_ex(depth);
-    if (!tok)
-        return -ENOMEM;
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
-    o = json_tokener_parse_ex(tok, data, (int)len);
-    jerr = json_tokener_get_error(tok);
-    end = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    if (jerr != json_tokener_success) {
-        snprintf(err, errlen, "%s", json_tokener_error_desc(jerr));
-        json_object_put(o);
-        return -EBADMSG;
-    }
-    while (end < len && strchr(" \t\r\n", data[end]))
-        end++;
-    if (end != len) {
-        snprintf(err, errlen, "trailing data");
-        json_object_put(o);
-        return -EBADMSG;
-    }
-    *ret = o;
-    return 0;
-}
-
-static bool clean_text(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x21 || *p == 0x7f)
-            return false;
-    return true;
-}
 
 static void add_str(json_object *o, const char *key, const char *v)
 {
@@ -153,7 +105,7 @@ static void copy_str(json_object *o, const char *key, char *out, size_t outlen)
     const char *v = jsonx_str(o, key);
 
     out[0] = '\0';
-    if (v && strlen(v) < outlen && clean_text(v))
+    if (v && strlen(v) < outlen && util_visible(v))
         memcpy(out, v, strlen(v) + 1);
 }
 
@@ -163,7 +115,7 @@ int agenta_beat_reply_parse(const char *body, size_t len, struct agenta_beat_rep
     json_object *o = NULL, *v;
     char perr[64];
 
-    if (agenta_parse_answer(body, len, ANSWER_DEPTH, &o, perr, sizeof(perr)) < 0 || !o ||
+    if (jsonx_parse_once(body, len, ANSWER_DEPTH, &o, perr, sizeof(perr)) < 0 || !o ||
         !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         return -EBADMSG;

@@ -16,15 +16,6 @@
 
 #include "agenta/agenta_config.h"
 
-/*
- * Parse an answer of the API strictly (UTF-8 validated, nothing after the value, at most depth
- * levels): 0 with the value in *ret (NULL for null), -EBADMSG with the reason in err. A tokener
- * of its own each time, not jsonx's per-thread cache: answers are parsed on short-lived
- * threads (the heartbeat timer) whose thread-local cache would outlive them.
- */
-int agenta_parse_answer(const char *data, size_t len, int depth, json_object **ret, char *err,
-                        size_t errlen);
-
 /* runContext.workflow as Agenta's invoke references: {"workflow":{id,slug,version},
  * "workflow_variant":{..},"workflow_revision":{..}}; NULL when there is none. */
 json_object *agenta_workflow_references(json_object *run_context);

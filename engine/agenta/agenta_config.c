@@ -63,14 +63,6 @@ static bool flag_on(const char *(*lookup)(const char *, void *), void *ctx, cons
     return !(n == 5 && strncasecmp(v, "false", 5) == 0);
 }
 
-static bool clean_text(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x21 || *p == 0x7f)
-            return false;
-    return true;
-}
-
 int agenta_config_load(struct agenta_config *cfg,
                        const char *(*lookup)(const char *name, void *ctx), void *ctx, char *err,
                        size_t errlen)
@@ -92,7 +84,7 @@ int agenta_config_load(struct agenta_config *cfg,
         len = strlen(base);
         while (len > 0 && base[len - 1] == '/')
             len--;
-        if (len >= sizeof(c.base_url) || !clean_text(base) ||
+        if (len >= sizeof(c.base_url) || !util_visible(base) ||
             (strncmp(base, "http://", 7) != 0 && strncmp(base, "https://", 8) != 0) ||
             len <= (base[4] == 's' ? 8u : 7u)) {
             util_seterr(err, errlen, "%s: expected an http:// or https:// URL of at most %zu bytes",
@@ -104,7 +96,7 @@ int agenta_config_load(struct agenta_config *cfg,
         c.enabled = true;
     }
     if (replica) {
-        if (strlen(replica) >= sizeof(c.replica_id) || !clean_text(replica)) {
+        if (strlen(replica) >= sizeof(c.replica_id) || !util_visible(replica)) {
             util_seterr(err, errlen,
                         "AGENTA_RUNNER_REPLICA_ID: expected at most %zu printable bytes",
                         sizeof(c.replica_id) - 1);
@@ -126,7 +118,7 @@ int agenta_config_load(struct agenta_config *cfg,
         host[sizeof(host) - 1] = '\0';
         r = snprintf(c.replica_id, sizeof(c.replica_id), "agent-runner@%s/%s", host,
                      inst ? inst : "default");
-        if (r < 0 || (size_t)r >= sizeof(c.replica_id) || !clean_text(c.replica_id)) {
+        if (r < 0 || (size_t)r >= sizeof(c.replica_id) || !util_visible(c.replica_id)) {
             util_seterr(err, errlen,
                         "AGENTA_RUNNER_REPLICA_ID: the host name and instance make no "
                         "usable replica id; set one");

@@ -92,6 +92,23 @@ int httpc_curl_errno(CURLcode rc)
     }
 }
 
+int httpc_status_errno(long status)
+{
+    switch (status) {
+    case 400:
+        return -EINVAL;
+    case 401:
+    case 403:
+        return -EACCES;
+    case 404:
+        return -ENOENT;
+    case 408:
+        return -ETIMEDOUT;
+    default:
+        return -EPROTO;
+    }
+}
+
 bool httpc_status_retryable(long status)
 {
     return status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599);

@@ -134,6 +134,12 @@ CURL *httpc_thread_handle(void);
 
 /* The libcurl failure as -errno (the one mapping; see above). CURLE_OK is 0. */
 int httpc_curl_errno(CURLcode rc);
+/*
+ * The -errno of an HTTP error status as every client reads it: 400 -EINVAL, 401 and 403
+ * -EACCES, 404 -ENOENT, 408 -ETIMEDOUT, -EPROTO for any other. A client gives the statuses its
+ * server uses in a meaning of its own (2xx, 409, 429, 5xx, ...) their codes before this one.
+ */
+int httpc_status_errno(long status);
 /* Whether an HTTP status is worth another attempt: 408, 425, 429 and 5xx. */
 bool httpc_status_retryable(long status);
 /* The wait after failed attempt n (1-based), at most cap_ms (0 = HTTPC_BACKOFF_CAP_MS). */

@@ -36,6 +36,16 @@ static void make_key(void)
     (void)pthread_key_create(&cache_key, free_cache);
 }
 
+/* A strict tokener that validates UTF-8, or NULL. */
+static struct json_tokener *new_tokener(int depth)
+{
+    struct json_tokener *tok = json_tokener_new_ex(depth);
+
+    if (tok)
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    return tok;
+}
+
 static struct json_tokener *tokener_for(int depth)
 {
     for (size_t i = 0; i < ARRAY_LEN; i++) {
@@ -46,35 +56,26 @@ static struct json_tokener *tokener_for(int depth)
     }
     for (size_t i = 0; i < ARRAY_LEN; i++) {
         if (!cache[i].tok) {
-            cache[i].tok = json_tokener_new_ex(depth);
+            cache[i].tok = new_tokener(depth);
             if (!cache[i].tok)
                 return NULL;
             if (pthread_once(&key_once, make_key) == 0)
                 (void)pthread_setspecific(cache_key, cache);
             cache[i].depth = depth;
-            json_tokener_set_flags(cache[i].tok,
-                                   JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
             return cache[i].tok;
         }
     }
     return NULL;
 }
 
-int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
-                size_t errlen)
+/* jsonx_parse's work on a ready tokener (strict, UTF-8 validated, reset). */
+static int parse_with(struct json_tokener *tok, const char *data, size_t len, json_object **ret,
+                      char *err, size_t errlen)
 {
-    struct json_tokener *tok;
     enum json_tokener_error jerr;
     json_object *o;
     size_t used;
 
-    if (len > (size_t)0x7fffffff) {
-        snprintf(err, errlen, "document too large");
-        return -EBADMSG;
-    }
-    tok = tokener_for(depth);
-    if (!tok)
-        return -ENOMEM;
     o = json_tokener_parse_ex(tok, data, (int)len);
     jerr = json_tokener_get_error(tok);
     used = json_tokener_get_parse_end(tok);
@@ -106,6 +107,38 @@ int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char
     }
     *ret = o;
     return 0;
+}
+
+/* A tokener of its own for one document (once), or the thread's cached one for depth. */
+static int parse(const char *data, size_t len, int depth, bool once, json_object **ret, char *err,
+                 size_t errlen)
+{
+    struct json_tokener *tok;
+    int r;
+
+    if (len > (size_t)0x7fffffff) {
+        snprintf(err, errlen, "document too large");
+        return -EBADMSG;
+    }
+    tok = once ? new_tokener(depth) : tokener_for(depth);
+    if (!tok)
+        return -ENOMEM;
+    r = parse_with(tok, data, len, ret, err, errlen);
+    if (once)
+        json_tokener_free(tok);
+    return r;
+}
+
+int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
+                size_t errlen)
+{
+    return parse(data, len, depth, false, ret, err, errlen);
+}
+
+int jsonx_parse_once(const char *data, size_t len, int depth, json_object **ret, char *err,
+                     size_t errlen)
+{
+    return parse(data, len, depth, true, ret, err, errlen);
 }
 
 json_object *jsonx_get(json_object *o, const char *key)

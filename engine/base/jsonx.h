@@ -19,6 +19,13 @@
  */
 int jsonx_parse(const char *data, size_t len, int depth, json_object **ret, char *err,
                 size_t errlen);
+/*
+ * The same with a tokener of its own for this one document, freed after it, instead of the
+ * thread's cached one (jsonx_parse keeps one per depth, eight a thread): for the parses of
+ * short-lived threads (the Agenta heartbeat timer) and of depths no hot path uses.
+ */
+int jsonx_parse_once(const char *data, size_t len, int depth, json_object **ret, char *err,
+                     size_t errlen);
 
 /*
  * The parse budget of untrusted documents, checked on the text before any object is built (a

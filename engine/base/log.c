@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/util.h"
 
 #define LOG_LINE_MAX (16 * 1024)
 #define LOG_REDACT_MAX 1024 /* secrets per thread; past it the thread's lines are withheld */
@@ -213,4 +214,23 @@ void log_level_from_env(const char *name)
 
     if (v && log_level_parse(v, &lvl) == 0)
         log_max_level = (int)lvl;
+}
+
+bool log_budget_take(struct log_budget *b, unsigned per_s, uint64_t *ret_dropped)
+{
+    int64_t now = util_now_ms();
+
+    *ret_dropped = 0;
+    if (now - b->window_ms >= 1000) {
+        *ret_dropped = b->dropped;
+        b->window_ms = now;
+        b->logged = 0;
+        b->dropped = 0;
+    }
+    if (b->logged >= per_s) {
+        b->dropped++;
+        return false;
+    }
+    b->logged++;
+    return true;
 }

@@ -14,7 +14,9 @@
 #define AR_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum log_level { LOG_LEVEL_ERROR = 0, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 
@@ -39,6 +41,24 @@ void log_redact_add(const char *secret);
 void log_redact_clear(void);
 /* A malloc'ed copy of s, at most max bytes, with this thread's secrets replaced. */
 char *log_redact_copy(const char *s, size_t max);
+
+/*
+ * A budget of log lines for what a hostile party can provoke (a sandbox looping on refused
+ * connects): at most per_s lines a second. The lines over it are only counted; the first call
+ * of a later second hands their number back, for one line saying how many were not logged.
+ * Zero-initialise it; one thread at a time.
+ */
+struct log_budget {
+    int64_t window_ms; /* start of the current one-second window (util_now_ms) */
+    unsigned logged;   /* lines in the window */
+    uint64_t dropped;  /* lines counted but not logged in the window */
+};
+
+/*
+ * Whether one more line may be logged now. *ret_dropped is the number of lines the window
+ * that just ended did not log (0 unless this call began a new window after such lines).
+ */
+bool log_budget_take(struct log_budget *b, unsigned per_s, uint64_t *ret_dropped);
 
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

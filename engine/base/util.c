@@ -54,12 +54,34 @@ int64_t util_wall_ms(void)
     return clock_ms(CLOCK_REALTIME);
 }
 
-int64_t util_now_ns(void)
+static int64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t util_now_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+int64_t util_wall_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
+}
+
+void util_sleep_ms(int64_t ms)
+{
+    struct timespec ts;
+
+    if (ms <= 0)
+        return;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
 }
 
 int util_random_bytes(void *buf, size_t len)
@@ -118,6 +140,40 @@ int util_random_uuid(char out[37])
     util_hex_encode(u, sizeof(u), h);
     snprintf(out, 37, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
     return 0;
+}
+
+bool util_plain_name(const char *s, size_t max)
+{
+    size_t n = 0;
+
+    if (!s || !s[0] || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return false;
+    for (; s[n]; n++) {
+        char c = s[n];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return false;
+    }
+    return n <= max;
+}
+
+bool util_has_ctl(const char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return true;
+    }
+    return false;
+}
+
+bool util_visible(const char *s)
+{
+    for (; *s; s++) {
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+            return false;
+    }
+    return true;
 }
 
 bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen)
@@ -422,6 +478,14 @@ int util_signalfd_for(const int *signals, size_t n)
         return -errno;
     fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     return fd == -1 ? -errno : fd;
+}
+
+void util_set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+
+    if (fl != -1)
+        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 void util_redirect_null(int fd)

@@ -23,8 +23,11 @@ int util_parse_u64(const char *str, uint64_t min, uint64_t max, uint64_t *ret);
 /* Milliseconds on CLOCK_MONOTONIC / CLOCK_REALTIME. Cannot fail. */
 int64_t util_now_ms(void);
 int64_t util_wall_ms(void);
-/* Nanoseconds on CLOCK_MONOTONIC. Cannot fail. */
+/* Nanoseconds on CLOCK_MONOTONIC / CLOCK_REALTIME. Cannot fail. */
 int64_t util_now_ns(void);
+int64_t util_wall_ns(void);
+/* Sleep ms milliseconds (nothing when ms <= 0), resumed after a signal; async-signal-safe. */
+void util_sleep_ms(int64_t ms);
 
 /* Fill buf with len random bytes from getrandom(2). */
 int util_random_bytes(void *buf, size_t len);
@@ -32,6 +35,19 @@ int util_random_bytes(void *buf, size_t len);
 int util_random_hex(char *out, size_t nbytes);
 /* A random RFC 4122 version 4 UUID string; out must hold 37 bytes. */
 int util_random_uuid(char out[37]);
+
+/*
+ * A plain name that can stand as one path component or URL path segment: 1..max characters of
+ * [A-Za-z0-9._-], not "." or "..".
+ */
+bool util_plain_name(const char *s, size_t max);
+/* Whether s holds a control character (below 0x20) or DEL. */
+bool util_has_ctl(const char *s);
+/*
+ * Whether every byte of s is visible: no space, control character or DEL (bytes from 0x80 up
+ * are taken as they are), so s can stand in a URL or a header line as it is. "" is.
+ */
+bool util_visible(const char *s);
 
 /* Constant-time equality of two byte strings (time depends only on the lengths). */
 bool util_ct_equal(const void *a, size_t alen, const void *b, size_t blen);
@@ -76,6 +92,9 @@ pid_t util_self_pid(void);
 
 /* Block the signals and return a close-on-exec, non-blocking signalfd for them. */
 int util_signalfd_for(const int *signals, size_t n);
+
+/* Add O_NONBLOCK to fd's status flags (nothing when they cannot be read, e.g. fd < 0). */
+void util_set_nonblock(int fd);
 
 /* Point fd at /dev/null (read-write); left as it is when /dev/null cannot be opened. */
 void util_redirect_null(int fd);

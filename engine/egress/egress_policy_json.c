@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/jsonx.h"
 #include "base/util.h"
 
 static int cmp_u16(const void *a, const void *b)
@@ -119,9 +120,9 @@ static int port_of(json_object *v, uint16_t *ret)
 
 static json_object *get_array(json_object *o, const char *key, bool *bad)
 {
-    json_object *v = NULL;
+    json_object *v = jsonx_get(o, key);
 
-    if (!json_object_object_get_ex(o, key, &v) || !v)
+    if (!v)
         return NULL;
     if (!json_object_is_type(v, json_type_array)) {
         *bad = true;

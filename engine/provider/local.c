@@ -452,14 +452,6 @@ fail:
     return r;
 }
 
-static void set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-
-    if (fl != -1)
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 /* What local keeps of one started sandbox (provider_process.priv). */
 struct local_box {
     struct sandbox_egress *egress; /* NULL: the sandbox has no network at all */
@@ -665,9 +657,9 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
     ret->priv = box;
     box = NULL;
     in[1] = out[0] = errp[0] = -1;
-    set_nonblock(ret->in_fd);
-    set_nonblock(ret->out_fd);
-    set_nonblock(ret->err_fd);
+    util_set_nonblock(ret->in_fd);
+    util_set_nonblock(ret->out_fd);
+    util_set_nonblock(ret->err_fd);
 out:
     for (size_t i = 0; i < nfds; i++)
         close(fds[i]);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/jsonx.h"
@@ -346,13 +345,7 @@ pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         signal(SIGTERM, SIG_DFL);
-        if (grace_ms > 0) {
-            struct timespec ts = {.tv_sec = grace_ms / 1000,
-                                  .tv_nsec = (grace_ms % 1000) * 1000000L};
-
-            while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-                ;
-        }
+        util_sleep_ms(grace_ms);
         sweep_child(p);
         _exit(0);
     }

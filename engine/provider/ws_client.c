@@ -22,6 +22,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "base/httpc.h"
 #include "base/util.h"
 
 #define WS_HANDSHAKE_MAX (16u * 1024)
@@ -105,11 +106,7 @@ static int parse_url(const char *url, struct ws_url *u)
         u->default_port = true;
     }
     u->path = *p ? p : "/";
-    for (const char *c = u->path; *c; c++) {
-        if ((unsigned char)*c <= 0x20 || *c == 0x7f)
-            return -EINVAL;
-    }
-    return 0;
+    return util_visible(u->path) ? 0 : -EINVAL;
 }
 
 static void set_timeouts(int fd, int ms)
@@ -341,22 +338,10 @@ static bool value_has_token(const char *v, size_t vlen, const char *token)
     return false;
 }
 
+/* A refused upgrade: a gateway timeout is a timeout too, the rest httpc_status_errno. */
 static int status_errno(int status)
 {
-    switch (status) {
-    case 400:
-        return -EINVAL;
-    case 401:
-    case 403:
-        return -EACCES;
-    case 404:
-        return -ENOENT;
-    case 408:
-    case 504:
-        return -ETIMEDOUT;
-    default:
-        return -EPROTO;
-    }
+    return status == 504 ? -ETIMEDOUT : httpc_status_errno(status);
 }
 
 /* Copy printable bytes of s[0..n) into out (at most outlen - 1), for error messages. */

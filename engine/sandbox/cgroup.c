@@ -222,6 +222,18 @@ int sandbox_cgroup_enter(const struct sandbox_cgroup *cg)
     return 0;
 }
 
+/* The number a one-line file dir/file holds into *ret; *ret unchanged when there is none. */
+static void read_number(const char *dir, const char *file, uint64_t *ret)
+{
+    char *text = NULL;
+
+    if (sandbox_cgroup_read_at(dir, file, &text) == 0) {
+        text[strcspn(text, "\n")] = '\0';
+        (void)util_parse_u64(text, 0, UINT64_MAX, ret);
+        free(text);
+    }
+}
+
 int sandbox_cgroup_stats(const struct sandbox_cgroup *cg, struct sandbox_cgroup_stats *ret)
 {
     struct sandbox_cgroup_stats st;
@@ -245,12 +257,7 @@ int sandbox_cgroup_stats(const struct sandbox_cgroup *cg, struct sandbox_cgroup_
                     (void)sandbox_cgroup_parse_key(text, "oom_kill", &st.oom_kills);
                     free(text);
                 }
-                text = NULL;
-                if (sandbox_cgroup_read_at(d, "memory.failcnt", &text) == 0) {
-                    text[strcspn(text, "\n")] = '\0';
-                    (void)util_parse_u64(text, 0, UINT64_MAX, &st.memory_max);
-                    free(text);
-                }
+                read_number(d, "memory.failcnt", &st.memory_max);
             }
         }
         text = NULL;
@@ -260,12 +267,7 @@ int sandbox_cgroup_stats(const struct sandbox_cgroup *cg, struct sandbox_cgroup_
                 (void)sandbox_cgroup_parse_key(text, "max", &st.pids_max);
                 free(text);
             }
-            text = NULL;
-            if (sandbox_cgroup_read_at(d, "pids.current", &text) == 0) {
-                text[strcspn(text, "\n")] = '\0';
-                (void)util_parse_u64(text, 0, UINT64_MAX, &st.pids_current);
-                free(text);
-            }
+            read_number(d, "pids.current", &st.pids_current);
         }
     }
     *ret = st;
@@ -425,7 +427,7 @@ int sandbox_cgroup_kill(const struct sandbox_cgroup *cg, int timeout_ms)
             return 0;
         if (util_now_ms() >= deadline)
             return -ETIMEDOUT;
-        sandbox_cgroup_sleep_ms(wait);
+        util_sleep_ms(wait);
         if (wait < 50)
             wait *= 2;
     }
@@ -442,7 +444,7 @@ int sandbox_cgroup_remove(const struct sandbox_cgroup *cg)
             r = rmdir(cg->h[i].dir) == 0 || errno == ENOENT ? 0 : -errno;
             if (r != -EBUSY)
                 break;
-            sandbox_cgroup_sleep_ms(2); /* tasks that are exiting still hold it for a moment */
+            util_sleep_ms(2); /* tasks that are exiting still hold it for a moment */
         }
         if (r < 0 && !first)
             first = r;

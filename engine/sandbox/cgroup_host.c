@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/mountinfo.h"
 #include "base/util.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/cgroup_io.h"
@@ -31,23 +32,6 @@ static const struct {
 };
 
 /* --- layout ------------------------------------------------------------------------------ */
-
-/* Undo mountinfo's octal escapes (\040 for a space) in place. */
-static void unescape(char *s)
-{
-    char *w = s;
-
-    for (char *r = s; *r; r++) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-            r += 3;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
-}
 
 /* True when the comma-separated list contains name. */
 static bool list_has(const char *list, const char *name)
@@ -74,32 +58,22 @@ struct mount_line {
 
 static bool parse_mount_line(char *line, struct mount_line *m)
 {
-    char *f[12], *sep = strstr(line, " - "), *save = NULL;
-    size_t n = 0;
+    struct mountinfo_line f;
 
-    if (!sep)
+    if (!mountinfo_split(line, &f) || !f.options)
         return false;
-    *sep = '\0';
-    for (char *t = strtok_r(line, " ", &save); t && n < 6; t = strtok_r(NULL, " ", &save))
-        f[n++] = t;
-    if (n < 5)
+    if (strlen(f.root) >= sizeof(m->root) || strlen(f.point) >= sizeof(m->point))
         return false;
-    if (strlen(f[3]) >= sizeof(m->root) || strlen(f[4]) >= sizeof(m->point))
-        return false;
-    strncpy(m->root, f[3], sizeof(m->root) - 1);
+    strncpy(m->root, f.root, sizeof(m->root) - 1);
     m->root[sizeof(m->root) - 1] = '\0';
-    strncpy(m->point, f[4], sizeof(m->point) - 1);
+    strncpy(m->point, f.point, sizeof(m->point) - 1);
     m->point[sizeof(m->point) - 1] = '\0';
-    unescape(m->root);
-    unescape(m->point);
-    n = 0;
-    save = NULL;
-    for (char *t = strtok_r(sep + 3, " ", &save); t && n < 3; t = strtok_r(NULL, " ", &save))
-        f[n++] = t;
-    if (n < 3 || strlen(f[0]) >= sizeof(m->fstype) || strlen(f[2]) >= sizeof(m->opts))
+    mountinfo_unescape(m->root);
+    mountinfo_unescape(m->point);
+    if (strlen(f.fstype) >= sizeof(m->fstype) || strlen(f.options) >= sizeof(m->opts))
         return false;
-    snprintf(m->fstype, sizeof(m->fstype), "%s", f[0]);
-    snprintf(m->opts, sizeof(m->opts), "%s", f[2]);
+    snprintf(m->fstype, sizeof(m->fstype), "%s", f.fstype);
+    snprintf(m->opts, sizeof(m->opts), "%s", f.options);
     return true;
 }
 

@@ -7,32 +7,13 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
 
 bool sandbox_cgroup_plain_name(const char *s)
 {
-    size_t n = 0;
-
-    if (!s || !s[0] || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-        return false;
-    for (; s[n]; n++) {
-        char c = s[n];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '_' || c == '.'))
-            return false;
-    }
-    return n <= 64;
-}
-
-void sandbox_cgroup_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
+    return util_plain_name(s, 64);
 }
 
 int sandbox_cgroup_write_at(const char *dir, const char *file, const char *s)

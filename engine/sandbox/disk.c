@@ -11,6 +11,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "base/mountinfo.h"
 #include "base/util.h"
 
 #define MOUNTINFO_MAX (16u * 1024 * 1024)
@@ -128,23 +129,6 @@ int sandbox_disk_full(const char *dir)
     return u.avail < FULL_BYTES || u.avail * 100 < u.size ? 1 : 0;
 }
 
-/* Undo mountinfo's octal escapes in place. */
-static void unescape(char *s)
-{
-    char *w = s;
-
-    for (char *r = s; *r; r++) {
-        if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' &&
-            r[3] >= '0' && r[3] <= '7') {
-            *w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
-            r += 3;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = '\0';
-}
-
 /* The <id> of <envs_dir>/<id>/workspace, or NULL. */
 static const char *env_id_of(const char *point, const char *envs_dir, char *id, size_t len)
 {
@@ -176,25 +160,18 @@ int sandbox_disk_sweep(const char *instance, const char *envs_dir,
     if (r < 0)
         return r;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *sep = strstr(line, " - "), *f[6], *s2 = NULL, *fs, *src, id[128];
-        size_t k = 0;
+        struct mountinfo_line f;
+        char id[128];
 
-        if (!sep)
+        if (!mountinfo_split(line, &f) || !f.source || strcmp(f.fstype, "tmpfs") != 0 ||
+            strcmp(f.source, source) != 0)
             continue;
-        *sep = '\0';
-        for (char *t = strtok_r(line, " ", &s2); t && k < 6; t = strtok_r(NULL, " ", &s2))
-            f[k++] = t;
-        s2 = NULL;
-        fs = strtok_r(sep + 3, " ", &s2);
-        src = fs ? strtok_r(NULL, " ", &s2) : NULL;
-        if (k < 5 || !fs || !src || strcmp(fs, "tmpfs") != 0 || strcmp(src, source) != 0)
-            continue;
-        unescape(f[4]);
-        if (!env_id_of(f[4], envs_dir, id, sizeof(id)))
+        mountinfo_unescape(f.point);
+        if (!env_id_of(f.point, envs_dir, id, sizeof(id)))
             continue;
         if (keep && keep(id, ctx))
             continue;
-        r = sandbox_disk_unmount(f[4]);
+        r = sandbox_disk_unmount(f.point);
         if (r == 0)
             n++;
         else if (!first)

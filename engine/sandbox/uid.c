@@ -34,7 +34,8 @@ static bool overlaps(struct span a, struct span b)
 #define RANGE_FMT "the sandbox ids %llu..%llu (AGENT_RUNNER_SANDBOX_UID_BASE + slots)"
 #define RANGE_ARGS(r) (unsigned long long)(r).lo, (unsigned long long)(r).hi
 
-static int read_text(const char *path, char **ret)
+/* The whole file, or NULL when it does not exist; err names the file it cannot read. */
+static int read_text(const char *path, char **ret, char *err, size_t errlen)
 {
     int r = util_read_file(path, FILE_MAX, ret, NULL);
 
@@ -42,6 +43,8 @@ static int read_text(const char *path, char **ret)
         *ret = NULL;
         return 0;
     }
+    if (r < 0)
+        return util_fail(r, err, errlen, "cannot read '%s': %s", path, strerror(-r));
     return r;
 }
 
@@ -87,12 +90,10 @@ static bool num(const char *s, uint64_t *ret)
 static int check_db(const char *path, const char *what, struct span range, char *err, size_t errlen)
 {
     char *text = NULL, *cursor, *line;
-    int r = read_text(path, &text);
+    int r = read_text(path, &text, err, errlen);
 
-    if (r < 0) {
-        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(-r));
+    if (r < 0)
         return r;
-    }
     cursor = text;
     while ((line = next_line(&cursor))) {
         char *f[4];
@@ -115,12 +116,10 @@ static int check_db(const char *path, const char *what, struct span range, char 
 static int check_sub(const char *path, struct span range, char *err, size_t errlen)
 {
     char *text = NULL, *cursor, *line;
-    int r = read_text(path, &text);
+    int r = read_text(path, &text, err, errlen);
 
-    if (r < 0) {
-        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(-r));
+    if (r < 0)
         return r;
-    }
     cursor = text;
     while ((line = next_line(&cursor))) {
         char *f[3];
@@ -161,12 +160,10 @@ static int check_login_defs(const char *path, struct span range, char *err, size
 {
     char *text = NULL, *cursor, *line;
     struct defs d;
-    int r = read_text(path, &text);
+    int r = read_text(path, &text, err, errlen);
 
-    if (r < 0) {
-        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(-r));
+    if (r < 0)
         return r;
-    }
     memcpy(d.v, def_values, sizeof(d.v));
     cursor = text;
     while ((line = next_line(&cursor))) {

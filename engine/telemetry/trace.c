@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/httpc.h"
@@ -56,14 +55,6 @@ bool trace_attr_allowed(const char *key)
         if (strcmp(allowlist[i], key) == 0)
             return true;
     return false;
-}
-
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void attr_str(struct span *s, const char *key, const char *value)
@@ -144,7 +135,7 @@ static void span_start(struct span *s, const char *name, const char *parent)
     (void)util_random_hex(s->id, 8);
     snprintf(s->parent, sizeof(s->parent), "%s", parent ? parent : "");
     snprintf(s->name, sizeof(s->name), "%s", name);
-    s->start_ns = wall_ns();
+    s->start_ns = util_wall_ns();
     s->attrs = json_object_new_array();
 }
 
@@ -220,7 +211,7 @@ void trace_run_sandbox(struct trace_run *t, json_object *report)
 {
     const char *outcome = jsonx_str(report, "outcome"), *reason = jsonx_str(report, "reason");
     json_object *execs = jsonx_get(report, "execs"), *up = jsonx_get(report, "upload");
-    int64_t now = wall_ns();
+    int64_t now = util_wall_ns();
     struct span *s;
 
     if (!t || !report)
@@ -295,7 +286,7 @@ void trace_run_event(struct trace_run *t, json_object *ev)
             struct span *s = &t->tools[i];
             if (strcmp(s->tool_id, id) != 0 || s->end_ns)
                 continue;
-            s->end_ns = wall_ns();
+            s->end_ns = util_wall_ns();
             s->error = json_object_get_boolean(jsonx_get(ev, "isError"));
             if (json_object_get_boolean(jsonx_get(ev, "denied")))
                 attr_str(s, "agent_runner.tool.denied", "true");
@@ -431,7 +422,7 @@ void trace_run_finish(struct trace_run *t, const struct run_result *res)
 {
     json_object *doc, *rs, *resource, *rattrs, *kv, *v, *scope_spans, *ss, *scope, *spans;
     struct export_item it;
-    int64_t end = wall_ns();
+    int64_t end = util_wall_ns();
     char url[2100];
 
     if (!t)

@@ -254,7 +254,7 @@ static void loop_fail(struct turn_loop *L, enum loop_exit how, int rc, const cha
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(L->why, sizeof(L->why), fmt, ap);
+    util_vseterr(L->why, sizeof(L->why), fmt, ap);
     va_end(ap);
     L->rc = rc;
     L->exit = how;

@@ -17,6 +17,9 @@
 
 extern CU_TestInfo acp_tests[];
 extern CU_TestInfo log_tests[];
+extern CU_TestInfo util_tests[];
+extern CU_TestInfo jsonx_tests[];
+extern CU_TestInfo mountinfo_tests[];
 extern CU_TestInfo tool_runner_tests[];
 extern CU_TestInfo request_tests[];
 extern CU_TestInfo request_tools_tests[];

@@ -192,7 +192,46 @@ static void test_daytona_client_errors_mapped_and_key_scrubbed(void)
     free(e500);
 }
 
+static void test_daytona_client_names_and_paths_checked(void)
+{
+    char long_path[4100];
+
+    CU_ASSERT_TRUE(daytona_id_ok("sb-1.x_Y"));
+    CU_ASSERT_FALSE(daytona_id_ok(".."));
+    CU_ASSERT_FALSE(daytona_id_ok("a/b"));
+    memset(long_path, 'a', 64);
+    long_path[64] = '\0';
+    CU_ASSERT_FALSE(daytona_id_ok(long_path)); /* 63 characters at most */
+    long_path[63] = '\0';
+    CU_ASSERT_TRUE(daytona_id_ok(long_path));
+
+    CU_ASSERT_TRUE(daytona_env_name_ok("_A1"));
+    CU_ASSERT_TRUE(daytona_env_name_ok("PATH"));
+    CU_ASSERT_FALSE(daytona_env_name_ok("1A"));
+    CU_ASSERT_FALSE(daytona_env_name_ok("A-B"));
+    CU_ASSERT_FALSE(daytona_env_name_ok(""));
+    CU_ASSERT_FALSE(daytona_env_name_ok(NULL));
+
+    CU_ASSERT_TRUE(daytona_abs_path_ok("/"));
+    CU_ASSERT_TRUE(daytona_abs_path_ok("/home/daytona/.agent-runner/..x/a..b"));
+    CU_ASSERT_FALSE(daytona_abs_path_ok(NULL));
+    CU_ASSERT_FALSE(daytona_abs_path_ok("home"));
+    CU_ASSERT_FALSE(daytona_abs_path_ok("/a/./b"));
+    CU_ASSERT_FALSE(daytona_abs_path_ok("/a/.."));
+    CU_ASSERT_FALSE(daytona_abs_path_ok("/a/."));
+    CU_ASSERT_FALSE(daytona_abs_path_ok("/a\nb"));
+    CU_ASSERT_FALSE(daytona_abs_path_ok("/a\x7f"));
+    long_path[0] = '/';
+    memset(long_path + 1, 'a', 3999);
+    long_path[4000] = '\0';
+    CU_ASSERT_TRUE(daytona_abs_path_ok(long_path));
+    long_path[4000] = 'a';
+    long_path[4001] = '\0';
+    CU_ASSERT_FALSE(daytona_abs_path_ok(long_path));
+}
+
 CU_TestInfo daytona_client_tests[] = {
+    {"test_daytona_client_names_and_paths_checked", test_daytona_client_names_and_paths_checked},
     {"test_daytona_client_config", test_daytona_client_config},
     {"test_daytona_client_https", test_daytona_client_https},
     {"test_daytona_client_429_backoff_then_success", test_daytona_client_429_backoff_then_success},

@@ -122,7 +122,24 @@ static void test_daytona_toolbox_session_calls(void)
     free(bad_id);
 }
 
+static void test_daytona_toolbox_shell_quote(void)
+{
+    struct buf b;
+
+    buf_init(&b, 1024);
+    CU_ASSERT_EQUAL(daytona_shell_quote("plain", &b), 0);
+    CU_ASSERT_STRING_EQUAL(buf_str(&b), "'plain'");
+    buf_reset(&b);
+    CU_ASSERT_EQUAL(daytona_shell_quote("it's $(rm -rf /) `x`", &b), 0);
+    CU_ASSERT_STRING_EQUAL(buf_str(&b), "'it'\\''s $(rm -rf /) `x`'");
+    buf_reset(&b);
+    CU_ASSERT_EQUAL(daytona_shell_quote("", &b), 0);
+    CU_ASSERT_STRING_EQUAL(buf_str(&b), "''");
+    buf_release(&b);
+}
+
 CU_TestInfo daytona_toolbox_tests[] = {
+    {"test_daytona_toolbox_shell_quote", test_daytona_toolbox_shell_quote},
     {"test_daytona_toolbox_bulk_upload", test_daytona_toolbox_bulk_upload},
     {"test_daytona_toolbox_session_calls", test_daytona_toolbox_session_calls},
     CU_TEST_INFO_NULL,

@@ -70,6 +70,13 @@ static void test_httpc_errno_mapping(void)
     CU_ASSERT_EQUAL(httpc_curl_errno(CURLE_PEER_FAILED_VERIFICATION), -EPROTO);
     CU_ASSERT_EQUAL(httpc_curl_errno(CURLE_OUT_OF_MEMORY), -ENOMEM);
     CU_ASSERT_EQUAL(httpc_curl_errno(CURLE_URL_MALFORMAT), -EIO);
+    CU_ASSERT_EQUAL(httpc_status_errno(400), -EINVAL);
+    CU_ASSERT_EQUAL(httpc_status_errno(401), -EACCES);
+    CU_ASSERT_EQUAL(httpc_status_errno(403), -EACCES);
+    CU_ASSERT_EQUAL(httpc_status_errno(404), -ENOENT);
+    CU_ASSERT_EQUAL(httpc_status_errno(408), -ETIMEDOUT);
+    CU_ASSERT_EQUAL(httpc_status_errno(409), -EPROTO);
+    CU_ASSERT_EQUAL(httpc_status_errno(500), -EPROTO);
     /* a real refusal: nobody listens on port 1; the reason is libcurl's, without the URL */
     CU_ASSERT_EQUAL(httpc_perform(NULL, &rq, &res, err, sizeof(err)), -ECONNREFUSED);
     CU_ASSERT_PTR_NULL(strstr(err, "127.0.0.1:1"));

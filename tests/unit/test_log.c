@@ -88,7 +88,32 @@ static void test_log_withholds_lines_when_a_secret_cannot_be_kept(void)
     free(line);
 }
 
+/* at most per_s lines a second; the next second hands back how many were not logged */
+static void test_log_budget_takes_per_s_lines_a_second(void)
+{
+    struct log_budget b = {0};
+    uint64_t dropped = 99;
+
+    CU_ASSERT_TRUE(log_budget_take(&b, 2, &dropped));
+    CU_ASSERT_EQUAL(dropped, 0);
+    CU_ASSERT_TRUE(log_budget_take(&b, 2, &dropped));
+    CU_ASSERT_FALSE(log_budget_take(&b, 2, &dropped));
+    CU_ASSERT_FALSE(log_budget_take(&b, 2, &dropped));
+    CU_ASSERT_EQUAL(dropped, 0);
+    CU_ASSERT_EQUAL(b.logged, 2);
+    CU_ASSERT_EQUAL(b.dropped, 2);
+    b.window_ms -= 1000; /* a second later */
+    CU_ASSERT_TRUE(log_budget_take(&b, 2, &dropped));
+    CU_ASSERT_EQUAL(dropped, 2);
+    CU_ASSERT_EQUAL(b.logged, 1);
+    CU_ASSERT_EQUAL(b.dropped, 0);
+    b.window_ms -= 1000;
+    CU_ASSERT_TRUE(log_budget_take(&b, 2, &dropped));
+    CU_ASSERT_EQUAL(dropped, 0);
+}
+
 CU_TestInfo log_tests[] = {
+    {"test_log_budget_takes_per_s_lines_a_second", test_log_budget_takes_per_s_lines_a_second},
     {"test_log_redacts_more_than_32_secrets", test_log_redacts_more_than_32_secrets},
     {"test_log_withholds_lines_when_a_secret_cannot_be_kept",
      test_log_withholds_lines_when_a_secret_cannot_be_kept},

@@ -243,10 +243,10 @@ static void test_sandbox_host_egress_report_is_rate_limited(void)
     egress_report_init(&r, NULL);
     for (int i = 0; i < 3 * EGRESS_REPORT_LINES_PER_S; i++)
         egress_report_event(&r, true, "127.0.0.1:9", "loopback");
-    CU_ASSERT_EQUAL(r.logged, EGRESS_REPORT_LINES_PER_S);
-    CU_ASSERT_EQUAL(r.unlogged, 2 * EGRESS_REPORT_LINES_PER_S);
+    CU_ASSERT_EQUAL(r.budget.logged, EGRESS_REPORT_LINES_PER_S);
+    CU_ASSERT_EQUAL(r.budget.dropped, 2 * EGRESS_REPORT_LINES_PER_S);
     egress_report_event(&r, false, "made.up.name", "name refused"); /* not counted */
-    CU_ASSERT_EQUAL(r.unlogged, 2 * EGRESS_REPORT_LINES_PER_S);
+    CU_ASSERT_EQUAL(r.budget.dropped, 2 * EGRESS_REPORT_LINES_PER_S);
 }
 
 CU_TestInfo sandbox_host_tests[] = {

@@ -1,12 +1,10 @@
 #include "provider/daytona/daytona_api.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/jsonx.h"
 #include "base/util.h"
@@ -88,15 +86,12 @@ bool daytona_state_transitional(enum daytona_state s)
 
 /* ---- sandbox DTO ---------------------------------------------------------------------- */
 
-static void copy_str(char *dst, size_t cap, const char *src)
+/* The string member key into dst (cut to cap - 1 bytes; "" when absent). */
+static void str_member(json_object *o, const char *key, char *dst, size_t cap)
 {
-    size_t n = src ? strlen(src) : 0;
+    const char *v = jsonx_str(o, key);
 
-    if (n >= cap)
-        n = cap - 1;
-    if (n)
-        memcpy(dst, src, n);
-    dst[n] = '\0';
+    snprintf(dst, cap, "%s", v ? v : "");
 }
 
 static int int_member(json_object *o, const char *key, int dflt)
@@ -125,8 +120,8 @@ int daytona_sandbox_parse(json_object *dto, struct daytona_sandbox *ret, char *e
         snprintf(err, errlen, "sandbox description: bad id");
         return -EBADMSG;
     }
-    copy_str(sb.id, sizeof(sb.id), id);
-    copy_str(sb.name, sizeof(sb.name), jsonx_str(dto, "name"));
+    snprintf(sb.id, sizeof(sb.id), "%s", id);
+    str_member(dto, "name", sb.name, sizeof(sb.name));
     state = jsonx_str(dto, "state");
     if (!state) {
         snprintf(err, errlen, "sandbox description: no state");
@@ -134,15 +129,14 @@ int daytona_sandbox_parse(json_object *dto, struct daytona_sandbox *ret, char *e
     }
     sb.state = daytona_state_parse(state);
     sb.desired = daytona_state_parse(jsonx_str(dto, "desiredState"));
-    copy_str(sb.error_reason, sizeof(sb.error_reason), jsonx_str(dto, "errorReason"));
+    str_member(dto, "errorReason", sb.error_reason, sizeof(sb.error_reason));
     sb.recoverable = json_object_get_boolean(jsonx_get(dto, "recoverable"));
     sb.auto_stop_min = int_member(dto, "autoStopInterval", DAYTONA_INTERVAL_UNSET);
     sb.auto_archive_min = int_member(dto, "autoArchiveInterval", DAYTONA_INTERVAL_UNSET);
     sb.auto_delete_min = int_member(dto, "autoDeleteInterval", DAYTONA_INTERVAL_UNSET);
     sb.network_block_all = json_object_get_boolean(jsonx_get(dto, "networkBlockAll"));
-    copy_str(sb.network_allow_list, sizeof(sb.network_allow_list),
-             jsonx_str(dto, "networkAllowList"));
-    copy_str(sb.domain_allow_list, sizeof(sb.domain_allow_list), jsonx_str(dto, "domainAllowList"));
+    str_member(dto, "networkAllowList", sb.network_allow_list, sizeof(sb.network_allow_list));
+    str_member(dto, "domainAllowList", sb.domain_allow_list, sizeof(sb.domain_allow_list));
     tb = jsonx_str(dto, "toolboxProxyUrl");
     if (tb) {
         if (!daytona_url_ok(tb)) {
@@ -187,17 +181,6 @@ const char *daytona_sandbox_label(const struct daytona_sandbox *sb, const char *
 
 /* ---- create body ---------------------------------------------------------------------- */
 
-static bool env_name_ok(const char *s)
-{
-    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
-        return false;
-    for (; *s; s++) {
-        if (!(isalnum((unsigned char)*s) || *s == '_'))
-            return false;
-    }
-    return true;
-}
-
 static int map_object(const struct daytona_kv *kv, size_t n, bool env, const char *field,
                       json_object **ret, char *err, size_t errlen)
 {
@@ -206,7 +189,8 @@ static int map_object(const struct daytona_kv *kv, size_t n, bool env, const cha
     if (!o)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (!kv[i].name || !kv[i].name[0] || !kv[i].value || (env && !env_name_ok(kv[i].name))) {
+        if (!kv[i].name || !kv[i].name[0] || !kv[i].value ||
+            (env && !daytona_env_name_ok(kv[i].name))) {
             snprintf(err, errlen, "%s[%zu]: bad name or value", field, i);
             json_object_put(o);
             return -EINVAL;
@@ -297,14 +281,6 @@ bool daytona_sandbox_network_matches(const struct daytona_sandbox *sb, json_obje
                                    sb->domain_allow_list, body);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
-
 /* url = api_url + path (path printf-style). */
 static int api_url(struct daytona_client *c, char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -325,21 +301,6 @@ static int api_url(struct daytona_client *c, char *out, size_t cap, const char *
     return 0;
 }
 
-/* JSON request + JSON answer (either may be absent). */
-static int call_json(struct daytona_client *c, const char *method, const char *url,
-                     json_object *body, bool skip_activity, long timeout_ms, size_t answer_max,
-                     json_object **ret_doc, long *ret_status)
-{
-    struct daytona_request rq = {.method = method,
-                                 .url = url,
-                                 .body = body,
-                                 .skip_activity = skip_activity,
-                                 .timeout_ms = timeout_ms,
-                                 .answer_max = answer_max};
-
-    return daytona_client_call(c, &rq, ret_doc, ret_status);
-}
-
 static int sandbox_from(struct daytona_client *c, json_object *doc, struct daytona_sandbox *ret)
 {
     char err[96];
@@ -355,22 +316,34 @@ static int sandbox_from(struct daytona_client *c, json_object *doc, struct dayto
 
 /* ---- sandbox lifecycle ---------------------------------------------------------------- */
 
-int daytona_sandbox_get(struct daytona_client *c, const char *id, struct daytona_sandbox *ret)
+/*
+ * method /sandbox/{id}[/what] with a JSON body (or NULL); the answer, a Sandbox, is parsed
+ * into ret when ret is given.
+ */
+static int sandbox_call(struct daytona_client *c, const char *method, const char *id,
+                        const char *what, json_object *body, struct daytona_sandbox *ret)
 {
+    struct daytona_request rq = {.method = method, .body = body, .answer_max = API_ANSWER_MAX};
     json_object *doc = NULL;
-    char url[DAYTONA_URL_MAX + 128];
+    char url[DAYTONA_URL_MAX + 160];
     int r;
 
     if (!daytona_id_ok(id))
         return -EINVAL;
-    r = api_url(c, url, sizeof(url), "/sandbox/%s", id);
+    r = api_url(c, url, sizeof(url), "/sandbox/%s%s%s", id, what ? "/" : "", what ? what : "");
     if (r < 0)
         return r;
-    r = call_json(c, "GET", url, NULL, false, 0, API_ANSWER_MAX, &doc, NULL);
-    if (r >= 0)
+    rq.url = url;
+    r = daytona_client_call(c, &rq, ret ? &doc : NULL, NULL);
+    if (r >= 0 && ret)
         r = sandbox_from(c, doc, ret);
     json_object_put(doc);
     return r;
+}
+
+int daytona_sandbox_get(struct daytona_client *c, const char *id, struct daytona_sandbox *ret)
+{
+    return sandbox_call(c, "GET", id, NULL, NULL, ret);
 }
 
 int daytona_sandbox_wait(struct daytona_client *c, const char *id, uint32_t want, long timeout_ms,
@@ -405,7 +378,7 @@ int daytona_sandbox_wait(struct daytona_client *c, const char *id, uint32_t want
             r = -ETIMEDOUT;
             break;
         }
-        sleep_ms(daytona_client_config(c)->poll_step_ms);
+        util_sleep_ms(daytona_client_config(c)->poll_step_ms);
     }
     if (ret) {
         *ret = sb;
@@ -420,6 +393,7 @@ int daytona_sandbox_create(struct daytona_client *c, const struct daytona_create
                            size_t errlen)
 {
     int64_t start = util_now_ms();
+    struct daytona_request rq = {.method = "POST", .answer_max = API_ANSWER_MAX};
     struct daytona_sandbox sb = {0};
     json_object *body = NULL, *doc = NULL;
     char url[DAYTONA_URL_MAX + 32];
@@ -432,10 +406,12 @@ int daytona_sandbox_create(struct daytona_client *c, const struct daytona_create
     r = api_url(c, url, sizeof(url), "/sandbox");
     if (r < 0)
         goto out;
-    r = call_json(
-        c, "POST", url, body, false,
-        create_timeout_ms > daytona_client_config(c)->request_timeout_ms ? create_timeout_ms : 0,
-        API_ANSWER_MAX, &doc, &status);
+    rq.url = url;
+    rq.body = body;
+    /* the server holds the answer while it creates: wait that long when it is longer */
+    if (create_timeout_ms > daytona_client_config(c)->request_timeout_ms)
+        rq.timeout_ms = create_timeout_ms;
+    r = daytona_client_call(c, &rq, &doc, &status);
     if (r == DAYTONA_E_SERVER || r == -ECONNRESET || r == -ETIMEDOUT) {
         snprintf(err, errlen, "Daytona create: %s (the sandbox may exist)",
                  daytona_client_message(c)[0] ? daytona_client_message(c) : daytona_strerror(r));
@@ -488,6 +464,7 @@ out:
 int daytona_sandbox_list(struct daytona_client *c, const struct daytona_kv *labels, size_t nlabels,
                          size_t max_items, daytona_list_fn fn, void *ctx)
 {
+    struct daytona_request rq = {.method = "GET", .answer_max = LIST_PAGE_MAX};
     json_object *lab = NULL, *doc = NULL;
     char *enc = NULL, cursor[64] = "";
     struct buf url;
@@ -515,7 +492,8 @@ int daytona_sandbox_list(struct daytona_client *c, const struct daytona_kv *labe
             goto out;
         json_object_put(doc);
         doc = NULL;
-        r = call_json(c, "GET", buf_str(&url), NULL, false, 0, LIST_PAGE_MAX, &doc, NULL);
+        rq.url = buf_str(&url);
+        r = daytona_client_call(c, &rq, &doc, NULL);
         if (r < 0)
             goto out;
         /* {items, nextCursor}; an older server answers a bare array */
@@ -553,79 +531,40 @@ out:
     return r;
 }
 
-static int lifecycle_post(struct daytona_client *c, const char *id, const char *what,
-                          struct daytona_sandbox *ret)
-{
-    json_object *doc = NULL;
-    char url[DAYTONA_URL_MAX + 160];
-    int r;
-
-    if (!daytona_id_ok(id))
-        return -EINVAL;
-    r = api_url(c, url, sizeof(url), "/sandbox/%s/%s", id, what);
-    if (r < 0)
-        return r;
-    r = call_json(c, "POST", url, NULL, false, 0, API_ANSWER_MAX, ret ? &doc : NULL, NULL);
-    if (r >= 0 && ret)
-        r = sandbox_from(c, doc, ret);
-    json_object_put(doc);
-    return r;
-}
-
 int daytona_sandbox_start(struct daytona_client *c, const char *id, struct daytona_sandbox *ret)
 {
-    return lifecycle_post(c, id, "start", ret);
+    return sandbox_call(c, "POST", id, "start", NULL, ret);
 }
 
 int daytona_sandbox_stop(struct daytona_client *c, const char *id, bool force)
 {
-    return lifecycle_post(c, id, force ? "stop?force=true" : "stop", NULL);
+    return sandbox_call(c, "POST", id, force ? "stop?force=true" : "stop", NULL, NULL);
 }
 
 int daytona_sandbox_archive(struct daytona_client *c, const char *id)
 {
-    return lifecycle_post(c, id, "archive", NULL);
+    return sandbox_call(c, "POST", id, "archive", NULL, NULL);
 }
 
 int daytona_sandbox_recover(struct daytona_client *c, const char *id)
 {
-    return lifecycle_post(c, id, "recover", NULL);
+    return sandbox_call(c, "POST", id, "recover", NULL, NULL);
 }
 
 int daytona_sandbox_set_network(struct daytona_client *c, const char *id, json_object *settings,
                                 struct daytona_sandbox *ret)
 {
-    json_object *doc = NULL;
-    char url[DAYTONA_URL_MAX + 160];
-    int r;
-
-    if (!daytona_id_ok(id))
-        return -EINVAL;
-    r = api_url(c, url, sizeof(url), "/sandbox/%s/network-settings", id);
-    if (r < 0)
-        return r;
-    r = call_json(c, "POST", url, settings, false, 0, API_ANSWER_MAX, ret ? &doc : NULL, NULL);
-    if (r >= 0 && ret)
-        r = sandbox_from(c, doc, ret);
-    json_object_put(doc);
-    return r;
+    return sandbox_call(c, "POST", id, "network-settings", settings, ret);
 }
 
 int daytona_sandbox_mark_activity(struct daytona_client *c, const char *id)
 {
-    return lifecycle_post(c, id, "last-activity", NULL);
+    return sandbox_call(c, "POST", id, "last-activity", NULL, NULL);
 }
 
 int daytona_sandbox_delete(struct daytona_client *c, const char *id)
 {
-    char url[DAYTONA_URL_MAX + 128];
-    int r;
+    int r = sandbox_call(c, "DELETE", id, NULL, NULL, NULL);
 
-    if (!daytona_id_ok(id))
-        return -EINVAL;
-    r = api_url(c, url, sizeof(url), "/sandbox/%s", id);
-    if (r < 0)
-        return r;
-    r = call_json(c, "DELETE", url, NULL, false, 0, API_ANSWER_MAX, NULL, NULL);
     return r == -ENOENT ? 0 : r;
 }

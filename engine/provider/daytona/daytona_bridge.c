@@ -1,6 +1,5 @@
 #include "provider/daytona/daytona_bridge.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/jsonx.h"
@@ -27,50 +25,7 @@
 #define RECONNECT_TRIES 10
 #define TAIL_MAX (64u * 1024 * 1024)
 
-static bool abs_path_ok(const char *p)
-{
-    if (!p || p[0] != '/' || strlen(p) > 4000)
-        return false;
-    for (const char *s = p; *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return false;
-    }
-    /* no "." or ".." components: the upload lands exactly where it says */
-    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
-        if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
-            (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
-            return false;
-    }
-    return true;
-}
-
 /* ---- launch scripts ------------------------------------------------------------------- */
-
-int daytona_shell_quote(const char *s, struct buf *out)
-{
-    int r = buf_append_char(out, '\'');
-
-    for (; r >= 0 && *s; s++) {
-        if (*s == '\'')
-            r = buf_append_str(out, "'\\''");
-        else
-            r = buf_append_char(out, *s);
-    }
-    if (r >= 0)
-        r = buf_append_char(out, '\'');
-    return r;
-}
-
-static bool env_name_ok(const char *s)
-{
-    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
-        return false;
-    for (; *s; s++) {
-        if (!(isalnum((unsigned char)*s) || *s == '_'))
-            return false;
-    }
-    return true;
-}
 
 int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t errlen)
 {
@@ -84,7 +39,7 @@ int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t
     {
         if (r < 0)
             break;
-        if (!env_name_ok(name) || !val || !json_object_is_type(val, json_type_string)) {
+        if (!daytona_env_name_ok(name) || !val || !json_object_is_type(val, json_type_string)) {
             snprintf(err, errlen, "harness env: \"%.64s\" is not a valid variable", name);
             return -EINVAL;
         }
@@ -110,7 +65,7 @@ int daytona_bridge_launcher(const char *env_path, json_object *argv, const char 
         snprintf(err, errlen, "harness argv: empty");
         return -EINVAL;
     }
-    if (!cwd || !abs_path_ok(cwd) || !abs_path_ok(env_path)) {
+    if (!cwd || !daytona_abs_path_ok(cwd) || !daytona_abs_path_ok(env_path)) {
         snprintf(err, errlen, "harness cwd: not an absolute path");
         return -EINVAL;
     }
@@ -186,14 +141,6 @@ static void block_signals(void)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
-
 static void post_exit(struct daytona_bridge *b, int status)
 {
     uint64_t one = 1;
@@ -239,7 +186,7 @@ static int confirm_exit(struct daytona_bridge *b, struct daytona_client *c, int 
     int r = 0;
 
     for (size_t i = 0; i < ARRAY_SIZE(waits); i++) {
-        sleep_ms(waits[i]);
+        util_sleep_ms(waits[i]);
         r = daytona_toolbox_command_status(c, b->tb, b->sid, b->cid, ret_code);
         if (r != 0)
             break;
@@ -320,7 +267,7 @@ static void *reader_main(void *arg)
         if (++failures > RECONNECT_TRIES)
             goto done;
         atomic_fetch_add(&b->reconnects, 1);
-        sleep_ms(failures > 1 ? 100L << (failures > 6 ? 6 : failures - 1) : 0);
+        util_sleep_ms(failures > 1 ? 100L << (failures > 6 ? 6 : failures - 1) : 0);
     }
 done:
     daytona_client_free(c);
@@ -441,7 +388,7 @@ static int launch_files_plan(const struct daytona_harness *h, struct launch_file
         snprintf(err, errlen, "harness files: too many");
         return -E2BIG;
     }
-    if (!abs_path_ok(dir) || strlen(dir) > 4000) {
+    if (!daytona_abs_path_ok(dir) || strlen(dir) > 4000) {
         snprintf(err, errlen, "harness state folder: not an absolute path");
         return -EINVAL;
     }

@@ -82,8 +82,6 @@ int daytona_bridge_env_file(json_object *env, struct buf *out, char *err, size_t
 /* The launcher script: sources env_path with set -a, cd cwd, exec argv (all quoted). */
 int daytona_bridge_launcher(const char *env_path, json_object *argv, const char *cwd,
                             struct buf *out, char *err, size_t errlen);
-/* Append s to out as one single-quoted shell word. */
-int daytona_shell_quote(const char *s, struct buf *out);
 
 struct daytona_bridge;
 

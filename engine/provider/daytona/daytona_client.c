@@ -1,5 +1,6 @@
 #include "provider/daytona/daytona_client.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,15 +34,6 @@ const char *daytona_strerror(int r)
 
 /* ---- configuration -------------------------------------------------------------------- */
 
-static bool has_ctl(const char *s)
-{
-    for (; *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return true;
-    }
-    return false;
-}
-
 static int copy_opt(const char *(*get)(const char *), const char *name, char *dst, size_t cap,
                     char *err, size_t errlen)
 {
@@ -50,7 +42,7 @@ static int copy_opt(const char *(*get)(const char *), const char *name, char *ds
     dst[0] = '\0';
     if (!v || !v[0])
         return 0;
-    if (strlen(v) >= cap || has_ctl(v)) {
+    if (strlen(v) >= cap || util_has_ctl(v)) {
         snprintf(err, errlen, "%s: too long or holds control characters", name);
         return -EINVAL;
     }
@@ -179,29 +171,41 @@ void daytona_config_wipe(struct daytona_config *cfg)
 
 bool daytona_id_ok(const char *s)
 {
-    size_t n = 0;
-
-    if (!s || !s[0] || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
-        return false;
-    for (; s[n]; n++) {
-        char ch = s[n];
-
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.'))
-            return false;
-    }
-    return n < DAYTONA_ID_MAX;
+    return util_plain_name(s, DAYTONA_ID_MAX - 1);
 }
 
 bool daytona_text_ok(const char *s)
 {
-    return s && !has_ctl(s);
+    return s && !util_has_ctl(s);
+}
+
+bool daytona_env_name_ok(const char *s)
+{
+    if (!s || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
+        return false;
+    for (; *s; s++) {
+        if (!(isalnum((unsigned char)*s) || *s == '_'))
+            return false;
+    }
+    return true;
+}
+
+bool daytona_abs_path_ok(const char *p)
+{
+    if (!p || p[0] != '/' || strlen(p) > 4000 || util_has_ctl(p))
+        return false;
+    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
+        if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
+            (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
+            return false;
+    }
+    return true;
 }
 
 bool daytona_url_ok(const char *u)
 {
-    return u && (strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0) && !has_ctl(u) &&
-           !strchr(u, ' ');
+    return u && (strncmp(u, "http://", 7) == 0 || strncmp(u, "https://", 8) == 0) &&
+           util_visible(u);
 }
 
 /* ---- HTTP core ------------------------------------------------------------------------ */
@@ -279,21 +283,14 @@ void daytona_client_set_message(struct daytona_client *c, const char *msg)
     }
 }
 
+/* Daytona's own meanings first (daytona_client.h), then httpc_status_errno. */
 static int status_errno(long status)
 {
     if (status >= 200 && status < 300)
         return 0;
     switch (status) {
-    case 400:
     case 422:
         return -EINVAL;
-    case 401:
-    case 403:
-        return -EACCES;
-    case 404:
-        return -ENOENT;
-    case 408:
-        return -ETIMEDOUT;
     case 409:
         return -EBUSY;
     case 410:
@@ -301,7 +298,7 @@ static int status_errno(long status)
     case 429:
         return DAYTONA_E_CAPACITY;
     default:
-        return status >= 500 ? DAYTONA_E_SERVER : -EPROTO;
+        return status >= 500 ? DAYTONA_E_SERVER : httpc_status_errno(status);
     }
 }
 

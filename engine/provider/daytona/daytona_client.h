@@ -139,5 +139,12 @@ bool daytona_id_ok(const char *s);
 bool daytona_url_ok(const char *u);
 /* No control characters. */
 bool daytona_text_ok(const char *s);
+/* An environment variable name: [A-Za-z_][A-Za-z0-9_]*. */
+bool daytona_env_name_ok(const char *s);
+/*
+ * An absolute path in the sandbox, at most 4000 bytes, without control characters and
+ * without "." or ".." components (a file lands exactly where the path says).
+ */
+bool daytona_abs_path_ok(const char *p);
 
 #endif

@@ -4,7 +4,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <openssl/evp.h>
 
@@ -32,14 +31,6 @@ struct run {
     struct buf delivered[3]; /* what was streamed, per stream (capped like the result) */
     int sink_error;
 };
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
 
 static int hand_out(struct run *run, enum daytona_stream s, const uint8_t *data, size_t len)
 {
@@ -141,7 +132,7 @@ static int exit_status(struct daytona_client *c, const char *tb, const char *sid
     int r = 0;
 
     for (size_t k = 0; k < ARRAY_SIZE(waits); k++) {
-        sleep_ms(waits[k]);
+        util_sleep_ms(waits[k]);
         r = daytona_toolbox_command_status(c, tb, sid, cid, ret_code);
         if (r != 0)
             break;

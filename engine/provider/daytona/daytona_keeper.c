@@ -30,11 +30,9 @@
  * (its server-side auto-stop) is kept as it is — exactly what the idle window would have done.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/jsonx.h"
@@ -69,14 +67,6 @@ static struct {
     json_object *report;
     bool lost; /* the harness was lost (not a clean exit) */
 } ks;
-
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void forget(void)
 {
@@ -126,7 +116,7 @@ static int preflight(char *err, size_t errlen)
     struct daytona_exec_opts o = {.timeout_ms = PREFLIGHT_TIMEOUT_MS, .max_output = 4096};
     struct daytona_exec_result res;
     struct buf cmd;
-    int64_t t0 = wall_ns();
+    int64_t t0 = util_wall_ns();
     int r;
 
     memset(&res, 0, sizeof(res));
@@ -134,7 +124,7 @@ static int preflight(char *err, size_t errlen)
     r = daytona_plan_preflight(&ks.plan, &cmd);
     if (r >= 0)
         r = daytona_exec(ks.c, ks.lease.sb.toolbox, buf_str(&cmd), &o, &res, err, errlen);
-    report_exec(buf_str(&cmd), r < 0 ? NULL : &res, t0, wall_ns());
+    report_exec(buf_str(&cmd), r < 0 ? NULL : &res, t0, util_wall_ns());
     if (r < 0)
         goto out;
     if (!res.exited || res.timed_out) {
@@ -379,14 +369,6 @@ int daytona_keeper_resume(const struct keeper_spec *spec, const char *lease_id,
     return acquire(spec, lease_id, ret, err, errlen);
 }
 
-static void set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-
-    if (fl != -1)
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 static void stop_relay(void)
 {
     daytona_relay_free(ks.relay);
@@ -496,9 +478,9 @@ int daytona_keeper_start(const struct keeper_spec *spec, struct provider_process
         stop_relay();
         return r;
     }
-    set_nonblock(fds.stdin_fd);
-    set_nonblock(fds.stdout_fd);
-    set_nonblock(fds.stderr_fd);
+    util_set_nonblock(fds.stdin_fd);
+    util_set_nonblock(fds.stdout_fd);
+    util_set_nonblock(fds.stderr_fd);
     *ret = (struct provider_process){.pid = 0,
                                      .in_fd = fds.stdin_fd,
                                      .out_fd = fds.stdout_fd,

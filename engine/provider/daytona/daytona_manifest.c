@@ -9,27 +9,12 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
+#include "base/jsonx.h"
 #include "base/util.h"
 
 #define MANIFEST_MAX 8192
 #define UPLOAD_FILES_MAX 4096
 #define CHMOD_COMMAND_MAX (256u * 1024)
-
-/* One single-quoted shell word (the bridge quotes its launcher the same way). */
-static int quote(const char *s, struct buf *out)
-{
-    int r = buf_append_char(out, '\'');
-
-    for (; r >= 0 && *s; s++) {
-        if (*s == '\'')
-            r = buf_append_str(out, "'\\''");
-        else
-            r = buf_append_char(out, *s);
-    }
-    if (r >= 0)
-        r = buf_append_char(out, '\'');
-    return r;
-}
 
 /* ---- manifest ------------------------------------------------------------------------- */
 
@@ -195,8 +180,8 @@ int daytona_manifest_parse(struct daytona_manifest *m, const char *text, size_t 
     if (len <= INT32_MAX)
         doc = json_tokener_parse_ex(tok, text, (int)len);
     json_tokener_free(tok);
-    files = doc ? json_object_object_get(doc, "files") : NULL;
-    v = doc ? json_object_object_get(doc, "v") : NULL;
+    files = jsonx_get(doc, "files");
+    v = jsonx_get(doc, "v");
     if (!files || !json_object_is_type(files, json_type_object) || !v ||
         json_object_get_int(v) != 1) {
         json_object_put(doc);
@@ -259,23 +244,6 @@ static int record_after(const struct daytona_manifest *m, const struct daytona_m
 
 /* ---- sync ----------------------------------------------------------------------------- */
 
-static bool abs_path_ok(const char *p)
-{
-    if (!p || p[0] != '/' || strlen(p) > 4000)
-        return false;
-    for (const char *s = p; *s; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            return false;
-    }
-    /* no "." or ".." components: the upload lands exactly where it says */
-    for (const char *s = strchr(p, '/'); s; s = strchr(s + 1, '/')) {
-        if ((s[1] == '.' && (s[2] == '/' || s[2] == '\0')) ||
-            (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0')))
-            return false;
-    }
-    return true;
-}
-
 /*
  * The bulk upload writes 0644: set the other modes with one `chmod` command per mode, all in
  * one execute round trip (one permissions call per file when the command would be too long).
@@ -309,7 +277,7 @@ static int fix_modes(struct daytona_client *c, const char *tb,
                 continue;
             r = buf_append_char(&cmd, ' ');
             if (r >= 0)
-                r = quote(files[idx[j]].path, &cmd);
+                r = daytona_shell_quote(files[idx[j]].path, &cmd);
         }
         any = true;
     }
@@ -371,7 +339,7 @@ int daytona_manifest_sync(struct daytona_client *c, const char *tb, struct dayto
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!abs_path_ok(files[i].path) || files[i].mode > 07777) {
+        if (!daytona_abs_path_ok(files[i].path) || files[i].mode > 07777) {
             snprintf(err, errlen, "upload: bad path or mode for file #%zu", i);
             r = -EINVAL;
             goto out;

@@ -1,7 +1,6 @@
 #include "provider/daytona/daytona_relay.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,14 +199,6 @@ struct daytona_relay {
     size_t npolled;
 };
 
-static void set_nonblock(int fd)
-{
-    int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-
-    if (fl != -1)
-        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 static void close_fd(int *fd)
 {
     if (*fd >= 0)
@@ -236,9 +227,9 @@ int daytona_relay_new(int to_fd, int from_fd, int err_fd, const char *channel_so
     r->to_fd = to_fd;
     r->from_fd = from_fd;
     r->err_fd = err_fd;
-    set_nonblock(to_fd);
-    set_nonblock(from_fd);
-    set_nonblock(err_fd);
+    util_set_nonblock(to_fd);
+    util_set_nonblock(from_fd);
+    util_set_nonblock(err_fd);
     snprintf(r->sock, sizeof(r->sock), "%s", channel_sock);
     acp_lines_init(&r->frames, DAYTONA_RELAY_FRAME_MAX);
     buf_init(&r->out, DAYTONA_RELAY_QUEUE_MAX);

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/log.h"
 #include "base/util.h"
@@ -12,14 +11,6 @@
 #define START_TIMEOUT_MS 120000
 #define CREATE_TRIES 2
 #define RELEASE_WAIT_MS 10000
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-        ;
-}
 
 static bool identity_ok(const struct daytona_sandbox *sb, const struct daytona_acquire_params *p)
 {
@@ -173,7 +164,7 @@ static int resume(struct daytona_client *c, const struct daytona_acquire_params 
             continue; /* the next observation decides */
         }
         case DAYTONA_RESUME_WAIT:
-            sleep_ms(cfg->poll_step_ms);
+            util_sleep_ms(cfg->poll_step_ms);
             continue;
         case DAYTONA_RESUME_RETRY:
             if (o.lookup == DAYTONA_E_CAPACITY) {
@@ -181,7 +172,7 @@ static int resume(struct daytona_client *c, const struct daytona_acquire_params 
                 r = o.lookup;
                 goto out;
             }
-            sleep_ms(cfg->poll_step_ms << o.retries);
+            util_sleep_ms(cfg->poll_step_ms << o.retries);
             o.retries++;
             continue;
         case DAYTONA_RESUME_REPLACE:
@@ -334,7 +325,7 @@ static int delete_through(struct daytona_client *c, const char *id)
         r = daytona_sandbox_delete(c, id);
         if (r != -EBUSY || util_now_ms() >= deadline)
             return r;
-        sleep_ms(daytona_client_config(c)->poll_step_ms);
+        util_sleep_ms(daytona_client_config(c)->poll_step_ms);
     }
 }
 

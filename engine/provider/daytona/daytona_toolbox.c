@@ -14,19 +14,22 @@
 
 #define API_ANSWER_MAX (4u * 1024 * 1024)
 #define BODY_MAX (64u * 1024 * 1024)
+#define URL_MAX 8192 /* tb + a path (an escaped file path at most) */
 
-static int call_json(struct daytona_client *c, const char *method, const char *url,
-                     json_object *body, bool skip_activity, long timeout_ms, size_t answer_max,
-                     json_object **ret_doc, long *ret_status)
+/* out = tb + the path fmt gives (tb must be an http(s) URL). */
+static int tb_vurl(const char *tb, struct buf *out, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static int tb_vurl(const char *tb, struct buf *out, const char *fmt, va_list ap)
 {
-    struct daytona_request rq = {.method = method,
-                                 .url = url,
-                                 .body = body,
-                                 .skip_activity = skip_activity,
-                                 .timeout_ms = timeout_ms,
-                                 .answer_max = answer_max};
+    int r;
 
-    return daytona_client_call(c, &rq, ret_doc, ret_status);
+    if (!tb || !daytona_url_ok(tb))
+        return -EINVAL;
+    buf_reset(out);
+    r = buf_append_str(out, tb);
+    if (r < 0)
+        return r;
+    return buf_vprintf(out, fmt, ap);
 }
 
 static int tb_url(const char *tb, struct buf *out, const char *fmt, ...)
@@ -36,15 +39,36 @@ static int tb_url(const char *tb, struct buf *out, const char *fmt, ...)
     va_list ap;
     int r;
 
-    if (!tb || !daytona_url_ok(tb))
-        return -EINVAL;
-    buf_reset(out);
-    r = buf_append_str(out, tb);
-    if (r < 0)
-        return r;
     va_start(ap, fmt);
-    r = buf_vprintf(out, fmt, ap);
+    r = tb_vurl(tb, out, fmt, ap);
     va_end(ap);
+    return r;
+}
+
+/*
+ * One JSON exchange with the toolbox: rq (method, body, options; its url is ignored) sent to
+ * tb + the path fmt gives; the JSON answer into *ret_doc when ret_doc is given.
+ */
+static int tb_call(struct daytona_client *c, const char *tb, const struct daytona_request *rq,
+                   json_object **ret_doc, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int tb_call(struct daytona_client *c, const char *tb, const struct daytona_request *rq,
+                   json_object **ret_doc, const char *fmt, ...)
+{
+    struct daytona_request call = *rq;
+    struct buf url;
+    va_list ap;
+    int r;
+
+    buf_init(&url, URL_MAX);
+    va_start(ap, fmt);
+    r = tb_vurl(tb, &url, fmt, ap);
+    va_end(ap);
+    if (r >= 0) {
+        call.url = buf_str(&url);
+        r = daytona_client_call(c, &call, ret_doc, NULL);
+    }
+    buf_release(&url);
     return r;
 }
 
@@ -52,13 +76,9 @@ int daytona_toolbox_home(struct daytona_client *c, const char *tb, char *ret, si
 {
     json_object *doc = NULL;
     const char *dir;
-    struct buf url;
     int r;
 
-    buf_init(&url, 4096);
-    r = tb_url(tb, &url, "/user-home-dir");
-    if (r >= 0)
-        r = call_json(c, "GET", buf_str(&url), NULL, false, 0, API_ANSWER_MAX, &doc, NULL);
+    r = tb_call(c, tb, &(struct daytona_request){.method = "GET"}, &doc, "/user-home-dir");
     if (r < 0)
         goto out;
     dir = jsonx_str(doc, "dir");
@@ -71,7 +91,6 @@ int daytona_toolbox_home(struct daytona_client *c, const char *tb, char *ret, si
     memcpy(ret, dir, strlen(dir) + 1);
 out:
     json_object_put(doc);
-    buf_release(&url);
     return r;
 }
 
@@ -80,10 +99,9 @@ int daytona_toolbox_execute(struct daytona_client *c, const char *tb, const char
                             struct buf *ret_output)
 {
     json_object *body = json_object_new_object(), *doc = NULL, *res;
-    struct buf url;
+    struct daytona_request rq = {.method = "POST", .body = body};
     int r;
 
-    buf_init(&url, 4096);
     if (!body) {
         r = -ENOMEM;
         goto out;
@@ -91,12 +109,9 @@ int daytona_toolbox_execute(struct daytona_client *c, const char *tb, const char
     json_object_object_add(body, "command", json_object_new_string(command));
     if (timeout_s > 0)
         json_object_object_add(body, "timeout", json_object_new_int(timeout_s));
-    r = tb_url(tb, &url, "/process/execute");
-    if (r < 0)
-        goto out;
-    r = call_json(c, "POST", buf_str(&url), body, false,
-                  timeout_s > 0 ? (long)timeout_s * 1000 + 30000 : 0, max_output + 65536, &doc,
-                  NULL);
+    rq.timeout_ms = timeout_s > 0 ? (long)timeout_s * 1000 + 30000 : 0;
+    rq.answer_max = max_output + 65536;
+    r = tb_call(c, tb, &rq, &doc, "/process/execute");
     if (r < 0)
         goto out;
     res = jsonx_get(doc, "exitCode");
@@ -117,14 +132,12 @@ int daytona_toolbox_execute(struct daytona_client *c, const char *tb, const char
 out:
     json_object_put(body);
     json_object_put(doc);
-    buf_release(&url);
     return r;
 }
 
 int daytona_toolbox_session_create(struct daytona_client *c, const char *tb, const char *sid)
 {
     json_object *body;
-    struct buf url;
     int r;
 
     if (!daytona_id_ok(sid))
@@ -132,28 +145,21 @@ int daytona_toolbox_session_create(struct daytona_client *c, const char *tb, con
     body = json_object_new_object();
     if (!body)
         return -ENOMEM;
-    buf_init(&url, 4096);
     json_object_object_add(body, "sessionId", json_object_new_string(sid));
-    r = tb_url(tb, &url, "/process/session");
-    if (r >= 0)
-        r = call_json(c, "POST", buf_str(&url), body, false, 0, API_ANSWER_MAX, NULL, NULL);
+    r = tb_call(c, tb, &(struct daytona_request){.method = "POST", .body = body}, NULL,
+                "/process/session");
     json_object_put(body);
-    buf_release(&url);
     return r;
 }
 
 int daytona_toolbox_session_delete(struct daytona_client *c, const char *tb, const char *sid)
 {
-    struct buf url;
     int r;
 
     if (!daytona_id_ok(sid))
         return -EINVAL;
-    buf_init(&url, 4096);
-    r = tb_url(tb, &url, "/process/session/%s", sid);
-    if (r >= 0)
-        r = call_json(c, "DELETE", buf_str(&url), NULL, false, 0, API_ANSWER_MAX, NULL, NULL);
-    buf_release(&url);
+    r = tb_call(c, tb, &(struct daytona_request){.method = "DELETE"}, NULL, "/process/session/%s",
+                sid);
     return r == -ENOENT ? 0 : r;
 }
 
@@ -163,7 +169,6 @@ int daytona_toolbox_exec(struct daytona_client *c, const char *tb, const char *s
 {
     json_object *body, *doc = NULL;
     const char *cid;
-    struct buf url;
     int r;
 
     if (!daytona_id_ok(sid))
@@ -171,14 +176,12 @@ int daytona_toolbox_exec(struct daytona_client *c, const char *tb, const char *s
     body = json_object_new_object();
     if (!body)
         return -ENOMEM;
-    buf_init(&url, 4096);
     json_object_object_add(body, "command", json_object_new_string(command));
     json_object_object_add(body, "runAsync", json_object_new_boolean(1));
     if (suppress_input_echo)
         json_object_object_add(body, "suppressInputEcho", json_object_new_boolean(1));
-    r = tb_url(tb, &url, "/process/session/%s/exec", sid);
-    if (r >= 0)
-        r = call_json(c, "POST", buf_str(&url), body, false, 0, API_ANSWER_MAX, &doc, NULL);
+    r = tb_call(c, tb, &(struct daytona_request){.method = "POST", .body = body}, &doc,
+                "/process/session/%s/exec", sid);
     if (r < 0)
         goto out;
     cid = jsonx_str(doc, "cmdId");
@@ -191,7 +194,6 @@ int daytona_toolbox_exec(struct daytona_client *c, const char *tb, const char *s
 out:
     json_object_put(body);
     json_object_put(doc);
-    buf_release(&url);
     return r;
 }
 
@@ -199,15 +201,12 @@ int daytona_toolbox_command_status(struct daytona_client *c, const char *tb, con
                                    const char *cid, int *ret_exit_code)
 {
     json_object *doc = NULL, *code;
-    struct buf url;
     int r;
 
     if (!daytona_id_ok(sid) || !daytona_id_ok(cid))
         return -EINVAL;
-    buf_init(&url, 4096);
-    r = tb_url(tb, &url, "/process/session/%s/command/%s", sid, cid);
-    if (r >= 0)
-        r = call_json(c, "GET", buf_str(&url), NULL, true, 0, API_ANSWER_MAX, &doc, NULL);
+    r = tb_call(c, tb, &(struct daytona_request){.method = "GET", .skip_activity = true}, &doc,
+                "/process/session/%s/command/%s", sid, cid);
     if (r < 0)
         goto out;
     code = jsonx_get(doc, "exitCode");
@@ -219,7 +218,6 @@ int daytona_toolbox_command_status(struct daytona_client *c, const char *tb, con
     }
 out:
     json_object_put(doc);
-    buf_release(&url);
     return r;
 }
 
@@ -227,7 +225,6 @@ int daytona_toolbox_input(struct daytona_client *c, const char *tb, const char *
                           const char *cid, const char *data, size_t len, bool skip_activity)
 {
     json_object *body;
-    struct buf url;
     int r;
 
     if (!daytona_id_ok(sid) || !daytona_id_ok(cid))
@@ -235,13 +232,12 @@ int daytona_toolbox_input(struct daytona_client *c, const char *tb, const char *
     body = json_object_new_object();
     if (!body)
         return -ENOMEM;
-    buf_init(&url, 4096);
     json_object_object_add(body, "data", json_object_new_string_len(data, (int)len));
-    r = tb_url(tb, &url, "/process/session/%s/command/%s/input", sid, cid);
-    if (r >= 0)
-        r = call_json(c, "POST", buf_str(&url), body, skip_activity, 0, API_ANSWER_MAX, NULL, NULL);
+    r = tb_call(
+        c, tb,
+        &(struct daytona_request){.method = "POST", .body = body, .skip_activity = skip_activity},
+        NULL, "/process/session/%s/command/%s/input", sid, cid);
     json_object_put(body);
-    buf_release(&url);
     return r;
 }
 
@@ -261,20 +257,19 @@ int daytona_toolbox_logs(struct daytona_client *c, const char *tb, const char *s
                          struct buf *ret_raw, struct buf *ret_stdout, struct buf *ret_stderr)
 {
     json_object *doc = NULL;
-    struct buf url;
     size_t cap = (ret_raw ? ret_raw->max : 0) + (ret_stdout ? ret_stdout->max : 0) +
                  (ret_stderr ? ret_stderr->max : 0);
     int r;
 
     if (!daytona_id_ok(sid) || !daytona_id_ok(cid))
         return -EINVAL;
-    buf_init(&url, 4096);
     /* the JSON answer holds the log up to three times (escaped): size the cap for that */
     if (cap > BODY_MAX)
         cap = BODY_MAX;
-    r = tb_url(tb, &url, "/process/session/%s/command/%s/logs", sid, cid);
-    if (r >= 0)
-        r = call_json(c, "GET", buf_str(&url), NULL, true, 0, cap * 2 + 65536, &doc, NULL);
+    r = tb_call(c, tb,
+                &(struct daytona_request){
+                    .method = "GET", .skip_activity = true, .answer_max = cap * 2 + 65536},
+                &doc, "/process/session/%s/command/%s/logs", sid, cid);
     if (r < 0)
         goto out;
     if (!doc || !json_object_is_type(doc, json_type_object)) {
@@ -290,7 +285,6 @@ int daytona_toolbox_logs(struct daytona_client *c, const char *tb, const char *s
         r = append_member(doc, "stderr", ret_stderr);
 out:
     json_object_put(doc);
-    buf_release(&url);
     return r;
 }
 
@@ -409,27 +403,23 @@ out:
 static int files_query(struct daytona_client *c, const char *tb, const char *what, const char *path,
                        const char *mode)
 {
-    struct buf url;
     char *ep = NULL, *em = NULL;
     int r;
 
     if (!path || !path[0] || !daytona_text_ok(path) ||
         (mode && strspn(mode, "01234567") != strlen(mode)))
         return -EINVAL;
-    buf_init(&url, 8192);
     ep = daytona_client_escape(c, path);
     em = mode ? daytona_client_escape(c, mode) : NULL;
     if (!ep || (mode && !em)) {
         r = -ENOMEM;
         goto out;
     }
-    r = tb_url(tb, &url, "/files/%s?path=%s%s%s", what, ep, em ? "&mode=" : "", em ? em : "");
-    if (r >= 0)
-        r = call_json(c, "POST", buf_str(&url), NULL, false, 0, API_ANSWER_MAX, NULL, NULL);
+    r = tb_call(c, tb, &(struct daytona_request){.method = "POST"}, NULL, "/files/%s?path=%s%s%s",
+                what, ep, em ? "&mode=" : "", em ? em : "");
 out:
     free(ep);
     free(em);
-    buf_release(&url);
     return r;
 }
 
@@ -469,5 +459,20 @@ int daytona_toolbox_download(struct daytona_client *c, const char *tb, const cha
     }
     free(ep);
     buf_release(&url);
+    return r;
+}
+
+int daytona_shell_quote(const char *s, struct buf *out)
+{
+    int r = buf_append_char(out, '\'');
+
+    for (; r >= 0 && *s; s++) {
+        if (*s == '\'')
+            r = buf_append_str(out, "'\\''");
+        else
+            r = buf_append_char(out, *s);
+    }
+    if (r >= 0)
+        r = buf_append_char(out, '\'');
     return r;
 }

@@ -77,4 +77,7 @@ int daytona_toolbox_chmod(struct daytona_client *c, const char *tb, const char *
 int daytona_toolbox_download(struct daytona_client *c, const char *tb, const char *path,
                              struct buf *ret);
 
+/* Append s to out as one single-quoted shell word (for the commands execute and exec run). */
+int daytona_shell_quote(const char *s, struct buf *out);
+
 #endif
