@@ -212,8 +212,8 @@ const char *jsonx_text(json_object *o, size_t *ret_len)
             *ret_len = 4;
         return "null";
     }
-    s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
-                                                 JSON_C_TO_STRING_NOSLASHESCAPE, &n);
+    s = json_object_to_json_string_length(
+        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &n);
     if (ret_len)
         *ret_len = n;
     return s;
@@ -274,4 +274,15 @@ int jsonx_check_budget(const char *data, size_t len, size_t max_elements, int ma
         }
     }
     return 0;
+}
+
+json_object *jsonx_copy(json_object *o)
+{
+    json_object *c = NULL;
+
+    if (!o)
+        return NULL;
+    if (json_object_deep_copy(o, &c, NULL) != 0)
+        return NULL;
+    return c;
 }

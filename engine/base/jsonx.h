@@ -49,5 +49,7 @@ const char *jsonx_type_word(json_object *v);
 
 /* Compact JSON text of o (valid until o changes or is freed). "null" for NULL. */
 const char *jsonx_text(json_object *o, size_t *ret_len);
+/* A deep copy of o (a new reference); NULL when o is NULL or on out of memory. */
+json_object *jsonx_copy(json_object *o);
 
 #endif

@@ -112,6 +112,27 @@ bool run_tools_ctx_token_ok(const char *token)
     return token && strncmp(token, "$ctx.", 5) == 0 && run_tools_path_ok(token + 5);
 }
 
+int run_tools_schema(json_object *o, const char *field, json_object **ret, char *err, size_t errlen)
+{
+    json_object *v = jsonx_get(o, "inputSchema");
+    size_t len;
+
+    *ret = NULL;
+    if (!v)
+        v = jsonx_get(o, "input_schema");
+    if (!v)
+        return 0;
+    if (!json_object_is_type(v, json_type_object))
+        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: expected an object, got %s", field,
+                         jsonx_type_word(v));
+    jsonx_text(v, &len);
+    if (len > TOOL_SCHEMA_MAX)
+        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: longer than %d bytes", field,
+                         TOOL_SCHEMA_MAX);
+    *ret = v;
+    return 0;
+}
+
 int run_request_prompt_text(const struct run_request *req, struct buf *out)
 {
     const struct chat_message *m;
@@ -155,8 +176,8 @@ bool run_request_model_takes_images(const struct run_request *req)
         while (*s == ' ')
             s++;
         if (strncasecmp(s, "image", 5) == 0 &&
-            (s[5] == '\0' || s[5] == ' ' || ((s[5] == 's' || s[5] == 'S') &&
-                                              (s[6] == '\0' || s[6] == ' '))))
+            (s[5] == '\0' || s[5] == ' ' ||
+             ((s[5] == 's' || s[5] == 'S') && (s[6] == '\0' || s[6] == ' '))))
             return true;
     }
     return false;

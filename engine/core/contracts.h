@@ -23,47 +23,47 @@
 /* Project error codes live below -10000 so they never collide with -errno. */
 enum ar_error {
     AR_E_BASE = -10000,
-    AR_E_INVALID_REQUEST = -10001, /* a request field is wrong: message names it */
-    AR_E_PROTOCOL = -10002,        /* the harness broke ACP */
-    AR_E_HARNESS_EXITED = -10003,  /* the harness process went away */
-    AR_E_HARNESS_ERROR = -10004,   /* the harness answered with a JSON-RPC error */
-    AR_E_TIMEOUT = -10005,         /* a run limit tripped */
-    AR_E_CAPACITY = -10006,        /* no free slot, no free keeper */
-    AR_E_SANDBOX = -10007,         /* the sandbox could not be created */
-    AR_E_CANCELLED = -10008,       /* the turn was cancelled */
-    AR_E_CLIENT_GONE = -10009,     /* the HTTP client disconnected */
-    AR_E_UNAVAILABLE = -10010,     /* a harness or provider is not installed */
-    AR_E_MODEL = -10011,           /* the requested model cannot be selected */
-    AR_E_RETRY = -10012,           /* failed before any output: the caller may retry cold */
+    AR_E_INVALID_REQUEST = -10001,  /* a request field is wrong: message names it */
+    AR_E_PROTOCOL = -10002,         /* the harness broke ACP */
+    AR_E_HARNESS_EXITED = -10003,   /* the harness process went away */
+    AR_E_HARNESS_ERROR = -10004,    /* the harness answered with a JSON-RPC error */
+    AR_E_TIMEOUT = -10005,          /* a run limit tripped */
+    AR_E_CAPACITY = -10006,         /* no free slot, no free keeper */
+    AR_E_SANDBOX = -10007,          /* the sandbox could not be created */
+    AR_E_CANCELLED = -10008,        /* the turn was cancelled */
+    AR_E_CLIENT_GONE = -10009,      /* the HTTP client disconnected */
+    AR_E_UNAVAILABLE = -10010,      /* a harness or provider is not installed */
+    AR_E_MODEL = -10011,            /* the requested model cannot be selected */
+    AR_E_RETRY = -10012,            /* failed before any output: the caller may retry cold */
     AR_E_SANDBOX_CAPACITY = -10013, /* the sandbox provider refused for capacity (429s) */
-    AR_E_SANDBOX_LIMIT = -10014,   /* a sandbox limit tripped (memory, pids, disk) */
-    AR_E_KEEPER_LOST = -10015,     /* the environment's keeper died (its sandbox with it) */
+    AR_E_SANDBOX_LIMIT = -10014,    /* a sandbox limit tripped (memory, pids, disk) */
+    AR_E_KEEPER_LOST = -10015,      /* the environment's keeper died (its sandbox with it) */
 };
 
 /*
  * Limits: every buffer cap of the engine and the front, in one place. A growable buffer gets
  * one of these at creation (buf_init); hitting it is an error the caller sees.
  */
-#define RUN_OUTPUT_MAX (64u * 1024 * 1024)   /* the assistant text of one turn */
+#define RUN_OUTPUT_MAX (64u * 1024 * 1024) /* the assistant text of one turn */
 /* one NDJSON result record: JSON escaping may turn an output byte into six ("\u00XX") */
 #define RESULT_LINE_MAX (8u * RUN_OUTPUT_MAX)
-#define EVENT_LINE_MAX (256u * 1024 * 1024)  /* one NDJSON event record */
-#define PROMPT_TEXT_MAX (80u * 1024 * 1024)  /* the prompt text of a turn, a replay included */
-#define TOOL_OUTPUT_MAX (4u * 1024 * 1024)   /* the text of one tool result event */
-#define CANONICAL_ARGS_MAX (1024u * 1024)    /* canonical tool arguments (stored decisions) */
-#define CANONICAL_MAX (64u * 1024 * 1024)    /* canonical JSON of a fingerprinted document */
+#define EVENT_LINE_MAX (256u * 1024 * 1024)   /* one NDJSON event record */
+#define PROMPT_TEXT_MAX (80u * 1024 * 1024)   /* the prompt text of a turn, a replay included */
+#define TOOL_OUTPUT_MAX (4u * 1024 * 1024)    /* the text of one tool result event */
+#define CANONICAL_ARGS_MAX (1024u * 1024)     /* canonical tool arguments (stored decisions) */
+#define CANONICAL_MAX (64u * 1024 * 1024)     /* canonical JSON of a fingerprinted document */
 #define REPLAY_LATEST_MAX (16u * 1024 * 1024) /* the latest user text of a cold replay */
-#define REPLAY_TEXT_MAX (64u * 1024 * 1024)  /* the rendered history of a cold replay */
-#define KEEPER_SPEC_MAX (64u * 1024 * 1024)  /* the spec a keeper reads at start */
+#define REPLAY_TEXT_MAX (64u * 1024 * 1024)   /* the rendered history of a cold replay */
+#define KEEPER_SPEC_MAX (64u * 1024 * 1024)   /* the spec a keeper reads at start */
 #define KEEPER_QUEUE_MAX (256u * 1024 * 1024) /* a keeper's queue towards worker or harness */
-#define KEEPER_QUEUE_HIGH (8u * 1024 * 1024) /* the keeper stops reading the harness above it */
-#define HARNESS_LOG_MAX (1024u * 1024)       /* harness stderr kept in harness.log */
-#define KEEPER_REPLY_MAX (1024u * 1024)      /* an answer the keeper writes to the harness */
-#define METRICS_TEXT_MAX (4u * 1024 * 1024)  /* the /metrics exposition */
+#define KEEPER_QUEUE_HIGH (8u * 1024 * 1024)  /* the keeper stops reading the harness above it */
+#define HARNESS_LOG_MAX (1024u * 1024)        /* harness stderr kept in harness.log */
+#define KEEPER_REPLY_MAX (1024u * 1024)       /* an answer the keeper writes to the harness */
+#define METRICS_TEXT_MAX (4u * 1024 * 1024)   /* the /metrics exposition */
 
 /* Paths inside every sandbox, whatever the provider. */
-#define SANDBOX_WORKSPACE "/workspace" /* the workspace: the only host-writable place */
-#define SANDBOX_HOME "/home/agent"     /* the harness's private home (a tmpfs) */
+#define SANDBOX_WORKSPACE "/workspace"          /* the workspace: the only host-writable place */
+#define SANDBOX_HOME "/home/agent"              /* the harness's private home (a tmpfs) */
 #define SANDBOX_CHANNEL_DIR "/run/agent-runner" /* the keeper channel folder (read-only) */
 #define SANDBOX_CHANNEL SANDBOX_CHANNEL_DIR "/channel.sock" /* RUNNER_CHANNEL */
 
@@ -130,8 +130,8 @@ struct content_block {
     const char *tool_name;
     const char *attachment_id; /* attachment blocks: the id in Agenta's API */
     const char *filename;      /* attachment blocks: the name shown (not trusted as a path) */
-    json_object *input;  /* borrowed */
-    json_object *output; /* borrowed */
+    json_object *input;        /* borrowed */
+    json_object *output;       /* borrowed */
     bool is_error;
 };
 
@@ -242,6 +242,14 @@ struct run_tools {
 bool run_tools_path_ok(const char *path);
 /* "$ctx." followed by a valid path. */
 bool run_tools_ctx_token_ok(const char *token);
+/*
+ * A tool's input schema, as a request's customTools entry or an MCP server's tools/list entry
+ * carries it: o's "inputSchema" (else "input_schema"), an object whose JSON fits
+ * TOOL_SCHEMA_MAX. 0 with *ret borrowed from o (NULL when absent); -EINVAL with err
+ * "<field>.inputSchema: ...".
+ */
+int run_tools_schema(json_object *o, const char *field, json_object **ret, char *err,
+                     size_t errlen);
 
 enum network_mode { NETWORK_ON = 0, NETWORK_OFF, NETWORK_ALLOWLIST };
 
@@ -279,9 +287,9 @@ struct run_request {
     json_object *mcp_servers;
     json_object *tool_callback;
     struct run_tools tools;
-    json_object *permissions;   /* borrowed or NULL */
-    json_object *telemetry;     /* borrowed or NULL */
-    json_object *run_context;   /* borrowed or NULL */
+    json_object *permissions; /* borrowed or NULL */
+    json_object *telemetry;   /* borrowed or NULL */
+    json_object *run_context; /* borrowed or NULL */
     const char *traceparent;
 
     enum network_mode network;
@@ -329,15 +337,15 @@ struct harness_caps {
 
 struct run_result {
     bool ok;
-    struct buf output;   /* assistant text of the turn */
-    char *error;         /* concise message when !ok */
-    char *stop_reason;   /* end_turn, cancelled, paused, ... */
+    struct buf output; /* assistant text of the turn */
+    char *error;       /* concise message when !ok */
+    char *stop_reason; /* end_turn, cancelled, paused, ... */
     char *session_id;
     char *model;
     char *trace_id;
     struct run_usage usage;
     struct harness_caps caps;
-    json_object *events; /* coalesced events (one-shot path) or NULL when streamed */
+    json_object *events;        /* coalesced events (one-shot path) or NULL when streamed */
     json_object *tool_call_ids; /* ids of the tool calls the turn made (array), or NULL */
 };
 
@@ -367,8 +375,8 @@ enum gate_kind {
 struct approval_gate {
     char tool_call_id[160]; /* pi's Responses ids join two ids: "call_...|fc_..." */
     char token[48];
-    char request_id[64]; /* the JSON-RPC id of the open request (permission or tool/call) */
-    char tool_name[80];  /* a runner tool's name is up to 64 bytes */
+    char request_id[64];    /* the JSON-RPC id of the open request (permission or tool/call) */
+    char tool_name[80];     /* a runner tool's name is up to 64 bytes */
     char allow_option[48];  /* the allow_once option to answer "approved" with */
     char reject_option[48]; /* the reject option to answer "denied" with ("" = cancelled) */
     int8_t decision;        /* resume input: -1 undecided, 0 denied, 1 approved / answered */
@@ -478,19 +486,19 @@ struct engine_config {
     struct pool *pool;          /* attached session table (may be NULL in unit tests) */
     /* what local sandboxes get on this host (the master's probe; NULL: unconfined tests) */
     const struct sandbox_host *sandbox;
-    uint64_t session_ttl_ms;    /* warm idle window default */
-    uint64_t session_pool_max;  /* warm environments kept at most */
+    uint64_t session_ttl_ms;   /* warm idle window default */
+    uint64_t session_pool_max; /* warm environments kept at most */
     uint64_t approval_ttl_ms;
-    uint64_t keeper_start_ms;   /* keeper + sandbox start deadline */
-    uint64_t harness_init_ms;   /* initialize + session/new deadline */
+    uint64_t keeper_start_ms; /* keeper + sandbox start deadline */
+    uint64_t harness_init_ms; /* initialize + session/new deadline */
     struct run_limits_config limits;
     bool model_strict;
-    const char *log_level;      /* passed to keepers */
+    const char *log_level;          /* passed to keepers */
     enum lifecycle_mode local_mode; /* runner's mode for the local provider (UNSET = inherit) */
-    uint64_t local_idle_ms;     /* configured idle window of the local provider (0 = none) */
-    uint8_t epoch_key[32];      /* credential epoch HMAC key, made per master boot */
-    struct login_dirs logins;   /* the operator's harness logins (runtime_provided) */
-    struct tools_config tools;  /* runner-executed tools: the MCP bridge, SSRF allowlist */
+    uint64_t local_idle_ms;         /* configured idle window of the local provider (0 = none) */
+    uint8_t epoch_key[32];          /* credential epoch HMAC key, made per master boot */
+    struct login_dirs logins;       /* the operator's harness logins (runtime_provided) */
+    struct tools_config tools;      /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/agenta/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
     struct spare_settings spares; /* pre-started environments (spare.h) */

@@ -244,23 +244,33 @@ int tool_channel_encode_permission_result(struct buf *out, json_object *id,
     return encode_result(out, id, res);
 }
 
-int tool_channel_encode_call_result(struct buf *out, json_object *id, const char *text,
-                                    bool is_error)
+json_object *tool_channel_call_result_new(const char *text, bool is_error)
 {
     json_object *res = json_object_new_object(), *content = json_object_new_array();
-    json_object *item = json_object_new_object();
+    json_object *item = json_object_new_object(), *str = clean_string(text);
 
-    if (!res || !content || !item) {
+    if (!res || !content || !item || !str) {
         json_object_put(res);
         json_object_put(content);
         json_object_put(item);
-        return -ENOMEM;
+        json_object_put(str);
+        return NULL;
     }
     json_object_object_add(item, "type", json_object_new_string("text"));
-    json_object_object_add(item, "text", clean_string(text));
+    json_object_object_add(item, "text", str);
     json_object_array_add(content, item);
     json_object_object_add(res, "content", content);
     json_object_object_add(res, "isError", json_object_new_boolean(is_error));
+    return res;
+}
+
+int tool_channel_encode_call_result(struct buf *out, json_object *id, const char *text,
+                                    bool is_error)
+{
+    json_object *res = tool_channel_call_result_new(text, is_error);
+
+    if (!res)
+        return -ENOMEM;
     return encode_result(out, id, res);
 }
 
@@ -293,8 +303,7 @@ static int encode_tool_request(struct buf *out, int64_t id, const char *method,
         return -ENOMEM;
     json_object_object_add(p, "toolCallId", json_object_new_string(tool_call_id));
     json_object_object_add(p, "toolName", json_object_new_string(tool_name));
-    json_object_object_add(p, input_key,
-                           input ? json_object_get(input) : json_object_new_object());
+    json_object_object_add(p, input_key, input ? json_object_get(input) : json_object_new_object());
     r = acp_encode_request(out, id, method, p);
     json_object_put(p);
     return r;
@@ -310,8 +319,7 @@ int tool_channel_encode_call(struct buf *out, int64_t id, const char *tool_call_
 int tool_channel_encode_permission(struct buf *out, int64_t id, const char *tool_call_id,
                                    const char *tool_name, json_object *input)
 {
-    return encode_tool_request(out, id, "tool/permission", "input", tool_call_id, tool_name,
-                               input);
+    return encode_tool_request(out, id, "tool/permission", "input", tool_call_id, tool_name, input);
 }
 
 int tool_channel_decode_call_result(const struct acp_msg *m, struct tool_result *ret)

@@ -68,14 +68,14 @@ enum tool_channel_outcome {
 /* A decoded sandbox -> runner message; every pointer borrows from the acp_msg. */
 struct tool_channel_msg {
     enum tool_channel_kind kind;
-    json_object *id;           /* requests; NULL for notifications */
-    const char *client;        /* hello */
-    const char *version;       /* hello */
-    const char *token;         /* hello: the channel secret (NULL when absent) */
-    const char *tool_call_id;  /* permission, call */
-    const char *tool_name;     /* permission, call */
-    json_object *input;        /* permission: input, call: arguments; NULL = {} */
-    json_object *params;       /* usage, error: the params as sent */
+    json_object *id;          /* requests; NULL for notifications */
+    const char *client;       /* hello */
+    const char *version;      /* hello */
+    const char *token;        /* hello: the channel secret (NULL when absent) */
+    const char *tool_call_id; /* permission, call */
+    const char *tool_name;    /* permission, call */
+    json_object *input;       /* permission: input, call: arguments; NULL = {} */
+    json_object *params;      /* usage, error: the params as sent */
 };
 
 /* ---- runner side ------------------------------------------------------------------------ */
@@ -93,6 +93,12 @@ int tool_channel_encode_permission_result(struct buf *out, json_object *id,
                                           enum tool_channel_outcome outcome, const char *message);
 int tool_channel_encode_call_result(struct buf *out, json_object *id, const char *text,
                                     bool is_error);
+/*
+ * The result object of a tools/call, as MCP shapes it and both ends of the channel send it:
+ * {"content":[{"type":"text","text":<text made valid UTF-8>}],"isError":is_error}. A new
+ * reference; NULL on out of memory.
+ */
+json_object *tool_channel_call_result_new(const char *text, bool is_error);
 
 /* ---- sandbox side ----------------------------------------------------------------------- */
 

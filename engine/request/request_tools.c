@@ -229,24 +229,10 @@ static int tool_exec(struct rq_ctx *c, struct custom_tool *t, const char *field)
     return t->call ? call_members(c, t->call, member(f, sizeof(f), field, "call")) : 0;
 }
 
-/* inputSchema (else input_schema): an object whose JSON fits TOOL_SCHEMA_MAX. */
+/* inputSchema (else input_schema): run_tools_schema's rule. */
 static int input_schema(struct rq_ctx *c, json_object *o, const char *field, json_object **ret)
 {
-    json_object *v = jsonx_get(o, "inputSchema");
-    size_t len;
-
-    *ret = NULL;
-    if (!v)
-        v = jsonx_get(o, "input_schema");
-    if (!v)
-        return 0;
-    if (!json_object_is_type(v, json_type_object))
-        return rq_fail(c, "%s.inputSchema: expected an object, got %s", field, jsonx_type_word(v));
-    jsonx_text(v, &len);
-    if (len > TOOL_SCHEMA_MAX)
-        return rq_fail(c, "%s.inputSchema: longer than %d bytes", field, TOOL_SCHEMA_MAX);
-    *ret = v;
-    return 0;
+    return run_tools_schema(o, field, ret, c->err, c->errlen) < 0 ? AR_E_INVALID_REQUEST : 0;
 }
 
 static int ephemeral_args(struct rq_ctx *c, json_object *o, const char *field, json_object **ret)

@@ -38,8 +38,10 @@ static int public_spec(json_object *in, size_t i, json_object *seen, json_object
     json_object *o;
 
     if (!in || !json_object_is_type(in, json_type_object) || !tool_channel_tool_name_ok(name)) {
-        snprintf(err, errlen, "tools[%zu]: expected {name, description, inputSchema} with a "
-                              "valid name", i);
+        snprintf(err, errlen,
+                 "tools[%zu]: expected {name, description, inputSchema} with a "
+                 "valid name",
+                 i);
         return -EINVAL;
     }
     if (jsonx_get(seen, name)) {
@@ -59,8 +61,7 @@ static int public_spec(json_object *in, size_t i, json_object *seen, json_object
     if (!o)
         return -ENOMEM;
     json_object_object_add(o, "name", json_object_new_string(name));
-    json_object_object_add(o, "description",
-                           d ? json_object_get(d) : json_object_new_string(name));
+    json_object_object_add(o, "description", d ? json_object_get(d) : json_object_new_string(name));
     json_object_object_add(o, "inputSchema", schema ? json_object_get(schema) : empty_schema());
     json_object_object_add(seen, name, json_object_new_boolean(1));
     *ret = o;
@@ -147,24 +148,10 @@ static int answer_error(struct mcp_bridge *b, json_object *id, int code, const c
     return acp_encode_error(&b->to_harness, id, code, message);
 }
 
-/* A tools/call result: one text item and isError. */
+/* A tools/call result: one text item (made valid UTF-8) and isError. */
 static int answer_tool(struct mcp_bridge *b, json_object *id, const char *text, bool is_error)
 {
-    json_object *res = json_object_new_object(), *content = json_object_new_array();
-    json_object *item = json_object_new_object();
-
-    if (!res || !content || !item) {
-        json_object_put(res);
-        json_object_put(content);
-        json_object_put(item);
-        return -ENOMEM;
-    }
-    json_object_object_add(item, "type", json_object_new_string("text"));
-    json_object_object_add(item, "text", json_object_new_string(text));
-    json_object_array_add(content, item);
-    json_object_object_add(res, "content", content);
-    json_object_object_add(res, "isError", json_object_new_boolean(is_error));
-    return answer(b, id, res);
+    return answer(b, id, tool_channel_call_result_new(text, is_error));
 }
 
 /* ---- the channel ------------------------------------------------------------------------ */
@@ -429,8 +416,9 @@ int mcp_bridge_on_runner_line(struct mcp_bridge *b, const char *line, size_t len
             continue;
         r = tool_channel_decode_call_result(&m, &res);
         if (r == -EBADMSG)
-            r = tool_result_set(&res, true, "agent-runner answered the tool call with a "
-                                            "malformed result");
+            r = tool_result_set(&res, true,
+                                "agent-runner answered the tool call with a "
+                                "malformed result");
         if (r == 0)
             r = answer_tool(b, b->pending[i].mcp_id, res.text, res.is_error);
         drop_pending(b, i);

@@ -106,17 +106,6 @@ int tool_args_get(json_object *obj, const char *path, json_object **ret)
     return 0;
 }
 
-json_object *tool_args_copy(json_object *o)
-{
-    json_object *c = NULL;
-
-    if (!o)
-        return NULL;
-    if (json_object_deep_copy(o, &c, NULL) != 0)
-        return NULL;
-    return c;
-}
-
 /* overlay merged into base (base changes): plain objects merge, anything else replaces. */
 int tool_args_merge(json_object *base, json_object *overlay, int depth)
 {
@@ -135,7 +124,7 @@ int tool_args_merge(json_object *base, json_object *overlay, int depth)
                 return r;
             continue;
         }
-        c = tool_args_copy(val);
+        c = jsonx_copy(val);
         if (val && !c)
             return -ENOMEM;
         if (json_object_object_add(base, key, c) != 0) {
@@ -153,7 +142,7 @@ json_object *tool_args_ctx_view(json_object *run_context, const char *session_id
     json_object *view, *session;
 
     view = run_context && json_object_is_type(run_context, json_type_object)
-               ? tool_args_copy(run_context)
+               ? jsonx_copy(run_context)
                : json_object_new_object();
     if (!view || !session_id)
         return view;
@@ -190,7 +179,7 @@ int tool_args_bind_one(json_object *obj, const char *path, const char *token, js
     r = tool_args_resolve(view, token, &v);
     if (r < 0)
         return r;
-    c = tool_args_copy(v);
+    c = jsonx_copy(v);
     if (v && !c)
         return -ENOMEM;
     return tool_args_set(obj, path, c);
@@ -203,7 +192,7 @@ json_object *tool_args_strip_ephemeral(json_object *args, json_object *list)
     if (!args || !json_object_is_type(args, json_type_object) || !list ||
         !json_object_is_type(list, json_type_array) || json_object_array_length(list) == 0)
         return json_object_get(args);
-    out = tool_args_copy(args);
+    out = jsonx_copy(args);
     if (!out)
         return NULL;
     for (size_t i = 0; i < json_object_array_length(list); i++) {
@@ -221,7 +210,7 @@ int tool_args_bind(json_object *args, json_object *bindings, json_object *view, 
     json_object *out;
     int r = 0;
 
-    out = args && json_object_is_type(args, json_type_object) ? tool_args_copy(args)
+    out = args && json_object_is_type(args, json_type_object) ? jsonx_copy(args)
                                                               : json_object_new_object();
     if (!out)
         return -ENOMEM;

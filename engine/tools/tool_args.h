@@ -19,8 +19,6 @@
 
 #include <json-c/json.h>
 
-/* A deep copy of o (NULL for NULL, or when out of memory). */
-json_object *tool_args_copy(json_object *o);
 /* Set value (a reference handed over) at path in obj, creating objects on the way. */
 int tool_args_set(json_object *obj, const char *path, json_object *value);
 /* The value at path: 0 and a borrowed *ret (NULL for a JSON null), or -ENOENT. */

@@ -30,7 +30,7 @@ int tool_direct_body(json_object *call, json_object *args, json_object *view, js
     if (!body)
         return -ENOMEM;
     if (args_into) {
-        json_object *c = args ? tool_args_copy(args) : json_object_new_object();
+        json_object *c = args ? jsonx_copy(args) : json_object_new_object();
 
         if (!c) {
             r = -ENOMEM;

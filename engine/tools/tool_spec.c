@@ -62,17 +62,6 @@ static const struct tool_spec *find(const struct tool_set *s, size_t n, const ch
     return NULL;
 }
 
-static json_object *copy(json_object *o)
-{
-    json_object *c = NULL;
-
-    if (!o)
-        return NULL;
-    if (json_object_deep_copy(o, &c, NULL) != 0)
-        return NULL;
-    return c;
-}
-
 static int set_str(char **dst, const char *src)
 {
     if (!src)
@@ -86,7 +75,7 @@ static int set_json(json_object **dst, json_object *o)
 {
     if (!o)
         return 0;
-    *dst = copy(o);
+    *dst = jsonx_copy(o);
     return *dst ? 0 : -ENOMEM;
 }
 
@@ -113,7 +102,7 @@ static int server_of(const struct mcp_server *m, struct tool_server *sv)
     if (set_str(&sv->name, m->name) < 0 || set_str(&sv->url, m->url) < 0)
         return -ENOMEM;
     if (!m->include_all) {
-        sv->include = m->include ? copy(m->include) : json_object_new_array();
+        sv->include = m->include ? jsonx_copy(m->include) : json_object_new_array();
         if (!sv->include)
             return -ENOMEM;
     }
@@ -225,26 +214,17 @@ static int listed_description(json_object *o, const char *field, const char **re
     return 0;
 }
 
-/* inputSchema (else input_schema): absent, or an object whose JSON fits TOOL_SCHEMA_MAX. */
+/* inputSchema (else input_schema): run_tools_schema's rule; *ret a copy (NULL when absent). */
 static int listed_schema(json_object *o, const char *field, json_object **ret, char *err,
                          size_t errlen)
 {
-    json_object *v = jsonx_get(o, "inputSchema");
-    size_t len;
+    json_object *v;
+    int r = run_tools_schema(o, field, &v, err, errlen);
 
     *ret = NULL;
-    if (!v)
-        v = jsonx_get(o, "input_schema");
-    if (!v)
-        return 0;
-    if (!json_object_is_type(v, json_type_object))
-        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: expected an object, got %s", field,
-                         jsonx_type_word(v));
-    jsonx_text(v, &len);
-    if (len > TOOL_SCHEMA_MAX)
-        return util_fail(-EINVAL, err, errlen, "%s.inputSchema: longer than %d bytes", field,
-                         TOOL_SCHEMA_MAX);
-    *ret = copy(v);
+    if (r < 0 || !v)
+        return r;
+    *ret = jsonx_copy(v);
     return *ret ? 0 : -ENOMEM;
 }
 
