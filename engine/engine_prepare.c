@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/util.h"
 #include "core/policy.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
@@ -160,7 +161,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     int r;
 
     if (!t)
-        return -ENOMEM;
+        return util_fail(-ENOMEM, err, errlen, "out of memory");
     t->cfg = cfg;
     t->req = req;
     t->harness = harness_get(req->harness);
@@ -188,12 +189,10 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
         goto out;
     if (identity_pool_key(req, t->key, sizeof(t->key)) < 0)
         t->key[0] = '\0';
-    /* the run's tools: checked now (a code tool, a bad MCP server config: 400) */
+    /* the run's tools (the request parser checked them: only memory can fail here) */
     r = tool_runner_new(&cfg->tools, req, &t->tools, err, errlen);
-    if (r < 0) {
-        r = r == -ENOMEM ? r : AR_E_INVALID_REQUEST;
+    if (r < 0)
         goto out;
-    }
     r = turn_identity(t, err, errlen);
     if (r < 0)
         goto out;

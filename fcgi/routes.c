@@ -251,6 +251,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
         goto out;
     }
     if (r < 0) {
+        log_info("run refused: %s", err);
         refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
         goto out;
     }

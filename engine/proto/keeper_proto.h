@@ -1,7 +1,7 @@
 /*
  * keeper_proto — the one definition of the worker <-> keeper protocol.
- * keeper.c and environment.c both speak it through these functions; no other file spells a
- * verb of it.
+ * The keeper (keeper/) and the worker's environment layer (engine/environment/) both speak
+ * it through these functions; no other file spells a verb of it.
  *
  * The start pipe (keeper stdout -> starting worker), one line:
  *   "ready <keeper-pid> <sandbox-pid>"   the sandbox runs, the socket listens

@@ -5,7 +5,7 @@
  *
  *   AGENT_RUNNER_SANDBOX_UID_BASE   2000000000  first host uid/gid of sandboxes; the
  *                                   environment in session slot i runs as base + i (see
- *                                   sandbox_uid.h for why this default and what is refused)
+ *                                   sandbox/uid.h for why this default and what is refused)
  *   AGENT_RUNNER_SANDBOX_PIDS_MAX   512         tasks (processes + threads) per sandbox
  *   AGENT_RUNNER_SANDBOX_MEMORY_MAX 2G          memory of the sandbox's processes, no swap
  *   AGENT_RUNNER_SANDBOX_CPUS       1           CPU bandwidth in CPUs (0.5, 2, ...)

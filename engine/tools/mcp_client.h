@@ -20,7 +20,8 @@
  * most 32 pages and 1000 tools, a tool result text result_max bytes with Agenta's note.
  *
  * Errors: functions return -errno (-EACCES/-EINVAL/-EHOSTUNREACH from the SSRF check,
- * -ETIMEDOUT, -ECANCELED, -EPROTO for a broken answer, -EIO otherwise) with a message naming
+ * -ETIMEDOUT, -ECANCELED, -EPROTO for a broken answer, a transport failure as base/httpc.h
+ * maps it: -ECONNREFUSED, -EHOSTUNREACH, -ECONNRESET, -EIO, ...) with a message naming
  * the server in err. mcp_client_call() turns every failure of the tool itself into a result
  * with is_error instead, and returns <0 only for -ECANCELED and -ENOMEM.
  *
