@@ -121,8 +121,7 @@ static void redact_request(const struct run_request *req)
 {
     for (size_t i = 0; i < req->mc.ncredentials; i++)
         log_redact_add(req->mc.credentials[i].value);
-    if (req->tool_callback)
-        log_redact_add(jsonx_str(req->tool_callback, "authorization"));
+    log_redact_add(req->tools.callback_authorization);
     if (req->telemetry) {
         json_object *hdrs = jsonx_path(req->telemetry, "exporters.otlp.headers");
 

@@ -306,7 +306,6 @@ int redact_run_credential(const struct run_request *req, char *out, size_t outle
 
 int redact_add_request(struct redact *rd, const struct run_request *req)
 {
-    json_object *servers = req->mcp_servers;
     int r = 0;
 
     for (size_t i = 0; r == 0 && i < req->mc.ncredentials; i++)
@@ -316,8 +315,8 @@ int redact_add_request(struct redact *rd, const struct run_request *req)
     for (size_t i = 0; r == 0 && i < req->mc.nheaders; i++)
         if (req->mc.headers[i].name && credential_header(req->mc.headers[i].name))
             r = redact_add(rd, req->mc.headers[i].value);
-    if (r == 0 && req->tool_callback)
-        r = redact_add(rd, jsonx_str(req->tool_callback, "authorization"));
+    if (r == 0)
+        r = redact_add(rd, req->tools.callback_authorization);
     if (r == 0 && req->telemetry)
         r = add_headers(rd, jsonx_path(req->telemetry, "exporters.otlp.headers"));
     if (r == 0) {
@@ -331,17 +330,13 @@ int redact_add_request(struct redact *rd, const struct run_request *req)
             r = redact_add(rd, cred);
         free(cred);
     }
-    for (size_t i = 0; r == 0 && servers && json_object_is_type(servers, json_type_array) &&
-                       i < json_object_array_length(servers);
-         i++) {
-        json_object *conn = jsonx_get(json_object_array_get_idx(servers, i), "connection");
-        json_object *creds = jsonx_get(conn, "credentials");
+    /* an MCP server's credentials, and its plain headers that look like one */
+    for (size_t i = 0; r == 0 && i < req->tools.nservers; i++) {
+        const struct mcp_server *sv = &req->tools.servers[i];
 
-        r = add_headers(rd, jsonx_get(conn, "headers"));
-        for (size_t j = 0; r == 0 && creds && json_object_is_type(creds, json_type_array) &&
-                           j < json_object_array_length(creds);
-             j++)
-            r = redact_add(rd, jsonx_str(json_object_array_get_idx(creds, j), "value"));
+        for (size_t j = 0; r == 0 && j < sv->nheaders; j++)
+            if (sv->headers[j].secret || credential_header(sv->headers[j].name))
+                r = redact_add(rd, sv->headers[j].value);
     }
     return r;
 }

@@ -281,11 +281,15 @@ struct run_request {
     struct skill *skills;
     size_t nskills;
 
-    /* the tool sections as sent (borrowed, or NULL): the fingerprint covers customTools
-     * verbatim; everything else reads their parsed form, tools */
+    /*
+     * Two tool sections as sent (borrowed, or NULL when absent or null), kept for two readers:
+     * the parser's second pass (request_tools.c, request_mcp.c) walks both, and the config
+     * fingerprint (session/identity.c) hashes customTools verbatim and covers the tool set
+     * whenever one of the sections is sent, even as an empty array. Everything else reads
+     * their parsed form, tools (which holds toolCallback too).
+     */
     json_object *custom_tools;
     json_object *mcp_servers;
-    json_object *tool_callback;
     struct run_tools tools;
     json_object *permissions; /* borrowed or NULL */
     json_object *telemetry;   /* borrowed or NULL */

@@ -123,8 +123,7 @@ const char *spare_ineligible(const struct spare_settings *s, const struct run_re
         return "runtime-provided credentials";
     if (req->mc.ncredentials != 1)
         return "not exactly one credential";
-    if ((req->custom_tools && json_object_array_length(req->custom_tools) > 0) ||
-        (req->mcp_servers && json_object_array_length(req->mcp_servers) > 0))
+    if (req->tools.ncustom > 0 || req->tools.nservers > 0)
         return "runner-side tools";
     return NULL;
 }

@@ -510,7 +510,7 @@ static const struct section {
      rq_custom_tools},
     {"mcpServers", RQ_ARRAY, MCP_SERVERS_MAX, offsetof(struct run_request, mcp_servers),
      rq_mcp_servers},
-    {"toolCallback", RQ_OBJECT, 0, offsetof(struct run_request, tool_callback), rq_tool_callback},
+    {"toolCallback", RQ_OBJECT, 0, RQ_NOWHERE, rq_tool_callback},
     {"permissions", RQ_OBJECT, 0, offsetof(struct run_request, permissions), section_permissions},
     {"sandboxPermission", RQ_OBJECT, 0, RQ_NOWHERE, rq_sandbox_permission},
     {"lifecycle", RQ_OBJECT, 0, RQ_NOWHERE, rq_lifecycle},

@@ -247,7 +247,7 @@ int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGES
         json_object_object_add(doc, "modelConnection", connection_shape(v));
     /* the run's tool set as configured: tools, callback endpoint, MCP servers without any
      * credential value (a rotated credential keeps the session: it never enters the sandbox) */
-    if (req->custom_tools || req->tool_callback || req->mcp_servers) {
+    if (req->custom_tools || req->tools.callback_endpoint || req->mcp_servers) {
         char hex[2 * IDENTITY_DIGEST_LEN + 1];
 
         r = tools_fp(req, hex);

@@ -181,7 +181,7 @@ static void check_tools(const struct run_request *req)
                (req->custom_tools ? json_object_array_length(req->custom_tools) : 0));
     FUZZ_CHECK(tools->nservers ==
                (req->mcp_servers ? json_object_array_length(req->mcp_servers) : 0));
-    FUZZ_CHECK(!tools->callback_endpoint == !req->tool_callback);
+    FUZZ_CHECK(!tools->callback_endpoint == !jsonx_get(req->root, "toolCallback"));
     for (size_t i = 0; i < tools->ncustom; i++)
         check_custom_tool(tools, i);
     for (size_t i = 0; i < tools->nservers; i++)

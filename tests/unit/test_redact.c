@@ -125,6 +125,38 @@ static void test_redact_collects_the_request_credentials(void)
     run_request_release(&req);
 }
 
+/* An MCP server's credential headers and its credential-looking plain headers; the others
+ * stay readable. */
+static void test_redact_collects_the_mcp_server_credentials(void)
+{
+    const char *json =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+        "\"toolCallback\":{\"endpoint\":\"https://t.example/tools/call\","
+        "\"authorization\":\"Secret callback-credential\"},"
+        "\"mcpServers\":[{\"name\":\"docs\",\"connection\":{\"type\":\"http\","
+        "\"url\":\"https://mcp.example/mcp\",\"headers\":{\"X-Api-Key\":\"mcp-plain-key-5555\","
+        "\"X-Tenant\":\"tenant-visible-1\"},\"credentials\":[{\"binding\":{\"kind\":"
+        "\"header\",\"name\":\"X-Session\"},\"value\":\"mcp-secret-7777\"}]}}]}";
+    struct request_limits lim;
+    struct run_request req;
+    struct redact *rd = redact_new();
+    char err[256], *s;
+
+    request_limits_default(&lim);
+    CU_ASSERT_EQUAL_FATAL(request_parse(json, strlen(json), &lim, &req, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(redact_add_request(rd, &req), 0);
+    s = redacted(rd, "Secret callback-credential|mcp-plain-key-5555|mcp-secret-7777|"
+                     "tenant-visible-1");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_PTR_NULL(strstr(s, "callback-credential"));
+    CU_ASSERT_PTR_NULL(strstr(s, "mcp-plain-key"));
+    CU_ASSERT_PTR_NULL(strstr(s, "mcp-secret"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "tenant-visible-1")); /* not a credential header */
+    free(s);
+    redact_free(rd);
+    run_request_release(&req);
+}
+
 static void test_redact_caps_are_errors(void)
 {
     struct redact *rd = redact_new();
@@ -192,6 +224,7 @@ CU_TestInfo redact_tests[] = {
     {"encoded_forms_and_parts", test_redact_encoded_forms_and_parts},
     {"ignores_short_and_common_values", test_redact_ignores_short_and_common_values},
     {"collects_the_request_credentials", test_redact_collects_the_request_credentials},
+    {"collects_the_mcp_server_credentials", test_redact_collects_the_mcp_server_credentials},
     {"caps_are_errors", test_redact_caps_are_errors},
     {"is_thread_safe", test_redact_is_thread_safe},
     CU_TEST_INFO_NULL,

@@ -653,7 +653,7 @@ static void check_pi_core(const struct run_request *r)
     CU_ASSERT_EQUAL(r->network, NETWORK_OFF);
     CU_ASSERT_TRUE(r->network_strict);
     CU_ASSERT_EQUAL(arr_len(r->custom_tools), 2);
-    CU_ASSERT_PTR_NOT_NULL(r->tool_callback);
+    CU_ASSERT_PTR_NOT_NULL(r->tools.callback_endpoint);
     CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(r->permissions, "default")), "allow_reads");
     CU_ASSERT_EQUAL_FATAL(r->nskills, 1);
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->skills[0].name), "release-notes");
@@ -730,7 +730,7 @@ static void check_attachment(const struct run_request *r)
     CU_ASSERT_EQUAL(r->messages[0].blocks[1].type, BLOCK_TEXT);
     CU_ASSERT_STRING_EQUAL(TEST_STR(r->messages[0].blocks[1].text), "Describe this image.");
     CU_ASSERT_EQUAL(arr_len(r->custom_tools), 0);
-    CU_ASSERT_PTR_NULL(r->tool_callback); /* "toolCallback": null */
+    CU_ASSERT_PTR_NULL(r->tools.callback_endpoint); /* "toolCallback": null */
 }
 
 static const struct {
