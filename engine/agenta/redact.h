@@ -4,9 +4,10 @@
  * tests/fixtures/agenta-golden/redaction.known_value.json).
  *
  * The set holds the credential values of one run: every modelConnection credential and
- * environment value, credential-looking endpoint / MCP headers, the toolCallback authorization
- * and the run credential (telemetry.exporters.otlp.headers.authorization), plus any value added
- * later (a refreshed run credential). Each value is registered with its URL-encoded and base64
+ * environment value, credential-looking endpoint / MCP headers, every MCP server credential,
+ * the toolCallback authorization and the run credential
+ * (telemetry.exporters.otlp.headers.authorization), plus any value added later (a refreshed run
+ * credential). Each value is registered with its URL-encoded and base64
  * forms; a compound value ("scheme://user:pass@host", "user:pass") also registers its halves
  * of 8+ bytes, matched only on word boundaries, and an "<scheme> <token>" authorization also
  * registers the token (8+ bytes). Values shorter than 4 bytes and common flag words ("true",
