@@ -166,8 +166,9 @@ struct skill {
 
 /*
  * The name of the runner's own MCP server, through which claude, codex and opencode reach the
- * run's tools: no MCP server and no custom tool of a request may take it (request_tools.c
- * refuses it, the only place that does).
+ * run's tools; everything that names the server spells it with this macro. No MCP server and
+ * no custom tool of a request may take it (rq_tool_name_free in request/request_fields.c is
+ * the one check).
  */
 #define RUN_TOOLS_MCP_NAME "agenta-tools"
 #define TOOL_NAME_MAX 64                 /* what every model API accepts */

@@ -292,7 +292,7 @@ void harness_add_runner_tools(struct sandbox_plan *plan, enum harness_kind kind,
     json_object_array_add(env, env_var("RUNNER_CHANNEL_TOKEN", plan->channel_token));
     args = json_object_new_array();
     server = json_object_new_object();
-    json_object_object_add(server, "name", json_object_new_string("agenta-tools"));
+    json_object_object_add(server, "name", json_object_new_string(RUN_TOOLS_MCP_NAME));
     json_object_object_add(server, "command", json_object_new_string(mcp_bin));
     json_object_object_add(server, "args", args);
     json_object_object_add(server, "env", env);

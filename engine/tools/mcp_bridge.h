@@ -37,9 +37,10 @@
 #include <json-c/json.h>
 
 #include "base/buf.h"
+#include "core/contracts.h" /* RUN_TOOLS_MCP_NAME only: a header, no code to link */
 #include "proto/tool_channel.h"
 
-#define MCP_BRIDGE_NAME "agenta-tools"
+#define MCP_BRIDGE_NAME RUN_TOOLS_MCP_NAME
 #define MCP_BRIDGE_VERSION "0.1.0"
 #define MCP_BRIDGE_PROTOCOL "2025-06-18"
 #define MCP_BRIDGE_PENDING_MAX 64

@@ -483,18 +483,29 @@ json_object *turn_interaction_request(const struct approval_gate *g, json_object
     return ev;
 }
 
-/* The runner tool named after the agenta-tools server in s ("mcp__agenta-tools__x",
+/* The runner's MCP server as the harnesses name it: RUN_TOOLS_MCP_NAME, and codex's spelling
+ * of it with '_' for '-'. */
+static const char *const runner_servers[] = {RUN_TOOLS_MCP_NAME, "agenta_tools"};
+
+static bool is_runner_server(const char *s)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(runner_servers); i++)
+        if (strcmp(s, runner_servers[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The runner tool named after the runner's server in s ("mcp__agenta-tools__x",
  * "agenta-tools_x", codex's "mcp__agenta_tools" namespace), or false. */
 static bool after_server_name(const char *s, char *name, size_t namelen)
 {
-    static const char *const servers[] = {"agenta-tools", "agenta_tools"};
     const char *p = NULL;
     size_t n;
 
-    for (size_t i = 0; s && !p && i < ARRAY_SIZE(servers); i++) {
-        p = strstr(s, servers[i]);
+    for (size_t i = 0; s && !p && i < ARRAY_SIZE(runner_servers); i++) {
+        p = strstr(s, runner_servers[i]);
         if (p)
-            p += strlen(servers[i]);
+            p += strlen(runner_servers[i]);
     }
     if (!p)
         return false;
@@ -525,8 +536,7 @@ bool turn_runner_tool_of(const struct turn_state *st, json_object *tool_call, ch
         return true;
     }
     /* codex: rawInput {server, tool, arguments} */
-    if (server && (strcmp(server, "agenta-tools") == 0 || strcmp(server, "agenta_tools") == 0) &&
-        jsonx_str(raw, "tool")) {
+    if (server && is_runner_server(server) && jsonx_str(raw, "tool")) {
         if (name && namelen)
             snprintf(name, namelen, "%s", jsonx_str(raw, "tool"));
         return true;
