@@ -14,6 +14,7 @@
 
 #include <curl/curl.h>
 
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -108,15 +109,15 @@ static bool id_is(json_object *id, int64_t want)
 }
 
 static int post(struct mcp_client *c, CURL *h, const char *body, size_t len, bool with_session,
-                uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn, void *ctx,
-                struct tool_http_response *res, char *err, size_t errlen);
+                uint64_t timeout_ms, const atomic_int *cancel, httpc_data_fn data_fn, void *ctx,
+                struct httpc_response *res, char *err, size_t errlen);
 
 /* Answer a request the server sent inside an SSE stream: ping gets {}, the rest -32601. */
 static void answer_server_request(struct mcp_client *c, json_object *msg)
 {
     json_object *reply = json_object_new_object(), *id = jsonx_get(msg, "id");
     const char *method = jsonx_str(msg, "method"), *text;
-    struct tool_http_response res;
+    struct httpc_response res;
     char err[256];
     size_t len;
 
@@ -136,7 +137,7 @@ static void answer_server_request(struct mcp_client *c, json_object *msg)
     text = jsonx_text(reply, &len);
     if (post(c, NULL, text, len, true, REPLY_TIMEOUT_MS, NULL, NULL, NULL, &res, err,
              sizeof(err)) == 0)
-        tool_http_response_release(&res);
+        httpc_response_release(&res);
     json_object_put(reply);
 }
 
@@ -176,7 +177,7 @@ static int on_sse_event(void *ctx, const char *event, const char *data, size_t l
     return r;
 }
 
-static int on_data(void *ctx, const struct tool_http_response *res, const char *data, size_t len)
+static int on_data(void *ctx, const struct httpc_response *res, const char *data, size_t len)
 {
     struct exchange *x = ctx;
 
@@ -187,8 +188,8 @@ static int on_data(void *ctx, const struct tool_http_response *res, const char *
 }
 
 static int post(struct mcp_client *c, CURL *h, const char *body, size_t len, bool with_session,
-                uint64_t timeout_ms, const atomic_int *cancel, tool_http_data_fn data_fn, void *ctx,
-                struct tool_http_response *res, char *err, size_t errlen)
+                uint64_t timeout_ms, const atomic_int *cancel, httpc_data_fn data_fn, void *ctx,
+                struct httpc_response *res, char *err, size_t errlen)
 {
     const char *lines[MCP_SERVER_HEADERS_MAX + 4];
     char version[64], session[SESSION_MAX + 32];
@@ -251,7 +252,7 @@ static int request(struct mcp_client *c, const char *method, json_object *params
                    json_object **ret_result, char *err, size_t errlen)
 {
     json_object *msg = json_object_new_object(), *doc = NULL, *e;
-    struct tool_http_response res;
+    struct httpc_response res;
     struct exchange x = {.c = c};
     char why[256], perr[128];
     const char *text;
@@ -342,7 +343,7 @@ static int request(struct mcp_client *c, const char *method, json_object *params
     r = 0;
 out:
     if (have_res)
-        tool_http_response_release(&res);
+        httpc_response_release(&res);
     mcp_sse_release(&x.sse);
     json_object_put(x.response);
     json_object_put(doc);
@@ -352,7 +353,7 @@ out:
 
 static int notify(struct mcp_client *c, const char *method, char *err, size_t errlen)
 {
-    struct tool_http_response res;
+    struct httpc_response res;
     char buf[256], why[256];
     int r;
 
@@ -365,7 +366,7 @@ static int notify(struct mcp_client *c, const char *method, char *err, size_t er
             ? 0
             : util_fail(-EIO, err, errlen, "MCP server \"%s\": %s: HTTP %ld", c->cfg.name, method,
                         res.status);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
     return r;
 }
 
@@ -624,7 +625,7 @@ void mcp_client_close(struct mcp_client *c)
                                            c->target.resolve[0] ? c->target.resolve : NULL,
                                        .pin_addr = c->target.addr,
                                        .ca_file = c->ca_file};
-        struct tool_http_response res;
+        struct httpc_response res;
         char err[128];
         size_t n = 0;
 
@@ -634,7 +635,7 @@ void mcp_client_close(struct mcp_client *c)
             lines[n++] = c->cfg.headers[i];
         rq.nheaders = n;
         if (tool_http_perform(c->h, &rq, &res, err, sizeof(err)) == 0)
-            tool_http_response_release(&res);
+            httpc_response_release(&res);
     }
     if (c->h)
         curl_easy_cleanup(c->h);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "tools/tool_args.h"
@@ -234,7 +235,7 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
     struct tool_http_request rq = {.method = "POST", .url = ctx->endpoint,
                                    .max_body = TOOL_RAW_READ_MAX, .truncate_ok = true,
                                    .cancel = ctx->cancel};
-    struct tool_http_response res;
+    struct httpc_response res;
     const char *lines[3];
     json_object *bound = NULL;
     struct buf body, store;
@@ -277,7 +278,7 @@ static int run_callback(const struct tool_call_ctx *ctx, const struct tool_spec 
         log_debug("tool \"%s\": callback answered HTTP %ld", spec->name, res.status);
     r = parse_reply(spec->call_ref, res.status, res.body.data ? res.body.data : "", res.body.len,
                     result_max, ret);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
 out:
     json_object_put(bound);
     buf_release(&body);
@@ -291,7 +292,7 @@ static int run_direct(const struct tool_call_ctx *ctx, const struct tool_spec *s
     const char *method = jsonx_str(spec->call, "method");
     struct tool_http_request rq = {.method = method, .max_body = TOOL_RAW_READ_MAX,
                                    .truncate_ok = true, .cancel = ctx->cancel};
-    struct tool_http_response res;
+    struct httpc_response res;
     json_object *body = NULL;
     const char *lines[3];
     struct buf store;
@@ -340,7 +341,7 @@ static int run_direct(const struct tool_call_ctx *ctx, const struct tool_spec *s
         r = capped_result(ret, false, res.body.data ? res.body.data : "", res.body.len,
                           result_max);
     }
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
 out:
     free(url);
     json_object_put(body);

@@ -1,29 +1,10 @@
 #include "tools/tool_http.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
 #include "base/httpc.h"
 #include "base/util.h"
-
-#define DEFAULT_TIMEOUT_MS 30000u
-
-/* Hands each piece of the body to the caller's on_data with a tool_http view of the response. */
-struct stream {
-    const struct tool_http_request *rq;
-    struct tool_http_response view;
-};
-
-static int on_data(void *ctx, const struct httpc_response *res, const char *data, size_t len)
-{
-    struct stream *s = ctx;
-
-    s->view.status = res->status;
-    memcpy(s->view.content_type, res->content_type, sizeof(s->view.content_type));
-    s->view.body = res->body;
-    return s->rq->on_data(s->rq->on_data_ctx, &s->view, data, len);
-}
 
 static bool cancelled(void *ctx)
 {
@@ -43,18 +24,17 @@ static int method_ok(const struct tool_http_request *rq)
     return -EINVAL;
 }
 
-int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_http_response *ret,
+int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct httpc_response *ret,
                       char *err, size_t errlen)
 {
     const char *lines[TOOL_HTTP_HEADERS_MAX + 1];
-    struct stream s = {.rq = rq};
     struct httpc_request hrq = {
         .method = rq->method,
         .url = rq->url,
         .headers = lines,
         .body = rq->body,
         .body_len = rq->body_len,
-        .timeout_ms = rq->timeout_ms ? rq->timeout_ms : DEFAULT_TIMEOUT_MS,
+        .timeout_ms = rq->timeout_ms ? rq->timeout_ms : HTTPC_TIMEOUT_DEFAULT_MS,
         .max_body = rq->max_body,
         .truncate_ok = rq->truncate_ok,
         .ca_file = rq->ca_file,
@@ -64,12 +44,10 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
         .capture_header = rq->capture_header,
         .aborted = rq->cancel ? cancelled : NULL,
         .abort_ctx = (void *)rq->cancel,
-        .on_data = rq->on_data ? on_data : NULL,
-        .on_data_ctx = &s,
+        .on_data = rq->on_data,
+        .on_data_ctx = rq->on_data_ctx,
     };
-    struct httpc_response res;
     size_t n = 0;
-    int r;
 
     if (!rq->method || !rq->url || rq->max_body == 0 || rq->nheaders > TOOL_HTTP_HEADERS_MAX)
         return util_fail(-EINVAL, err, errlen, "invalid request");
@@ -89,24 +67,5 @@ int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_h
         lines[n++] = rq->headers[i];
     }
     hrq.nheaders = n;
-    r = httpc_perform(h, &hrq, &res, err, errlen);
-    if (r < 0)
-        return r;
-    memset(ret, 0, sizeof(*ret));
-    ret->status = res.status;
-    ret->body = res.body;
-    memcpy(ret->content_type, res.content_type, sizeof(ret->content_type));
-    if (strlen(res.captured) < sizeof(ret->captured))
-        memcpy(ret->captured, res.captured, strlen(res.captured) + 1);
-    ret->truncated = res.truncated;
-    ret->stopped = res.stopped;
-    return 0;
-}
-
-void tool_http_response_release(struct tool_http_response *res)
-{
-    if (!res)
-        return;
-    buf_release(&res->body);
-    memset(res, 0, sizeof(*res));
+    return httpc_perform(h, &hrq, ret, err, errlen);
 }

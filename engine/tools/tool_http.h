@@ -35,21 +35,10 @@
 
 #include <curl/curl.h>
 
-#include "base/buf.h"
+#include "base/httpc.h"
 
 #define TOOL_HTTP_HEADERS_MAX 64
 #define TOOL_HTTP_CONNECT_MS_MAX 10000u
-
-struct tool_http_response;
-
-/*
- * Called with each piece of the body as it arrives (after it was appended to the response
- * buffer); res already holds the status and the content type. Return 0 to go on, 1 to stop
- * the transfer now (the response then counts as complete: `stopped` is set), or -errno to
- * fail it.
- */
-typedef int (*tool_http_data_fn)(void *ctx, const struct tool_http_response *res, const char *data,
-                                 size_t len);
 
 struct tool_http_request {
     const char *method; /* GET, POST, PUT, DELETE */
@@ -58,7 +47,7 @@ struct tool_http_request {
     size_t body_len;
     const char *const *headers; /* "Name: value" lines, at most TOOL_HTTP_HEADERS_MAX, or NULL */
     size_t nheaders;
-    uint64_t timeout_ms;        /* total; 0 = 30 s */
+    uint64_t timeout_ms;        /* total; 0 = HTTPC_TIMEOUT_DEFAULT_MS */
     size_t max_body;            /* response body cap in bytes (> 0) */
     bool truncate_ok;           /* at the cap: stop and flag `truncated` instead of failing */
     const char *pin_resolve;    /* "host:port:address" for CURLOPT_RESOLVE, or NULL */
@@ -66,26 +55,16 @@ struct tool_http_request {
     const char *capture_header; /* a response header to keep (case-insensitive), or NULL */
     const char *ca_file;        /* CA bundle to verify https against instead of the system's */
     const atomic_int *cancel;   /* non-zero = stop, or NULL */
-    tool_http_data_fn on_data;  /* or NULL */
+    httpc_data_fn on_data;      /* each piece of the body as it arrives (base/httpc.h), or NULL */
     void *on_data_ctx;
 };
 
-struct tool_http_response {
-    long status;
-    struct buf body;        /* capped at max_body; buf_init()ed by tool_http_perform */
-    char content_type[128]; /* lower-cased media type without parameters, "" when none */
-    char captured[512];     /* value of capture_header ("" when absent or too long) */
-    bool truncated;         /* the body passed max_body and was cut there (truncate_ok) */
-    bool stopped;           /* on_data asked to stop */
-};
-
 /*
- * Perform rq with handle h (NULL = a temporary handle). On 0, *ret holds the response and the
- * caller releases it with tool_http_response_release(); on failure nothing needs releasing.
+ * Perform rq with handle h (NULL = a temporary handle). On 0, *ret holds the response (one
+ * attempt: a tool call is never retried) and the caller releases it with
+ * httpc_response_release(); on failure nothing needs releasing.
  */
-int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct tool_http_response *ret,
+int tool_http_perform(CURL *h, const struct tool_http_request *rq, struct httpc_response *ret,
                       char *err, size_t errlen);
-
-void tool_http_response_release(struct tool_http_response *res);
 
 #endif

@@ -48,7 +48,7 @@ static void test_tool_http_post_exact(void)
     struct tool_http_request rq = {.method = "POST", .body = "{\"a\":1}", .body_len = 7,
                                    .headers = hdr, .nheaders = 2, .max_body = 1024,
                                    .capture_header = "mcp-session-id"};
-    struct tool_http_response res;
+    struct httpc_response res;
     const struct http_stub_request *got;
     char url[128], err[256], v[256];
 
@@ -61,7 +61,7 @@ static void test_tool_http_post_exact(void)
     CU_ASSERT_STRING_EQUAL(res.content_type, "application/json");
     CU_ASSERT_STRING_EQUAL(res.captured, "abc-123");
     CU_ASSERT(!res.truncated && !res.stopped);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
 
     CU_ASSERT_EQUAL_FATAL(http_stub_count(s), 1);
     got = http_stub_get(s, 0);
@@ -81,7 +81,7 @@ static void test_tool_http_methods(void)
     struct script sc = {.status = 204};
     struct http_stub *s = http_stub_start(scripted, &sc);
     static const char *const methods[] = {"GET", "DELETE", "PUT", "POST"};
-    struct tool_http_response res;
+    struct httpc_response res;
     char url[128], err[256];
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -94,7 +94,7 @@ static void test_tool_http_methods(void)
 
         CU_ASSERT_EQUAL(tool_http_perform(NULL, &rq, &res, err, sizeof(err)), 0);
         CU_ASSERT_EQUAL(res.status, 204);
-        tool_http_response_release(&res);
+        httpc_response_release(&res);
         CU_ASSERT_STRING_EQUAL(http_stub_get(s, i)->method, methods[i]);
         CU_ASSERT_STRING_EQUAL(http_stub_get(s, i)->target, "/x?y=1");
         CU_ASSERT_STRING_EQUAL(http_stub_get(s, i)->body, body ? "{}" : "");
@@ -115,7 +115,7 @@ static void test_tool_http_body_cap(void)
     struct script sc = {.status = 200, .body = "0123456789", .repeat = 1000};
     struct http_stub *s = http_stub_start(scripted, &sc);
     struct tool_http_request rq = {.method = "GET", .max_body = 4096};
-    struct tool_http_response res;
+    struct httpc_response res;
     char url[128], err[256];
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -128,13 +128,13 @@ static void test_tool_http_body_cap(void)
     CU_ASSERT(res.truncated);
     CU_ASSERT_EQUAL(res.body.len, 4096);
     CU_ASSERT_EQUAL(memcmp(res.body.data, "0123456789", 10), 0);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
     /* exactly at the cap is not truncated */
     rq.max_body = 10000;
     CU_ASSERT_EQUAL_FATAL(tool_http_perform(NULL, &rq, &res, err, sizeof(err)), 0);
     CU_ASSERT(!res.truncated);
     CU_ASSERT_EQUAL(res.body.len, 10000);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
     http_stub_stop(s);
 }
 
@@ -144,7 +144,7 @@ static void test_tool_http_deadline_and_cancel(void)
     struct http_stub *s = http_stub_start(scripted, &sc);
     struct tool_http_request rq = {.method = "POST", .body = "{}", .body_len = 2,
                                    .timeout_ms = 300, .max_body = 64};
-    struct tool_http_response res;
+    struct httpc_response res;
     atomic_int cancel = 1;
     char url[128], err[256];
 
@@ -166,7 +166,7 @@ static void test_tool_http_no_redirects(void)
                         .body = "moved"};
     struct http_stub *s = http_stub_start(scripted, &sc);
     struct tool_http_request rq = {.method = "GET", .max_body = 64};
-    struct tool_http_response res;
+    struct httpc_response res;
     char url[128], err[256];
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -174,7 +174,7 @@ static void test_tool_http_no_redirects(void)
     rq.url = url;
     CU_ASSERT_EQUAL_FATAL(tool_http_perform(NULL, &rq, &res, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(res.status, 302);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
     CU_ASSERT_EQUAL(http_stub_count(s), 1);
     http_stub_stop(s);
 }
@@ -184,7 +184,7 @@ static void test_tool_http_pin(void)
     struct script sc = {.status = 200, .body = "pinned"};
     struct http_stub *s = http_stub_start(scripted, &sc);
     struct tool_http_request rq = {.method = "GET", .max_body = 64};
-    struct tool_http_response res;
+    struct httpc_response res;
     char url[128], resolve[128], err[256];
     CURL *h = curl_easy_init();
 
@@ -197,7 +197,7 @@ static void test_tool_http_pin(void)
     rq.pin_addr = "127.0.0.1";
     CU_ASSERT_EQUAL_FATAL(tool_http_perform(h, &rq, &res, err, sizeof(err)), 0);
     CU_ASSERT_STRING_EQUAL(buf_str(&res.body), "pinned");
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
     /* the pin check compares addresses, not spellings */
     rq.pin_addr = "::ffff:127.0.0.2";
     CU_ASSERT_EQUAL(tool_http_perform(h, &rq, &res, err, sizeof(err)), -EPERM);
@@ -213,13 +213,13 @@ static void test_tool_http_header_injection(void)
     const char *hdr[] = {"X-Token: a\r\nHost: evil"};
     struct tool_http_request rq = {.method = "GET", .url = "http://127.0.0.1:1/", .headers = hdr,
                                    .nheaders = 1, .max_body = 64};
-    struct tool_http_response res;
+    struct httpc_response res;
     char err[256];
 
     CU_ASSERT_EQUAL(tool_http_perform(NULL, &rq, &res, err, sizeof(err)), -EINVAL);
 }
 
-static int stop_after_first(void *ctx, const struct tool_http_response *res, const char *data,
+static int stop_after_first(void *ctx, const struct httpc_response *res, const char *data,
                             size_t len)
 {
     size_t *seen = ctx;
@@ -237,7 +237,7 @@ static void test_tool_http_reader_stops(void)
     size_t seen = 0;
     struct tool_http_request rq = {.method = "GET", .max_body = 1 << 20,
                                    .on_data = stop_after_first, .on_data_ctx = &seen};
-    struct tool_http_response res;
+    struct httpc_response res;
     char url[128], err[256];
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
@@ -246,7 +246,7 @@ static void test_tool_http_reader_stops(void)
     CU_ASSERT_EQUAL_FATAL(tool_http_perform(NULL, &rq, &res, err, sizeof(err)), 0);
     CU_ASSERT(res.stopped);
     CU_ASSERT(seen > 0 && res.body.len == seen);
-    tool_http_response_release(&res);
+    httpc_response_release(&res);
     http_stub_stop(s);
 }
 
