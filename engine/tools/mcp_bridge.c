@@ -17,7 +17,7 @@
 #define DESCRIPTION_MAX (64 * 1024)
 #define VERSION_MAX 32
 
-static json_object *empty_schema(void)
+json_object *mcp_bridge_empty_schema(void)
 {
     json_object *o = json_object_new_object();
 
@@ -62,7 +62,8 @@ static int public_spec(json_object *in, size_t i, json_object *seen, json_object
         return -ENOMEM;
     json_object_object_add(o, "name", json_object_new_string(name));
     json_object_object_add(o, "description", d ? json_object_get(d) : json_object_new_string(name));
-    json_object_object_add(o, "inputSchema", schema ? json_object_get(schema) : empty_schema());
+    json_object_object_add(o, "inputSchema",
+                           schema ? json_object_get(schema) : mcp_bridge_empty_schema());
     json_object_object_add(seen, name, json_object_new_boolean(1));
     *ret = o;
     return 0;

@@ -80,6 +80,12 @@ struct mcp_bridge {
 int mcp_bridge_init(struct mcp_bridge *b, const char *tools_json, size_t len, char *err,
                     size_t errlen);
 void mcp_bridge_release(struct mcp_bridge *b);
+/*
+ * The inputSchema of a public spec whose tool declares none, {"type": "object", "properties":
+ * {}, "additionalProperties": true}: a new object, NULL on out of memory. The runner writes
+ * the tools file with it too (tool_spec.c), so both ends agree.
+ */
+json_object *mcp_bridge_empty_schema(void);
 
 /* The channel is connected: queue hello. */
 int mcp_bridge_channel_up(struct mcp_bridge *b);

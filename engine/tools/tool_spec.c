@@ -15,6 +15,7 @@
 
 #include "base/jsonx.h"
 #include "base/util.h"
+#include "tools/mcp_bridge.h"
 
 #define REMOTE_NAME_MAX 256
 
@@ -338,16 +339,6 @@ const struct tool_spec *tool_set_find(const struct tool_set *s, const char *name
     return find(s, s->ntools, name);
 }
 
-static json_object *empty_schema(void)
-{
-    json_object *o = json_object_new_object();
-
-    json_object_object_add(o, "type", json_object_new_string("object"));
-    json_object_object_add(o, "properties", json_object_new_object());
-    json_object_object_add(o, "additionalProperties", json_object_new_boolean(1));
-    return o;
-}
-
 int tool_set_public_json(const struct tool_set *s, struct buf *out)
 {
     json_object *arr = json_object_new_array();
@@ -365,7 +356,8 @@ int tool_set_public_json(const struct tool_set *s, struct buf *out)
         json_object_object_add(o, "description",
                                json_object_new_string(t->description ? t->description : t->name));
         json_object_object_add(o, "inputSchema",
-                               t->input_schema ? json_object_get(t->input_schema) : empty_schema());
+                               t->input_schema ? json_object_get(t->input_schema)
+                                               : mcp_bridge_empty_schema());
         json_object_array_add(arr, o);
     }
     text = jsonx_text(arr, &len);

@@ -292,11 +292,23 @@ static void test_mcp_bridge_pending_cap(void)
     mcp_bridge_release(&b);
 }
 
+/* The schema both ends give a tool that declares none. */
+static void test_mcp_bridge_empty_schema(void)
+{
+    json_object *o = mcp_bridge_empty_schema();
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_STRING_EQUAL(jsonx_text(o, NULL),
+                           "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":true}");
+    json_object_put(o);
+}
+
 CU_TestInfo mcp_bridge_tests[] = {
     {"test_mcp_bridge_tools_file", test_mcp_bridge_tools_file},
     {"test_mcp_bridge_session", test_mcp_bridge_session},
     {"test_mcp_bridge_errors", test_mcp_bridge_errors},
     {"test_mcp_bridge_channel_lost", test_mcp_bridge_channel_lost},
     {"test_mcp_bridge_pending_cap", test_mcp_bridge_pending_cap},
+    {"test_mcp_bridge_empty_schema", test_mcp_bridge_empty_schema},
     CU_TEST_INFO_NULL,
 };
