@@ -95,12 +95,6 @@ static void refresh(struct heartbeat *hb)
               hb->session_id, err);
 }
 
-static void deadline_ts(int64_t ms, struct timespec *ts)
-{
-    ts->tv_sec = ms / 1000;
-    ts->tv_nsec = (ms % 1000) * 1000000;
-}
-
 static void *timer(void *arg)
 {
     struct heartbeat *hb = arg;
@@ -114,7 +108,7 @@ static void *timer(void *arg)
         bool fire = false;
 
         if (util_now_ms() < next) {
-            deadline_ts(next, &ts);
+            util_deadline_ts(next, &ts);
             pthread_cond_timedwait(&hb->wake, &hb->lock, &ts);
             continue;
         }

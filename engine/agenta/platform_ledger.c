@@ -41,12 +41,6 @@ static pthread_cond_t ledgers_gone = PTHREAD_COND_INITIALIZER;
 
 static unsigned nledgers;
 
-static void deadline_ts(int64_t ms, struct timespec *ts)
-{
-    ts->tv_sec = ms / 1000;
-    ts->tv_nsec = (ms % 1000) * 1000000;
-}
-
 /* ---- the turns ledger -------------------------------------------------------------------- */
 
 void platform_ledger_unref(struct platform_ledger *l)
@@ -199,7 +193,7 @@ int platform_ledger_wait_all(int64_t deadline_ms)
             r = -ETIMEDOUT;
             break;
         }
-        deadline_ts(util_wall_ms() + (left < 100 ? left : 100), &ts);
+        util_deadline_ts(util_wall_ms() + (left < 100 ? left : 100), &ts);
         pthread_cond_timedwait(&ledgers_gone, &ledgers_lock, &ts);
     }
     pthread_mutex_unlock(&ledgers_lock);

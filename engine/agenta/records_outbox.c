@@ -82,12 +82,6 @@ static void reg_init(void)
     pthread_condattr_destroy(&attr);
 }
 
-static void deadline_ts(int64_t deadline_ms, struct timespec *ts)
-{
-    ts->tv_sec = deadline_ms / 1000;
-    ts->tv_nsec = (deadline_ms % 1000) * 1000000;
-}
-
 static void tally_unref_locked(struct records_tally *t)
 {
     if (t && --t->refs == 0)
@@ -206,7 +200,7 @@ static void *delivery_thread(void *arg)
         if (!it)
             break; /* the next record starts a new thread */
         if (it->held && now < it->hold_until) {
-            deadline_ts(it->hold_until, &ts);
+            util_deadline_ts(it->hold_until, &ts);
             pthread_cond_timedwait(&ob->wake, &reg_lock, &ts);
             continue;
         }
@@ -438,7 +432,7 @@ int records_outbox_wait(struct records_tally *t, int64_t deadline_ms)
             rc = -ETIMEDOUT;
             break;
         }
-        deadline_ts(deadline_ms, &ts);
+        util_deadline_ts(deadline_ms, &ts);
         pthread_cond_timedwait(&reg_done, &reg_lock, &ts);
     }
     if (rc == 0 && t->lost)
@@ -475,7 +469,7 @@ int records_outbox_drain_all(int64_t deadline_ms)
             rc = -ETIMEDOUT;
             break;
         }
-        deadline_ts(deadline_ms, &ts);
+        util_deadline_ts(deadline_ms, &ts);
         pthread_cond_timedwait(&reg_done, &reg_lock, &ts);
     }
     pthread_mutex_unlock(&reg_lock);

@@ -72,6 +72,12 @@ int64_t util_wall_ns(void)
     return clock_ns(CLOCK_REALTIME);
 }
 
+void util_deadline_ts(int64_t ms, struct timespec *ret)
+{
+    ret->tv_sec = (time_t)(ms / 1000);
+    ret->tv_nsec = (long)(ms % 1000) * 1000000;
+}
+
 void util_sleep_ms(int64_t ms)
 {
     struct timespec ts;

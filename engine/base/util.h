@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -28,6 +29,9 @@ int64_t util_now_ns(void);
 int64_t util_wall_ns(void);
 /* Sleep ms milliseconds (nothing when ms <= 0), resumed after a signal; async-signal-safe. */
 void util_sleep_ms(int64_t ms);
+/* A point in time of ms milliseconds (>= 0) as the timespec pthread_cond_timedwait takes, on
+ * whatever clock ms was read from (the condition variable's). Cannot fail. */
+void util_deadline_ts(int64_t ms, struct timespec *ret);
 
 /* Fill buf with len random bytes from getrandom(2). */
 int util_random_bytes(void *buf, size_t len);

@@ -72,7 +72,21 @@ static void test_util_sleep_ms_sleeps_at_least_that_long(void)
     CU_ASSERT_TRUE(util_now_ms() - t0 < 20);
 }
 
+static void test_util_deadline_ts_splits_the_milliseconds(void)
+{
+    struct timespec ts;
+
+    util_deadline_ts(12345, &ts);
+    CU_ASSERT_EQUAL(ts.tv_sec, 12);
+    CU_ASSERT_EQUAL(ts.tv_nsec, 345000000);
+    util_deadline_ts(7000, &ts);
+    CU_ASSERT_EQUAL(ts.tv_sec, 7);
+    CU_ASSERT_EQUAL(ts.tv_nsec, 0);
+}
+
 CU_TestInfo util_tests[] = {
+    {"test_util_deadline_ts_splits_the_milliseconds",
+     test_util_deadline_ts_splits_the_milliseconds},
     {"test_util_plain_name_takes_only_plain_names", test_util_plain_name_takes_only_plain_names},
     {"test_util_has_ctl_and_visible_tell_the_bytes_apart",
      test_util_has_ctl_and_visible_tell_the_bytes_apart},
