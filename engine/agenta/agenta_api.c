@@ -438,7 +438,7 @@ int agenta_api_attachment_content(struct agenta_api *api, const char *session_id
     struct agenta_attachment a;
     struct agenta_response res;
     char *id = NULL, *sid = NULL, path[1024];
-    CURL *esc = curl_easy_init();
+    CURL *esc = httpc_handle_new();
     int r;
 
     memset(&a, 0, sizeof(a));

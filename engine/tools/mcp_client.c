@@ -437,7 +437,7 @@ int mcp_client_open(const struct mcp_server *server, const struct mcp_client_opt
     r = ssrf_guard_check(&policy, c->cfg.name, c->cfg.url, &c->target, err, errlen);
     if (r < 0)
         goto out;
-    c->h = curl_easy_init();
+    c->h = httpc_handle_new();
     if (!c->h) {
         r = -ENOMEM;
         goto out;

@@ -16,6 +16,7 @@
 
 #include <curl/curl.h>
 
+#include "base/httpc.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -271,7 +272,7 @@ static int exec_now(struct tool_runner *r, const struct tool_spec *spec, const c
     case TOOL_EXEC_CALLBACK:
     case TOOL_EXEC_DIRECT:
         if (!r->curl)
-            r->curl = curl_easy_init();
+            r->curl = httpc_handle_new();
         ctx.curl = r->curl;
         return tool_callback_run(&ctx, spec, call_id, args, ret);
     case TOOL_EXEC_MCP:
