@@ -18,8 +18,6 @@
 
 #include "session/pool.h"
 
-struct pool_teardown;
-
 /* 0 = locked, 1 = locked after repairing a dead holder's mess, <0 = -errno. */
 int pool_lock(struct pool *p);
 void pool_unlock(struct pool *p);
@@ -59,9 +57,5 @@ int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason);
 uint32_t pool_parked_count_locked(struct pool *p);
 /* The least recently used idle slot, or -ENOENT. */
 int pool_lru_idle_locked(struct pool *p);
-/* A copy of the live slot h; -ESTALE when it is gone. */
-int pool_session_get_locked(struct pool *p, struct pool_handle h, struct pool_session *ret);
-/* The most recent teardown remembered for key (layout in pool_shm.h), or NULL. */
-const struct pool_teardown *pool_recent_teardown_locked(struct pool *p, const char *key);
 
 #endif
