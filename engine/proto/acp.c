@@ -182,11 +182,6 @@ void acp_lines_release(struct acp_lines *l)
     l->scanned = 0;
 }
 
-int acp_lines_feed(struct acp_lines *l, const char *data, size_t len)
-{
-    return buf_append(&l->in, data, len);
-}
-
 ssize_t acp_lines_fill(struct acp_lines *l, int fd)
 {
     char chunk[65536];

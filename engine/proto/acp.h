@@ -78,8 +78,6 @@ void acp_lines_release(struct acp_lines *l);
  * non-blocking fd has nothing, -E2BIG when the pending line exceeds max_line, -errno otherwise.
  */
 ssize_t acp_lines_fill(struct acp_lines *l, int fd);
-/* Append bytes directly (for tests and fuzzing). */
-int acp_lines_feed(struct acp_lines *l, const char *data, size_t len);
 /*
  * Take the next complete line: 1 and a malloc'ed NUL-terminated copy without the '\n'
  * (a trailing '\r' is dropped too), 0 when no complete line is buffered, -E2BIG when the

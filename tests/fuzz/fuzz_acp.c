@@ -2,8 +2,8 @@
  * fuzz_acp — the ACP wire layer: line framing (struct acp_lines) and message decoding.
  *
  * Input layout: byte 0 picks the line maximum, byte 1 seeds the chunk sizes, the rest is the
- * byte stream an agent writes on its stdout. The stream is fed in chunks of 1 to 4096 bytes
- * and every complete line is taken and decoded. Properties checked:
+ * byte stream an agent writes on its stdout. The stream goes through a pipe in chunks of 1 to
+ * 4096 bytes, each read with acp_lines_fill, and every complete line is taken and decoded. Properties checked:
  *   - framing matches a plain split at '\n' (one trailing '\r' dropped), loses no line, and
  *     answers -E2BIG exactly when the line being framed is longer than the maximum; a feed of
  *     one chunk never fails while no line is over the maximum;
@@ -14,7 +14,9 @@
  *     the same id; a notification re-encodes to the same method and params.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 #include "proto/acp.h"
@@ -143,6 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct acp_lines l;
     uint32_t seed;
     bool stop = false;
+    int fds[2];
 
     if (size < 2)
         return 0;
@@ -151,6 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     stream = (const char *)data + 2;
     len = size - 2;
 
+    FUZZ_CHECK(pipe2(fds, O_CLOEXEC) == 0);
     acp_lines_init(&l, max_line);
     while (!stop && fed < len) {
         /* sizes 1..CHUNK_MAX, small ones far more often (shift by 0..12 bits) */
@@ -161,7 +165,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             chunk = CHUNK_MAX;
         if (chunk > len - fed)
             chunk = len - fed;
-        FUZZ_CHECK(acp_lines_feed(&l, stream + fed, chunk) == 0);
+        /* through a pipe, as the runner reads an agent (a chunk fits any pipe's buffer) */
+        FUZZ_CHECK(write(fds[1], stream + fed, chunk) == (ssize_t)chunk);
+        FUZZ_CHECK(acp_lines_fill(&l, fds[0]) == (ssize_t)chunk);
         fed += chunk;
         for (;;) {
             const char *nl = memchr(stream + pos, '\n', fed - pos);
@@ -189,5 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     acp_lines_release(&l);
+    close(fds[0]);
+    close(fds[1]);
     return 0;
 }
