@@ -3,7 +3,8 @@
  *
  * Input layout: byte 0 picks the line maximum, byte 1 seeds the chunk sizes, the rest is the
  * byte stream an agent writes on its stdout. The stream goes through a pipe in chunks of 1 to
- * 4096 bytes, each read with acp_lines_fill, and every complete line is taken and decoded. Properties checked:
+ * 4096 bytes, each read with acp_lines_fill, and every complete line is taken and decoded.
+ * Properties checked:
  *   - framing matches a plain split at '\n' (one trailing '\r' dropped), loses no line, and
  *     answers -E2BIG exactly when the line being framed is longer than the maximum; a feed of
  *     one chunk never fails while no line is over the maximum;

@@ -192,7 +192,8 @@ bool daytona_lease_downgrade(struct daytona_lifecycle *lc, const struct daytona_
 
 /* ---- resume --------------------------------------------------------------------------- */
 
-bool daytona_lease_container_gone(const char *error_reason)
+/* The error text of a sandbox whose container is gone (Paperclip expires such a lease). */
+static bool daytona_lease_container_gone(const char *error_reason)
 {
     return error_reason && (strncmp(error_reason, "not found:", 10) == 0 ||
                             strstr(error_reason, "No such container"));

@@ -159,9 +159,6 @@ struct daytona_resume_decision {
 
 void daytona_lease_decide(const struct daytona_observation *o, struct daytona_resume_decision *ret);
 
-/* The error text of a sandbox whose container is gone (Paperclip expires such a lease). */
-bool daytona_lease_container_gone(const char *error_reason);
-
 const char *daytona_lease_outcome_name(enum daytona_lease_outcome o);
 const char *daytona_lease_reason_name(enum daytona_lease_reason r);
 const char *daytona_resume_action_name(enum daytona_resume_action a);
