@@ -22,7 +22,6 @@
 #define TIOCLINUX 0x541C
 #endif
 
-
 struct rule {
     const char *name;
     int err;
