@@ -91,13 +91,6 @@ const char *acp_msg_error_message(const struct acp_msg *m)
     return s ? s : "unknown error";
 }
 
-int acp_msg_error_code(const struct acp_msg *m)
-{
-    json_object *c = jsonx_get(m->error, "code");
-
-    return c ? json_object_get_int(c) : 0;
-}
-
 static int encode(struct buf *out, json_object *o)
 {
     size_t n;

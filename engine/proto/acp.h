@@ -57,7 +57,6 @@ void acp_msg_release(struct acp_msg *m);
 int acp_msg_int_id(const struct acp_msg *m, int64_t *ret);
 /* error.message of a response, or "unknown error". */
 const char *acp_msg_error_message(const struct acp_msg *m);
-int acp_msg_error_code(const struct acp_msg *m);
 
 /* Encoders append exactly one line, '\n' included. params/result are borrowed (may be NULL). */
 int acp_encode_request(struct buf *out, int64_t id, const char *method, json_object *params);

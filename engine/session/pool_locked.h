@@ -27,8 +27,6 @@ uint32_t pool_repair_locked(struct pool *p);
 int pool_check_locked(struct pool *p, char *err, size_t errlen);
 /* Record pid as the table's master. */
 void pool_set_master(struct pool *p, pid_t pid);
-/* Size of one slot (the benchmark reports it). */
-size_t pool_slot_size(void);
 /* The hash of a pool key (the key index's chains). */
 uint32_t pool_key_hash(const char *key);
 

@@ -38,11 +38,6 @@ size_t pool_segment_size(uint32_t nslots)
     return (sz + (size_t)page - 1) & ~((size_t)page - 1);
 }
 
-size_t pool_slot_size(void)
-{
-    return sizeof(struct pool_slot);
-}
-
 uint32_t pool_key_hash(const char *key)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
