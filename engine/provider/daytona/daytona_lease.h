@@ -159,6 +159,8 @@ struct daytona_resume_decision {
 
 void daytona_lease_decide(const struct daytona_observation *o, struct daytona_resume_decision *ret);
 
+/* For tests: the names tests/fixtures/daytona_driver.c prints (the runner itself reports the
+ * provider-wide names of contracts.h). */
 const char *daytona_lease_outcome_name(enum daytona_lease_outcome o);
 const char *daytona_lease_reason_name(enum daytona_lease_reason r);
 const char *daytona_resume_action_name(enum daytona_resume_action a);
