@@ -116,6 +116,7 @@ void daytona_relay_handle(struct daytona_relay *r, const struct pollfd *p, size_
 bool daytona_relay_dead(const struct daytona_relay *r);
 /* For tests: the connections relayed now (the cap and the closes are seen through it). */
 size_t daytona_relay_conns(const struct daytona_relay *r);
+/* For tests: the counters above (connections opened and refused, frames, drops). */
 void daytona_relay_stats(const struct daytona_relay *r, struct daytona_relay_stats *ret);
 
 #endif
