@@ -49,7 +49,9 @@ static const struct {
 } workflow_refs[] = {
     {"artifact", "workflow"}, {"variant", "workflow_variant"}, {"revision", "workflow_revision"}};
 
-json_object *agenta_workflow_references(json_object *run_context)
+/* runContext.workflow as Agenta's invoke references: {"workflow":{id,slug,version},
+ * "workflow_variant":{..},"workflow_revision":{..}}; NULL when there is none. */
+static json_object *workflow_references(json_object *run_context)
 {
     json_object *wf = jsonx_get(run_context, "workflow"), *out = NULL;
 
@@ -174,7 +176,7 @@ json_object *agenta_interaction_body(const struct agenta_interaction *it)
     json_object_object_add(req, "args", it->args ? json_object_get(it->args) : NULL);
     add_str(req, "tool_call_id", it->tool_call_id);
     json_object_object_add(data, "request", req);
-    refs = agenta_workflow_references(it->run_context);
+    refs = workflow_references(it->run_context);
     if (refs)
         json_object_object_add(data, "references", refs);
     if (it->parameters && json_object_is_type(it->parameters, json_type_object) &&

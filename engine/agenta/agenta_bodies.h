@@ -16,10 +16,8 @@
 
 #include "agenta/agenta_config.h"
 
-/* runContext.workflow as Agenta's invoke references: {"workflow":{id,slug,version},
- * "workflow_variant":{..},"workflow_revision":{..}}; NULL when there is none. */
-json_object *agenta_workflow_references(json_object *run_context);
-/* The same as the flat list persisted shapes use: [{id?,slug?,version?,key}], NULL if none. */
+/* runContext.workflow as the flat list persisted shapes use: [{id?,slug?,version?,key}] with
+ * key workflow, workflow_variant or workflow_revision; NULL if none. */
 json_object *agenta_workflow_reference_list(json_object *run_context);
 
 struct agenta_beat {

@@ -31,8 +31,6 @@ struct heartbeat {
     /* guarded by lock */
     char stream_id[AGENTA_ID_MAX];
     bool interrupted;
-    uint64_t beats;
-    uint64_t refreshes;
 };
 
 static void beat_of(const struct heartbeat *hb, bool running, struct agenta_beat *b)
@@ -57,7 +55,6 @@ static bool beat(struct heartbeat *hb, bool running, const atomic_bool *abort,
     beat_of(hb, running, &b);
     r = agenta_api_heartbeat(hb->api, &b, abort, ret, err, sizeof(err));
     pthread_mutex_lock(&hb->lock);
-    hb->beats++;
     if (r == 0 && ret->stream_id[0])
         memcpy(hb->stream_id, ret->stream_id, sizeof(hb->stream_id));
     pthread_mutex_unlock(&hb->lock);
@@ -81,12 +78,8 @@ static void refresh(struct heartbeat *hb)
             r = agenta_api_set_credential(hb->api, fresh);
         explicit_bzero(fresh, strlen(fresh));
         free(fresh);
-        if (r == 0) {
-            pthread_mutex_lock(&hb->lock);
-            hb->refreshes++;
-            pthread_mutex_unlock(&hb->lock);
+        if (r == 0)
             return;
-        }
         log_debug("credential refresh of session \"%s\" not applied: %s", hb->session_id,
                   ar_strerror(r));
         return;
@@ -232,24 +225,6 @@ void heartbeat_stream_id(struct heartbeat *hb, char *out, size_t outlen)
     pthread_mutex_unlock(&hb->lock);
 }
 
-bool heartbeat_interrupted(struct heartbeat *hb)
-{
-    bool v;
-
-    pthread_mutex_lock(&hb->lock);
-    v = hb->interrupted;
-    pthread_mutex_unlock(&hb->lock);
-    return v;
-}
-
-void heartbeat_counts(struct heartbeat *hb, uint64_t *ret_beats, uint64_t *ret_refreshes)
-{
-    pthread_mutex_lock(&hb->lock);
-    *ret_beats = hb->beats;
-    *ret_refreshes = hb->refreshes;
-    pthread_mutex_unlock(&hb->lock);
-}
-
 void heartbeat_release(struct heartbeat *hb)
 {
     struct agenta_beat_reply rep;
@@ -360,24 +335,4 @@ int heartbeat_session_name(const struct run_request *req, char *out, size_t outl
         return 0;
     }
     return -ENOENT;
-}
-
-int heartbeat_claim(struct agenta_api *api, const char *session_id, char *ret_owner,
-                    size_t ownerlen)
-{
-    struct agenta_beat b = {.session_id = session_id,
-                            .replica_id = agenta_api_config(api)->replica_id,
-                            .is_running = true};
-    struct agenta_beat_reply rep;
-    char err[256];
-    int r;
-
-    r = agenta_api_heartbeat(api, &b, NULL, &rep, err, sizeof(err));
-    if (r < 0) {
-        log_debug("ownership claim of session \"%s\" failed: %s", session_id, err);
-        return r;
-    }
-    if (ownerlen)
-        snprintf(ret_owner, ownerlen, "%s", rep.replica_id);
-    return 0;
 }

@@ -73,10 +73,6 @@ int heartbeat_start(struct agenta_api *api, const struct heartbeat_params *p,
 
 /* The latest stream id a beat returned ("" when none). */
 void heartbeat_stream_id(struct heartbeat *hb, char *out, size_t outlen);
-/* Whether is_current_turn:false has been seen after the first beat. */
-bool heartbeat_interrupted(struct heartbeat *hb);
-/* Beats sent so far, the first and the final one included; credential refreshes done. */
-void heartbeat_counts(struct heartbeat *hb, uint64_t *ret_beats, uint64_t *ret_refreshes);
 
 /* Stop the timer, send the final beat (is_running:false), free. NULL is a no-op. */
 void heartbeat_release(struct heartbeat *hb);
@@ -87,12 +83,5 @@ void heartbeat_release(struct heartbeat *hb);
  * text. out must hold HEARTBEAT_NAME_MAX bytes.
  */
 int heartbeat_session_name(const struct run_request *req, char *out, size_t outlen);
-
-/*
- * The ownership claim (a beat without turn id): the replica that owns the session in
- * *ret_owner ("" when the API names none). -errno when the call fails (the caller fails open).
- */
-int heartbeat_claim(struct agenta_api *api, const char *session_id, char *ret_owner,
-                    size_t ownerlen);
 
 #endif

@@ -471,12 +471,6 @@ int records_flush(struct records *r, int64_t deadline_ms)
     return records_outbox_wait(r->tally, deadline_ms);
 }
 
-void records_counts(struct records *r, uint64_t *ret_queued, uint64_t *ret_delivered,
-                    uint64_t *ret_dropped)
-{
-    records_outbox_counts(r->tally, ret_queued, ret_delivered, ret_dropped);
-}
-
 void records_free(struct records *r)
 {
     if (!r)

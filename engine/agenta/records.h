@@ -104,10 +104,6 @@ int records_send(struct records *r, const char *path, json_object *body, unsigne
  */
 int records_flush(struct records *r, int64_t deadline_ms);
 
-/* Counters of this emitter (queued, delivered, dropped so far). */
-void records_counts(struct records *r, uint64_t *ret_queued, uint64_t *ret_delivered,
-                    uint64_t *ret_dropped);
-
 /* Send the open tool call and let go: what is still queued keeps being delivered. NULL is a
  * no-op. */
 void records_free(struct records *r);

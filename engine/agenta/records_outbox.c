@@ -441,16 +441,6 @@ int records_outbox_wait(struct records_tally *t, int64_t deadline_ms)
     return rc;
 }
 
-void records_outbox_counts(struct records_tally *t, uint64_t *ret_queued, uint64_t *ret_delivered,
-                           uint64_t *ret_dropped)
-{
-    pthread_mutex_lock(&reg_lock);
-    *ret_queued = t->queued;
-    *ret_delivered = t->delivered;
-    *ret_dropped = t->dropped;
-    pthread_mutex_unlock(&reg_lock);
-}
-
 int records_outbox_drain_all(int64_t deadline_ms)
 {
     struct timespec ts;

@@ -76,8 +76,6 @@ void records_outbox_drop(struct records_outbox *ob, struct records_tally *t, boo
  * 0; -EIO when a record was dropped; -ETIMEDOUT when some are still queued.
  */
 int records_outbox_wait(struct records_tally *t, int64_t deadline_ms);
-void records_outbox_counts(struct records_tally *t, uint64_t *ret_queued, uint64_t *ret_delivered,
-                           uint64_t *ret_dropped);
 
 /*
  * Wait until every session queue of the process is empty and its thread gone (shutdown,

@@ -54,16 +54,6 @@ void redact_free(struct redact *rd)
     free(rd);
 }
 
-size_t redact_count(struct redact *rd)
-{
-    size_t n;
-
-    pthread_mutex_lock(&rd->lock);
-    n = rd->nforms;
-    pthread_mutex_unlock(&rd->lock);
-    return n;
-}
-
 static bool allowlisted(const char *v)
 {
     size_t n = strlen(v), start = 0;

@@ -56,9 +56,6 @@ int redact_add(struct redact *rd, const char *value);
 /* Register every credential value a parsed request carries (the list at the top). */
 int redact_add_request(struct redact *rd, const struct run_request *req);
 
-/* The number of registered forms (tests). */
-size_t redact_count(struct redact *rd);
-
 /*
  * Append s[0..len) to out with every registered form replaced. Returns the number of
  * replacements (>= 0), or -E2BIG when out's cap is hit (out is then left as it was).

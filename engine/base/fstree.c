@@ -368,16 +368,11 @@ static const struct visit remove_ops = {
     .restart = true,
 };
 
-int fstree_remove_at(int dirfd, const char *name)
-{
-    int r = walk(&remove_ops, dirfd, name, 0, 0);
-
-    return r == -ENOENT ? 0 : r;
-}
-
 int fstree_remove(const char *path)
 {
-    return fstree_remove_at(AT_FDCWD, path);
+    int r = walk(&remove_ops, AT_FDCWD, path, 0, 0);
+
+    return r == -ENOENT ? 0 : r;
 }
 
 static int chown_leaf(struct walk *w, int dirfd, const char *name)

@@ -31,12 +31,10 @@
 #define FSTREE_SKIP_MAX 4096
 
 /*
- * Remove `name` (relative to dirfd, or absolute; AT_FDCWD allowed) with everything below it,
- * like rm -rf. A missing name is success; a file or symlink is unlinked itself. The named
- * folder itself must not be a mount point (-EBUSY, nothing removed).
+ * Remove path with everything below it, like rm -rf. A missing path is success; a file or
+ * symlink is unlinked itself. The named folder itself must not be a mount point (-EBUSY,
+ * nothing removed).
  */
-int fstree_remove_at(int dirfd, const char *name);
-/* fstree_remove_at(AT_FDCWD, path). */
 int fstree_remove(const char *path);
 
 /*

@@ -69,23 +69,6 @@ int policy_lifecycle(const struct lifecycle_input *in, struct lifecycle_policy *
     return 0;
 }
 
-const char *policy_lifecycle_source_name(enum lifecycle_source s)
-{
-    switch (s) {
-    case LIFECYCLE_FROM_ADMITTED:
-        return "admitted";
-    case LIFECYCLE_FROM_MANAGED_CREDENTIALS:
-        return "managed-credentials";
-    case LIFECYCLE_FROM_RUNNER:
-        return "runner";
-    case LIFECYCLE_FROM_REQUEST:
-        return "request";
-    case LIFECYCLE_FROM_DEFAULT:
-        return "default";
-    }
-    return "unknown";
-}
-
 enum permission policy_permission_parse(const char *s)
 {
     if (!s)

@@ -65,8 +65,6 @@ struct lifecycle_policy {
 int policy_lifecycle(const struct lifecycle_input *in, struct lifecycle_policy *ret, char *err,
                      size_t errlen);
 
-const char *policy_lifecycle_source_name(enum lifecycle_source s);
-
 /*
  * Permission plan, decided as Agenta's runner decides it. The request's `permissions` object:
  * default allow | ask | deny | allow_reads (the default when absent; a malformed plan means

@@ -70,14 +70,15 @@ size_t dnsmsg_build_answer(const struct dnsmsg_query *q, enum dns_rcode rcode,
                            uint8_t out[DNSMSG_UDP_MAX]);
 
 /*
- * For tests and tools: build a query for name (presentation form) and qtype. Returns the
- * length, or -EINVAL when the name is not encodable.
+ * For tests (the client side: the runner only answers): build a query for name (presentation form)
+ * and qtype. Returns the length, or -EINVAL when the name is not encodable.
  */
 int dnsmsg_build_query(uint16_t id, const char *name, uint16_t qtype, uint8_t *out, size_t outmax);
 /*
- * For tests and tools: read the answer records of a response of ours (or anyone's, without
- * compression beyond pointers to the question). Returns the number of A/AAAA addresses
- * written to addrs (at most max), or -EINVAL; ret_rcode and ret_id are set.
+ * For tests (the client side, and the fuzz target's round trip): read the answer records of a
+ * response of ours (or anyone's, without compression beyond pointers to the question). Returns the
+ * number of A/AAAA addresses written to addrs (at most max), or -EINVAL; ret_rcode and ret_id are
+ * set.
  */
 int dnsmsg_parse_answer(const uint8_t *pkt, size_t len, uint16_t *ret_id, enum dns_rcode *ret_rcode,
                         struct egress_addr *addrs, size_t max);

@@ -67,6 +67,7 @@ int egress_dns_new(struct egress_policy *policy, const int *sockets, size_t nsoc
 void egress_dns_free(struct egress_dns *d);
 int egress_dns_fd(const struct egress_dns *d);
 void egress_dns_handle(struct egress_dns *d, int64_t now);
+/* For tests: the counters above (queries, answers, refusals, lookups, cache hits). */
 void egress_dns_stats(const struct egress_dns *d, struct egress_dns_stats *ret_stats);
 
 /*

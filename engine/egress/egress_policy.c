@@ -139,21 +139,6 @@ const char *egress_reason_name(enum egress_reason reason)
     return "?";
 }
 
-const char *egress_class_name(enum egress_class cls)
-{
-    static const char *const names[] = {
-        [EGRESS_CLASS_PUBLIC] = "public",         [EGRESS_CLASS_PRIVATE] = "private",
-        [EGRESS_CLASS_RESERVED] = "reserved",     [EGRESS_CLASS_LOOPBACK] = "loopback",
-        [EGRESS_CLASS_LINK_LOCAL] = "link-local", [EGRESS_CLASS_METADATA] = "metadata",
-        [EGRESS_CLASS_HOST] = "runner-host",      [EGRESS_CLASS_UNSPECIFIED] = "unspecified",
-        [EGRESS_CLASS_MULTICAST] = "multicast",
-    };
-
-    if ((size_t)cls < ARRAY_SIZE(names) && names[cls])
-        return names[cls];
-    return "?";
-}
-
 /* ---- addresses ---------------------------------------------------------------------------- */
 
 static void addr_set(struct egress_addr *a, uint8_t family, const uint8_t *bytes)

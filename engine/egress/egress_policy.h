@@ -132,7 +132,6 @@ struct egress_policy {
 int egress_mode_parse(const char *s, enum egress_mode *ret_mode);
 const char *egress_mode_name(enum egress_mode mode);
 const char *egress_reason_name(enum egress_reason reason);
-const char *egress_class_name(enum egress_class cls);
 static inline bool egress_reason_allows(enum egress_reason r)
 {
     return r <= EGRESS_ALLOW_LISTED;

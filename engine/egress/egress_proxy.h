@@ -86,6 +86,7 @@ int egress_proxy_fd(const struct egress_proxy *p);
 void egress_proxy_handle(struct egress_proxy *p, int64_t now);
 /* Milliseconds until the next deadline (>= 0), or -1 when there is none. */
 int egress_proxy_timeout_ms(const struct egress_proxy *p, int64_t now);
+/* For tests: the counters above (connections allowed, denied, shed; bytes each way). */
 void egress_proxy_stats(const struct egress_proxy *p, struct egress_proxy_stats *ret_stats);
 
 #endif

@@ -100,7 +100,7 @@ void nl_attr_u8(struct nl_msg *m, uint16_t type, uint8_t v)
     nl_attr(m, type, &v, sizeof(v));
 }
 
-void nl_attr_u32(struct nl_msg *m, uint16_t type, uint32_t v)
+static void nl_attr_u32(struct nl_msg *m, uint16_t type, uint32_t v)
 {
     nl_attr(m, type, &v, sizeof(v));
 }

@@ -40,7 +40,6 @@ void nl_msg_end(struct nl_msg *m, size_t off);
 void nl_attr(struct nl_msg *m, uint16_t type, const void *data, size_t len);
 void nl_attr_str(struct nl_msg *m, uint16_t type, const char *s); /* with its NUL */
 void nl_attr_u8(struct nl_msg *m, uint16_t type, uint8_t v);
-void nl_attr_u32(struct nl_msg *m, uint16_t type, uint32_t v);  /* host order */
 void nl_attr_be32(struct nl_msg *m, uint16_t type, uint32_t v); /* network order */
 /* A nested attribute (NLA_F_NESTED): returns its offset for nl_nest_end. */
 size_t nl_nest_begin(struct nl_msg *m, uint16_t type);

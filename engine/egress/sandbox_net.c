@@ -350,8 +350,13 @@ fail:
     return r;
 }
 
-int sandbox_net_setup_current(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net,
-                              char *err, size_t errlen)
+/*
+ * Set up the calling thread's current network namespace, which must be fresh (just unshared):
+ * the same as sandbox_net_create without the namespace switch (ns_fd stays -1). For a child
+ * that unshares its own namespace and hands the sockets back (sandbox_net_send).
+ */
+static int sandbox_net_setup_current(const struct sandbox_net_config *cfg,
+                                     struct sandbox_net *ret_net, char *err, size_t errlen)
 {
     uint16_t proxy = cfg->proxy_port ? cfg->proxy_port : SANDBOX_NET_PROXY_PORT;
     uint16_t dns = cfg->dns_port ? cfg->dns_port : SANDBOX_NET_DNS_PORT;

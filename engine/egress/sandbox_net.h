@@ -92,14 +92,6 @@ int sandbox_net_create(const struct sandbox_net_config *cfg, struct sandbox_net 
                        size_t errlen);
 
 /*
- * Set up the calling thread's current network namespace, which must be fresh (just unshared):
- * the same as sandbox_net_create without the namespace switch (ns_fd stays -1). For a child
- * that unshares its own namespace and hands the sockets back (sandbox_net_send).
- */
-int sandbox_net_setup_current(const struct sandbox_net_config *cfg, struct sandbox_net *ret_net,
-                              char *err, size_t errlen);
-
-/*
  * An idle namespace with the same rules, kept by a long-lived process (the master) for as
  * long as it runs: returns its fd (close it to let it go). Without one, the first sandbox to
  * start after none was running switches the kernel's netfilter hooks on system-wide and the

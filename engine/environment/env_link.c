@@ -127,23 +127,6 @@ int environment_send(struct environment *env, const struct buf *line)
     return 0;
 }
 
-int environment_send_tool(struct environment *env, const struct buf *line)
-{
-    struct keeper_msg m = {
-        .kind = KEEPER_MSG_TOOL, .payload = line->data, .payload_len = line->len};
-    struct buf tagged;
-    int r;
-
-    if (m.payload_len > 0 && line->data[m.payload_len - 1] == '\n')
-        m.payload_len--;
-    buf_init(&tagged, line->len + 16);
-    r = keeper_proto_encode(&m, &tagged);
-    if (r == 0)
-        r = environment_send(env, &tagged);
-    buf_release(&tagged);
-    return r;
-}
-
 int environment_request(struct environment *env, const char *method, json_object *params,
                         int64_t *ret_id)
 {
@@ -332,9 +315,22 @@ static int te_send(void *ctx, const struct buf *line)
     return environment_send(ctx, line);
 }
 
+/* One line to the sandbox's keeper channel: tagged "@tool" for the keeper. */
 static int te_send_tool(void *ctx, const struct buf *line)
 {
-    return environment_send_tool(ctx, line);
+    struct keeper_msg m = {
+        .kind = KEEPER_MSG_TOOL, .payload = line->data, .payload_len = line->len};
+    struct buf tagged;
+    int r;
+
+    if (m.payload_len > 0 && line->data[m.payload_len - 1] == '\n')
+        m.payload_len--;
+    buf_init(&tagged, line->len + 16);
+    r = keeper_proto_encode(&m, &tagged);
+    if (r == 0)
+        r = environment_send(ctx, &tagged);
+    buf_release(&tagged);
+    return r;
 }
 
 static int te_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)

@@ -4,11 +4,12 @@
  * environment_spare.h) fills the struct and attaches with environment_connect_keeper(); the
  * turn then talks to the harness through it.
  *
- * Messages: environment_send() writes one ACP line to the harness, environment_send_tool() one
- * line to the sandbox's keeper channel (tagged "@tool"); environment_recv() returns the next
- * message, waiting at most until deadline_ms (CLOCK_MONOTONIC ms; 0 = no deadline): 0 for an
- * ACP message of the harness, TURN_RECV_TOOL (turn_env.h) for one of the channel. Malformed
- * lines are skipped and counted; the keeper's own lines are handled here.
+ * Messages: environment_send() writes one ACP line to the harness (the turn's view,
+ * environment_turn_env, also writes lines to the sandbox's keeper channel, tagged "@tool");
+ * environment_recv() returns the next message, waiting at most until deadline_ms
+ * (CLOCK_MONOTONIC ms; 0 = no deadline): 0 for an ACP message of the harness, TURN_RECV_TOOL
+ * (turn_env.h) for one of the channel. Malformed lines are skipped and counted; the keeper's
+ * own lines are handled here.
  *
  * After a turn the caller either parks the environment (environment_park: the keeper keeps it
  * warm, the worker detaches) or destroys it (environment_destroy). Destroy is idempotent: the
@@ -86,7 +87,6 @@ struct turn_env;
 void environment_turn_env(struct environment *env, struct turn_env *ret);
 
 int environment_send(struct environment *env, const struct buf *line);
-int environment_send_tool(struct environment *env, const struct buf *line);
 /* Encode and send a request with a fresh id; *ret_id receives the id. */
 int environment_request(struct environment *env, const char *method, json_object *params,
                         int64_t *ret_id);

@@ -148,12 +148,6 @@ json_object *harness_headers_json(const struct run_request *req);
  * (the allow_reads default lets those run) and its ACP tool kind; 0 for any other name.
  */
 int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_kind);
-/*
- * Agenta's computeBuiltinGatingActive: pi's built-in tool calls must go through the permission
- * plan unless it allows them all, i.e. when the default is not "allow" or a rule names a pi
- * built-in.
- */
-bool harness_pi_gating_active(json_object *permissions);
 
 /*
  * The run's tools reach the harness (README "Tools"): pi and the scripted agent get

@@ -73,7 +73,12 @@ int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_k
     return 0;
 }
 
-bool harness_pi_gating_active(json_object *permissions)
+/*
+ * Agenta's computeBuiltinGatingActive: pi's built-in tool calls must go through the permission
+ * plan unless it allows them all, i.e. when the default is not "allow" or a rule names a pi
+ * built-in.
+ */
+static bool harness_pi_gating_active(json_object *permissions)
 {
     const char *def = jsonx_str(permissions, "default");
     json_object *rules = jsonx_get(permissions, "rules");

@@ -91,13 +91,6 @@ const char *acp_msg_error_message(const struct acp_msg *m)
     return s ? s : "unknown error";
 }
 
-int acp_msg_error_code(const struct acp_msg *m)
-{
-    json_object *c = jsonx_get(m->error, "code");
-
-    return c ? json_object_get_int(c) : 0;
-}
-
 static int encode(struct buf *out, json_object *o)
 {
     size_t n;
@@ -180,11 +173,6 @@ void acp_lines_release(struct acp_lines *l)
 {
     buf_release(&l->in);
     l->scanned = 0;
-}
-
-int acp_lines_feed(struct acp_lines *l, const char *data, size_t len)
-{
-    return buf_append(&l->in, data, len);
 }
 
 ssize_t acp_lines_fill(struct acp_lines *l, int fd)

@@ -57,7 +57,6 @@ void acp_msg_release(struct acp_msg *m);
 int acp_msg_int_id(const struct acp_msg *m, int64_t *ret);
 /* error.message of a response, or "unknown error". */
 const char *acp_msg_error_message(const struct acp_msg *m);
-int acp_msg_error_code(const struct acp_msg *m);
 
 /* Encoders append exactly one line, '\n' included. params/result are borrowed (may be NULL). */
 int acp_encode_request(struct buf *out, int64_t id, const char *method, json_object *params);
@@ -78,8 +77,6 @@ void acp_lines_release(struct acp_lines *l);
  * non-blocking fd has nothing, -E2BIG when the pending line exceeds max_line, -errno otherwise.
  */
 ssize_t acp_lines_fill(struct acp_lines *l, int fd);
-/* Append bytes directly (for tests and fuzzing). */
-int acp_lines_feed(struct acp_lines *l, const char *data, size_t len);
 /*
  * Take the next complete line: 1 and a malloc'ed NUL-terminated copy without the '\n'
  * (a trailing '\r' is dropped too), 0 when no complete line is buffered, -E2BIG when the

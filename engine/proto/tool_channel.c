@@ -292,9 +292,8 @@ int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, c
     return r;
 }
 
-static int encode_tool_request(struct buf *out, int64_t id, const char *method,
-                               const char *input_key, const char *tool_call_id,
-                               const char *tool_name, json_object *input)
+int tool_channel_encode_call(struct buf *out, int64_t id, const char *tool_call_id,
+                             const char *tool_name, json_object *arguments)
 {
     json_object *p = json_object_new_object();
     int r;
@@ -303,23 +302,11 @@ static int encode_tool_request(struct buf *out, int64_t id, const char *method,
         return -ENOMEM;
     json_object_object_add(p, "toolCallId", json_object_new_string(tool_call_id));
     json_object_object_add(p, "toolName", json_object_new_string(tool_name));
-    json_object_object_add(p, input_key, input ? json_object_get(input) : json_object_new_object());
-    r = acp_encode_request(out, id, method, p);
+    json_object_object_add(p, "arguments",
+                           arguments ? json_object_get(arguments) : json_object_new_object());
+    r = acp_encode_request(out, id, "tool/call", p);
     json_object_put(p);
     return r;
-}
-
-int tool_channel_encode_call(struct buf *out, int64_t id, const char *tool_call_id,
-                             const char *tool_name, json_object *arguments)
-{
-    return encode_tool_request(out, id, "tool/call", "arguments", tool_call_id, tool_name,
-                               arguments);
-}
-
-int tool_channel_encode_permission(struct buf *out, int64_t id, const char *tool_call_id,
-                                   const char *tool_name, json_object *input)
-{
-    return encode_tool_request(out, id, "tool/permission", "input", tool_call_id, tool_name, input);
 }
 
 int tool_channel_decode_call_result(const struct acp_msg *m, struct tool_result *ret)

@@ -107,8 +107,6 @@ int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, c
                               const char *token);
 int tool_channel_encode_call(struct buf *out, int64_t id, const char *tool_call_id,
                              const char *tool_name, json_object *arguments);
-int tool_channel_encode_permission(struct buf *out, int64_t id, const char *tool_call_id,
-                                   const char *tool_name, json_object *input);
 /*
  * The answer to a tool/call: its text and isError. A JSON-RPC error becomes an error result
  * holding its message; a malformed result is -EBADMSG.

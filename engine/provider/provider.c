@@ -121,7 +121,8 @@ enum provider_disposition provider_disposition(bool reusable, enum teardown_reas
     }
 }
 
-void provider_lease_release(struct provider_lease *lease)
+/* Drop what a lease owns (its report). */
+static void provider_lease_release(struct provider_lease *lease)
 {
     if (!lease)
         return;

@@ -85,9 +85,6 @@ struct provider_lease {
                             worker's trace (provider_report_write; no id, no credential) */
 };
 
-/* Drop what a lease owns (its report). */
-void provider_lease_release(struct provider_lease *lease);
-
 /*
  * A connection the sandbox's egress policy refused (connection true: counted), or a refused
  * DNS question / an overloaded proxy (false): destination and why, never payload.

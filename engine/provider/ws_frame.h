@@ -32,10 +32,8 @@ enum ws_opcode {
 
 /* Close codes with a meaning here (RFC 6455 §7.4.1). */
 #define WS_CLOSE_NORMAL 1000
-#define WS_CLOSE_GOING_AWAY 1001
 #define WS_CLOSE_PROTOCOL 1002
 #define WS_CLOSE_NO_STATUS 1005 /* the close frame had no code */
-#define WS_CLOSE_ABNORMAL 1006  /* never on the wire: the connection dropped */
 #define WS_CLOSE_TOO_BIG 1009
 
 enum ws_event_type { WS_EV_DATA = 1, WS_EV_PING, WS_EV_PONG, WS_EV_CLOSE };

@@ -109,7 +109,8 @@ int sandbox_cgroup_enter(const struct sandbox_cgroup *cg);
  */
 int sandbox_cgroup_set_cpu_weight(const struct sandbox_cgroup *cg, bool low);
 
-/* Read the counters (missing files leave their fields 0 and have_* false). */
+/* For tests (they see the limits bite through it): read the counters (missing files leave their
+ * fields 0 and have_* false). */
 int sandbox_cgroup_stats(const struct sandbox_cgroup *cg, struct sandbox_cgroup_stats *ret);
 
 /* Which limit tripped, from the counters: an OOM kill wins over refused forks. */

@@ -30,7 +30,8 @@ void sandbox_config_default(struct sandbox_config *ret)
     ret->runner_ports[1] = 8443;
 }
 
-int sandbox_config_parse_ports(const char *s, uint16_t *ports, size_t max, size_t *ret_n)
+/* "443,8443" -> ports (1..65535, at most SANDBOX_RUNNER_PORTS_MAX, no duplicates needed). */
+static int sandbox_config_parse_ports(const char *s, uint16_t *ports, size_t max, size_t *ret_n)
 {
     size_t n = 0;
 

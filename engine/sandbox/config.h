@@ -63,9 +63,6 @@ int sandbox_config_load(struct sandbox_config *ret, char *err, size_t errlen);
 /* "2G", "512M", "1048576", "3KiB" -> bytes in [min, max]. -EINVAL on junk, -ERANGE outside. */
 int sandbox_config_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 
-/* "443,8443" -> ports (1..65535, at most SANDBOX_RUNNER_PORTS_MAX, no duplicates needed). */
-int sandbox_config_parse_ports(const char *s, uint16_t *ports, size_t max, size_t *ret_n);
-
 /* "1", "0.5", "2.25" -> thousandths of a CPU in [0, 1024000]. At most three decimals. */
 int sandbox_config_parse_cpus(const char *s, uint32_t *ret);
 

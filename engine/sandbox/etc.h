@@ -56,7 +56,7 @@ struct sandbox_etc_opts {
 int sandbox_etc_build(const struct sandbox_etc_opts *opts, struct sandbox_etc *ret);
 void sandbox_etc_release(struct sandbox_etc *etc);
 
-/* The entry for path, NULL when the view has none. */
+/* For tests: the entry for path, NULL when the view has none. */
 const struct sandbox_etc_entry *sandbox_etc_find(const struct sandbox_etc *etc, const char *path);
 
 #endif

@@ -150,7 +150,9 @@ void sandbox_host_release(struct sandbox_host *h, bool clean_stop)
         (void)sandbox_cgroup_host_remove(&h->cg);
 }
 
-void sandbox_host_cgroup_limits(const struct sandbox_host *h, struct sandbox_cgroup_limits *ret)
+/* The limits sandbox_cgroup_create writes for an environment. */
+static void sandbox_host_cgroup_limits(const struct sandbox_host *h,
+                                       struct sandbox_cgroup_limits *ret)
 {
     ret->pids_max = h->cfg.pids_max;
     ret->memory_max = sandbox_config_memory_ceiling(&h->cfg);

@@ -89,8 +89,6 @@ int sandbox_host_env_seal(const struct sandbox_host *h, const char *env_dir,
  */
 int sandbox_host_env_throttle(const struct sandbox_host *h, const char *env_dir, char *err,
                               size_t errlen);
-/* The limits sandbox_cgroup_create writes for an environment. */
-void sandbox_host_cgroup_limits(const struct sandbox_host *h, struct sandbox_cgroup_limits *ret);
 /* RLIMIT_NPROC of a sandbox user (sandbox_uid_enter): 2 x pids when the pids cgroup holds. */
 uint64_t sandbox_host_nproc(const struct sandbox_host *h);
 

@@ -6,13 +6,11 @@
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -23,8 +21,6 @@
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
 #endif
-
-#define BPF_MAX (256u * 1024)
 
 struct rule {
     const char *name;
@@ -219,37 +215,5 @@ int sandbox_seccomp_memfd(int *ret_fd, char *err, size_t errlen)
         return r;
     }
     *ret_fd = fd;
-    return 0;
-}
-
-int sandbox_seccomp_bpf(void **ret_prog, size_t *ret_len, char *err, size_t errlen)
-{
-    struct stat st;
-    void *prog;
-    ssize_t n;
-    int fd, r;
-
-    r = sandbox_seccomp_memfd(&fd, err, errlen);
-    if (r < 0)
-        return r;
-    if (fstat(fd, &st) == -1 || st.st_size <= 0 || (size_t)st.st_size > BPF_MAX) {
-        close(fd);
-        snprintf(err, errlen, "seccomp: unexpected filter size");
-        return -EIO;
-    }
-    prog = malloc((size_t)st.st_size);
-    if (!prog) {
-        close(fd);
-        return -ENOMEM;
-    }
-    n = pread(fd, prog, (size_t)st.st_size, 0);
-    close(fd);
-    if (n != st.st_size) {
-        free(prog);
-        snprintf(err, errlen, "seccomp: short read of the filter");
-        return -EIO;
-    }
-    *ret_prog = prog;
-    *ret_len = (size_t)st.st_size;
     return 0;
 }

@@ -46,7 +46,4 @@
  */
 int sandbox_seccomp_memfd(int *ret_fd, char *err, size_t errlen);
 
-/* The same program into a malloc'ed buffer (for tests and diagnostics). */
-int sandbox_seccomp_bpf(void **ret_prog, size_t *ret_len, char *err, size_t errlen);
-
 #endif

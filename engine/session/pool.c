@@ -222,19 +222,6 @@ uint32_t pool_parked_count_locked(struct pool *p)
     return p->hdr->nparked;
 }
 
-const struct pool_teardown *pool_recent_teardown_locked(struct pool *p, const char *key)
-{
-    uint32_t n = p->hdr->recent_next < POOL_RECENT_MAX ? p->hdr->recent_next : POOL_RECENT_MAX;
-
-    for (uint32_t k = 1; k <= n; k++) {
-        const struct pool_teardown *t = &p->hdr->recent[(p->hdr->recent_next - k) %
-                                                        POOL_RECENT_MAX];
-        if (strcmp(t->key, key) == 0)
-            return t;
-    }
-    return NULL;
-}
-
 int pool_lru_idle_locked(struct pool *p)
 {
     return p->hdr->lru_head >= 0 ? p->hdr->lru_head : -ENOENT;
@@ -289,16 +276,6 @@ void pool_copy_session(const struct pool_slot *s, uint32_t index, struct pool_se
     memcpy(ret->cred_epoch, s->cred_epoch, sizeof(ret->cred_epoch));
     ret->ngates = s->napprovals <= POOL_APPROVALS_MAX ? s->napprovals : 0;
     memcpy(ret->gates, s->approvals, ret->ngates * sizeof(ret->gates[0]));
-}
-
-int pool_session_get_locked(struct pool *p, struct pool_handle h, struct pool_session *ret)
-{
-    struct pool_slot *s = pool_slot_locked(p, h);
-
-    if (!s)
-        return -ESTALE;
-    pool_copy_session(s, h.index, ret);
-    return 0;
 }
 
 /* Lock, find the slot of h, run fn on it, unlock: the self-locking half of a _locked step. */

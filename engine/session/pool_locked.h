@@ -18,8 +18,6 @@
 
 #include "session/pool.h"
 
-struct pool_teardown;
-
 /* 0 = locked, 1 = locked after repairing a dead holder's mess, <0 = -errno. */
 int pool_lock(struct pool *p);
 void pool_unlock(struct pool *p);
@@ -29,8 +27,6 @@ uint32_t pool_repair_locked(struct pool *p);
 int pool_check_locked(struct pool *p, char *err, size_t errlen);
 /* Record pid as the table's master. */
 void pool_set_master(struct pool *p, pid_t pid);
-/* Size of one slot (the benchmark reports it). */
-size_t pool_slot_size(void);
 /* The hash of a pool key (the key index's chains). */
 uint32_t pool_key_hash(const char *key);
 
@@ -59,9 +55,5 @@ int pool_free_locked(struct pool *p, struct pool_handle h, uint8_t reason);
 uint32_t pool_parked_count_locked(struct pool *p);
 /* The least recently used idle slot, or -ENOENT. */
 int pool_lru_idle_locked(struct pool *p);
-/* A copy of the live slot h; -ESTALE when it is gone. */
-int pool_session_get_locked(struct pool *p, struct pool_handle h, struct pool_session *ret);
-/* The most recent teardown remembered for key (layout in pool_shm.h), or NULL. */
-const struct pool_teardown *pool_recent_teardown_locked(struct pool *p, const char *key);
 
 #endif

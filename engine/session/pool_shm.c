@@ -38,11 +38,6 @@ size_t pool_segment_size(uint32_t nslots)
     return (sz + (size_t)page - 1) & ~((size_t)page - 1);
 }
 
-size_t pool_slot_size(void)
-{
-    return sizeof(struct pool_slot);
-}
-
 uint32_t pool_key_hash(const char *key)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
@@ -61,7 +56,8 @@ static void map_views(struct pool *p, void *base)
     p->buckets = (int32_t *)(p->slots + p->hdr->nslots);
 }
 
-bool pool_slot_parked(const struct pool_slot *s)
+/* A slot that holds a key and is parked (idle or awaiting approval): the derived count. */
+static bool pool_slot_parked(const struct pool_slot *s)
 {
     return s->key[0] && (s->state == SLOT_IDLE || s->state == SLOT_AWAITING_APPROVAL);
 }
@@ -75,7 +71,8 @@ void pool_set_state(struct pool *p, struct pool_slot *s, uint32_t state)
         p->hdr->nparked++;
 }
 
-void pool_rebuild_derived_locked(struct pool *p)
+/* Rebuild the derived lists and counts (key index, free list, LRU, nused, nparked). */
+static void pool_rebuild_derived_locked(struct pool *p)
 {
     struct pool_header *h = p->hdr;
 
@@ -149,7 +146,8 @@ static bool terminated(const char *s, size_t n)
     return memchr(s, '\0', n) != NULL;
 }
 
-bool pool_slot_terminated(const struct pool_slot *s)
+/* Every string of s is NUL-terminated within its field. */
+static bool pool_slot_terminated(const struct pool_slot *s)
 {
     return terminated(s->key, sizeof(s->key)) && terminated(s->env_dir, sizeof(s->env_dir)) &&
            terminated(s->owner_turn, sizeof(s->owner_turn)) &&

@@ -128,15 +128,11 @@ struct pool {
     char name[96];
 };
 
-/* Internal to the pool module. */
-bool pool_slot_parked(const struct pool_slot *s);
-/* Every state change goes through here so the derived parked count stays exact. */
+/* Internal to the pool module. Every state change goes through here so the derived parked
+ * count stays exact. */
 void pool_set_state(struct pool *p, struct pool_slot *s, uint32_t state);
-void pool_rebuild_derived_locked(struct pool *p);
 /* Zero the slot and bump its generation (state free). */
 void pool_slot_reset(struct pool_slot *s);
-/* Every string of s is NUL-terminated within its field. */
-bool pool_slot_terminated(const struct pool_slot *s);
 /* The public copy of slot index s. */
 void pool_copy_session(const struct pool_slot *s, uint32_t index, struct pool_session *ret);
 /* The slot behind h if its generation still matches, else NULL. */

@@ -49,7 +49,8 @@ struct trace_run {
 
 static const char *const allowlist[] = {TRACE_ATTR_ALLOWLIST};
 
-bool trace_attr_allowed(const char *key)
+/* True when the attribute key is on the allowlist. */
+static bool trace_attr_allowed(const char *key)
 {
     for (size_t i = 0; i < ARRAY_SIZE(allowlist); i++)
         if (strcmp(allowlist[i], key) == 0)

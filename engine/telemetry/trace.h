@@ -60,7 +60,4 @@ void trace_run_finish(struct trace_run *t, const struct run_result *res);
 /* Free t without exporting anything (a run refused before it started). NULL is a no-op. */
 void trace_run_discard(struct trace_run *t);
 
-/* True when the attribute key is on the allowlist (tests use it too). */
-bool trace_attr_allowed(const char *key);
-
 #endif

@@ -179,7 +179,8 @@ static int parse_reply(const char *call_ref, long status, const char *body, size
 
 /* ---- running a call --------------------------------------------------------------------- */
 
-uint64_t tool_callback_timeout_ms(const struct tool_spec *spec, uint64_t default_ms)
+/* The timeout a call of spec gets: timeoutMs + 10 s when set, else default_ms (0 = 30 s). */
+static uint64_t tool_callback_timeout_ms(const struct tool_spec *spec, uint64_t default_ms)
 {
     if (spec && spec->timeout_ms > 0)
         return spec->timeout_ms + TOOL_TIMEOUT_GRACE_MS;

@@ -65,9 +65,6 @@ struct tool_call_ctx {
 int tool_callback_run(const struct tool_call_ctx *ctx, const struct tool_spec *spec,
                       const char *tool_call_id, json_object *args, struct tool_result *ret);
 
-/* The timeout a call of spec gets: timeoutMs + 10 s when set, else default_ms (0 = 30 s). */
-uint64_t tool_callback_timeout_ms(const struct tool_spec *spec, uint64_t default_ms);
-
 /*
  * Append text[0..len) to out, capped at max bytes in total: a longer text keeps the longest
  * prefix (never a split UTF-8 sequence) that leaves room for " [... N bytes omitted]" and,

@@ -3,14 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void run_limits_config_default(struct run_limits_config *cfg)
-{
-    cfg->total_ms = 39600000ull;
-    cfg->idle_ms = 1800000ull;
-    cfg->first_event_ms = 120000ull;
-    cfg->tool_call_ms = 1800000ull;
-}
-
 void run_limits_config_normalize(struct run_limits_config *cfg)
 {
     if (cfg->total_ms && cfg->idle_ms >= cfg->total_ms)

@@ -32,8 +32,7 @@ struct run_limits {
     } tools[RUN_LIMITS_TOOLS_MAX];
 };
 
-/* Defaults: total 11 h, idle 30 min, first event 2 min, tool call 30 min; idle >= total -> total/2. */
-void run_limits_config_default(struct run_limits_config *cfg);
+/* An idle limit not below the total one becomes total/2 (the defaults are in fcgi/config.c). */
 void run_limits_config_normalize(struct run_limits_config *cfg);
 
 void run_limits_start(struct run_limits *l, const struct run_limits_config *cfg, int64_t now);

@@ -171,7 +171,6 @@ static void test_daytona_lease_names(void)
                            "identity_mismatch");
     CU_ASSERT_STRING_EQUAL(daytona_lease_reason_name(DAYTONA_REASON_RESUME_FAILED),
                            "resume_failed");
-    CU_ASSERT_STRING_EQUAL(daytona_disposition_name(DAYTONA_STOP_AND_RETAIN), "stop_and_retain");
 }
 
 struct life_case {
@@ -333,26 +332,6 @@ static void test_daytona_lease_downgrade(void)
     daytona_sandbox_release(&sb);
 }
 
-static void test_daytona_lease_dispositions(void)
-{
-    static const int retain[] = {TEARDOWN_IDLE_EXPIRY,          TEARDOWN_APPROVAL_EXPIRY,
-                                 TEARDOWN_CAPACITY_EVICTION,    TEARDOWN_SHUTDOWN_IDLE,
-                                 TEARDOWN_SESSION_INCOMPATIBLE, TEARDOWN_CONTINUITY_INVALID};
-    static const int destroy[] = {TEARDOWN_PER_TURN,           TEARDOWN_KILL,
-                                  TEARDOWN_FAILED_TURN,        TEARDOWN_ABORTED,
-                                  TEARDOWN_SHUTDOWN_IN_FLIGHT, TEARDOWN_HARNESS_EXITED,
-                                  TEARDOWN_SUPERSEDED,         TEARDOWN_RUNTIME_INCOMPATIBLE};
-
-    CU_ASSERT_EQUAL(daytona_lease_disposition(true, TEARDOWN_NONE), DAYTONA_KEEP_RUNNING);
-    CU_ASSERT_EQUAL(daytona_lease_disposition(false, TEARDOWN_NONE), DAYTONA_DESTROY);
-    for (size_t i = 0; i < sizeof(retain) / sizeof(retain[0]); i++) {
-        CU_ASSERT_EQUAL(daytona_lease_disposition(true, retain[i]), DAYTONA_STOP_AND_RETAIN);
-        CU_ASSERT_EQUAL(daytona_lease_disposition(false, retain[i]), DAYTONA_DESTROY);
-    }
-    for (size_t i = 0; i < sizeof(destroy) / sizeof(destroy[0]); i++)
-        CU_ASSERT_EQUAL(daytona_lease_disposition(true, destroy[i]), DAYTONA_DESTROY);
-}
-
 static void test_daytona_lease_pool_digest(void)
 {
     char a[33], b[33], c[33], d[33];
@@ -410,7 +389,6 @@ CU_TestInfo daytona_lease_tests[] = {
     {"test_daytona_lease_idle_minutes", test_daytona_lease_idle_minutes},
     {"test_daytona_lease_capability_check", test_daytona_lease_capability_check},
     {"test_daytona_lease_downgrade", test_daytona_lease_downgrade},
-    {"test_daytona_lease_dispositions", test_daytona_lease_dispositions},
     {"test_daytona_lease_pool_digest", test_daytona_lease_pool_digest},
     {"test_daytona_lease_config", test_daytona_lease_config},
     CU_TEST_INFO_NULL,

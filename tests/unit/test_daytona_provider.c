@@ -507,6 +507,14 @@ static void test_daytona_plan_map_prefixes_only(void)
 
 static void test_daytona_provider_dispositions_and_owners(void)
 {
+    static const enum teardown_reason retain[] = {
+        TEARDOWN_IDLE_EXPIRY,   TEARDOWN_APPROVAL_EXPIRY,      TEARDOWN_CAPACITY_EVICTION,
+        TEARDOWN_SHUTDOWN_IDLE, TEARDOWN_SESSION_INCOMPATIBLE, TEARDOWN_CONTINUITY_INVALID};
+    static const enum teardown_reason destroy[] = {
+        TEARDOWN_PER_TURN,           TEARDOWN_KILL,
+        TEARDOWN_FAILED_TURN,        TEARDOWN_ABORTED,
+        TEARDOWN_SHUTDOWN_IN_FLIGHT, TEARDOWN_HARNESS_EXITED,
+        TEARDOWN_SUPERSEDED,         TEARDOWN_RUNTIME_INCOMPATIBLE};
     char owner[64];
 
     CU_ASSERT_EQUAL(provider_disposition(true, TEARDOWN_NONE), PROVIDER_KEEP_RUNNING);
@@ -516,6 +524,13 @@ static void test_daytona_provider_dispositions_and_owners(void)
     CU_ASSERT_EQUAL(provider_disposition(true, TEARDOWN_KILL), PROVIDER_DESTROY);
     CU_ASSERT_EQUAL(provider_disposition(true, TEARDOWN_FAILED_TURN), PROVIDER_DESTROY);
     CU_ASSERT_EQUAL(provider_disposition(false, TEARDOWN_IDLE_EXPIRY), PROVIDER_DESTROY);
+    /* every reason: a reusable lease is kept for those worth resuming, else destroyed */
+    for (size_t i = 0; i < sizeof(retain) / sizeof(retain[0]); i++) {
+        CU_ASSERT_EQUAL(provider_disposition(true, retain[i]), PROVIDER_STOP_AND_RETAIN);
+        CU_ASSERT_EQUAL(provider_disposition(false, retain[i]), PROVIDER_DESTROY);
+    }
+    for (size_t i = 0; i < sizeof(destroy) / sizeof(destroy[0]); i++)
+        CU_ASSERT_EQUAL(provider_disposition(true, destroy[i]), PROVIDER_DESTROY);
     CU_ASSERT_STRING_EQUAL(provider_disposition_name(PROVIDER_STOP_AND_RETAIN), "stop_and_retain");
     CU_ASSERT_EQUAL(provider_lease_owner("p:s", "/state/envs/abc", owner, sizeof(owner)), 0);
     CU_ASSERT_STRING_EQUAL(owner, "p:s");

@@ -167,7 +167,7 @@ static void test_heartbeat_admits_and_releases(void)
     CU_ASSERT_STRING_EQUAL(first.stream_id, "st-1");
     heartbeat_stream_id(hb, stream, sizeof(stream));
     CU_ASSERT_STRING_EQUAL(stream, "st-1");
-    CU_ASSERT_FALSE(heartbeat_interrupted(hb));
+    CU_ASSERT_EQUAL(atomic_load(&fx.interrupts), 0);
     heartbeat_release(hb);
     CU_ASSERT_EQUAL_FATAL(fake_http_count_path(fx.http, BEAT), 2);
     body = fake_http_json(fx.http, BEAT, 0);
@@ -260,7 +260,6 @@ static void test_heartbeat_interrupts_once(void)
     CU_ASSERT_TRUE(first.admitted);
     wait_for(&fx.interrupts, 1);
     CU_ASSERT_EQUAL(atomic_load(&fx.interrupts), 1);
-    CU_ASSERT_TRUE(heartbeat_interrupted(hb));
     /* later beats say the same: the callback does not fire again */
     wait_for(&fx.script.beats, 8);
     CU_ASSERT_TRUE(atomic_load(&fx.script.beats) >= 8);
@@ -278,7 +277,6 @@ static void test_heartbeat_refreshes_the_credential(void)
     struct fixture fx;
     struct buf out;
     bool used = false;
-    uint64_t beats = 0, refreshes = 0;
     struct timespec ts = {0, 5 * 1000000};
 
     CU_ASSERT_EQUAL_FATAL(fixture_start(&fx, -1, 2), 0);
@@ -303,31 +301,14 @@ static void test_heartbeat_refreshes_the_credential(void)
     }
     CU_ASSERT_TRUE(used);
     CU_ASSERT_TRUE(fake_http_count_path(fx.http, "/access/permissions/check") >= 1);
-    heartbeat_counts(hb, &beats, &refreshes);
-    CU_ASSERT_TRUE(refreshes >= 1);
-    CU_ASSERT_TRUE(beats >= 2); /* the first one and at least one timer beat */
+    /* the first beat and at least one timer beat */
+    CU_ASSERT_TRUE(fake_http_count_path(fx.http, BEAT) >= 2);
     heartbeat_release(hb);
     /* the refreshed credential is a secret of the run from now on */
     buf_init(&out, 1024);
     CU_ASSERT_EQUAL(redact_text(fx.rd, "fresh-credential-2", 18, &out), 1);
     CU_ASSERT_STRING_EQUAL(buf_str(&out), "[ag:redacted:secret:al-2]");
     buf_release(&out);
-    fixture_stop(&fx);
-}
-
-static void test_heartbeat_ownership_claim(void)
-{
-    struct fixture fx;
-    json_object *body;
-    char owner[64];
-
-    CU_ASSERT_EQUAL_FATAL(fixture_start(&fx, -1, 10), 0);
-    CU_ASSERT_EQUAL(heartbeat_claim(fx.api, "s1", owner, sizeof(owner)), 0);
-    CU_ASSERT_STRING_EQUAL(owner, "replica-1");
-    body = fake_http_json(fx.http, BEAT, 0);
-    CU_ASSERT_TRUE(test_json_is(body, "{\"session_id\":\"s1\",\"replica_id\":\"replica-1\","
-                                      "\"is_running\":true}"));
-    json_object_put(body);
     fixture_stop(&fx);
 }
 
@@ -338,6 +319,5 @@ CU_TestInfo heartbeat_tests[] = {
     {"fails_open", test_heartbeat_fails_open},
     {"interrupts_once", test_heartbeat_interrupts_once},
     {"refreshes_the_credential", test_heartbeat_refreshes_the_credential},
-    {"ownership_claim", test_heartbeat_ownership_claim},
     CU_TEST_INFO_NULL,
 };

@@ -49,6 +49,21 @@ static bool consistent(struct pool *p)
     return r == 0;
 }
 
+/* The most recent teardown remembered for key (the list is newest first); false: none. */
+static bool recent_of(struct pool *p, const char *key, struct pool_teardown_view *ret)
+{
+    struct pool_teardown_view v[POOL_RECENT_MAX];
+    size_t n = pool_recent_teardowns(p, v, POOL_RECENT_MAX);
+
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(v[i].key, key) == 0) {
+            *ret = v[i];
+            return true;
+        }
+    }
+    return false;
+}
+
 /* The parked count recomputed from the slots alone. */
 static uint32_t recount_parked(struct pool *p)
 {
@@ -156,6 +171,7 @@ static void test_pool_reserve_find_free(void)
 static void test_pool_anonymous_keys_never_found(void)
 {
     struct pool *p = new_pool(4);
+    struct pool_teardown_view t;
     struct pool_handle a, b;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -174,7 +190,7 @@ static void test_pool_anonymous_keys_never_found(void)
     /* and freeing it leaves no teardown behind */
     CU_ASSERT_EQUAL(pool_free_locked(p, a, TEARDOWN_PER_TURN), 0);
     CU_ASSERT_EQUAL(p->hdr->recent_next, 0);
-    CU_ASSERT_PTR_NULL(pool_recent_teardown_locked(p, ""));
+    CU_ASSERT_FALSE(recent_of(p, "", &t));
     CU_ASSERT_TRUE(consistent(p));
     pool_unlock(p);
     CU_ASSERT_EQUAL(pool_destroy(p), 0);
@@ -526,51 +542,47 @@ static void test_pool_capacity_only_busy(void)
 static void test_pool_recent_teardown_ring(void)
 {
     struct pool *p = new_pool(4);
-    const struct pool_teardown *t;
+    struct pool_teardown_view t;
     struct pool_handle h;
     char key[32];
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     CU_ASSERT_EQUAL_FATAL(pool_lock(p), 0);
-    CU_ASSERT_PTR_NULL(pool_recent_teardown_locked(p, "p:a"));
+    CU_ASSERT_FALSE(recent_of(p, "p:a", &t));
 
     /* the reason given to free */
     h = reserve_ok(p, "p:a");
     p->slots[h.index].turns = 3;
     p->slots[h.index].harness = HARNESS_CODEX;
     CU_ASSERT_EQUAL(pool_free_locked(p, h, TEARDOWN_KILL), 0);
-    t = pool_recent_teardown_locked(p, "p:a");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->reason, TEARDOWN_KILL);
-    CU_ASSERT_EQUAL(t->turns, 3);
-    CU_ASSERT_EQUAL(t->harness, HARNESS_CODEX);
-    CU_ASSERT_TRUE(t->at_ms > 0);
+    CU_ASSERT_TRUE_FATAL(recent_of(p, "p:a", &t));
+    CU_ASSERT_EQUAL(t.reason, TEARDOWN_KILL);
+    CU_ASSERT_EQUAL(t.turns, 3);
+    CU_ASSERT_EQUAL(t.harness, HARNESS_CODEX);
+    CU_ASSERT_TRUE(t.at_ms > 0);
 
     /* reason 0: the one recorded by drain */
     h = reserve_ok(p, "p:b");
     CU_ASSERT_EQUAL(pool_park_locked(p, h, SLOT_IDLE, 0), 0);
     CU_ASSERT_EQUAL(pool_drain_locked(p, h, TEARDOWN_IDLE_EXPIRY), 0);
     CU_ASSERT_EQUAL(pool_free_locked(p, h, 0), 0);
-    t = pool_recent_teardown_locked(p, "p:b");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->reason, TEARDOWN_IDLE_EXPIRY);
+    CU_ASSERT_TRUE_FATAL(recent_of(p, "p:b", &t));
+    CU_ASSERT_EQUAL(t.reason, TEARDOWN_IDLE_EXPIRY);
 
     /* a non-zero reason at free wins over the drain's */
     h = reserve_ok(p, "p:c");
     CU_ASSERT_EQUAL(pool_drain_locked(p, h, TEARDOWN_CAPACITY_EVICTION), 0);
     CU_ASSERT_EQUAL(pool_free_locked(p, h, TEARDOWN_HARNESS_EXITED), 0);
-    t = pool_recent_teardown_locked(p, "p:c");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->reason, TEARDOWN_HARNESS_EXITED);
+    CU_ASSERT_TRUE_FATAL(recent_of(p, "p:c", &t));
+    CU_ASSERT_EQUAL(t.reason, TEARDOWN_HARNESS_EXITED);
 
     /* the most recent teardown of a key is the one remembered */
     h = reserve_ok(p, "p:a");
     CU_ASSERT_EQUAL(pool_free_locked(p, h, TEARDOWN_SUPERSEDED), 0);
-    t = pool_recent_teardown_locked(p, "p:a");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->reason, TEARDOWN_SUPERSEDED);
-    CU_ASSERT_EQUAL(t->turns, 0);
-    CU_ASSERT_PTR_NULL(pool_recent_teardown_locked(p, "p:zzz"));
+    CU_ASSERT_TRUE_FATAL(recent_of(p, "p:a", &t));
+    CU_ASSERT_EQUAL(t.reason, TEARDOWN_SUPERSEDED);
+    CU_ASSERT_EQUAL(t.turns, 0);
+    CU_ASSERT_FALSE(recent_of(p, "p:zzz", &t));
     CU_ASSERT_EQUAL(p->hdr->recent_next, 4);
 
     /* the ring holds POOL_RECENT_MAX entries: the oldest are forgotten */
@@ -579,14 +591,12 @@ static void test_pool_recent_teardown_ring(void)
         h = reserve_ok(p, key);
         CU_ASSERT_EQUAL(pool_free_locked(p, h, TEARDOWN_PER_TURN), 0);
     }
-    CU_ASSERT_PTR_NULL(pool_recent_teardown_locked(p, "p:a"));
-    CU_ASSERT_PTR_NULL(pool_recent_teardown_locked(p, "p:ring-5"));
-    t = pool_recent_teardown_locked(p, "p:ring-6");
-    CU_ASSERT_PTR_NOT_NULL(t);
+    CU_ASSERT_FALSE(recent_of(p, "p:a", &t));
+    CU_ASSERT_FALSE(recent_of(p, "p:ring-5", &t));
+    CU_ASSERT_TRUE(recent_of(p, "p:ring-6", &t));
     snprintf(key, sizeof(key), "p:ring-%u", POOL_RECENT_MAX + 5);
-    t = pool_recent_teardown_locked(p, key);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
-    CU_ASSERT_EQUAL(t->reason, TEARDOWN_PER_TURN);
+    CU_ASSERT_TRUE_FATAL(recent_of(p, key, &t));
+    CU_ASSERT_EQUAL(t.reason, TEARDOWN_PER_TURN);
     CU_ASSERT_TRUE(consistent(p));
     pool_unlock(p);
     CU_ASSERT_EQUAL(pool_destroy(p), 0);

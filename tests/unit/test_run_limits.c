@@ -2,25 +2,46 @@
  * run_limits — the turn's deadlines as pure bookkeeping over caller-supplied times.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "../../fcgi/config.h"
+#include "base/log.h"
 #include "core/contracts.h"
 #include "suites.h"
 #include "turn/run_limits.h"
 
 #define T0 1000000 /* an arbitrary monotonic start time */
 
+/* The operator's defaults (fcgi/config.c, AGENT_RUNNER_RUN_*_MS unset). */
+static const struct run_limits_config DEFAULTS = {
+    .total_ms = 11ull * 3600 * 1000,
+    .idle_ms = 30ull * 60 * 1000,
+    .first_event_ms = 2ull * 60 * 1000,
+    .tool_call_ms = 30ull * 60 * 1000,
+};
+
+/* The runner's configuration gives the defaults above, already consistent (normalised). */
 static void test_run_limits_defaults(void)
 {
-    struct run_limits_config cfg;
+    static const char *const vars[] = {"AGENT_RUNNER_RUN_TOTAL_MS", "AGENT_RUNNER_RUN_IDLE_MS",
+                                       "AGENT_RUNNER_RUN_FIRST_EVENT_MS",
+                                       "AGENT_RUNNER_RUN_TOOL_CALL_MS"};
+    struct runner_config cfg;
+    int saved_level = log_max_level;
+    char err[256];
 
-    run_limits_config_default(&cfg);
-    CU_ASSERT_EQUAL(cfg.total_ms, 11ull * 3600 * 1000);
-    CU_ASSERT_EQUAL(cfg.idle_ms, 30ull * 60 * 1000);
-    CU_ASSERT_EQUAL(cfg.first_event_ms, 2ull * 60 * 1000);
-    CU_ASSERT_EQUAL(cfg.tool_call_ms, 30ull * 60 * 1000);
-    run_limits_config_normalize(&cfg); /* the defaults are already consistent */
-    CU_ASSERT_EQUAL(cfg.idle_ms, 30ull * 60 * 1000);
+    setenv("AGENT_RUNNER_TOKEN", "unit-token", 1);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+    CU_ASSERT_EQUAL_FATAL(config_load(&cfg, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(cfg.engine.limits.total_ms, DEFAULTS.total_ms);
+    CU_ASSERT_EQUAL(cfg.engine.limits.idle_ms, DEFAULTS.idle_ms);
+    CU_ASSERT_EQUAL(cfg.engine.limits.first_event_ms, DEFAULTS.first_event_ms);
+    CU_ASSERT_EQUAL(cfg.engine.limits.tool_call_ms, DEFAULTS.tool_call_ms);
+    config_release(&cfg);
+    unsetenv("AGENT_RUNNER_TOKEN");
+    log_max_level = saved_level;
 }
 
 static void test_run_limits_normalize_idle_below_total(void)
@@ -51,7 +72,7 @@ static void test_run_limits_first_event_deadline(void)
     struct run_limits l;
     char msg[256] = "";
 
-    run_limits_config_default(&cfg);
+    cfg = DEFAULTS;
     run_limits_start(&l, &cfg, T0);
     CU_ASSERT_FALSE(l.first_event_seen);
     CU_ASSERT_EQUAL(run_limits_deadline(&l), T0 + 120000);
@@ -70,7 +91,7 @@ static void test_run_limits_idle_deadline_after_first_event(void)
     struct run_limits l;
     char msg[256] = "";
 
-    run_limits_config_default(&cfg);
+    cfg = DEFAULTS;
     run_limits_start(&l, &cfg, T0);
     run_limits_event(&l, T0 + 5000);
     CU_ASSERT_TRUE(l.first_event_seen);
@@ -151,7 +172,7 @@ static void test_run_limits_pause_freezes_everything(void)
     struct run_limits l;
     char msg[256] = "unchanged";
 
-    run_limits_config_default(&cfg);
+    cfg = DEFAULTS;
     cfg.total_ms = 10000;
     cfg.idle_ms = 2000;
     run_limits_config_normalize(&cfg);

@@ -158,16 +158,25 @@ static uint32_t decide(uint32_t arch, int nr, uint64_t a0, uint64_t a1)
     return run_bpf(prog, prog_n, &d);
 }
 
+/* The program as the sandbox gets it: the sealed memfd sandbox_seccomp_memfd hands over. */
 static void load_prog(void)
 {
     char err[256] = "";
+    struct stat st;
     void *p = NULL;
     size_t len = 0;
+    int fd = -1;
 
     if (prog)
         return;
-    CU_ASSERT_EQUAL_FATAL(sandbox_seccomp_bpf(&p, &len, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(sandbox_seccomp_memfd(&fd, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(fstat(fd, &st), 0);
+    len = (size_t)st.st_size;
     CU_ASSERT_FATAL(len > 0 && len % sizeof(struct sock_filter) == 0);
+    p = malloc(len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL_FATAL(read(fd, p, len), (ssize_t)len); /* positioned at 0 */
+    close(fd);
     prog = p;
     prog_n = len / sizeof(struct sock_filter);
 }

@@ -41,6 +41,12 @@ static bool consistent(struct pool *p)
     return r == 0;
 }
 
+/* The live slot of h, as the lock-free reader copies it; false when it is gone. */
+static bool slot_of(struct pool *p, struct pool_handle h, struct pool_session *ret)
+{
+    return pool_session_peek(p, h.index, ret) && ret->h.generation == h.generation;
+}
+
 static struct pool_handle reserve(struct pool *p, const char *key, bool per_turn)
 {
     struct pool_reservation rv = {.key = key,
@@ -102,9 +108,7 @@ static void test_session_lifecycle_reserve_start_park(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     h = reserve(p, "p:s", false);
-    CU_ASSERT_EQUAL(pool_lock(p), 0);
-    CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
-    pool_unlock(p);
+    CU_ASSERT_TRUE(slot_of(p, h, &s));
     CU_ASSERT_EQUAL(s.state, SLOT_STARTING);
     CU_ASSERT_STRING_EQUAL(s.key, "p:s");
     CU_ASSERT_STRING_EQUAL(s.provider, "openai");
@@ -135,8 +139,8 @@ static void test_session_lifecycle_reserve_start_park(void)
     CU_ASSERT_TRUE(consistent(p));
     CU_ASSERT_EQUAL(park(p, h, false, 8, &v), 0);
     CU_ASSERT_FALSE(v.any);
+    CU_ASSERT_TRUE(slot_of(p, h, &s));
     CU_ASSERT_EQUAL(pool_lock(p), 0);
-    CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
     CU_ASSERT_EQUAL(pool_parked_count_locked(p), 1);
     pool_unlock(p);
     CU_ASSERT_EQUAL(s.state, SLOT_IDLE);
@@ -291,9 +295,7 @@ static void test_session_cancel_flags_and_parked(void)
     CU_ASSERT_EQUAL(s.gates[0].decision, -1);
     CU_ASSERT_EQUAL(pool_session_checkout_parked(p, "p:x", getpid(), &s), -EBUSY);
     CU_ASSERT_EQUAL(pool_session_park_cancelled(p, h, 99, util_now_ms() + 1000), 0);
-    CU_ASSERT_EQUAL(pool_lock(p), 0);
-    CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
-    pool_unlock(p);
+    CU_ASSERT_TRUE(slot_of(p, h, &s));
     CU_ASSERT_EQUAL(s.state, SLOT_IDLE);
     CU_ASSERT_EQUAL(s.ngates, 0);
     CU_ASSERT_EQUAL(s.acp_next_id, 99);
@@ -316,9 +318,7 @@ static void test_session_kill_orphan_broken(void)
     h = started(p, "p:k");
     /* the worker vanished: broken and parked idle */
     CU_ASSERT_EQUAL(pool_session_orphaned(p, h, true, util_now_ms() + 1000), 0);
-    CU_ASSERT_EQUAL(pool_lock(p), 0);
-    CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
-    pool_unlock(p);
+    CU_ASSERT_TRUE(slot_of(p, h, &s));
     CU_ASSERT_EQUAL(s.state, SLOT_IDLE);
     CU_ASSERT_TRUE(s.history_broken);
     CU_ASSERT_EQUAL(pool_session_kill(p, "p:k", TEARDOWN_KILL, &v), 1);
@@ -335,9 +335,7 @@ static void test_session_kill_orphan_broken(void)
     /* a per-turn orphan is only marked broken (its keeper ends it) */
     h = started(p, "");
     CU_ASSERT_EQUAL(pool_session_orphaned(p, h, true, util_now_ms() + 1000), 0);
-    CU_ASSERT_EQUAL(pool_lock(p), 0);
-    CU_ASSERT_EQUAL(pool_session_get_locked(p, h, &s), 0);
-    pool_unlock(p);
+    CU_ASSERT_TRUE(slot_of(p, h, &s));
     CU_ASSERT_EQUAL(s.state, SLOT_BUSY);
     CU_ASSERT_TRUE(s.history_broken);
     CU_ASSERT_TRUE(consistent(p));

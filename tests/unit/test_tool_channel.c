@@ -128,7 +128,11 @@ static void test_tool_channel_roundtrip(void)
     CU_ASSERT(json_object_equal(t.input, args));
     acp_msg_release(&m);
     buf_reset(&b);
-    CU_ASSERT_EQUAL(tool_channel_encode_permission(&b, 5, "c1", "bash", NULL), 0);
+    /* the permission request harnesses/extension/index.js sends */
+    CU_ASSERT_EQUAL(buf_append_str(&b, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":"
+                                       "\"tool/permission\",\"params\":{\"toolCallId\":\"c1\","
+                                       "\"toolName\":\"bash\",\"input\":{}}}\n"),
+                    0);
     decode_back(&b, &m);
     CU_ASSERT_EQUAL(tool_channel_decode(&m, &t, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(t.kind, TOOL_CHANNEL_PERMISSION);

@@ -541,11 +541,6 @@ int daytona_sandbox_stop(struct daytona_client *c, const char *id, bool force)
     return sandbox_call(c, "POST", id, force ? "stop?force=true" : "stop", NULL, NULL);
 }
 
-int daytona_sandbox_archive(struct daytona_client *c, const char *id)
-{
-    return sandbox_call(c, "POST", id, "archive", NULL, NULL);
-}
-
 int daytona_sandbox_recover(struct daytona_client *c, const char *id)
 {
     return sandbox_call(c, "POST", id, "recover", NULL, NULL);

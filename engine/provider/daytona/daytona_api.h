@@ -139,7 +139,6 @@ int daytona_sandbox_list(struct daytona_client *c, const struct daytona_kv *labe
 /* POST /start (idempotent for a started sandbox); ret (may be NULL) is the answer. */
 int daytona_sandbox_start(struct daytona_client *c, const char *id, struct daytona_sandbox *ret);
 int daytona_sandbox_stop(struct daytona_client *c, const char *id, bool force);
-int daytona_sandbox_archive(struct daytona_client *c, const char *id);
 int daytona_sandbox_recover(struct daytona_client *c, const char *id);
 /* DELETE; a sandbox that does not exist counts as deleted (0). */
 int daytona_sandbox_delete(struct daytona_client *c, const char *id);

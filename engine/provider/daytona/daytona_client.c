@@ -152,16 +152,6 @@ out:
     return r;
 }
 
-static const char *env_get(const char *name)
-{
-    return getenv(name);
-}
-
-int daytona_config_from_env(struct daytona_config *ret, char *err, size_t errlen)
-{
-    return daytona_config_load(env_get, ret, err, errlen);
-}
-
 void daytona_config_wipe(struct daytona_config *cfg)
 {
     explicit_bzero(cfg->api_key, sizeof(cfg->api_key));
@@ -213,9 +203,7 @@ bool daytona_url_ok(const char *u)
 struct daytona_client {
     struct daytona_config cfg;
     CURL *curl;
-    long status;
     char message[DAYTONA_MESSAGE_MAX];
-    unsigned throttled;
 };
 
 int daytona_client_new(const struct daytona_config *cfg, struct daytona_client **ret)
@@ -250,19 +238,9 @@ const struct daytona_config *daytona_client_config(const struct daytona_client *
     return &c->cfg;
 }
 
-long daytona_client_status(const struct daytona_client *c)
-{
-    return c->status;
-}
-
 const char *daytona_client_message(const struct daytona_client *c)
 {
     return c->message;
-}
-
-unsigned daytona_client_throttled(const struct daytona_client *c)
-{
-    return c->throttled;
 }
 
 void daytona_client_set_message(struct daytona_client *c, const char *msg)
@@ -365,7 +343,6 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
     size_t n = 0;
     int r;
 
-    c->status = 0;
     c->message[0] = '\0';
     lines[n++] = "X-Daytona-SDK-Version: " DAYTONA_SDK_VERSION;
     lines[n++] = "X-Daytona-Source: agent-runner";
@@ -386,7 +363,6 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
         daytona_client_set_message(c, r == -E2BIG ? "answer too large" : err);
         return r;
     }
-    c->throttled += res.attempts - 1;
     *ret_status = res.status;
     if (ret_body) {
         buf_release(ret_body);
@@ -395,7 +371,6 @@ static int perform(struct daytona_client *c, const struct daytona_request *rq, c
     }
     r = status_errno(res.status);
     if (r < 0) {
-        c->status = res.status;
         message_from_body(c, ret_body);
         if (res.status == 429)
             daytona_client_set_message(c, "rate limited by Daytona: retries exhausted");
@@ -440,7 +415,6 @@ int daytona_client_call(struct daytona_client *c, const struct daytona_request *
     if (ret_doc && resp.len > 0 &&
         jsonx_parse(resp.data, resp.len, 32, &doc, err, sizeof(err)) < 0) {
         daytona_client_set_message(c, "the answer is not JSON");
-        c->status = status;
         r = DAYTONA_E_SERVER;
         goto out;
     }

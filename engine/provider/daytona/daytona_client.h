@@ -5,7 +5,7 @@
  * wire names of Daytona's SDK 0.198.0. daytona_api (the control API) and daytona_toolbox (the
  * toolbox) are built on daytona_client_call().
  *
- * Configuration (daytona_config_from_env):
+ * Configuration (daytona_config_load):
  *   AGENT_RUNNER_DAYTONA_API_URL        required, e.g. https://app.daytona.io/api; plain http
  *                                       only for a loopback host (the key must not cross a
  *                                       network in clear)
@@ -28,8 +28,8 @@
  * change in progress or a conflicting operation), -EINVAL (400), -EACCES (401/403), -EPIPE
  * (410: the command ended / the session shell died), -ETIMEDOUT (408, transport timeout, a
  * wait that ran out), -E2BIG (an answer over its cap), DAYTONA_E_* below, or -errno. The last
- * failure's HTTP status and server message (capped, key scrubbed) are kept in the client:
- * daytona_client_status(), daytona_client_message().
+ * failure's server message (capped, key scrubbed) is kept in the client:
+ * daytona_client_message().
  *
  * Threads: a struct daytona_client (one libcurl handle, reused connections) belongs to one
  * thread at a time; make one per thread. The config is copied into the client.
@@ -82,11 +82,10 @@ struct daytona_config {
 };
 
 /*
- * Read the AGENT_RUNNER_DAYTONA_* variables (getenv) into ret with the defaults above.
- * -ENOENT when the URL or the key is not set (err names it), -EINVAL for a bad value.
+ * Read the AGENT_RUNNER_DAYTONA_* variables through get (the provider's settings lookup) into
+ * ret with the defaults above. -ENOENT when the URL or the key is not set (err names it),
+ * -EINVAL for a bad value.
  */
-int daytona_config_from_env(struct daytona_config *ret, char *err, size_t errlen);
-/* The same from an explicit lookup function (tests). */
 int daytona_config_load(const char *(*get)(const char *name), struct daytona_config *ret, char *err,
                         size_t errlen);
 /* Overwrite the key in memory. */
@@ -99,11 +98,8 @@ struct daytona_client;
 int daytona_client_new(const struct daytona_config *cfg, struct daytona_client **ret);
 void daytona_client_free(struct daytona_client *c);
 const struct daytona_config *daytona_client_config(const struct daytona_client *c);
-/* HTTP status of the last failed call (0: transport), and its message (never NULL). */
-long daytona_client_status(const struct daytona_client *c);
+/* The message of the last failed call (never NULL). */
 const char *daytona_client_message(const struct daytona_client *c);
-/* Number of 429 answers this client waited out (metrics, tests). */
-unsigned daytona_client_throttled(const struct daytona_client *c);
 /* Record a failure text for daytona_client_message() (control characters and the key are
  * scrubbed). */
 void daytona_client_set_message(struct daytona_client *c, const char *msg);

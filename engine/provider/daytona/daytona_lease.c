@@ -192,7 +192,8 @@ bool daytona_lease_downgrade(struct daytona_lifecycle *lc, const struct daytona_
 
 /* ---- resume --------------------------------------------------------------------------- */
 
-bool daytona_lease_container_gone(const char *error_reason)
+/* The error text of a sandbox whose container is gone (Paperclip expires such a lease). */
+static bool daytona_lease_container_gone(const char *error_reason)
 {
     return error_reason && (strncmp(error_reason, "not found:", 10) == 0 ||
                             strstr(error_reason, "No such container"));
@@ -306,34 +307,7 @@ const char *daytona_resume_action_name(enum daytona_resume_action a)
     return "unknown";
 }
 
-/* ---- release -------------------------------------------------------------------------- */
-
-enum daytona_disposition daytona_lease_disposition(bool reusable, int teardown_reason)
-{
-    /* one rule for every remote provider: provider_disposition (provider.h) */
-    switch (provider_disposition(reusable, (enum teardown_reason)teardown_reason)) {
-    case PROVIDER_KEEP_RUNNING:
-        return DAYTONA_KEEP_RUNNING;
-    case PROVIDER_STOP_AND_RETAIN:
-        return DAYTONA_STOP_AND_RETAIN;
-    case PROVIDER_DESTROY:
-        break;
-    }
-    return DAYTONA_DESTROY;
-}
-
-const char *daytona_disposition_name(enum daytona_disposition d)
-{
-    switch (d) {
-    case DAYTONA_KEEP_RUNNING:
-        return "keep_running";
-    case DAYTONA_STOP_AND_RETAIN:
-        return "stop_and_retain";
-    case DAYTONA_DESTROY:
-        return "destroy";
-    }
-    return "unknown";
-}
+/* ---- the pool label ------------------------------------------------------------------- */
 
 int daytona_lease_pool_digest(const char *secret, const char *instance, const char *pool_key,
                               char ret[33])

@@ -159,29 +159,19 @@ struct daytona_resume_decision {
 
 void daytona_lease_decide(const struct daytona_observation *o, struct daytona_resume_decision *ret);
 
-/* The error text of a sandbox whose container is gone (Paperclip expires such a lease). */
-bool daytona_lease_container_gone(const char *error_reason);
-
+/* For tests: the names tests/fixtures/daytona_driver.c prints (the runner itself reports the
+ * provider-wide names of contracts.h). */
 const char *daytona_lease_outcome_name(enum daytona_lease_outcome o);
 const char *daytona_lease_reason_name(enum daytona_lease_reason r);
 const char *daytona_resume_action_name(enum daytona_resume_action a);
 
+/* What release does with the sandbox; which one a teardown gets is provider_disposition's rule
+ * (provider/provider.h), the same for every remote provider. */
 enum daytona_disposition {
     DAYTONA_KEEP_RUNNING = 1, /* the session stays warm: the keeper keeps the harness */
     DAYTONA_STOP_AND_RETAIN,  /* stop the sandbox; a later turn resumes it */
     DAYTONA_DESTROY,          /* delete it */
 };
-
-/*
- * What release does with the sandbox for a teardown reason (enum teardown_reason): per-turn
- * leases are destroyed; a reusable one is stopped and kept when the session is still worth
- * resuming (idle and approval expiry, capacity eviction, shutdown while idle, session or
- * continuity mismatch) and destroyed otherwise (kill, failed or aborted turn, shutdown in
- * flight, harness exit, superseded). TEARDOWN_NONE (the turn ended, the session parks) keeps
- * it running.
- */
-enum daytona_disposition daytona_lease_disposition(bool reusable, int teardown_reason);
-const char *daytona_disposition_name(enum daytona_disposition d);
 
 /*
  * The pool label value: 32 hex digits of HMAC-SHA256(secret, length-prefixed instance and

@@ -19,6 +19,7 @@ int daytona_manifest_new(struct daytona_manifest **ret);
 void daytona_manifest_free(struct daytona_manifest *m);
 /* Forget everything (the sandbox was replaced: its files are gone). */
 void daytona_manifest_clear(struct daytona_manifest *m);
+/* For tests: the number of files recorded (what parse, serialize and clear leave behind). */
 size_t daytona_manifest_count(const struct daytona_manifest *m);
 /* 64 hex digits of SHA-256 over path, mode and content. */
 int daytona_manifest_digest(const char *path, unsigned mode, const void *data, size_t len,

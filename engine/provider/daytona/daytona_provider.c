@@ -182,7 +182,8 @@ static bool dp_enabled(void)
     return dp.configured;
 }
 
-void daytona_provider_caps(const struct daytona_lease_config *lc, struct provider_caps *ret)
+/* The provider snapshot of a lease configuration. */
+static void daytona_provider_caps(const struct daytona_lease_config *lc, struct provider_caps *ret)
 {
     struct daytona_caps dc;
 

@@ -57,9 +57,6 @@ int daytona_provider_configure(const char *(*get)(const char *name), char *err, 
 /* Forget the settings (tests; the key is wiped). */
 void daytona_provider_reset(void);
 
-/* The provider snapshot of a lease configuration. */
-void daytona_provider_caps(const struct daytona_lease_config *lc, struct provider_caps *ret);
-
 /*
  * The host of a model endpoint URL, for the network rule (always reachable): into ret.
  * -EINVAL for a URL without a host Daytona can name (IPv6 literal, no host).

@@ -112,9 +112,11 @@ size_t daytona_relay_pollfds(struct daytona_relay *r, struct pollfd *p, size_t m
 /* Handle what poll reported on the n entries daytona_relay_pollfds added. Never blocks. */
 void daytona_relay_handle(struct daytona_relay *r, const struct pollfd *p, size_t n);
 
-/* The relay ended (its stdout closed or broke): no connection is relayed any more. */
+/* For tests: the relay ended (its stdout closed or broke): no connection is relayed any more. */
 bool daytona_relay_dead(const struct daytona_relay *r);
+/* For tests: the connections relayed now (the cap and the closes are seen through it). */
 size_t daytona_relay_conns(const struct daytona_relay *r);
+/* For tests: the counters above (connections opened and refused, frames, drops). */
 void daytona_relay_stats(const struct daytona_relay *r, struct daytona_relay_stats *ret);
 
 #endif
