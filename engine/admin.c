@@ -15,6 +15,7 @@
 
 #include "base/buf.h"
 #include "base/util.h"
+#include "engine_cluster.h"
 #include "environment/environment.h"
 #include "environment/spare.h"
 #include "harness/harness.h"
@@ -584,8 +585,11 @@ int admin_check(struct pool *p, char *err, size_t errlen)
 
 int admin_metrics_render(const struct engine_config *cfg, struct buf *out)
 {
+    int r;
+
     buf_init(out, METRICS_TEXT_MAX);
     if (!cfg->pool)
         return -ENOENT;
-    return pool_metrics_render(cfg->pool, out);
+    r = pool_metrics_render(cfg->pool, out);
+    return r < 0 ? r : engine_cluster_metrics(cfg, out);
 }

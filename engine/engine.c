@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "agenta/heartbeat.h"
 #include "agenta/platform.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -469,7 +470,8 @@ static void result_identity(const struct engine_turn *t, struct run_result *res,
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res)
 {
     const struct engine_config *cfg = t->cfg;
-    struct pool_judge judge = {.idle = judge_idle, .parked = judge_parked, .ctx = t};
+    struct pool_judge judge = {.idle = judge_idle, .parked = judge_parked, .ctx = t,
+                               .refuse_busy = cfg->cluster != NULL};
     struct pool_lookup *lk = calloc(1, sizeof(*lk));
     enum teardown_reason why = TEARDOWN_NONE;
     int64_t started = util_now_ms();
@@ -507,6 +509,10 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
         why = TEARDOWN_HARNESS_EXITED;
     } else if (lk && lk->outcome == POOL_LOOKUP_REFUSE) {
         refuse_stale_answer(lk, es, res);
+        goto out;
+    } else if (lk && lk->outcome == POOL_LOOKUP_BUSY) {
+        /* several hosts: the owner runs one turn of a session at a time */
+        fail_done(es, res, HEARTBEAT_REFUSED_MESSAGE, HEARTBEAT_REFUSED_CODE);
         goto out;
     } else if (lk && lk->outcome == POOL_LOOKUP_EVICT) {
         why = lk->reason;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agenta/heartbeat.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -123,6 +124,12 @@ int engine_start_environment(struct engine_turn *t, struct event_stream *es,
     }
     r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
                             why != TEARDOWN_NONE, &env, err, errlen);
+    if (r == -EEXIST && cfg->cluster) {
+        /* several hosts: one turn of a session at a time, everywhere (as engine_run refuses) */
+        snprintf(err, errlen, "%s", HEARTBEAT_REFUSED_MESSAGE);
+        *ret_code = HEARTBEAT_REFUSED_CODE;
+        return -EBUSY;
+    }
     if (r == -EEXIST) {
         /* another request of the session got there first: run without a seat */
         t->key[0] = '\0';

@@ -324,6 +324,8 @@ void config_log(const struct runner_config *cfg)
              cfg->engine.tools.test_resolve ? ", TEST resolver override on" : "");
     engine_config_platform_text(&cfg->engine, text, sizeof(text));
     log_info("config: %s", text);
+    engine_config_cluster_text(&cfg->engine, text, sizeof(text));
+    log_info("config: several hosts: %s", text);
 }
 
 void config_release(struct runner_config *cfg)

@@ -51,6 +51,8 @@ int http_read_body(struct http_req *h, uint64_t max, struct buf *out);
 void http_json(struct http_req *h, int status, json_object *body);
 /* {"ok":false,"error":msg} */
 void http_error(struct http_req *h, int status, const char *msg);
+/* A relayed answer's headers: its status and content type (NDJSON: unbuffered), flushed. */
+void http_start(struct http_req *h, int status, const char *content_type);
 /* 200 + NDJSON headers (Content-Type, Cache-Control, X-Accel-Buffering). */
 void http_stream_start(struct http_req *h);
 /* Event sink probe: false once nginx closed the connection (the client went away). */

@@ -408,6 +408,7 @@ enum teardown_reason {
     TEARDOWN_SUPERSEDED,
     TEARDOWN_SANDBOX_LIMIT, /* the sandbox hit its memory, pids or disk limit */
     TEARDOWN_KEEPER_DIED,   /* the keeper process died (killed): the master reclaimed it */
+    TEARDOWN_OWNER_MOVED,   /* several hosts: another member owns the session now */
     TEARDOWN_COUNT,
 };
 
@@ -459,6 +460,7 @@ struct run_limits_config {
 
 struct pool;
 struct agenta_config;
+struct cluster_config;
 struct sandbox_host;
 struct tool_runner_resolve;
 
@@ -506,6 +508,8 @@ struct engine_config {
     struct tools_config tools;      /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/agenta/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
+    /* several hosts (engine/cluster/cluster.h): NULL without AGENT_RUNNER_REDIS_URL */
+    const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
 };

@@ -212,7 +212,8 @@ void provider_caps_of(const struct provider_ops *p, struct provider_caps *ret);
  * running while its session is warm, is stopped and kept when the session is still worth
  * resuming (idle or approval expiry, capacity eviction, shutdown while idle, session or
  * continuity mismatch) and destroyed otherwise (kill, failed or aborted turn, shutdown in
- * flight, harness exit, superseded, runtime mismatch).
+ * flight, harness exit, superseded, runtime mismatch). owner-moved (several hosts: another
+ * member resumed the sandbox) leaves it running, untouched, for its new owner.
  */
 enum provider_disposition provider_disposition(bool reusable, enum teardown_reason reason);
 
