@@ -195,6 +195,8 @@ enum engine_dispatch engine_cluster_dispatch(const struct engine_config *cfg,
 json_object *engine_cluster_describe(const struct engine_config *cfg);
 /* /readyz: "ok", "degraded" (Redis unreachable: sessions are served here), NULL without one. */
 const char *engine_cluster_state(const struct engine_config *cfg);
+/* The cluster's group (AGENT_RUNNER_CLUSTER_GROUP), NULL without a cluster. */
+const char *engine_cluster_group(const struct engine_config *cfg);
 /* For the start-up log: the cluster's settings (never the Redis password). */
 void engine_config_cluster_text(const struct engine_config *cfg, char *out, size_t outlen);
 

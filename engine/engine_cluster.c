@@ -62,6 +62,11 @@ void engine_config_cluster_text(const struct engine_config *cfg, char *out, size
     cluster_config_text(cfg->cluster, out, outlen);
 }
 
+const char *engine_cluster_group(const struct engine_config *cfg)
+{
+    return cfg->cluster ? cfg->cluster->group : NULL;
+}
+
 bool engine_cluster_on(const struct engine_config *cfg)
 {
     return cfg->cluster != NULL;
@@ -174,11 +179,12 @@ static json_object *member_json(const struct cluster_member *m, const char *self
 }
 
 /* {"member","group","state","members":[...]} with the members this thread could list. */
-static json_object *describe(const struct cluster_config *c, const char *state, int *ret_n)
+static json_object *describe(const struct cluster_config *c, const char *state, int *ret_n,
+                             char *err, size_t errlen)
 {
     struct cluster_member *m = calloc(CLUSTER_MEMBERS_MAX, sizeof(*m));
     json_object *o = json_object_new_object(), *list = json_object_new_array();
-    int n = m ? cluster_members_list(c, m, CLUSTER_MEMBERS_MAX) : -ENOMEM;
+    int n = m ? cluster_members_list(c, m, CLUSTER_MEMBERS_MAX, err, errlen) : -ENOMEM;
 
     json_object_object_add(o, "member", json_object_new_string(c->member));
     json_object_object_add(o, "group", json_object_new_string(c->group));
@@ -197,7 +203,7 @@ json_object *engine_cluster_describe(const struct engine_config *cfg)
 
     if (!cfg->cluster)
         return NULL;
-    return describe(cfg->cluster, engine_cluster_state(cfg), &n);
+    return describe(cfg->cluster, engine_cluster_state(cfg), &n, NULL, 0);
 }
 
 int engine_cluster_metrics(const struct engine_config *cfg, struct buf *out)
@@ -315,18 +321,19 @@ int admin_cluster_members(engine_getenv_fn get, void *ctx, json_object **ret, ch
 {
     struct cluster_config c;
     const char *instance = get("AGENT_RUNNER_INSTANCE", ctx);
+    char why[256] = "";
     json_object *o;
     int r, n;
 
     r = cluster_config_load(get, ctx, instance, 8, &c, err, errlen);
     if (r != 0)
         return r;
-    o = describe(&c, "ok", &n);
+    o = describe(&c, "ok", &n, why, sizeof(why));
     cluster_config_wipe(&c);
     if (n < 0) {
         json_object_put(o);
         return util_fail(n, err, errlen, "cannot list the members: Redis at %s: %s", c.url_text,
-                         strerror(-n));
+                         why[0] ? why : strerror(-n));
     }
     *ret = o;
     return 0;

@@ -400,8 +400,15 @@ static void log_sandbox(const struct engine_config *cfg)
         log_error("sandboxes cannot start: %s", sf.net_why);
 }
 
+/* Several hosts: the scope every member finds a session's kept Daytona sandbox in. */
+static char daytona_scope[96];
+
 static const char *env_get(const char *name)
 {
+    /* the providers read their settings (and keepers get them) through here */
+    if (daytona_scope[0] && strcmp(name, "AGENT_RUNNER_DAYTONA_POOL_SCOPE") == 0 &&
+        !getenv(name))
+        return daytona_scope;
     return getenv(name);
 }
 
@@ -418,6 +425,9 @@ static int prepare(struct master *m, int argc, char **argv)
     }
     if (parse_args(m, argc, argv) < 0)
         return 2;
+    if (engine_cluster_group(&m->cfg.engine))
+        snprintf(daytona_scope, sizeof(daytona_scope), "cluster:%s",
+                 engine_cluster_group(&m->cfg.engine));
     /* sandbox providers with settings of their own (Daytona); workers inherit them */
     r = admin_providers_configure(env_get, err, sizeof(err));
     if (r < 0) {

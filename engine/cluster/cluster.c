@@ -62,6 +62,11 @@ const char cluster_script_refresh[] =
     "if string.match(v, '^(%S+)') == ARGV[2] then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end\n"
     "return v\n";
 
+const char cluster_script_release_mine[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v and string.match(v, '^(%S+)') == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
+    "return 0\n";
+
 const char cluster_script_release[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
                                       "  return redis.call('DEL', KEYS[1])\n"
                                       "end\n"

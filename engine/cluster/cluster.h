@@ -117,12 +117,14 @@ int cluster_owner_value(const struct cluster_config *c, char *out, size_t outlen
  *   refresh  KEYS owner  ARGV value, member, ttl -> the value now held (re-asserted when it
  *            was gone; extended when it is this member's; another member's left alone)
  *   release  KEYS owner  ARGV value -> 1 when deleted (it still held value), else 0
+ *   release-mine KEYS owner ARGV member -> 1 when deleted (it named member), else 0
  */
 extern const char cluster_script_claim[];
 extern const char cluster_script_turn[];
 extern const char cluster_script_members[];
 extern const char cluster_script_refresh[];
 extern const char cluster_script_release[];
+extern const char cluster_script_release_mine[];
 
 /* A reply's string (status or string), NULL for any other type. */
 const char *cluster_reply_str(const redisReply *r, size_t *ret_len);

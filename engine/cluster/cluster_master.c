@@ -297,6 +297,57 @@ void cluster_master_tick(struct cluster_master *m, struct cluster_tick_report *r
     free(values);
 }
 
+/*
+ * At a clean stop: every owner key still naming this member (sessions whose environment ended
+ * before a tick saw them, claims of turns that never started), found with SCAN (never KEYS:
+ * the Redis may be shared), released with the release-mine script. Bounded: 64 batches.
+ */
+static void release_all_mine(struct cluster_master *m)
+{
+    char cursor[32] = "0", pattern[CLUSTER_KEY_MAX], err[256];
+    struct redis_cmd cmd;
+    redisReply *rep = NULL;
+
+    if (cluster_key(m->c, "owner:", "*", pattern, sizeof(pattern)) < 0)
+        return;
+    for (int batch = 0; batch < 64; batch++) {
+        redisReply *keys;
+        size_t n = 0;
+
+        memset(&cmd, 0, sizeof(cmd));
+        redis_cmd_arg(&cmd, "SCAN");
+        redis_cmd_arg(&cmd, cursor);
+        redis_cmd_arg(&cmd, "MATCH");
+        redis_cmd_arg(&cmd, pattern);
+        redis_cmd_arg(&cmd, "COUNT");
+        redis_cmd_arg(&cmd, "500");
+        if (redis_command(m->rd, &cmd, &rep, err, sizeof(err)) < 0)
+            return;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+            !cluster_reply_str(rep->element[0], NULL) ||
+            rep->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(rep);
+            return;
+        }
+        snprintf(cursor, sizeof(cursor), "%s", cluster_reply_str(rep->element[0], NULL));
+        keys = rep->element[1];
+        for (size_t i = 0; i < keys->elements && n < m->nslots; i++) {
+            const char *k = cluster_reply_str(keys->element[i], NULL);
+
+            if (!k)
+                continue;
+            cmd_eval(&m->cmds[n], cluster_script_release_mine, k);
+            redis_cmd_arg(&m->cmds[n++], m->c->member);
+        }
+        if (n && redis_pipeline(m->rd, m->cmds, n, m->rep, err, sizeof(err)) == 0)
+            for (size_t i = 0; i < n; i++)
+                freeReplyObject(m->rep[i]);
+        freeReplyObject(rep);
+        if (strcmp(cursor, "0") == 0)
+            return;
+    }
+}
+
 void cluster_master_stop(struct cluster_master *m)
 {
     size_t n = 0;
@@ -324,6 +375,7 @@ void cluster_master_stop(struct cluster_master *m)
     if (redis_pipeline(m->rd, m->cmds, n, m->rep, err, sizeof(err)) == 0) {
         for (size_t i = 0; i < n; i++)
             freeReplyObject(m->rep[i]);
+        release_all_mine(m);
     } else {
         log_debug("cluster: leaving: %s", err);
     }

@@ -51,12 +51,13 @@ struct redis *cluster_thread_redis(const struct cluster_config *c)
 
 /* ---- members ----------------------------------------------------------------------------- */
 
-int cluster_members_list(const struct cluster_config *c, struct cluster_member *out, size_t max)
+int cluster_members_list(const struct cluster_config *c, struct cluster_member *out, size_t max,
+                         char *err, size_t errlen)
 {
     struct redis *rd = cluster_thread_redis(c);
     struct redis_cmd cmd = {0};
     redisReply *rep = NULL;
-    char key[CLUSTER_KEY_MAX], prefix[CLUSTER_KEY_MAX], err[256];
+    char key[CLUSTER_KEY_MAX], prefix[CLUSTER_KEY_MAX], why[256];
     size_t n = 0;
     int r;
 
@@ -70,12 +71,17 @@ int cluster_members_list(const struct cluster_config *c, struct cluster_member *
     redis_cmd_arg(&cmd, "1");
     redis_cmd_arg(&cmd, key);
     redis_cmd_arg(&cmd, prefix);
-    r = redis_command(rd, &cmd, &rep, err, sizeof(err));
+    r = redis_command(rd, &cmd, &rep, why, sizeof(why));
     if (r < 0) {
-        log_debug("cluster: listing members: %s", err);
+        log_debug("cluster: listing members: %s", why);
+        if (err)
+            util_seterr(err, errlen, "%s", why);
         return r;
     }
     if (rep->type != REDIS_REPLY_ARRAY) {
+        if (err)
+            util_seterr(err, errlen, "redis: %s",
+                        rep->type == REDIS_REPLY_ERROR ? rep->str : "not an array");
         freeReplyObject(rep);
         return -EPROTO;
     }
@@ -100,7 +106,7 @@ static bool least_loaded(const struct cluster_config *c, struct cluster_member *
 
     if (!m)
         return false;
-    n = cluster_members_list(c, m, CLUSTER_MEMBERS_MAX);
+    n = cluster_members_list(c, m, CLUSTER_MEMBERS_MAX, NULL, 0);
     for (int i = 0; i < n; i++) {
         double used;
 

@@ -55,8 +55,9 @@ struct cluster_route {
 int cluster_route(const struct cluster_config *c, struct pool *p, const struct cluster_subject *s,
                   const char *forwarded_by, struct cluster_route *ret);
 
-/* The live members (at most max) into out: how many, or -errno. */
-int cluster_members_list(const struct cluster_config *c, struct cluster_member *out, size_t max);
+/* The live members (at most max) into out: how many, or -errno with err (may be NULL). */
+int cluster_members_list(const struct cluster_config *c, struct cluster_member *out, size_t max,
+                         char *err, size_t errlen);
 
 /* The calling thread's Redis connection (made on first use, freed when the thread exits). */
 struct redis *cluster_thread_redis(const struct cluster_config *c);

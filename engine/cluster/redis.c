@@ -306,8 +306,8 @@ static int ssl_wait(struct redis *r, int rc, int64_t deadline)
         return wait_fd(r->fd, POLLIN, deadline);
     if (e == SSL_ERROR_WANT_WRITE)
         return wait_fd(r->fd, POLLOUT, deadline);
-    if (e == SSL_ERROR_ZERO_RETURN)
-        return -ECONNRESET;
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0))
+        return -ECONNRESET; /* the peer closed the connection */
     return -EPROTO;
 }
 
@@ -553,19 +553,26 @@ static int ensure_connected(struct redis *r, char *err, size_t errlen)
 int redis_pipeline(struct redis *r, const struct redis_cmd *cmds, size_t n, redisReply **ret,
                    char *err, size_t errlen)
 {
+    bool reused = r->fd >= 0;
     int rc;
 
     if (n == 0)
         return 0;
-    rc = ensure_connected(r, err, errlen);
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; i < n; i++)
-        ret[i] = NULL;
-    rc = exchange(r, cmds, n, ret, util_now_ms() + (int64_t)r->o.io_ms, err, errlen);
-    if (rc < 0)
+    for (int attempt = 0;; attempt++) {
+        rc = ensure_connected(r, err, errlen);
+        if (rc < 0)
+            return rc;
+        for (size_t i = 0; i < n; i++)
+            ret[i] = NULL;
+        rc = exchange(r, cmds, n, ret, util_now_ms() + (int64_t)r->o.io_ms, err, errlen);
+        if (rc >= 0)
+            return rc;
         redis_close(r);
-    return rc;
+        /* a kept connection Redis closed meanwhile (it restarted, or dropped idle clients):
+         * one more try on a new one. The scripts are safe to run twice. */
+        if (!reused || attempt > 0 || (rc != -ECONNRESET && rc != -EPIPE))
+            return rc;
+    }
 }
 
 int redis_command(struct redis *r, const struct redis_cmd *cmd, redisReply **ret, char *err,

@@ -137,6 +137,7 @@ static CU_SuiteInfo suites[] = {
     {"run_turn", NULL, NULL, NULL, NULL, run_turn_tests},
     {"run_limits", NULL, NULL, NULL, NULL, run_limits_tests},
     {"pool", NULL, NULL, NULL, NULL, pool_tests},
+    {"cluster", NULL, NULL, NULL, NULL, cluster_tests},
     {"spare", NULL, NULL, NULL, NULL, spare_tests},
     {"identity", NULL, NULL, NULL, NULL, identity_tests},
     {"policy", NULL, NULL, NULL, NULL, policy_tests},

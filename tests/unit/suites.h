@@ -83,6 +83,7 @@ extern CU_TestInfo daytona_exec_tests[];
 extern CU_TestInfo login_tests[];
 extern CU_TestInfo daytona_provider_tests[];
 extern CU_TestInfo sandbox_host_tests[];
+extern CU_TestInfo cluster_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")

@@ -27,6 +27,9 @@
 struct daytona_acquire_params {
     const char *instance;    /* AGENT_RUNNER_INSTANCE: label */
     const char *pool_digest; /* reusable leases: daytona_lease_pool_digest(); NULL = per-turn */
+    /* several hosts: the digest is keyed with the cluster's scope, so a sandbox another member
+     * made (its instance label) is ours to resume; resuming it relabels it to this instance */
+    bool shared_pool;
     const char *lease_id;    /* the sandbox id the session used last, when known; else the
                                 reusable name is looked up */
     bool had_lease;          /* the session had a sandbox before: a miss is a replacement */
