@@ -212,6 +212,9 @@ int cluster_config_load(cluster_getenv_fn get, void *ctx, const char *instance, 
         r = read_number(get, ctx, "AGENT_RUNNER_CLUSTER_CAPACITY", 1, 1000000, &c.capacity, err,
                         errlen);
     if (r >= 0)
+        r = read_number(get, ctx, "AGENT_RUNNER_CLUSTER_TURN_TTL_MS", 0, 86400000, &c.turn_ttl_ms,
+                        err, errlen);
+    if (r >= 0)
         r = read_path(get, ctx, "AGENT_RUNNER_REDIS_CA_FILE", c.redis_ca_file,
                       sizeof(c.redis_ca_file), err, errlen);
     if (r >= 0)

@@ -53,9 +53,9 @@ struct cluster_config {
     uint64_t ttl_ms;                      /* AGENT_RUNNER_CLUSTER_TTL_MS (6000) */
     uint64_t refresh_ms;                  /* AGENT_RUNNER_CLUSTER_REFRESH_MS (ttl / 3) */
     uint64_t capacity;                    /* AGENT_RUNNER_CLUSTER_CAPACITY (session pool max) */
-    uint64_t turn_ttl_ms;                 /* how long turn:<id> is kept (10 min) */
-    uint64_t redis_connect_ms;            /* one connect (+TLS, AUTH, SELECT): 300 */
-    uint64_t redis_io_ms;                 /* one exchange: 1000 */
+    uint64_t turn_ttl_ms; /* AGENT_RUNNER_CLUSTER_TURN_TTL_MS: turn:<id> kept (10 min; 0: none) */
+    uint64_t redis_connect_ms; /* one connect (+TLS, AUTH, SELECT): 300 */
+    uint64_t redis_io_ms;      /* one exchange: 1000 */
 };
 
 /* A getenv(3)-like accessor (engine.h's engine_getenv_fn). */

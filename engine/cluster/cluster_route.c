@@ -157,7 +157,7 @@ static redisReply *ask(const struct cluster_config *c, const struct cluster_subj
     if (cluster_key(c, s->session_key ? "owner:" : "turn:",
                     s->session_key ? s->session_key : s->turn_id, key, sizeof(key)) < 0 ||
         cluster_key(c, "member:", NULL, prefix, sizeof(prefix)) < 0 ||
-        (s->session_key && s->turn_id && s->turn_id[0] &&
+        (s->session_key && s->turn_id && s->turn_id[0] && c->turn_ttl_ms &&
          cluster_key(c, "turn:", s->turn_id, turn, sizeof(turn)) < 0))
         return NULL;
     if (cluster_owner_value(c, value, sizeof(value)) < 0)

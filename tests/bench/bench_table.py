@@ -3,6 +3,7 @@ and BENCHMARKS.md around them. Pure: everything here formats what run.py measure
 
 import statistics
 
+import bench_cluster
 import bench_tools
 
 MiB = 1024 * 1024
@@ -102,6 +103,11 @@ def build_rows(r):
     elif "spares" in r["parts"]:
         rows.append(("8. pi spares", "not run", "spare <= 300 ms, cold <= 800 ms",
                      r.get("spares_why", "needs the pi part and harness pi_core"), ""))
+    if "cluster" in r:
+        rows.extend(bench_cluster.rows(r["cluster"], fmt_ms))
+    elif "cluster" in r["parts"]:
+        rows.append(("9. several hosts", "not run", "+<= 1 ms forwarded",
+                     r.get("cluster_why", ""), ""))
     return rows
 
 

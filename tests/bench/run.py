@@ -24,12 +24,15 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   8. pi spares: a new pi session's first message_delta served from a pre-started
      spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
      off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
+  9. several hosts (tests/bench/bench_cluster.py): two members and a redis-server, a warm turn
+     forwarded to its owner vs sent to the owner (p50), and turns/s of 64 sessions through a
+     round-robin nginx in front of two members vs one
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7), spares (8, with pi); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -54,6 +57,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import bench_cluster  # noqa: E402
 import bench_tools  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
@@ -63,7 +67,7 @@ from turns import pi_request  # noqa: E402
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
-PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster")
 
 
 def use_bin(path):
@@ -674,6 +678,14 @@ def measure(args, r):
     finally:
         st.stop()
         st.cleanup()
+        if "cluster" in parts:
+            log("running two members with a Redis (several hosts)")
+            try:
+                r["cluster"] = bench_cluster.measure(
+                    model, q, loadgen, {k: v for k, v in env.items() if "DAYTONA" not in k}, log)
+            except (RuntimeError, AssertionError, OSError) as e:
+                r["cluster_why"] = f"the cluster runs failed: {e}"
+                log(r["cluster_why"])
         if "spares" in parts and "pi_cold" in r:
             log("running pi turns on spares")
             try:
@@ -748,6 +760,8 @@ def main():
         log(f"--only {args.only}: {args.out} left alone (it holds the whole table)")
     errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") if k in r
                  for x in r[k]["runs"])
+    errors += sum(x["errors"] for k in ("local", "forwarded", "one", "two")
+                  for x in r.get("cluster", {}).get(k, []))
     if errors:
         log(f"{errors} turns were wrong (see the loadgen errors above)")
     return 1 if errors else 0

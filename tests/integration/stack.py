@@ -543,6 +543,7 @@ class Front:
         self.members = members
         self.ca = ca_file
         self.nginx = None
+        self.master = None  # no runner of its own (tests/bench/run.py's CPU snapshot asks)
 
     def start(self):
         make_cert(self.tmp)
