@@ -54,6 +54,8 @@ SMOKE = [
     # telemetry, and platform mode against the fake Agenta API
     "test_ops.py::test_metrics_count_known_turns_exactly",
     "test_platform.py::test_the_record_log_of_a_turn_is_coalesced_with_agentas_ids",
+    # several hosts: a Redis, two members and a round-robin front; warm through forwarding
+    "test_cluster.py::test_forty_follow_ups_through_round_robin_stay_warm_on_their_owner",
     # the Daytona provider against the fake Daytona (its last test stops the fake)
     "test_daytona.py::test_a_pi_turn_runs_per_turn_and_deletes_its_sandbox",
     "test_daytona.py::test_no_credential_in_logs_labels_or_the_fake_call_log_and_nothing_left",

@@ -277,6 +277,12 @@ def test_a_forwarded_request_is_never_forwarded_again(ctx):
                                     "messages": convo("hello", res1["output"], "again")},
                                    headers={"X-Agent-Runner-Forwarded": "some-member"})
     assert status == 200 and result_of(recs)["output"] == "echo[2]: again", recs
+    # a one-shot (non-NDJSON) run through the non-owner: the owner's JSON answer, relayed
+    status, headers, doc = other.request("POST", "/run", {
+        "harness": "scripted", "projectId": p, "sessionId": s,
+        "messages": convo("hello", res1["output"], "again", "echo[2]: again", "one shot")})
+    assert status == 200 and doc["output"] == "echo[3]: one shot", (status, doc)
+    assert headers["Content-Type"].startswith("application/json"), headers
     cleanup(cl, [key])
 
 
