@@ -470,8 +470,8 @@ static void result_identity(const struct engine_turn *t, struct run_result *res,
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res)
 {
     const struct engine_config *cfg = t->cfg;
-    struct pool_judge judge = {.idle = judge_idle, .parked = judge_parked, .ctx = t,
-                               .refuse_busy = cfg->cluster != NULL};
+    struct pool_judge judge = {
+        .idle = judge_idle, .parked = judge_parked, .ctx = t, .refuse_busy = cfg->cluster != NULL};
     struct pool_lookup *lk = calloc(1, sizeof(*lk));
     enum teardown_reason why = TEARDOWN_NONE;
     int64_t started = util_now_ms();

@@ -140,9 +140,11 @@ bool engine_cluster_on(const struct engine_config *cfg);
 /* What a request is about, for routing it to the member that owns it. */
 struct engine_subject {
     const char *session_key; /* "<projectId>:<sessionId>" (NULL: a turn, or nothing) */
-    const char *turn_id;     /* the request's turn id (the subject itself when no session) */
-    bool may_claim;          /* a turn: a session nobody owns is claimed here */
-    bool control;            /* /kill, /cancel (counted apart from turns) */
+    /* a /run: its turn id (recorded as run by the session's owner); without a session key and
+     * may_claim: the turn the request is about (routed to the member that ran it) */
+    const char *turn_id;
+    bool may_claim; /* a /run: a session nobody owns is claimed here; without one: run here */
+    bool control;   /* /kill, /cancel (counted apart from turns) */
 };
 
 /* Where a forwarded request's answer goes (the front's response). */

@@ -406,8 +406,7 @@ static char daytona_scope[96];
 static const char *env_get(const char *name)
 {
     /* the providers read their settings (and keepers get them) through here */
-    if (daytona_scope[0] && strcmp(name, "AGENT_RUNNER_DAYTONA_POOL_SCOPE") == 0 &&
-        !getenv(name))
+    if (daytona_scope[0] && strcmp(name, "AGENT_RUNNER_DAYTONA_POOL_SCOPE") == 0 && !getenv(name))
         return daytona_scope;
     return getenv(name);
 }

@@ -225,7 +225,7 @@ int cluster_route(const struct cluster_config *c, struct pool *p, const struct c
 
     memset(ret, 0, sizeof(*ret));
     ret->received = forwarded_by != NULL;
-    if (!s->session_key && !(s->turn_id && s->turn_id[0]))
+    if (!s->session_key && !(s->turn_id && s->turn_id[0] && !s->may_claim))
         return 0; /* nothing to route: a run without a session runs where it lands */
     if (p && pool_counter_get(p, PC_CLUSTER_STATE) == 2) {
         ret->degraded = true; /* the master cannot reach Redis: serve here */

@@ -32,9 +32,11 @@ enum cluster_route_kind {
 };
 
 struct cluster_subject {
-    const char *session_key; /* "<projectId>:<sessionId>", or NULL for a turn */
-    const char *turn_id;     /* a turn's id: recorded with a claim; the subject when no key */
-    bool may_claim;          /* a /run: a session nobody owns is claimed */
+    const char *session_key; /* "<projectId>:<sessionId>", or NULL */
+    /* a /run's turn id (recorded with the claim of its session), or, without a session key
+     * and may_claim, the turn a request is about (routed to the member that ran it) */
+    const char *turn_id;
+    bool may_claim; /* a /run: a session nobody owns is claimed; a run without one is local */
 };
 
 struct cluster_route {

@@ -124,8 +124,7 @@ static int load_identity(const char *(*get)(const char *), struct daytona_settin
                  sizeof(s->pool_scope) - 1);
         return -EINVAL;
     }
-    snprintf(s->pool_scope, sizeof(s->pool_scope), "%s",
-             scope && scope[0] ? scope : s->runner_id);
+    snprintf(s->pool_scope, sizeof(s->pool_scope), "%s", scope && scope[0] ? scope : s->runner_id);
     s->shared_scope = strcmp(s->pool_scope, s->runner_id) != 0;
     if (hdir && hdir[0] &&
         (hdir[0] != '/' || strlen(hdir) >= sizeof(s->harness_dir) || !daytona_text_ok(hdir))) {

@@ -40,8 +40,7 @@ static void adopt_labels(struct daytona_client *c, const struct daytona_acquire_
     if (daytona_sandbox_set_labels(c, sb->id, labels, 3) < 0)
         log_debug("daytona: cannot relabel the adopted sandbox \"%s\"", sb->id);
     else
-        log_debug("daytona: adopted sandbox \"%s\" of instance \"%s\"", sb->id,
-                  inst ? inst : "");
+        log_debug("daytona: adopted sandbox \"%s\" of instance \"%s\"", sb->id, inst ? inst : "");
 }
 
 static void fail_text(struct daytona_client *c, int r, const char *what, char *err, size_t errlen)
