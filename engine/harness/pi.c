@@ -144,7 +144,7 @@ static void pi_launch_env(const struct harness_paths *paths, const struct run_re
     else
         snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
     harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);
-    plan->channel_env = true; /* the extension takes the token (harnesses/extension) */
+    plan->channel_env = true; /* the extension speaks the channel (harnesses/extension) */
     plan->channel_gating = harness_pi_gating_active(req->permissions);
     if (plan->form == PLAN_COLD) {
         if (plan->channel_gating)
