@@ -624,7 +624,51 @@ static void test_keeper_channel_drops_a_connection_that_does_not_read(void)
     fx_release(&f);
 }
 
+/* A flood of refused connections logs at most the limiter's allowance: KEEPER_CHANNEL_WARNS_PER_S
+ * lines a second and one line a second saying how many were not logged. */
+static void test_keeper_channel_refusal_flood_logs_within_the_budget(void)
+{
+    char path[] = "/tmp/ar-kchan-log.XXXXXX";
+    int logfd = mkstemp(path), saved = dup(STDERR_FILENO), good, fd;
+    int64_t t0 = util_now_ms(), secs;
+    struct fixture f;
+    char *text = NULL;
+    size_t len = 0, lines = 0;
+    const unsigned flood = 300;
+
+    CU_ASSERT_TRUE_FATAL(logfd >= 0 && saved >= 0);
+    fx_open(&f, false, KEEPER_CHANNEL_HARNESS, true);
+    good = client(&f);
+    fflush(stderr);
+    dup2(logfd, STDERR_FILENO);
+    for (unsigned i = 0; i < flood; i++) {
+        fd = client(&f);
+        say(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"usage\",\"params\":{\"cost\":1}}");
+        for (int j = 0; j < 20 && f.kc.nconns > 1; j++)
+            pump(&f, 5);
+        close(fd);
+    }
+    secs = (util_now_ms() - t0) / 1000 + 1;
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    CU_ASSERT_EQUAL(f.kc.refused, flood);
+    CU_ASSERT_EQUAL(util_read_file(path, 1 << 20, &text, &len), 0);
+    for (const char *p = text; p && (p = strstr(p, "tool channel:")); p++)
+        lines++;
+    printf("[%zu lines for %u refusals in ~%llds] ", lines, flood, (long long)secs);
+    CU_ASSERT_TRUE(lines >= 1);
+    CU_ASSERT_TRUE(lines <= (size_t)secs * (KEEPER_CHANNEL_WARNS_PER_S + 1));
+    free(text);
+    close(logfd);
+    unlink(path);
+    close(good);
+    fx_release(&f);
+}
+
 CU_TestInfo keeper_channel_tests[] = {
+    {"test_keeper_channel_refusal_flood_logs_within_the_budget",
+     test_keeper_channel_refusal_flood_logs_within_the_budget},
     {"test_keeper_channel_pair_or_a_private_socket", test_keeper_channel_pair_or_a_private_socket},
     {"test_keeper_channel_refuses_strangers", test_keeper_channel_refuses_strangers},
     {"test_keeper_channel_hello_first", test_keeper_channel_hello_first},
