@@ -8,7 +8,10 @@
  *       socket through /proc/<pid>/fd or a path). spare: waits for pi's answer to a get_state
  *       first (a spare is ready only once pi is). Leaves a holder process with pi's ends and a
  *       listening socket at PI_STDIO_SOCK, then execs pi-acp, so pi's start runs alongside
- *       pi-acp's start, initialize and session/new instead of after them.
+ *       pi-acp's start, initialize and session/new instead of after them. The keeper
+ *       channel the sandbox inherited ($RUNNER_CHANNEL_FD, keeper/keeper_channel.h) goes to pi
+ *       alone, as its descriptor 3 (pi's extension takes it; Node marks it close-on-exec, so
+ *       pi's tools never have it); pi-acp and the holder never do.
  *   agent-runner-pi-stdio [anything else]  (PI_ACP_PI_COMMAND: pi-acp starting "pi")
  *       Attach: connect once, receive pi's ends and the mode (SCM_RIGHTS); the holder then
  *       removes the socket and exits, so nothing else can ever attach. A spare's pi is told
@@ -45,6 +48,8 @@
 #define CLAIM_TIMEOUT_MS 20000
 #define LINE_MAX_BYTES (1 << 20)
 #define RELAY_BUF 65536
+#define PI_CHANNEL_FD 3 /* the keeper channel in pi: low, so Node marks it close-on-exec */
+#define PI_CHANNEL_FD_TEXT "3"
 
 /* Control data for two descriptors, aligned for struct cmsghdr. */
 union fd_cmsg {
@@ -195,11 +200,37 @@ static void hold(int lfd, int io, int er, char mode)
     _exit(sendmsg(conn, &m, MSG_NOSIGNAL) == 1 ? 0 : 1);
 }
 
+/* The inherited keeper channel ($RUNNER_CHANNEL_FD, removed from the environment), or -1. */
+static int take_channel(void)
+{
+    const char *v = getenv("RUNNER_CHANNEL_FD");
+    struct stat st;
+    int fd = 0;
+
+    for (const char *p = v; p && *p && fd < 4096; p++)
+        fd = *p >= '0' && *p <= '9' ? fd * 10 + (*p - '0') : 4096;
+    unsetenv("RUNNER_CHANNEL_FD");
+    if (!v || fd < 3 || fd >= 4096 || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return -1;
+    return fd;
+}
+
+/* In pi's child: the channel at descriptor 3, open across exec, named in pi's environment. */
+static void give_channel(int chan)
+{
+    if (chan < 0)
+        return;
+    if (chan == PI_CHANNEL_FD ? fcntl(chan, F_SETFD, 0) < 0 : dup2(chan, PI_CHANNEL_FD) < 0)
+        _exit(127);
+    setenv("RUNNER_CHANNEL_FD", PI_CHANNEL_FD_TEXT, 1);
+}
+
 /* argv: cold|spare -- <pi argv...> -- <pi-acp argv...> */
 static int start(int argc, char **argv)
 {
     char **pi, **acp;
-    int io[2], er[2], lfd, i;
+    int io[2], er[2], lfd, i, chan;
     bool spare;
     pid_t pid;
 
@@ -218,6 +249,7 @@ static int start(int argc, char **argv)
     }
     argv[i] = NULL;
     acp = argv + i + 1;
+    chan = take_channel();
     lfd = listen_socket();
     if (lfd < 0)
         die("listening socket " PI_STDIO_SOCK, -lfd);
@@ -231,11 +263,14 @@ static int start(int argc, char **argv)
         /* pi: dup2 clears close-on-exec on 0, 1, 2; everything else closes at exec */
         if (dup2(io[1], 0) < 0 || dup2(io[1], 1) < 0 || dup2(er[1], 2) < 0)
             _exit(127);
+        give_channel(chan);
         execv(pi[0], pi);
         _exit(127);
     }
     close(io[1]);
     close(er[1]);
+    if (chan >= 0)
+        close(chan);
     if (spare) {
         int r = send_command(io[0], "get_state", READY_ID);
 

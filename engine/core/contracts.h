@@ -64,8 +64,6 @@ enum ar_error {
 /* Paths inside every sandbox, whatever the provider. */
 #define SANDBOX_WORKSPACE "/workspace"          /* the workspace: the only host-writable place */
 #define SANDBOX_HOME "/home/agent"              /* the harness's private home (a tmpfs) */
-#define SANDBOX_CHANNEL_DIR "/run/agent-runner" /* the keeper channel folder (read-only) */
-#define SANDBOX_CHANNEL SANDBOX_CHANNEL_DIR "/channel.sock" /* RUNNER_CHANNEL */
 
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);

@@ -639,9 +639,9 @@ static void test_turn_loop_channel_usage_errors_calls_and_hello(void)
     run_init(&r, failed, 6);
     CU_ASSERT_EQUAL(run_go(&r), 0); /* the environment stays usable */
     CU_ASSERT_FALSE(r.res.ok);
-    CU_ASSERT_STRING_EQUAL(TEST_STR(r.res.error), "Connection error.");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(r.res.error), "the harness reported: Connection error.");
     err = event_of(&r, "error");
-    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(err, "code")), "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(err, "code")), "harness_error");
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
     CU_ASSERT_TRUE(json_object_get_boolean(jsonx_path(sent_tool(&r, 1), "result.isError")));
     CU_ASSERT_STRING_EQUAL(
