@@ -31,7 +31,7 @@
 /* keepers told to stop at shutdown get this long before SIGKILL */
 #define DESTROY_WAIT_MS 5000
 #define RECENT_VIEWS 64
-/* how often the master looks for kept harness states past their TTL (kept.h) */
+/* how often (at most) the master looks for kept harness states past their TTL (kept.h) */
 #define KEPT_SWEEP_MS 60000
 
 _Static_assert(ADMIN_WORKERS_MAX * 2 == POOL_WORKERS_MAX, "half the in-flight entries");
@@ -300,11 +300,15 @@ int admin_sweep_envs(const struct admin *a)
 int admin_kept_sweep(struct admin *a)
 {
     const struct engine_config *cfg = a->cfg;
-    int64_t now = util_now_ms();
+    int64_t now = util_now_ms(), every;
 
     if (now < a->next_kept_sweep || !cfg->state_dir)
         return 0;
-    a->next_kept_sweep = now + KEPT_SWEEP_MS;
+    /* a short TTL is kept to within about half of it */
+    every = KEPT_SWEEP_MS;
+    if ((int64_t)(cfg->kept.ttl_ms / 2) < every)
+        every = cfg->kept.ttl_ms / 2 > 1000 ? (int64_t)(cfg->kept.ttl_ms / 2) : 1000;
+    a->next_kept_sweep = now + every;
     return kept_sweep(cfg->state_dir, &cfg->kept, util_wall_ms());
 }
 

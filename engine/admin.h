@@ -99,7 +99,8 @@ int admin_env_remove(const struct admin *a, const char *env_dir);
  */
 int admin_sweep_envs(const struct admin *a);
 /*
- * At most once a minute: remove the kept harness states (session/kept.h) neither saved nor
+ * At most once a minute (every TTL / 2 for a TTL under two minutes, at least a second apart):
+ * remove the kept harness states (session/kept.h) neither saved nor
  * loaded for AGENT_RUNNER_SESSION_STATE_TTL_MS, and hold the store to its total bound. How many
  * were removed, or -errno.
  */

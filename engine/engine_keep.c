@@ -135,6 +135,8 @@ static int capture(const struct engine_turn *t, const struct environment *env,
 
     if (sandbox_ids(env, &ids) < 0)
         return util_fail(-ERANGE, err, errlen, "slot %u has no host uid", (unsigned)env->h.index);
+    if (t->harness->keep->settle_ms)
+        util_sleep_ms(t->harness->keep->settle_ms);
     r = env_home_enter(env->sandbox_pid, &ids, &home, err, errlen);
     if (r < 0)
         return r;

@@ -74,6 +74,9 @@ struct sandbox_plan {
 struct harness_keep {
     const char *dirs[4]; /* relative to SANDBOX_HOME, NULL-terminated */
     const char *suffix;  /* only files whose names end so */
+    /* the harness writes its log behind the turn (a timer, a writer task): how long after the
+     * prompt's answer the files are complete */
+    unsigned settle_ms;
 };
 
 struct harness_ops {
