@@ -946,17 +946,18 @@ static void test_identity_user_fp(void)
     struct run_request req;
 
     CU_ASSERT_EQUAL_FATAL(
-        parse_text(MSGS(MSG_USER("q1") ",{\"role\":\"assistant\",\"content\":[{\"type\":"
-                                       "\"tool_call\",\"toolCallId\":\"call_a\"}]}," MSG_USER("q2")),
-                   &req),
+        parse_text(
+            MSGS(MSG_USER("q1") ",{\"role\":\"assistant\",\"content\":[{\"type\":"
+                                "\"tool_call\",\"toolCallId\":\"call_a\"}]}," MSG_USER("q2")),
+            &req),
         0);
     CU_ASSERT_EQUAL(identity_user_fp(req.messages, req.nmessages, a), 0);
     run_request_release(&req);
     CU_ASSERT_EQUAL_FATAL(
-        parse_text(MSGS(MSG_USER("q1") ",{\"role\":\"assistant\",\"content\":[{\"type\":"
-                                       "\"tool_call\",\"toolCallId\":\"uuid5-of-it\"}]}," MSG_USER(
-                                           "q2")),
-                   &req),
+        parse_text(
+            MSGS(MSG_USER("q1") ",{\"role\":\"assistant\",\"content\":[{\"type\":"
+                                "\"tool_call\",\"toolCallId\":\"uuid5-of-it\"}]}," MSG_USER("q2")),
+            &req),
         0);
     CU_ASSERT_EQUAL(identity_user_fp(req.messages, req.nmessages, b), 0);
     CU_ASSERT_TRUE(same(a, b));
