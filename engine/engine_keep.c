@@ -163,7 +163,10 @@ void engine_keep_save(const struct engine_turn *t, const struct environment *env
     char err[320] = "cannot fingerprint the conversation";
     int r;
 
-    if (!keeps(t, env->provider) || !env->acp_session[0] || env->sandbox_pid <= 0)
+    /* the request's provider: a reconnected environment does not name its own (the config
+     * fingerprint it matched covers the sandbox) */
+    if (!keeps(t, provider_get(t->req->sandbox)) || !env->acp_session[0] ||
+        env->sandbox_pid <= 0)
         return;
     kept_state_init(&st);
     st.harness = t->req->harness;

@@ -148,6 +148,36 @@ def test_pi_cold_turn_two_loads_its_own_session(ctx):
     assert not kept_files(ctx)
 
 
+def test_a_warm_turn_keeps_the_state_up_to_date(ctx):
+    """Turn 1 cold, turn 2 warm with a tool call, then the environment ends: turn 3 loads a
+    session that holds turn 2's call and result (every turn saves, warm ones too)."""
+    p, s = ids()
+    tag = uuid.uuid4().hex[:8]
+    ctx.model.script(f"one-{tag}", [{"text": f"hello {tag}"}])
+    req = pi_request(ctx.model, f"Hi. [[script:one-{tag}]]", projectId=p, sessionId=s,
+                     permissions={"default": "allow"})
+    res1, _ = run(ctx, req)
+    assert res1["ok"] is True, res1
+    ctx.model.script(f"load-{tag}", [{"tool": {"name": "bash",
+                                               "arguments": {"command": f"echo tool-out-{tag}"}}},
+                                     {"text": f"ran it {tag}"}])
+    warm = dict(req)
+    warm["messages"] = req["messages"] + [
+        {"role": "assistant", "content": res1["output"]},
+        {"role": "user", "content": f"Run the echo. [[script:load-{tag}]]"}]
+    res2, evs2 = run(ctx, warm)
+    assert res2["ok"] is True and ctx.stack.session(f"{p}:{s}")["turns"] == 2, res2
+    call_id = of(evs2, "tool_call")[0]["id"]
+    kill(ctx, p, s, environment_only=True)
+    ctx.model.script(f"second-{tag}", [{"text": f"second answer {tag}"}])
+    nxt, _ = follow_up(warm, res2, call_id, tag, f"Third {tag}?")
+    nxt["messages"] = warm["messages"] + nxt["messages"][1:]
+    res3, evs3 = run(ctx, nxt)
+    assert res3["ok"] is True and ready(evs3)["resume"] == "load", (res3, ready(evs3))
+    assert structured_history(chat_requests_with(ctx, f"Third {tag}?")[0]["body"], tag)
+    kill(ctx, p, s)
+
+
 # -- claude and codex --------------------------------------------------------------------------
 
 def harness_tool_turns(ctx, harness):
