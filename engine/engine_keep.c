@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "environment/env_home.h"
@@ -39,11 +40,15 @@ void engine_keep_fall_back(struct engine_keep *k, const char *fmt, ...)
     log_debug("kept harness state not loaded: %s", k->note);
 }
 
-/* The turn keeps and loads harness state at all: a session, the store on, a local sandbox. */
+/*
+ * The turn keeps and loads harness state at all: a session, the store on, a harness that can
+ * load. A remote sandbox's disk keeps the harness's files itself: only what names them is kept
+ * here (no files), and only for a sandbox that is kept between turns.
+ */
 static bool keeps(const struct engine_turn *t, const struct provider_ops *provider)
 {
     return t->key[0] && t->cfg->kept.max_bytes > 0 && t->cfg->state_dir && t->harness->keep &&
-           provider && !provider->caps.remote;
+           provider;
 }
 
 /* Whether the request's conversation is the one the state holds (see engine_keep_plan). */
@@ -110,11 +115,20 @@ static int sandbox_ids(const struct environment *env, struct sandbox_uid_ids *re
 int engine_keep_restore(const struct engine_turn *t, const struct environment *env,
                         const struct engine_keep *k, char *err, size_t errlen)
 {
+    const char *outcome = jsonx_str(env->lease_report, "outcome");
     struct sandbox_uid_ids ids;
     struct env_home home;
     int r;
 
     (void)t;
+    /* a remote sandbox kept its disk, the harness's files on it, only when it was resumed */
+    if (env->provider && env->provider->caps.remote)
+        return outcome && strcmp(outcome, "resumed") == 0
+                   ? 0
+                   : util_fail(-ENOENT, err, errlen,
+                               "the sandbox was not resumed (%s): its disk with the harness's "
+                               "session is gone",
+                               outcome ? outcome : "no lease");
     if (sandbox_ids(env, &ids) < 0)
         return util_fail(-ERANGE, err, errlen, "slot %u has no host uid", (unsigned)env->h.index);
     r = env_home_enter(env->sandbox_pid, &ids, &home, err, errlen);
@@ -159,14 +173,18 @@ void engine_keep_save(const struct engine_turn *t, const struct environment *env
                       const uint8_t next_fp[IDENTITY_DIGEST_LEN])
 {
     const struct engine_config *cfg = t->cfg;
+    const struct provider_ops *provider = provider_get(t->req->sandbox);
+    bool remote = provider && provider->caps.remote;
     struct kept_state st;
     char err[320] = "cannot fingerprint the conversation";
     int r;
 
     /* the request's provider: a reconnected environment does not name its own (the config
      * fingerprint it matched covers the sandbox) */
-    if (!keeps(t, provider_get(t->req->sandbox)) || !env->acp_session[0] ||
-        env->sandbox_pid <= 0)
+    if (!keeps(t, provider) || !env->acp_session[0] || (!remote && env->sandbox_pid <= 0))
+        return;
+    /* a remote sandbox run per-turn is deleted after it: nothing would find its files */
+    if (remote && t->policy.mode != LIFECYCLE_WARM && !env->warm)
         return;
     kept_state_init(&st);
     st.harness = t->req->harness;
@@ -175,7 +193,7 @@ void engine_keep_save(const struct engine_turn *t, const struct environment *env
     memcpy(st.history_fp, next_fp, sizeof(st.history_fp));
     st.saved_ms = util_wall_ms();
     r = identity_user_fp(t->req->messages, t->req->nmessages, st.user_fp);
-    if (r == 0)
+    if (r == 0 && !remote)
         r = capture(t, env, &st, err, sizeof(err));
     if (r == 0)
         r = kept_save(cfg->state_dir, &cfg->kept, t->key, &st, err, sizeof(err));

@@ -4,7 +4,9 @@
  * session, or replay the conversation as text and say why), the files written into the new
  * sandbox before ACP session/load, and the state saved after every turn that ended well.
  *
- * Only local sandboxes keep state here: a remote provider's sandbox keeps its own disk.
+ * A local sandbox's files are kept here; a remote provider's sandbox keeps its own disk across
+ * a stop, so only what names its session is kept, and it is loaded when the sandbox was
+ * resumed (a replaced one lost the files: replay).
  * Saving runs on the worker after the turn's result is known and before the environment is
  * parked or destroyed: the worker has what makes a kept state usable later — the conversation's
  * fingerprint after the turn (the same one the session table parks), the configuration's, the
@@ -48,7 +50,10 @@ void engine_keep_plan(const struct engine_turn *t, bool rebuilt, struct engine_k
 void engine_keep_fall_back(struct engine_keep *k, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Before session/load: the kept files into env's sandbox home, as its user. -errno, err. */
+/*
+ * Before session/load: the kept files into env's sandbox home, as its user; on a remote
+ * sandbox nothing (its disk has them) when it was resumed, else -ENOENT. -errno, err.
+ */
 int engine_keep_restore(const struct engine_turn *t, const struct environment *env,
                         const struct engine_keep *k, char *err, size_t errlen);
 

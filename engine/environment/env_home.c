@@ -137,7 +137,9 @@ static int take_file(struct walk *w, int dfd, const char *name, const char *rel)
             break;
         len += (size_t)got;
     }
-    r = kept_state_add(w->st, rel, data, len);
+    r = kept_state_adopt(w->st, rel, data, len);
+    if (r == 0)
+        data = NULL; /* the state's now */
     if (r == -E2BIG)
         util_seterr(w->err, w->errlen, "more than %d files", KEPT_FILES_MAX);
     else if (r == -EINVAL)

@@ -66,31 +66,40 @@ bool kept_path_ok(const char *path)
     return true;
 }
 
-int kept_state_add(struct kept_state *st, const char *path, const void *data, size_t size)
+int kept_state_adopt(struct kept_state *st, const char *path, uint8_t *data, size_t size)
 {
-    struct kept_file f = {.size = size};
     struct kept_file *grown;
+    char *copy;
 
     if (!kept_path_ok(path))
         return -EINVAL;
     if (st->nfiles >= KEPT_FILES_MAX)
         return -E2BIG;
-    f.path = strdup(path);
-    f.data = malloc(size ? size : 1);
-    grown = realloc(st->files, (st->nfiles + 1) * sizeof(*grown));
-    if (!f.path || !f.data || !grown) {
-        free(f.path);
-        free(f.data);
-        if (grown)
-            st->files = grown;
+    copy = strdup(path);
+    grown = copy ? realloc(st->files, (st->nfiles + 1) * sizeof(*grown)) : NULL;
+    if (!grown) {
+        free(copy);
         return -ENOMEM;
     }
-    if (size)
-        memcpy(f.data, data, size);
     st->files = grown;
-    st->files[st->nfiles++] = f;
+    st->files[st->nfiles++] = (struct kept_file){.path = copy, .data = data, .size = size};
     st->bytes += size;
     return 0;
+}
+
+int kept_state_add(struct kept_state *st, const char *path, const void *data, size_t size)
+{
+    uint8_t *copy = malloc(size ? size : 1);
+    int r;
+
+    if (!copy)
+        return -ENOMEM;
+    if (size)
+        memcpy(copy, data, size);
+    r = kept_state_adopt(st, path, copy, size);
+    if (r < 0)
+        free(copy);
+    return r;
 }
 
 static int sha256(const void *data, size_t len, uint8_t ret[IDENTITY_DIGEST_LEN])
@@ -145,38 +154,84 @@ static json_object *meta_of(const struct kept_state *st)
     return m;
 }
 
-int kept_encode(const struct kept_state *st, struct buf *out)
+/*
+ * Where an encoded state goes: a buffer (kept_encode) or a file (kept_save, so a big state is
+ * never held twice), with the digest of everything after the header computed on the way.
+ */
+struct sink {
+    struct buf *buf;
+    int fd;
+    EVP_MD_CTX *md;
+};
+
+static int sink_put(struct sink *k, const void *data, size_t len)
 {
-    size_t start = out->len;
+    int r = k->buf ? buf_append(k->buf, data, len) : util_write_all(k->fd, data, len);
+
+    if (r == 0 && EVP_DigestUpdate(k->md, data, len) != 1)
+        r = -EIO;
+    return r;
+}
+
+static int sink_line(struct sink *k, json_object *o)
+{
+    size_t n;
+    const char *text = jsonx_text(o, &n);
+    int r = sink_put(k, text, n);
+
+    return r == 0 ? sink_put(k, "\n", 1) : r;
+}
+
+/* The body (meta, files) into k; hex receives the digest of it. */
+static int emit_body(const struct kept_state *st, struct sink *k, char hex[HEX_LEN + 1])
+{
     uint8_t d[IDENTITY_DIGEST_LEN];
-    char hex[HEX_LEN + 1];
+    unsigned int n = 0;
     json_object *m = meta_of(st), *f;
     int r;
 
-    r = buf_append_str(out, MAGIC);
-    for (size_t i = 0; r == 0 && i < HEX_LEN; i++)
-        r = buf_append_char(out, '0'); /* the digest, once the rest is written */
-    if (r == 0)
-        r = buf_printf(out, "\n%s\n", jsonx_text(m, NULL));
+    if (EVP_DigestInit_ex(k->md, EVP_sha256(), NULL) != 1) {
+        json_object_put(m);
+        return -EIO;
+    }
+    r = sink_line(k, m);
     json_object_put(m);
     for (size_t i = 0; r == 0 && i < st->nfiles; i++) {
         f = json_object_new_object();
         json_object_object_add(f, "path", json_object_new_string(st->files[i].path));
         json_object_object_add(f, "size", json_object_new_int64((int64_t)st->files[i].size));
-        r = buf_printf(out, "%s\n", jsonx_text(f, NULL));
+        r = sink_line(k, f);
         json_object_put(f);
         if (r == 0)
-            r = buf_append(out, st->files[i].data, st->files[i].size);
+            r = sink_put(k, st->files[i].data, st->files[i].size);
         if (r == 0)
-            r = buf_append_char(out, '\n');
+            r = sink_put(k, "\n", 1);
     }
+    if (r == 0 && (EVP_DigestFinal_ex(k->md, d, &n) != 1 || n != IDENTITY_DIGEST_LEN))
+        r = -EIO;
     if (r == 0)
-        r = sha256(out->data + start + HEADER_LEN, out->len - start - HEADER_LEN, d);
+        util_hex_encode(d, sizeof(d), hex);
+    return r;
+}
+
+/* The header with a placeholder digest (HEADER_LEN bytes), to be filled in once known. */
+static const char placeholder[HEADER_LEN + 1] =
+    MAGIC "0000000000000000000000000000000000000000000000000000000000000000\n";
+
+int kept_encode(const struct kept_state *st, struct buf *out)
+{
+    struct sink k = {.buf = out, .fd = -1, .md = EVP_MD_CTX_new()};
+    size_t start = out->len;
+    char hex[HEX_LEN + 1];
+    int r = k.md ? buf_append(out, placeholder, HEADER_LEN) : -ENOMEM;
+
+    if (r == 0)
+        r = emit_body(st, &k, hex);
+    EVP_MD_CTX_free(k.md);
     if (r < 0) {
         out->len = start;
         return r;
     }
-    util_hex_encode(d, sizeof(d), hex);
     memcpy(out->data + start + MAGIC_LEN, hex, HEX_LEN);
     return 0;
 }
@@ -408,25 +463,36 @@ static int tidy(const char *dir, uint64_t total, int64_t ttl_cut_ns, int64_t now
     return removed;
 }
 
-/* Write data to dir/<tmp> and rename it to path: durable and atomic. */
-static int write_atomic(const char *dir, const char *path, const struct buf *data, char *err,
+/* st encoded into dir/<tmp>, renamed to path: durable and atomic, never held in memory twice. */
+static int write_atomic(const char *dir, const char *path, const struct kept_state *st, char *err,
                         size_t errlen)
 {
-    char tmp[PATH_MAX_KEPT], rnd[17];
-    int fd, dfd, r;
+    struct sink k = {.buf = NULL, .fd = -1, .md = EVP_MD_CTX_new()};
+    char tmp[PATH_MAX_KEPT], rnd[17], hex[HEX_LEN + 1];
+    int dfd, r;
 
-    r = util_random_hex(rnd, 8);
-    if (r < 0 || (size_t)snprintf(tmp, sizeof(tmp), "%s/" TMP_PREFIX "%s", dir, rnd) >= sizeof(tmp))
+    r = k.md ? util_random_hex(rnd, 8) : -ENOMEM;
+    if (r < 0 || (size_t)snprintf(tmp, sizeof(tmp), "%s/" TMP_PREFIX "%s", dir, rnd) >=
+                     sizeof(tmp)) {
+        EVP_MD_CTX_free(k.md);
         return util_fail(r < 0 ? r : -ENAMETOOLONG, err, errlen, "cannot name a temporary file");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd == -1)
-        return util_fail(-errno, err, errlen, "cannot create the temporary file: %s",
-                         strerror(errno));
-    r = util_write_all(fd, data->data, data->len);
-    if (r == 0 && fsync(fd) == -1)
+    }
+    k.fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (k.fd == -1) {
         r = -errno;
-    if (close(fd) == -1 && r == 0)
+        EVP_MD_CTX_free(k.md);
+        return util_fail(r, err, errlen, "cannot create the temporary file: %s", strerror(-r));
+    }
+    r = util_write_all(k.fd, placeholder, HEADER_LEN);
+    if (r == 0)
+        r = emit_body(st, &k, hex);
+    if (r == 0 && pwrite(k.fd, hex, HEX_LEN, (off_t)MAGIC_LEN) != (ssize_t)HEX_LEN)
+        r = -EIO;
+    if (r == 0 && fsync(k.fd) == -1)
         r = -errno;
+    if (close(k.fd) == -1 && r == 0)
+        r = -errno;
+    EVP_MD_CTX_free(k.md);
     if (r == 0 && rename(tmp, path) == -1)
         r = -errno;
     if (r < 0) {
@@ -446,7 +512,6 @@ int kept_save(const char *state_dir, const struct kept_config *cfg, const char *
               const struct kept_state *st, char *err, size_t errlen)
 {
     char dir[PATH_MAX_KEPT], path[PATH_MAX_KEPT];
-    struct buf data;
     int r;
 
     if (store_dir(state_dir, dir, sizeof(dir)) < 0 ||
@@ -460,13 +525,7 @@ int kept_save(const char *state_dir, const struct kept_config *cfg, const char *
     r = util_mkdir_p(dir, 0700);
     if (r < 0)
         return util_fail(r, err, errlen, "cannot create the state folder: %s", strerror(-r));
-    buf_init(&data, (size_t)cfg->max_bytes + OVERHEAD_MAX);
-    r = kept_encode(st, &data);
-    if (r < 0)
-        util_seterr(err, errlen, "cannot encode the state: %s", strerror(-r));
-    else
-        r = write_atomic(dir, path, &data, err, errlen);
-    buf_release(&data);
+    r = write_atomic(dir, path, st, err, errlen);
     if (r == 0)
         (void)tidy(dir, cfg->total_bytes, 0, util_wall_ns(), strrchr(path, '/') + 1);
     return r;

@@ -37,9 +37,6 @@
 #define KEPT_FILES_MAX 64   /* files of one session's state */
 #define KEPT_PATH_MAX 256   /* a file's path, relative to the sandbox home */
 #define KEPT_SCAN_MAX 65536 /* states one sweep or eviction looks at */
-#define KEPT_MAX_BYTES_DEFAULT (64ull << 20)
-#define KEPT_TOTAL_BYTES_DEFAULT (2ull << 30)
-#define KEPT_TTL_MS_DEFAULT (7ull * 24 * 3600 * 1000)
 
 struct kept_file {
     char *path; /* relative to the sandbox home ("a/b.jsonl": no "..", ".", "//", no "/" first) */
@@ -63,6 +60,8 @@ void kept_state_init(struct kept_state *st);
 void kept_state_release(struct kept_state *st);
 /* Append a copy of data as path. -E2BIG past KEPT_FILES_MAX, -EINVAL for a bad path. */
 int kept_state_add(struct kept_state *st, const char *path, const void *data, size_t size);
+/* The same taking data (malloc'd) over on success; on failure it stays the caller's. */
+int kept_state_adopt(struct kept_state *st, const char *path, uint8_t *data, size_t size);
 /* A path a kept state may name (relative, no "." or ".." part, printable, < KEPT_PATH_MAX). */
 bool kept_path_ok(const char *path);
 
