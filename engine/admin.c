@@ -22,6 +22,7 @@
 #include "provider/provider.h"
 #include "sandbox/host.h"
 #include "sandbox/uid.h"
+#include "session/kept.h"
 #include "session/pool.h"
 #include "telemetry/metrics.h"
 
@@ -30,6 +31,8 @@
 /* keepers told to stop at shutdown get this long before SIGKILL */
 #define DESTROY_WAIT_MS 5000
 #define RECENT_VIEWS 64
+/* how often (at most) the master looks for kept harness states past their TTL (kept.h) */
+#define KEPT_SWEEP_MS 60000
 
 _Static_assert(ADMIN_WORKERS_MAX * 2 == POOL_WORKERS_MAX, "half the in-flight entries");
 
@@ -38,7 +41,8 @@ struct admin {
     struct sandbox_host host;
     char instance[64];
     uint32_t slots;
-    bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
+    bool keepers_stopped;    /* an old table was rebuilt: its keepers were told to stop */
+    int64_t next_kept_sweep; /* monotonic ms */
     struct pool_reclaimed
         *scratch; /* one entry per slot, sized at start: no malloc near the lock */
 };
@@ -291,6 +295,21 @@ static bool env_in_use(const char *id, void *ctx)
 int admin_sweep_envs(const struct admin *a)
 {
     return sandbox_host_sweep(&a->host, env_in_use, (void *)a);
+}
+
+int admin_kept_sweep(struct admin *a)
+{
+    const struct engine_config *cfg = a->cfg;
+    int64_t now = util_now_ms(), every;
+
+    if (now < a->next_kept_sweep || !cfg->state_dir)
+        return 0;
+    /* a short TTL is kept to within about half of it */
+    every = KEPT_SWEEP_MS;
+    if ((int64_t)(cfg->kept.ttl_ms / 2) < every)
+        every = cfg->kept.ttl_ms / 2 > 1000 ? (int64_t)(cfg->kept.ttl_ms / 2) : 1000;
+    a->next_kept_sweep = now + every;
+    return kept_sweep(cfg->state_dir, &cfg->kept, util_wall_ms());
 }
 
 void admin_inflight_release(struct admin *a, pid_t pid)

@@ -98,6 +98,13 @@ int admin_env_remove(const struct admin *a, const char *env_dir);
  * their cgroups, workspace mounts and folders. How many, or -errno.
  */
 int admin_sweep_envs(const struct admin *a);
+/*
+ * At most once a minute (every TTL / 2 for a TTL under two minutes, at least a second apart):
+ * remove the kept harness states (session/kept.h) neither saved nor
+ * loaded for AGENT_RUNNER_SESSION_STATE_TTL_MS, and hold the store to its total bound. How many
+ * were removed, or -errno.
+ */
+int admin_kept_sweep(struct admin *a);
 /* The in-flight entry of worker pid (0: of every process that is gone) is freed: what it had
  * admitted is not in flight any more. */
 void admin_inflight_release(struct admin *a, pid_t pid);

@@ -15,6 +15,7 @@
 #include "agenta/platform.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "engine_keep.h"
 #include "engine_start.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
@@ -86,6 +87,11 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     return environment_kill(cfg->pool, key, reason);
 }
 
+int engine_forget_session(const struct engine_config *cfg, const char *key)
+{
+    return cfg->state_dir ? kept_remove(cfg->state_dir, key) : 0;
+}
+
 /* ---- after a turn ------------------------------------------------------------------------- */
 
 /* The history fingerprint the session has after this turn (its tool calls included). */
@@ -132,6 +138,10 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
         reason = TEARDOWN_FAILED_TURN;
     else if (es->client_gone && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
+    /* a turn that ended well: the harness's own session state is kept (engine_keep.h) */
+    if (t->key[0] && res->ok && reason == TEARDOWN_PER_TURN && !awaiting &&
+        next_history_fp(t, res, next_fp))
+        engine_keep_save(t, env, next_fp);
     if (t->key[0] && env->has_slot && res->ok && reason == TEARDOWN_PER_TURN &&
         cfg->session_pool_max > 0 &&
         (awaiting || (policy->mode == LIFECYCLE_WARM && !es->client_gone)))
@@ -358,7 +368,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
 }
 
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
-                     bool *limit, enum teardown_reason why)
+                     bool *limit, enum teardown_reason why, struct engine_keep *keep)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
@@ -380,7 +390,9 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         fail_done(es, res, err, "runner_error");
         return;
     }
+    t->keep = keep;
     r = engine_start_environment(t, es, why, &env, limit, err, sizeof(err), &code);
+    t->keep = NULL;
     if (r < 0) {
         fail_done(es, res, err, code);
         return;
@@ -390,11 +402,13 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
-    event_emit(es, event_environment_ready(env->from_spare));
+    event_emit(es, event_environment_ready_cold(env->from_spare,
+                                                engine_keep_resume_name(keep->resume), keep->note));
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
-    else
-        prompt = transcript_prompt(req, req->nmessages > 1, res->caps.images);
+    else /* a loaded session holds the conversation: only the new message, as when warm */
+        prompt = transcript_prompt(req, req->nmessages > 1 && keep->resume != KEEP_LOAD,
+                                   res->caps.images);
     platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1,
                          prompt, es);
     probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = env->has_slot,
@@ -476,6 +490,8 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     enum teardown_reason why = TEARDOWN_NONE;
     int64_t started = util_now_ms();
     struct observers obs = {.trace = NULL};
+    size_t nmessages = t->req->nmessages; /* before a platform rebuild */
+    struct engine_keep keep;
     struct trace_run *trace;
     char trace_id[33];
     bool limit = false, resume, refused = false;
@@ -519,8 +535,11 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
         evict_lookup(cfg, lk, lk->reason);
     }
     trace_run_environment(trace, "cold");
-    if (rebuild_history(t, es, res) == 0)
-        run_cold(t, es, res, &limit, why);
+    if (rebuild_history(t, es, res) == 0) {
+        engine_keep_plan(t, t->req->nmessages > nmessages, &keep);
+        run_cold(t, es, res, &limit, why, &keep);
+        engine_keep_release(&keep);
+    }
 out:
     free(lk);
     count_outcome(t, es, res, limit, started);

@@ -67,6 +67,12 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
                         enum teardown_reason reason);
 
 /*
+ * Remove the session's kept harness state (session/kept.h): /kill, unless it asks to end the
+ * environment only. 1 when there was one, 0 when not, -errno.
+ */
+int engine_forget_session(const struct engine_config *cfg, const char *key);
+
+/*
  * POST /cancel: stop the session's current turn but keep its environment warm. A running turn
  * is flagged (it sends session/cancel and ends with stopReason cancelled); a turn parked on
  * approvals gets its gates answered "cancelled". -ENOENT when the session is not held here.

@@ -250,7 +250,12 @@ static void reclaimed_one(void *ctx, const char *env_dir, bool keeper)
 /* Reclaim the slots of dead keepers and of workers that died before their keeper started. */
 static void sweep(struct master *m)
 {
+    int r;
+
     (void)admin_reclaim_dead(m->adm, reclaimed_one, m);
+    r = admin_kept_sweep(m->adm);
+    if (r > 0)
+        log_info("removed %d kept harness states (expired or over the total bound)", r);
 }
 
 /*

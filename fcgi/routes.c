@@ -410,6 +410,9 @@ static void handle_kill(const struct route_ctx *rc, struct http_req *h)
         goto out;
     }
     log_info("kill: %s", r > 0 ? "environment destroyed" : "no environment");
+    /* the harness's kept session state goes too, unless only the environment was to end */
+    if (!ref.environment_only && engine_forget_session(&rc->cfg->engine, key) > 0)
+        log_info("kill: kept harness state removed");
     ok_body(h, 200);
 out:
     buf_release(&body);

@@ -17,6 +17,8 @@
  *       removes the socket and exits, so nothing else can ever attach. A spare's pi is told
  *       `new_session` (it re-reads the configuration the runner wrote at the claim) and its
  *       answer awaited. Then relay: our stdin -> pi, pi -> our stdout, pi's stderr -> ours.
+ *       With `--session <file>` (pi-acp's session/load), pi is told `switch_session` to that
+ *       file (a session file the runner restored into the home) and its answer awaited first.
  *       When pi is gone, pi-acp (our parent) is stopped: pi-acp 0.0.24 fails only pending
  *       commands when its pi exits and would wait forever for the end of the prompt; the
  *       runner sees the harness exit and ends the turn. When pi-acp closes our stdin, pi's
@@ -44,6 +46,8 @@
 #define PI_STDIO_SOCK PI_STDIO_DIR "/sock"
 #define READY_ID "runner-spare-ready"
 #define CLAIM_ID "runner-spare-claim"
+#define LOAD_ID "runner-load"
+#define LOAD_TIMEOUT_MS 60000
 #define READY_TIMEOUT_MS 120000
 #define CLAIM_TIMEOUT_MS 20000
 #define LINE_MAX_BYTES (1 << 20)
@@ -144,6 +148,40 @@ static int send_command(int fd, const char *type, const char *id)
     int n = snprintf(cmd, sizeof(cmd), "{\"type\":\"%s\",\"id\":\"%s\"}\n", type, id);
 
     return write_all(fd, cmd, (size_t)n);
+}
+
+/* pi's switch_session to path: the path as a JSON string (it is pi-acp's, from our argv). */
+static int send_switch(int fd, const char *path)
+{
+    size_t cap = strlen(path) * 6 + 128, n;
+    char *cmd = malloc(cap);
+    int r;
+
+    if (!cmd)
+        return -ENOMEM;
+    n = (size_t)snprintf(cmd, cap,
+                         "{\"type\":\"switch_session\",\"id\":\"" LOAD_ID "\",\"sessionPath\":\"");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            n += (size_t)snprintf(cmd + n, cap - n, "\\%c", *p);
+        else if (*p < 0x20)
+            n += (size_t)snprintf(cmd + n, cap - n, "\\u%04x", *p);
+        else
+            cmd[n++] = (char)*p;
+    }
+    n += (size_t)snprintf(cmd + n, cap - n, "\"}\n");
+    r = write_all(fd, cmd, n);
+    free(cmd);
+    return r;
+}
+
+/* pi-acp's `pi --mode rpc ... --session <file>`: the file, or NULL. */
+static const char *session_arg(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--session") == 0)
+            return argv[i + 1];
+    return NULL;
 }
 
 static int listen_socket(void)
@@ -342,7 +380,7 @@ static int pump(int from, int to, char *buf)
     return write_all(to, buf, (size_t)n) < 0 ? PUMP_WRITE_ERR : PUMP_OK;
 }
 
-static int attach(void)
+static int attach(const char *session)
 {
     struct pollfd p[3];
     char mode = 0, *buf = malloc(RELAY_BUF);
@@ -364,6 +402,15 @@ static int attach(void)
         if (r < 0) {
             fprintf(stderr, "spare: pi did not take the session's configuration (%s)\n",
                     strerror(-r));
+            return 1;
+        }
+    }
+    if (session) {
+        r = send_switch(io, session);
+        if (r == 0)
+            r = await_answer(io, LOAD_ID, LOAD_TIMEOUT_MS);
+        if (r < 0) {
+            fprintf(stderr, "pi did not load the session (%s)\n", strerror(-r));
             return 1;
         }
     }
@@ -411,5 +458,5 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && strcmp(argv[1], "start") == 0)
         return start(argc - 2, argv + 2);
-    return attach();
+    return attach(session_arg(argc, argv));
 }

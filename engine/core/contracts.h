@@ -480,8 +480,18 @@ struct spare_settings {
     uint32_t count[HARNESS_COUNT]; /* 0: none */
 };
 
+/*
+ * A session's harness state kept outside its environment (session/kept.h;
+ * AGENT_RUNNER_SESSION_STATE_*): the bounds of the store under <state_dir>/kept.
+ */
+struct kept_config {
+    uint64_t max_bytes;   /* one session's state at most (0: nothing is kept) */
+    uint64_t total_bytes; /* every session's state together at most */
+    uint64_t ttl_ms;      /* a state neither saved nor loaded for this long is removed */
+};
+
 struct engine_config {
-    const char *state_dir;      /* envs/ lives here */
+    const char *state_dir;      /* envs/ and kept/ live here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
     const char *scripted_agent; /* test agent binary or NULL */
     const char *keeper_bin;     /* agent-runner-keeper */
@@ -510,6 +520,7 @@ struct engine_config {
     const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
+    struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };
 
 #endif

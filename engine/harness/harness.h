@@ -57,6 +57,22 @@ struct sandbox_plan {
     json_object *session_mcp;
 };
 
+/*
+ * Where a harness keeps its own session state under the sandbox home, kept between
+ * environments (session/kept.h; README "Sessions"): the folders whose files hold its
+ * conversations and the ending of those files' names. Nothing else of the home is ever kept:
+ * not its configuration and never a login or a key (pi's auth.json, models.json and key file,
+ * codex's auth.json, claude's .credentials.json lie outside these folders); the engine also
+ * refuses to keep any file that holds one of the run's credentials.
+ */
+struct harness_keep {
+    const char *dirs[4]; /* relative to SANDBOX_HOME, NULL-terminated */
+    const char *suffix;  /* only files whose names end so */
+    /* the harness writes its log behind the turn (a timer, a writer task): how long after the
+     * prompt's answer the files are complete */
+    unsigned settle_ms;
+};
+
 struct harness_ops {
     enum harness_kind kind;
     const char *name;
@@ -67,6 +83,9 @@ struct harness_ops {
                 struct sandbox_plan *plan, char *err, size_t errlen);
     /* true for harness chatter sent as assistant text that is not the model's (may be NULL) */
     bool (*is_noise)(const char *text);
+    /* its session state to keep, for harnesses whose pinned version answers session/load from
+     * it (NULL: a cold start always replays the conversation as text) */
+    const struct harness_keep *keep;
 };
 
 /* The registry: the harness of a kind (NULL for an unknown kind). */

@@ -379,9 +379,15 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     return 0;
 }
 
+/* pi's session files: <agent dir>/sessions/--<cwd>--/<time>_<id>.jsonl; pi-acp's session/load
+ * finds the file by the id in its header line (the map pi-acp keeps beside it is not needed) */
+static const struct harness_keep pi_keep = {.dirs = {".pi/agent/sessions", NULL},
+                                            .suffix = ".jsonl"};
+
 const struct harness_ops harness_pi = {
     .kind = HARNESS_PI,
     .name = "pi",
     .installed = pi_installed,
     .plan = pi_plan,
+    .keep = &pi_keep,
 };

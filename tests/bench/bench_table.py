@@ -4,6 +4,7 @@ and BENCHMARKS.md around them. Pure: everything here formats what run.py measure
 import statistics
 
 import bench_cluster
+import bench_load
 import bench_tools
 
 MiB = 1024 * 1024
@@ -108,6 +109,11 @@ def build_rows(r):
     elif "cluster" in r["parts"]:
         rows.append(("9. several hosts", "not run", "+<= 1 ms forwarded",
                      r.get("cluster_why", ""), ""))
+    if "load" in r:
+        rows.extend(bench_load.rows(r["load"], fmt_ms))
+    elif "load" in r["parts"]:
+        rows.append(("10. cold turn of a 20-turn pi conversation, load vs replay", "not run",
+                     "—", r.get("load_why", ""), ""))
     return rows
 
 

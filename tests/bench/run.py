@@ -27,12 +27,15 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   9. several hosts (tests/bench/bench_cluster.py): two members and a redis-server, a warm turn
      forwarded to its owner vs sent to the owner (p50), and turns/s of 64 sessions through a
      round-robin nginx in front of two members vs one
+ 10. a cold turn of a 20-turn pi conversation (tests/bench/bench_load.py): pi's kept session
+     loaded (session/load) vs the conversation replayed as text: first message_delta and the
+     first model request's prompt tokens as the fake model counts them
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9), load (10); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -58,6 +61,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import bench_cluster  # noqa: E402
+import bench_load  # noqa: E402
 import bench_tools  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
@@ -67,7 +71,8 @@ from turns import pi_request  # noqa: E402
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
-PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster",
+         "load")
 
 
 def use_bin(path):
@@ -666,6 +671,15 @@ def measure(args, r):
             r["rss"] = mem
         if "tools" in parts:
             r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
+        if "load" in parts and have_pi:
+            log("running a 20-turn pi conversation's cold turn: loaded vs replayed")
+            try:
+                r["load"] = bench_load.measure(st, model, q, log)
+            except (RuntimeError, OSError) as e:
+                r["load_why"] = f"the load runs failed: {e}"
+                log(r["load_why"])
+        elif "load" in parts:
+            r["load_why"] = "harness pi_core is not installed here: `make harnesses`"
         codex = "codex" in (health or {}).get("harnesses", [])
         if dt and codex:
             log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")

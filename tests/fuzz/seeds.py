@@ -404,7 +404,34 @@ def keeper_channel_seeds():
         + ["D"]))
 
 
+def kept_seeds():
+    # a whole kept harness state (engine/session/kept.h), and damaged ones
+    import hashlib
+
+    def kept(meta, files):
+        body = j(dict(meta, files=len(files))).encode() + b"\n"
+        for path, data in files:
+            body += j({"path": path, "size": len(data)}).encode() + b"\n" + data + b"\n"
+        return (b"agent-runner-kept 1 " + hashlib.sha256(body).hexdigest().encode() + b"\n"
+                + body)
+
+    fp = "ab" * 32
+    meta = {"harness": "pi", "acpSession": "019a-sess", "configFp": fp, "historyFp": fp,
+            "userFp": fp, "savedMs": 1796145947815}
+    log = b'{"type":"session","id":"019a-sess","cwd":"/workspace"}\n{"type":"message"}\n'
+    good = kept(meta, [(".pi/agent/sessions/--workspace--/a_019a.jsonl", log),
+                       ("b/\u00e9.jsonl".encode().decode("unicode_escape"), b"\x00\n\xff")])
+    write("kept", "pi", good)
+    write("kept", "claude-empty", kept(dict(meta, harness="claude"), []))
+    write("kept", "truncated", good[:len(good) // 2])
+    write("kept", "altered", good[:-5] + b"X" + good[-4:])
+    write("kept", "bad-path", kept(meta, [("../escape.jsonl", b"x")]))
+    write("kept", "size-past-end", kept(meta, [("a.jsonl", b"x")]).replace(b'"size":1', b'"size":9'))
+    write("kept", "bad-meta", kept({"harness": 7}, []))
+
+
 def main():
+    kept_seeds()
     keeper_channel_seeds()
     request_seeds()
     acp_seeds()

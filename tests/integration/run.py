@@ -39,6 +39,8 @@ SMOKE = [
     # session and environment: a warm follow-up on the same agent process, the kill route
     "test_warm.py::test_scripted_follow_up_reuses_the_same_agent_process",
     "test_warm.py::test_kill_route_destroys_a_session",
+    # kept harness state: pi's own session loaded by a cold turn after its environment ended
+    "test_session_load.py::test_pi_cold_turn_two_loads_its_own_session",
     # keepers and the master: a killed worker, a killed keeper
     "test_lifecycle.py::test_a_dead_worker_is_respawned",
     "test_lifecycle.py::test_a_killed_keeper_ends_the_turn_and_frees_everything",

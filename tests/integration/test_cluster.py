@@ -359,9 +359,13 @@ def test_a_daytona_session_whose_owner_died_is_resumed_on_the_same_sandbox(ctx):
     kill_master_and_workers(c)
     follow = dict(req, messages=req["messages"] + [
         {"role": "assistant", "content": res1["output"]}, {"role": "user", "content": "again"}])
-    res2, _ = turn_raw(A(cl), follow)
+    res2, evs2 = turn_raw(A(cl), follow)
     assert res2["ok"] is True, res2
     assert owner_of(cl, key) is A(cl)
+    # kept harness state is per host: the new owner replays the conversation as text
+    ready = next(e["data"] for e in evs2
+                 if (e.get("data") or {}).get("phase") == "environment_ready")
+    assert ready["resume"] == "replay", ready
     calls = [c_["route"] for c_ in D.calls(since)]
     assert "POST /api/sandbox" not in calls, calls  # resumed, not created
     assert metric(A(cl), 'agent_runner_sandbox_leases_total{outcome="resumed",reason="none"}') >= 1

@@ -23,8 +23,8 @@ sys.path.insert(0, HERE)
 
 import fake_daytona_ctl  # noqa: E402
 from stack import wait_for  # noqa: E402
-from turns import (events_of, harness_request, ids, model_requests, pi_request,  # noqa: E402
-                   result_of, run)
+from turns import (events_of, harness_request, ids, model_requests,  # noqa: E402
+                   model_requests_with, pi_request, result_of, run)
 
 API_KEY = "fake-daytona-key-" + uuid.uuid4().hex
 D = fake_daytona_ctl.FakeDaytona(api_key=API_KEY)
@@ -199,11 +199,17 @@ def test_the_idle_window_stops_the_sandbox_and_the_next_turn_resumes_it(ctx):
     since2 = last_seq()
     resumed_before = metric(ctx, 'agent_runner_sandbox_leases_total{outcome="resumed",'
                                  'reason="none"}')
-    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    again = f"Again {uuid.uuid4().hex[:6]}"
+    res2, evs2 = run(ctx, follow_up(req, res, again))
     assert res2["ok"] is True and res2["output"].endswith(REPLY), res2
     assert not calls_since(since2, CREATE)
     assert len(calls_since(since2, START)) == 1
     assert not calls_since(since2, UPLOAD), calls_since(since2, UPLOAD)
+    # the sandbox's disk kept codex's own session: it is loaded, not replayed as text
+    ready = next(e["data"] for e in evs2 if e.get("data", {}).get("phase") == "environment_ready")
+    assert ready["resume"] == "load", ready
+    body = json.dumps(model_requests_with(ctx, again)[0]["body"])
+    assert "Conversation so far" not in body and "Say hello" in body, body[:2000]
     assert D.get(sbid)["state"] == "started"
     assert metric(ctx, 'agent_runner_sandbox_leases_total{outcome="resumed",reason="none"}') == \
         resumed_before + 1

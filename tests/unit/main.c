@@ -140,6 +140,7 @@ static CU_SuiteInfo suites[] = {
     {"cluster", NULL, NULL, NULL, NULL, cluster_tests},
     {"spare", NULL, NULL, NULL, NULL, spare_tests},
     {"identity", NULL, NULL, NULL, NULL, identity_tests},
+    {"kept", NULL, NULL, NULL, NULL, kept_tests},
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},

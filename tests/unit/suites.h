@@ -30,6 +30,7 @@ extern CU_TestInfo run_limits_tests[];
 extern CU_TestInfo pool_tests[];
 extern CU_TestInfo spare_tests[];
 extern CU_TestInfo identity_tests[];
+extern CU_TestInfo kept_tests[];
 extern CU_TestInfo policy_tests[];
 extern CU_TestInfo env_setup_tests[];
 extern CU_TestInfo transcript_tests[];
