@@ -442,7 +442,8 @@ static int tidy(const char *dir, uint64_t total, int64_t ttl_cut_ns, int64_t now
             v = g;
             cap = cap ? cap * 2 : 64;
         }
-        snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+        memcpy(v[n].name, de->d_name, HEX_LEN); /* state_name: exactly HEX_LEN */
+        v[n].name[HEX_LEN] = '\0';
         v[n].mtime_ns = mt;
         v[n].size = (uint64_t)st.st_size;
         sum += v[n].size;
