@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "sandbox/uid.h"
 #include "session/pool.h"
 #include "telemetry/metrics.h"
+#include "turn/journal_sweep.h"
 
 /* a rebuilt table's old keepers were told to stop: their remote sandboxes go first */
 #define SANDBOX_SWEEP_GRACE_MS 5000
@@ -290,6 +292,72 @@ static bool env_in_use(const char *id, void *ctx)
 int admin_sweep_envs(const struct admin *a)
 {
     return sandbox_host_sweep(&a->host, env_in_use, (void *)a);
+}
+
+static int turns_dir(const char *state_dir, char *out, size_t outlen)
+{
+    if (!state_dir || snprintf(out, outlen, "%s/turns", state_dir) >= (int)outlen)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+int admin_turns_sweep(const struct admin *a)
+{
+    struct journal_sweep_stats st;
+    char root[PATH_MAX];
+    int r = turns_dir(a->cfg->state_dir, root, sizeof(root));
+
+    if (r == 0)
+        r = journal_sweep_run(root, &a->cfg->turns, util_wall_ms(), &st);
+    if (r < 0)
+        return r;
+    return (int)(st.expired + st.abandoned + st.evicted);
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const struct journal_entry *x = a, *y = b;
+
+    return (x->meta.created_ms < y->meta.created_ms) - (x->meta.created_ms > y->meta.created_ms);
+}
+
+json_object *admin_turns_json(const char *state_dir)
+{
+    json_object *doc = json_object_new_object(), *list = json_object_new_array();
+    struct journal_entry *v = NULL;
+    char root[PATH_MAX];
+    int64_t now = util_wall_ms();
+    size_t n = 0;
+
+    if (!doc || !list) {
+        json_object_put(doc);
+        json_object_put(list);
+        return NULL;
+    }
+    json_object_object_add(doc, "turns", list);
+    if (turns_dir(state_dir, root, sizeof(root)) < 0 || journal_sweep_list(root, &v, &n) < 0)
+        return doc;
+    qsort(v, n, sizeof(*v), newest_first);
+    for (size_t i = 0; i < n; i++) {
+        const struct journal_entry *e = &v[i];
+        json_object *o = json_object_new_object();
+        const char *state = e->meta.state == JOURNAL_DONE ? "done"
+                            : e->writer_alive             ? "running"
+                                                          : "orphaned";
+
+        json_object_object_add(o, "turnId", json_object_new_string(e->meta.turn_id));
+        json_object_object_add(o, "projectId", json_object_new_string(e->meta.project_id));
+        json_object_object_add(o, "sessionKey", json_object_new_string(e->meta.session_key));
+        json_object_object_add(o, "seq", json_object_new_int64((int64_t)e->last_seq));
+        json_object_object_add(o, "ageMs", json_object_new_int64(now - e->meta.created_ms));
+        json_object_object_add(o, "state", json_object_new_string(state));
+        json_object_object_add(o, "detached", json_object_new_boolean(e->meta.detached));
+        json_object_object_add(o, "pid", json_object_new_int(e->meta.pid));
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)e->bytes));
+        json_object_array_add(list, o);
+    }
+    free(v);
+    return doc;
 }
 
 void admin_inflight_release(struct admin *a, pid_t pid)

@@ -37,6 +37,7 @@
 
 struct engine_turn;  /* a prepared turn (opaque) */
 struct event_stream; /* turn/events.h */
+struct event_sink;   /* turn/events.h */
 
 /* A session key ("<projectId>:<sessionId>"), NUL included, fits this many bytes. */
 #define ENGINE_KEY_MAX 272
@@ -75,6 +76,27 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
 int engine_cancel_session(const struct engine_config *cfg, const char *key,
                           const char *target_turn);
 
+/* ---- a streamed turn's records after its connection (engine_turns.h) --------------------- */
+
+struct engine_follow; /* a reader of one turn's journal (opaque) */
+
+/*
+ * GET /turns/{turnId}/events?after=N: open the journal of the turn turn_id of project_id
+ * (NULL or "": a turn that had none) for its records with seq > after. -ENOENT when there is
+ * no such turn here (unknown, expired, another project's), -ERANGE when the journal no longer
+ * holds seq after + 1 (*ret_oldest: the oldest it holds).
+ */
+int engine_follow_open(const struct engine_config *cfg, const char *turn_id, const char *project_id,
+                       uint64_t after, struct engine_follow **ret, uint64_t *ret_oldest);
+/*
+ * Write the records to sink (each one NDJSON line, flushed), then follow the live turn until
+ * its result record. When the turn's worker died, this worker carries the turn on (the keeper
+ * holds the harness; engine_turns.h). Returns at the result, when the sink's client went away,
+ * or when the reader fell behind the journal's bound (the stream then ends without a result).
+ */
+void engine_follow_run(struct engine_follow *f, const struct event_sink *sink);
+void engine_follow_free(struct engine_follow *f);
+
 /* The name of a harness as the logs and agent-runner-ctl show it ("unknown" for none). */
 const char *engine_harness_name(enum harness_kind kind);
 
@@ -82,7 +104,8 @@ const char *engine_harness_name(enum harness_kind kind);
 
 /*
  * Once per worker process, before its first run (platform mode: the shared folder of the
- * "records incomplete" marks). -ENAMETOOLONG when the state folder is too long for it.
+ * "records incomplete" marks; the scan that carries on turns whose worker died, once a few
+ * seconds, engine_turns.h). -ENAMETOOLONG when the state folder is too long for it.
  */
 int engine_worker_start(const struct engine_config *cfg);
 /* At worker shutdown: wait until deadline_ms (monotonic) for queued platform calls; -ETIMEDOUT. */

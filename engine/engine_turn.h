@@ -38,6 +38,7 @@ struct engine_turn {
     bool tools_file;                /* the sandbox's tool list is in the plan */
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
     bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
+    bool adopted;  /* carried on from a dead worker (engine_turns.h): runs as if detached */
 };
 
 #endif

@@ -5,9 +5,12 @@
  *   agent-runner-ctl [--instance NAME] stats [--json]      counters and table occupancy
  *   agent-runner-ctl [--instance NAME] kill <key>          destroy a session's environment
  *   agent-runner-ctl [--instance NAME] check               slot table consistency check
+ *   agent-runner-ctl [--state-dir DIR] turns [--json]      running and journaled turns
  *
  * `sessions` and `stats` map the segment read-only and never take its lock (a slot is copied
- * until two reads agree). `kill` and `check` map it read-write and take the lock.
+ * until two reads agree). `kill` and `check` map it read-write and take the lock. `turns` reads
+ * the turn journals under DIR/turns (DIR: --state-dir, else AGENT_RUNNER_STATE_DIR, else
+ * /var/lib/agent-runner) and never writes them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,7 +26,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: agent-runner-ctl [--instance NAME] sessions [--json]\n"
                "       agent-runner-ctl [--instance NAME] stats [--json]\n"
                "       agent-runner-ctl [--instance NAME] kill <projectId:sessionId>\n"
-               "       agent-runner-ctl [--instance NAME] check\n");
+               "       agent-runner-ctl [--instance NAME] check\n"
+               "       agent-runner-ctl [--state-dir DIR] turns [--json]\n");
 }
 
 static int cmd_sessions(const struct pool *p, bool json)
@@ -63,6 +67,35 @@ static int cmd_sessions(const struct pool *p, bool json)
             printf("  %-40s %-22s %lldms ago\n", jsonx_str(o, "key"), jsonx_str(o, "reason"),
                    (long long)json_object_get_int64(jsonx_get(o, "agoMs")));
         }
+    }
+    json_object_put(doc);
+    return 0;
+}
+
+static int cmd_turns(const char *state_dir, bool json)
+{
+    json_object *doc = admin_turns_json(state_dir), *list;
+
+    if (!doc) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    list = jsonx_get(doc, "turns");
+    if (json) {
+        printf("%s\n", jsonx_text(doc, NULL));
+        json_object_put(doc);
+        return 0;
+    }
+    printf("%-38s %-30s %7s %8s %-9s %s\n", "TURN", "SESSION", "SEQ", "AGE", "STATE", "DETACHED");
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *o = json_object_array_get_idx(list, i);
+        const char *key = jsonx_str(o, "sessionKey");
+
+        printf("%-38s %-30s %7lld %7llds %-9s %s\n", jsonx_str(o, "turnId"),
+               key && key[0] ? key : "-", (long long)json_object_get_int64(jsonx_get(o, "seq")),
+               (long long)(json_object_get_int64(jsonx_get(o, "ageMs")) / 1000),
+               jsonx_str(o, "state"),
+               json_object_get_boolean(jsonx_get(o, "detached")) ? "yes" : "no");
     }
     json_object_put(doc);
     return 0;
@@ -122,20 +155,25 @@ static int cmd_check(struct pool *p)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"instance", required_argument, NULL, 'i'},
+                                         {"state-dir", required_argument, NULL, 's'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *instance = getenv("AGENT_RUNNER_INSTANCE");
+    const char *state_dir = getenv("AGENT_RUNNER_STATE_DIR");
     bool json = false, rw;
     struct pool *p = NULL;
     char name[96];
     const char *cmd;
     int c, r;
 
-    while ((c = getopt_long(argc, argv, "i:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:s:jh", opts, NULL)) != -1) {
         switch (c) {
         case 'i':
             instance = optarg;
+            break;
+        case 's':
+            state_dir = optarg;
             break;
         case 'j':
             json = true;
@@ -153,6 +191,8 @@ int main(int argc, char **argv)
         return 2;
     }
     cmd = argv[optind];
+    if (strcmp(cmd, "turns") == 0) /* the journals: files, no session table */
+        return cmd_turns(state_dir && state_dir[0] ? state_dir : "/var/lib/agent-runner", json);
     if (!instance || !instance[0])
         instance = "default";
     rw = strcmp(cmd, "kill") == 0 || strcmp(cmd, "check") == 0;

@@ -245,10 +245,18 @@ static void reclaimed_one(void *ctx, const char *env_dir, bool keeper)
     reclaim_env(ctx, env_dir);
 }
 
-/* Reclaim the slots of dead keepers and of workers that died before their keeper started. */
+/*
+ * Reclaim the slots of dead keepers and of workers that died before their keeper started; sweep
+ * the turn journals.
+ */
 static void sweep(struct master *m)
 {
+    int n;
+
     (void)admin_reclaim_dead(m->adm, reclaimed_one, m);
+    n = admin_turns_sweep(m->adm); /* expired and abandoned turn journals, the total's cap */
+    if (n > 0)
+        log_debug("removed %d turn journals", n);
 }
 
 /*

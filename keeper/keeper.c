@@ -183,7 +183,9 @@ int keeper_main(int argc, char **argv)
     k.proc.on_egress = egress_report_event;
     k.proc.ctx = &k.egress;
     r = keeper_channel_open(&k.channel, k.env_dir, k.spec.channel_token,
-                            &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
+                            &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out,
+                                                            &k.turn.held, keeper_turn_keep_tool,
+                                                            &k},
                             err, sizeof(err));
     if (r == 0)
         r = start_sandbox(&k, err, sizeof(err));

@@ -302,6 +302,8 @@ static void loop_start(struct turn_loop *L)
 
     if (L->opt->resume_prompt_id > 0) {
         loop_resume(L);
+    } else if (L->opt->adopt_prompt_id > 0) {
+        L->prompt_id = L->opt->adopt_prompt_id;
     } else {
         params = json_object_new_object();
         json_object_object_add(params, "sessionId", json_object_new_string(L->te->acp_session));
@@ -333,11 +335,17 @@ static void loop_check_cancel(struct turn_loop *L, int64_t now)
     log_debug("cancelling the turn");
 }
 
-/* The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll. */
+/*
+ * The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll, the
+ * stream's next keepalive.
+ */
 static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
 {
     int64_t deadline = run_limits_deadline(&L->limits);
+    int64_t keepalive = event_stream_keepalive_at(L->es);
 
+    if (keepalive && (!deadline || keepalive < deadline))
+        deadline = keepalive;
     if (L->quiet_until && (!deadline || L->quiet_until < deadline))
         deadline = L->quiet_until;
     if (L->cancelling && (!deadline || L->cancel_deadline < deadline))
@@ -350,8 +358,11 @@ static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
 /* Nothing arrived before the deadline: which one passed? */
 static void on_deadline(struct turn_loop *L, int64_t now)
 {
+    int64_t keepalive = event_stream_keepalive_at(L->es);
     int r;
 
+    if (keepalive && now >= keepalive)
+        event_stream_keepalive(L->es); /* a silent stream: proxies and clients keep it */
     if (L->cancelling && now >= L->cancel_deadline) {
         loop_fail(L, LOOP_FAIL, AR_E_TIMEOUT, "the harness did not stop within %dms of the cancel",
                   CANCEL_GRACE_MS);

@@ -45,9 +45,10 @@ static void fx_init(struct fixture *f, bool attached)
     buf_init(&f->out, 1 << 20);
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
-        keeper_channel_open(&f->kc, f->dir, TOKEN,
-                            &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->out}, err,
-                            sizeof(err)),
+        keeper_channel_open(
+            &f->kc, f->dir, TOKEN,
+            &(struct keeper_channel_worker){.fd = &f->worker_fd, .gone = &f->gone, .out = &f->out},
+            err, sizeof(err)),
         0);
 }
 
@@ -478,14 +479,16 @@ static void test_keeper_channel_open_refuses_a_bad_token(void)
 
     buf_init(&out, 1024);
     keeper_channel_init(&kc);
-    CU_ASSERT_EQUAL(keeper_channel_open(&kc, "/tmp", NULL,
-                                        &(struct keeper_channel_worker){&wfd, &gone, &out}, err,
-                                        sizeof(err)),
-                    -EINVAL);
-    CU_ASSERT_EQUAL(keeper_channel_open(&kc, "/tmp", "short",
-                                        &(struct keeper_channel_worker){&wfd, &gone, &out}, err,
-                                        sizeof(err)),
-                    -EINVAL);
+    CU_ASSERT_EQUAL(
+        keeper_channel_open(&kc, "/tmp", NULL,
+                            &(struct keeper_channel_worker){.fd = &wfd, .gone = &gone, .out = &out},
+                            err, sizeof(err)),
+        -EINVAL);
+    CU_ASSERT_EQUAL(
+        keeper_channel_open(&kc, "/tmp", "short",
+                            &(struct keeper_channel_worker){.fd = &wfd, .gone = &gone, .out = &out},
+                            err, sizeof(err)),
+        -EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "token"));
     CU_ASSERT_EQUAL(kc.listen_fd, -1);
     buf_release(&out);

@@ -1,0 +1,45 @@
+/*
+ * journal_sweep — what the master and agent-runner-ctl do with all the journals under a root
+ * (journal.h): list them (agent-runner-ctl turns), and the master's sweep once a second that
+ * removes expired and abandoned ones and keeps their total under its cap.
+ */
+#ifndef AR_JOURNAL_SWEEP_H
+#define AR_JOURNAL_SWEEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/contracts.h"
+#include "turn/journal.h"
+
+/* One journal as agent-runner-ctl lists it. */
+struct journal_entry {
+    char name[JOURNAL_NAME_LEN + 1];
+    struct journal_meta meta;
+    uint64_t last_seq;
+    uint64_t bytes;
+    bool writer_alive;
+    int64_t changed_ms; /* wall clock of the last write */
+};
+
+/* Every journal under root: a new array (free it) and its length. */
+int journal_sweep_list(const char *root, struct journal_entry **ret, size_t *ret_n);
+
+/* What a sweep removed. */
+struct journal_sweep_stats {
+    uint32_t expired;   /* finished longer than keep_ms ago */
+    uint32_t abandoned; /* no writer and no write for keep_ms */
+    uint32_t evicted;   /* finished ones removed, oldest first, to fit total_bytes */
+    uint64_t bytes;     /* what is left */
+};
+
+/*
+ * The master's sweep (once a second): remove expired and abandoned journals, then the oldest
+ * finished ones while all of them together hold more than total_bytes. A running turn's
+ * journal is never removed for space (its own cap bounds it).
+ */
+int journal_sweep_run(const char *root, const struct turn_settings *ts, int64_t now_wall_ms,
+                      struct journal_sweep_stats *ret);
+
+#endif
