@@ -216,6 +216,8 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
     if (r == 0)
         r = environment_turn_adopt(env, m->turn_id, &payload, err, sizeof(err));
     if (r < 0) {
+        log_info("turn '%s' cannot be adopted: %s", m->turn_id,
+                 env ? err : r == -ESTALE ? "its slot changed hands" : ar_strerror(r));
         if (env) {
             environment_destroy(env, TEARDOWN_FAILED_TURN);
             environment_free(env);

@@ -186,6 +186,7 @@ int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
 
 int journal_finish(struct journal *j)
 {
+    j->meta.pid = util_self_pid();
     j->meta.state = JOURNAL_DONE;
     j->meta.finished_ms = util_wall_ms();
     return journal_files_meta_write(j->dirfd, &j->meta);
@@ -502,8 +503,7 @@ int journal_take_over(struct journal_reader *r, const struct turn_settings *ts,
     k = last_record(j, j->seg_fd, &size);
     if (k < 0)
         goto fail;
-    j->seg_bytes = size;
-    j->meta.pid = util_self_pid();
+    j->seg_bytes = size; /* meta.pid stays the dead writer's until this one writes the meta */
     /* the reader goes on after the last whole record */
     if (r->seg != j->seg) {
         close(r->seg_fd);

@@ -49,7 +49,7 @@ struct journal_meta {
     char turn_id[JOURNAL_ID_MAX];
     char project_id[JOURNAL_ID_MAX];
     char session_key[JOURNAL_KEY_MAX];
-    int32_t pid;        /* the process that wrote it last */
+    int32_t pid;        /* the process that wrote the meta last (after a take-over: the dead one) */
     int64_t created_ms; /* wall clock */
     int64_t finished_ms;
     bool detached;

@@ -88,3 +88,92 @@ def test_records_are_numbered_and_name_the_turn(ctx):
     assert again == recs[2:], (again, recs)
     status, _, whole = reattach(ctx, tid)
     assert status == 200 and whole == recs
+
+
+def ctl_turns(ctx):
+    out = ctx.stack.ctl("--state-dir", ctx.stack.state, "turns", "--json")
+    return json.loads(out.stdout)["turns"]
+
+
+def turn_entry(ctx, tid):
+    for t in ctl_turns(ctx):
+        if t["turnId"] == tid:
+            return t
+    return None
+
+
+def read_until_cut(resp, until=None):
+    """Records until the stream ends; a connection cut mid-chunk ends it too."""
+    out = []
+    try:
+        out = read_records(resp, until)
+    except Exception:  # noqa: BLE001 - http.client's IncompleteRead and friends: the cut
+        pass
+    return out
+
+
+def deltas(recs):
+    return "".join(r["event"].get("delta", "") for r in recs
+                   if r["kind"] == "event" and r["event"]["type"] == "message_delta")
+
+
+def check_whole(recs):
+    """Every seq once, in order, from 1; exactly one result, and it is last."""
+    assert seqs(recs) == list(range(1, len(recs) + 1)), seqs(recs)
+    kinds = [r["kind"] for r in recs]
+    assert kinds.count("result") == 1 and kinds[-1] == "result", kinds
+
+
+def kill_writer_mid_turn(ctx, req, tid, after_deltas, on_kill=None):
+    """Stream req; once after_deltas message deltas arrived, SIGKILL the worker writing the turn
+    (the journal's pid), read what is left of the cut stream, reattach with the last seq.
+    Returns (records before the kill, records of the reattach)."""
+    c, r = ctx.stack.open_stream(req)
+    assert r.status == 200
+    got = read_until_cut(r, until=lambda recs: deltas(recs).count("|") >= after_deltas)
+    entry = wait_for(lambda: turn_entry(ctx, tid), what="the turn's journal")
+    assert entry["state"] == "running", entry
+    if on_kill:
+        on_kill()
+    os.kill(entry["pid"], signal.SIGKILL)
+    got += read_until_cut(r)
+    c.close()
+    assert not any(x["kind"] == "result" for x in got), "the cut stream had a result"
+    status, _, more = reattach(ctx, tid, after=got[-1]["seq"], project=req.get("projectId"))
+    assert status == 200, more
+    return got, more
+
+
+def test_scripted_turn_goes_on_when_its_worker_is_killed(ctx):
+    p, s = ids()
+    tid = new_turn_id()
+    steps = []
+    for k in range(10):
+        steps += [{"chunk": f"|part{k}"}, {"sleep": 150}]
+    req = scripted_request(script(steps), turnId=tid, projectId=p, sessionId=s)
+    before = {}
+
+    def note_session():
+        before.update(ctx.stack.session(f"{p}:{s}"))
+
+    got, more = kill_writer_mid_turn(ctx, req, tid, 3, on_kill=note_session)
+    whole = got + more
+    check_whole(whole)
+    text = deltas(whole)
+    assert text == "".join(f"|part{k}" for k in range(10)), text
+    res = whole[-1]["result"]
+    assert res["ok"] is True and res["output"] == text, res
+    # the same keeper and agent process finished it, and the session stays warm
+    after = wait_for(lambda: ctx.stack.session(f"{p}:{s}"), what="the session")
+    assert (after["keeperPid"], after["sandboxPid"]) == (before["keeperPid"],
+                                                        before["sandboxPid"]), (before, after)
+    wait_for(lambda: ctx.stack.session(f"{p}:{s}")["state"] == "idle", what="parked idle")
+    # the journal says done
+    wait_for(lambda: (turn_entry(ctx, tid) or {}).get("state") == "done", what="journal done")
+    # and the next turn is a warm follow-up on that process
+    req["messages"] += [{"role": "assistant", "content": text}, {"role": "user", "content": "next"}]
+    req["turnId"] = new_turn_id()
+    status, recs = ctx.stack.stream(req)
+    assert result_of(recs)["output"] == "echo[2]: next", result_of(recs)
+    assert ctx.stack.session(f"{p}:{s}")["keeperPid"] == before["keeperPid"]
+    ctx.stack.ctl("kill", f"{p}:{s}")
