@@ -12,7 +12,7 @@ import uuid
 
 import stack
 from stack import wait_for
-from turns import events_of, ids, pi_request, result_of, script, scripted_request
+from turns import events_of, ids, model_requests, pi_request, result_of, script, scripted_request
 
 STACK = {"workers": 2, "threads": 8,
          "env": {"AGENT_RUNNER_STREAM_KEEPALIVE_MS": "10000"}}
@@ -177,3 +177,59 @@ def test_scripted_turn_goes_on_when_its_worker_is_killed(ctx):
     assert result_of(recs)["output"] == "echo[2]: next", result_of(recs)
     assert ctx.stack.session(f"{p}:{s}")["keeperPid"] == before["keeperPid"]
     ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+def test_pi_turn_goes_on_when_its_worker_is_killed(ctx):
+    """kill -9 of the worker in the middle of a pi turn whose model streams slowly: the client
+    reattaches with its last seq and gets the rest; the same pi finishes the answer."""
+    p, s = ids()
+    tid = new_turn_id()
+    name = "slow-" + uuid.uuid4().hex[:8]
+    answer = " ".join(f"|w{k}" for k in range(24))
+    ctx.model.script(name, [{"text": answer, "delay": 0.12}])
+    req = pi_request(ctx.model, f"talk slowly [[script:{name}]]", turnId=tid, projectId=p,
+                     sessionId=s)
+    before = {}
+    got, more = kill_writer_mid_turn(
+        ctx, req, tid, 3, on_kill=lambda: before.update(ctx.stack.session(f"{p}:{s}")))
+    whole = got + more
+    check_whole(whole)
+    text = deltas(whole)
+    assert text == answer, (text, answer)
+    res = whole[-1]["result"]
+    assert res["ok"] is True and res["output"] == answer, res
+    assert len(model_requests(ctx, name)) == 1, "the model was asked twice"
+    after = wait_for(lambda: ctx.stack.session(f"{p}:{s}"), what="the session")
+    assert (after["keeperPid"], after["sandboxPid"]) == (before["keeperPid"],
+                                                        before["sandboxPid"]), (before, after)
+    ctx.stack.ctl("kill", f"{p}:{s}")
+
+
+def test_twenty_kills_at_random_points_lose_no_turn(ctx):
+    """A scripted turn per round, its worker killed after a random number of deltas plus a
+    random moment; half of them session turns, half per-turn. Every turn comes back whole."""
+    rng = random.Random(int(os.environ.get("TURNS_SEED", "2401")))
+    lost = []
+    for n in range(20):
+        tid = new_turn_id()
+        steps = []
+        for k in range(8):
+            steps += [{"chunk": f"|r{n}c{k}"}, {"sleep": rng.choice((20, 60, 120))}]
+        extra = {"turnId": tid}
+        if n % 2:
+            extra.update(zip(("projectId", "sessionId"), ids()))
+        req = scripted_request(script(steps), **extra)
+        at = rng.randint(1, 7)
+        jitter = rng.random() * 0.1
+        got, more = kill_writer_mid_turn(ctx, req, tid, at,
+                                         on_kill=lambda: time.sleep(jitter))
+        whole = got + more
+        check_whole(whole)
+        res = whole[-1]["result"]
+        want = "".join(f"|r{n}c{k}" for k in range(8))
+        if not (res["ok"] and deltas(whole) == want and res["output"] == want):
+            lost.append((n, at, res.get("error"), deltas(whole)))
+        if "projectId" in extra:
+            ctx.stack.ctl("kill", f"{extra['projectId']}:{extra['sessionId']}")
+    print(f"    20 kills: {20 - len(lost)} turns came back whole, {len(lost)} lost")
+    assert not lost, lost
