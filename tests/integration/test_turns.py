@@ -15,7 +15,9 @@ from stack import wait_for
 from turns import events_of, ids, model_requests, pi_request, result_of, script, scripted_request
 
 STACK = {"workers": 2, "threads": 8,
-         "env": {"AGENT_RUNNER_STREAM_KEEPALIVE_MS": "10000"}}
+         "env": {"AGENT_RUNNER_STREAM_KEEPALIVE_MS": "10000",
+                 # small journals, so that one turn can outgrow its own (the 410 test)
+                 "AGENT_RUNNER_TURN_JOURNAL_BYTES": "16384"}}
 
 
 def new_turn_id():
@@ -233,3 +235,136 @@ def test_twenty_kills_at_random_points_lose_no_turn(ctx):
             ctx.stack.ctl("kill", f"{extra['projectId']}:{extra['sessionId']}")
     print(f"    20 kills: {20 - len(lost)} turns came back whole, {len(lost)} lost")
     assert not lost, lost
+
+
+def slow_steps(tag, n=8, ms=150):
+    steps = []
+    for k in range(n):
+        steps += [{"chunk": f"|{tag}{k}"}, {"sleep": ms}]
+    return steps
+
+
+def test_two_readers_of_a_live_turn_get_every_record(ctx):
+    tid = new_turn_id()
+    req = scripted_request(script(slow_steps("two", 8, 120)), turnId=tid)
+    c, r = ctx.stack.open_stream(req)
+    first = read_records(r, until=lambda recs: "|two0" in deltas(recs))
+    outs = [None, None]
+
+    def follow(i):
+        outs[i] = reattach(ctx, tid, after=0)
+
+    ts = [threading.Thread(target=follow, args=(i,)) for i in range(2)]
+    for t in ts:
+        t.start()
+    recs = first + read_records(r)
+    c.close()
+    for t in ts:
+        t.join(60)
+    check_whole(recs)
+    for status, _, got in outs:
+        assert status == 200 and got == recs, (status, got, recs)
+
+
+def test_a_detached_turn_completes_without_its_client(ctx):
+    tid = new_turn_id()
+    req = scripted_request(script(slow_steps("det", 6, 150)), turnId=tid, detached=True)
+    c, r = ctx.stack.open_stream(req)
+    got = read_records(r, until=lambda recs: "|det0" in deltas(recs))
+    c.close()  # the client goes away after the first delta
+    wait_for(lambda: (turn_entry(ctx, tid) or {}).get("state") == "done", timeout=30,
+             what="the detached turn done")
+    status, _, more = reattach(ctx, tid, after=got[-1]["seq"])
+    assert status == 200
+    whole = got + more
+    check_whole(whole)
+    res = whole[-1]["result"]
+    want = "".join(f"|det{k}" for k in range(6))
+    assert res["ok"] is True and res["stopReason"] == "end_turn" and res["output"] == want, res
+
+
+def test_a_turn_that_is_not_detached_is_cancelled_when_its_client_goes(ctx):
+    tid = new_turn_id()
+    req = scripted_request(script(slow_steps("gone", 20, 150)), turnId=tid)
+    c, r = ctx.stack.open_stream(req)
+    got = read_records(r, until=lambda recs: "|gone0" in deltas(recs))
+    c.close()
+    wait_for(lambda: (turn_entry(ctx, tid) or {}).get("state") == "done", timeout=30,
+             what="the turn done")
+    status, _, more = reattach(ctx, tid, after=got[-1]["seq"])
+    whole = got + more
+    check_whole(whole)
+    res = whole[-1]["result"]
+    assert res["stopReason"] == "cancelled", res
+    assert "|gone19" not in deltas(whole), deltas(whole)
+
+
+def test_reattach_refusals(ctx):
+    p, _ = ids()
+    tid = new_turn_id()
+    status, recs = ctx.stack.stream(scripted_request(script([{"chunk": "x"}]), turnId=tid,
+                                                     projectId=p))
+    assert result_of(recs)["ok"] is True
+    # unknown turn: 404 with a JSON error
+    status, _, doc = reattach(ctx, new_turn_id())
+    assert status == 404 and doc["ok"] is False and "turn" in doc["error"], (status, doc)
+    # the token is required
+    status, _, doc = reattach(ctx, tid, project=p, token=False)
+    assert status == 401 and doc == {"ok": False, "error": "Unauthorized"}, (status, doc)
+    # another project's turn (or none named) is not readable
+    assert reattach(ctx, tid, project="proj-other")[0] == 404
+    assert reattach(ctx, tid)[0] == 404
+    status, _, whole = reattach(ctx, tid, project=p)
+    assert status == 200 and [x["seq"] for x in whole] == [x["seq"] for _, x in recs]
+    # a bad cursor
+    c = ctx.stack.connection()
+    c.request("GET", events_path(tid, project=p) + "&after=-1",
+              headers={"authorization": "Bearer " + stack.TOKEN})
+    r = c.getresponse()
+    assert r.status == 400 and "after" in json.loads(r.read())["error"]
+    c.close()
+
+
+def test_a_cursor_older_than_the_journal_is_410(ctx):
+    tid = new_turn_id()
+    steps = [{"chunk": "|" + "x" * 120} for _ in range(400)]
+    status, recs = ctx.stack.stream(scripted_request(script(steps), turnId=tid))
+    assert result_of(recs)["ok"] is True
+    status, _, doc = reattach(ctx, tid, after=0)
+    assert status == 410 and doc["ok"] is False, (status, doc)
+    oldest = doc["oldestSeq"]
+    assert 1 < oldest < len(recs) and str(oldest) in doc["error"], doc
+    # from the oldest one kept on, everything is there
+    status, _, tail = reattach(ctx, tid, after=oldest - 1)
+    assert status == 200 and tail == [x for _, x in recs][oldest - 1:]
+
+
+def test_a_silent_tool_step_gets_keepalives(ctx):
+    """A 40 s tool call that prints nothing, keepalive 10 s (this stack's setting)."""
+    status, recs = ctx.stack.stream(scripted_request(script([{"exec": "sleep 40"},
+                                                             {"chunk": "after"}])))
+    res = result_of(recs)
+    assert res["ok"] is True and res["output"].endswith("after"), res
+    evs = events_of(recs)
+    keep = [e for e in evs if e["type"] == "data" and e["data"].get("phase") == "working"]
+    assert len(keep) >= 3, [e["type"] for e in evs]
+    assert all(e["transient"] is True and e["name"] == "agent-status" for e in keep)
+    gaps = [b - a for (a, _), (b, _) in zip(recs, recs[1:])]
+    print(f"    {len(keep)} keepalives, the longest silence {max(gaps):.1f}s")
+    assert max(gaps) < 15, gaps
+
+
+def test_ctl_lists_turns(ctx):
+    tid = new_turn_id()
+    c, r = ctx.stack.open_stream(scripted_request(script(slow_steps("ctl", 6, 150)),
+                                                  turnId=tid))
+    read_records(r, until=lambda recs: "|ctl0" in deltas(recs))
+    e = turn_entry(ctx, tid)
+    assert e["state"] == "running" and e["seq"] >= 3 and e["ageMs"] >= 0, e
+    read_records(r)
+    c.close()
+    e = wait_for(lambda: (turn_entry(ctx, tid) or {}).get("state") == "done" and
+                 turn_entry(ctx, tid), what="done")
+    assert e["detached"] is False and e["bytes"] > 0, e
+    text = ctx.stack.ctl("--state-dir", ctx.stack.state, "turns").stdout
+    assert tid in text and "SEQ" in text.splitlines()[0], text
