@@ -353,8 +353,8 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
         opt.nresume = lk->s.ngates;
     } else {
         opt.retry_if_silent = true;
-        engine_turns_register(t, env, es, res, &policy);
     }
+    engine_turns_register(t, env, es, res, &policy, resume);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
@@ -421,7 +421,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
                                   .t = t};
     opt = turn_options(t, prompt, &probe);
     opt.tools = engine_tools_init(&hooks, t, env);
-    engine_turns_register(t, env, es, res, &t->policy);
+    engine_turns_register(t, env, es, res, &t->policy, false);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);

@@ -61,14 +61,19 @@ bool engine_turns_audience(const struct engine_turn *t, struct event_stream *es)
 
 void engine_turns_register(const struct engine_turn *t, struct environment *env,
                            const struct event_stream *es, const struct run_result *res,
-                           const struct lifecycle_policy *policy)
+                           const struct lifecycle_policy *policy, bool resume)
 {
     json_object *o, *pol;
     const char *text;
     size_t n;
 
-    if (!es->journal || !env->has_slot || t->plat || !t->req->body)
+    if (!es->journal || !env->has_slot)
         return;
+    /* the journal names the slot whatever happens: a dead worker's turn is looked for there */
+    if (resume || t->plat || !t->req->body) {
+        (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
+        return;
+    }
     o = json_object_new_object();
     pol = json_object_new_object();
     json_object_object_add(o, "turnId", json_object_new_string(t->req->turn_id));
@@ -80,13 +85,13 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
     json_object_object_add(pol, "idleMs", json_object_new_int64((int64_t)policy->idle_ms));
     json_object_object_add(o, "policy", pol);
     json_object_object_add(o, "caps", json_object_new_int64(turn_caps_to_bits(&res->caps)));
-    json_object_object_add(o, "traceId",
-                           json_object_new_string(res->trace_id ? res->trace_id : ""));
+    json_object_object_add(o, "traceId", json_object_new_string(res->trace_id ? res->trace_id : ""));
     json_object_object_add(o, "request",
                            json_object_new_string_len(t->req->body, (int)t->req->body_len));
     text = jsonx_text(o, &n);
-    if (n < PAYLOAD_TEXT_MAX && environment_turn_begin(env, text, n) == 0)
-        (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
+    if (n < PAYLOAD_TEXT_MAX)
+        (void)environment_turn_begin(env, text, n);
+    (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
     json_object_put(o);
 }
 

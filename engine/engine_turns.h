@@ -44,12 +44,14 @@ struct engine_adopted {
 /* A streamed turn gets its journal (no-op when journaling is off or it cannot be made). */
 void engine_turns_journal_open(const struct engine_turn *t, struct event_stream *es);
 /*
- * The turn's prompt goes next: tell the keeper (so it can hold the turn for an adopter) and
- * the journal (the slot). No-op without a journal, a slot, or in platform mode.
+ * The turn's prompt goes next (resume: a parked approval's answers): the journal records the
+ * slot, and the keeper is told (so it can hold the turn for an adopter) unless the turn cannot
+ * be carried on by another worker — an approval resume, platform mode. No-op without a
+ * journal or a slot.
  */
 void engine_turns_register(const struct engine_turn *t, struct environment *env,
                            const struct event_stream *es, const struct run_result *res,
-                           const struct lifecycle_policy *policy);
+                           const struct lifecycle_policy *policy, bool resume);
 /*
  * engine.c: run an adopted turn on env (consumed: parked or destroyed), its events into es
  * (whose seq, det and skip_det the caller set), done included.

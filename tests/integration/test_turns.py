@@ -368,3 +368,43 @@ def test_ctl_lists_turns(ctx):
     assert e["detached"] is False and e["bytes"] > 0, e
     text = ctx.stack.ctl("--state-dir", ctx.stack.state, "turns").stdout
     assert tid in text and "SEQ" in text.splitlines()[0], text
+
+
+def test_a_reattach_within_the_grace_window_keeps_the_turn(ctx):
+    """AGENT_RUNNER_REATTACH_GRACE_MS (a stack of its own, grace 3 s): a gone client's turn
+    waits for a reattach instead of being cancelled; without one it is cancelled after it."""
+    st = stack.Stack(workers=1, threads=8, model=ctx.model,
+                     env={"AGENT_RUNNER_REATTACH_GRACE_MS": "3000"}).start()
+    try:
+        sub = type("Ctx", (), {"stack": st})()
+        tid = new_turn_id()
+        req = scripted_request(script(slow_steps("grace", 10, 150)), turnId=tid)
+        c, r = st.open_stream(req)
+        got = read_records(r, until=lambda recs: "|grace0" in deltas(recs))
+        c.close()
+        time.sleep(1.0)  # gone, but within the grace window
+        status, _, more = reattach(sub, tid, after=got[-1]["seq"])
+        whole = got + more
+        check_whole(whole)
+        res = whole[-1]["result"]
+        assert res["stopReason"] == "end_turn" and deltas(whole) == "".join(
+            f"|grace{k}" for k in range(10)), res
+        # nobody comes back: cancelled once the window is over
+        tid = new_turn_id()
+        req = scripted_request(script(slow_steps("late", 60, 150)), turnId=tid)
+        c, r = st.open_stream(req)
+        got = read_records(r, until=lambda recs: "|late0" in deltas(recs))
+        c.close()
+        sub_entry = lambda: next((t for t in json.loads(st.ctl(  # noqa: E731
+            "--state-dir", st.state, "turns", "--json").stdout)["turns"]
+            if t["turnId"] == tid), {})
+        wait_for(lambda: sub_entry().get("state") == "done", timeout=30, what="cancelled")
+        status, _, more = reattach(sub, tid, after=got[-1]["seq"])
+        res = more[-1]["result"]
+        assert res["stopReason"] == "cancelled", res
+        n = deltas(got + more).count("|late")
+        assert 10 <= n < 60, n  # it went on for the window (3 s at ~7 a second), then stopped
+        assert not st.leaks(), st.leaks()
+    finally:
+        st.stop()
+        st.cleanup()
