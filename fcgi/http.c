@@ -188,7 +188,7 @@ int http_query_get(const char *query, const char *name, char *out, size_t outlen
     size_t nlen = strlen(name);
     const char *p = query;
 
-    if (!query || outlen == 0)
+    if (!query || outlen == 0 || nlen == 0)
         return 0;
     while (*p) {
         const char *end = strchr(p, '&'), *eq;

@@ -60,7 +60,8 @@ void http_stream_start(struct http_req *h, const char *turn_id);
  * The value of the query parameter name in query (a QUERY_STRING: "a=1&b=x%20y"), percent- and
  * '+'-decoded into out: 1 when present, 0 when not, -E2BIG when it does not fit outlen (NUL
  * included), -EINVAL when it is not well encoded (a bad %XX, or a NUL once decoded). The first
- * of repeated names wins. Pure (the fuzz target fuzz_http_query drives it).
+ * of repeated names wins; an empty name is never present. Pure (the fuzz target fuzz_http_query
+ * drives it).
  */
 int http_query_get(const char *query, const char *name, char *out, size_t outlen);
 /* Event sink probe: false once nginx closed the connection (the client went away). */

@@ -4,6 +4,7 @@ and BENCHMARKS.md around them. Pure: everything here formats what run.py measure
 import statistics
 
 import bench_tools
+import bench_turns
 
 MiB = 1024 * 1024
 
@@ -97,6 +98,8 @@ def build_rows(r):
                      ""))
     if "tools" in r:
         rows.extend(bench_tools.rows(r["tools"], fmt_ms))
+    if "turns" in r:
+        rows.extend(bench_turns.rows(r["turns"], fmt_ms))
     if "spares" in r and "pi_cold" in r:
         rows.extend(spare_rows(r))
     elif "spares" in r["parts"]:

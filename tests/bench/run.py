@@ -55,6 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import bench_tools  # noqa: E402
+import bench_turns  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
 from bench_table import build_rows, render, write_markdown  # noqa: E402
@@ -63,7 +64,7 @@ from turns import pi_request  # noqa: E402
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
-PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "turns")
 
 
 def use_bin(path):
@@ -662,6 +663,8 @@ def measure(args, r):
             r["rss"] = mem
         if "tools" in parts:
             r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
+        if "turns" in parts:
+            r["turns"] = bench_turns.measure(st, env, model, loadgen, q, log)
         codex = "codex" in (health or {}).get("harnesses", [])
         if dt and codex:
             log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")

@@ -32,6 +32,8 @@ static int oracle(const char *query, const char *name, char *out, size_t outlen)
 {
     const char *p = query;
 
+    if (!name[0])
+        return 0;
     for (;;) {
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
