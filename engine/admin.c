@@ -335,7 +335,7 @@ json_object *admin_turns_json(const char *state_dir)
         return NULL;
     }
     json_object_object_add(doc, "turns", list);
-    if (turns_dir(state_dir, root, sizeof(root)) < 0 || journal_sweep_list(root, &v, &n) < 0)
+    if (turns_dir(state_dir, root, sizeof(root)) < 0 || journal_sweep_list(root, false, &v, &n) < 0)
         return doc;
     qsort(v, n, sizeof(*v), newest_first);
     for (size_t i = 0; i < n; i++) {

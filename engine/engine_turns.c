@@ -216,8 +216,10 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
         goto out;
     }
     r = pool_session_adopt(cfg->pool, h, m->turn_id, m->pid, util_self_pid());
-    if (r == 0)
+    if (r == 0) {
+        (void)journal_note_writer(j); /* a second death is looked for under this pid */
         r = environment_reconnect(cfg, h, &env, err, sizeof(err));
+    }
     if (r == 0)
         r = environment_turn_adopt(env, m->turn_id, &payload, err, sizeof(err));
     if (r < 0) {
@@ -412,7 +414,7 @@ static void *orphan_scan(void *arg)
         size_t n = 0;
         int64_t now = util_wall_ms();
 
-        if (journal_sweep_list(root, &v, &n) == 0)
+        if (journal_sweep_list(root, true, &v, &n) == 0)
             for (size_t i = 0; i < n; i++)
                 if (v[i].meta.state == JOURNAL_RUNNING && !v[i].writer_alive &&
                     v[i].changed_ms + ORPHAN_QUIET_MS <= now)

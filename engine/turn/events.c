@@ -126,7 +126,11 @@ static int collect(struct event_stream *es, json_object *ev)
     return 0;
 }
 
-/* Number, journal and write one record (streaming); takes ev. */
+/*
+ * Number, write and journal one record (streaming). The client's copy goes first: a record
+ * the worker dies before journaling is rebuilt with the same number by the worker that adopts
+ * the turn, so the order costs nothing, and the journal's write is off the client's path.
+ */
 static int deliver(struct event_stream *es, const char *kind, json_object *ev)
 {
     uint64_t seq = ++es->seq;
@@ -135,12 +139,6 @@ static int deliver(struct event_stream *es, const char *kind, json_object *ev)
 
     buf_init(&line, strcmp(kind, "result") == 0 ? RESULT_LINE_MAX + 256 : EVENT_LINE_MAX);
     r = events_record_line_seq(kind, ev, seq, seq == 1 ? es->turn_id : NULL, &line);
-    if (r == 0 && es->journal) {
-        int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
-        if (jr < 0)
-            log_debug("turn journal: record %llu not kept: %s", (unsigned long long)seq,
-                      strerror(-jr));
-    }
     es->last_write_ms = util_now_ms();
     if (r == 0 && !es->client_gone && es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)
         es->client_gone = true;
@@ -148,6 +146,12 @@ static int deliver(struct event_stream *es, const char *kind, json_object *ev)
         es->unflushed = es->sink.flush != NULL;
     if (es->client_gone && !es->client_gone_ms)
         es->client_gone_ms = es->last_write_ms;
+    if (r == 0 && es->journal) {
+        int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
+        if (jr < 0)
+            log_debug("turn journal: record %llu not kept: %s", (unsigned long long)seq,
+                      strerror(-jr));
+    }
     buf_release(&line);
     return r;
 }
@@ -186,13 +190,13 @@ int event_stream_result(struct event_stream *es, json_object *payload)
     if (!es->streaming || !payload)
         return payload ? 0 : -ENOMEM;
     r = deliver(es, "result", payload);
+    es->result_written = r == 0;
+    event_stream_flush(es); /* the client has its result before the journal is closed */
     if (r == 0 && es->journal) {
         (void)journal_finish(es->journal);
         journal_close(es->journal); /* the writer lock goes: the turn is over */
         es->journal = NULL;
     }
-    es->result_written = r == 0;
-    event_stream_flush(es);
     return r == -ENOMEM ? r : 0;
 }
 

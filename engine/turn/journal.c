@@ -1,5 +1,5 @@
 /*
- * journal — a streamed turn's records in files that outlive its worker (journal.h).
+ * journal — a streamed turn's records in a file that outlives its worker (journal.h).
  */
 #include "turn/journal.h"
 
@@ -10,65 +10,80 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
+#include "base/jsonx.h"
 #include "base/util.h"
 #include "turn/journal_files.h"
 
-#define SEG_MIN_BYTES 4096u
+#define HALF_MIN_BYTES 2048u
 #define READ_CHUNK 65536
 #define LINE_MAX_BYTES (EVENT_LINE_MAX + 64)
 #define RESULT_PREFIX "{\"kind\":\"result\""
 
 struct journal {
-    int dirfd;
-    int lock_fd;
-    int readers_fd;
-    int seg_fd;
-    uint64_t seg;
-    uint64_t seg_bytes;
-    uint64_t seg_max;
+    int fd;
+    uint64_t size;       /* where the next line goes */
+    uint64_t header_end; /* the header line is never dropped */
+    uint64_t mark;       /* where the newest half of the bound starts (a line start) */
+    uint64_t half;       /* turn_bytes / 2 */
     uint64_t last_seq;
     uint64_t last_det;
+    bool punch_failed;
     struct journal_meta meta;
 };
 
 struct journal_reader {
-    int dirfd;
-    int lock_fd;
-    int readers_fd;
-    int seg_fd;
+    int fd;
     int inotify_fd;
-    uint64_t seg;
+    char path[PATH_MAX];
+    uint64_t header_end;
+    uint64_t pos; /* the next byte to read */
     uint64_t after;
-    struct buf pending;
+    struct buf pending; /* read, not yet a whole line */
 };
 
-/* ---- the writer ------------------------------------------------------------------------ */
-
-int journal_name(const char *turn_id, const char *project_id, char out[JOURNAL_NAME_LEN + 1])
+static int open_path(const char *root, const char *turn_id, const char *project_id, int flags,
+                     char path[PATH_MAX])
 {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    struct buf b;
+    char name[JOURNAL_FILE_MAX];
     int r;
 
-    buf_init(&b, 2 * JOURNAL_ID_MAX + 2);
-    r = buf_printf(&b, "%s\n%s", project_id ? project_id : "", turn_id);
-    if (r == 0 && EVP_Digest(b.data, b.len, md, &n, EVP_sha256(), NULL) != 1)
-        r = -EIO;
-    buf_release(&b);
+    if (strlen(turn_id) >= JOURNAL_ID_MAX || (project_id && strlen(project_id) >= JOURNAL_ID_MAX))
+        return -ENAMETOOLONG;
+    r = journal_files_name(turn_id, project_id, name);
     if (r < 0)
         return r;
-    util_hex_encode(md, JOURNAL_NAME_LEN / 2, out);
-    out[JOURNAL_NAME_LEN] = '\0';
-    return 0;
+    if (snprintf(path, PATH_MAX, "%s/%s", root, name) >= PATH_MAX)
+        return -ENAMETOOLONG;
+    r = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+    return r < 0 ? -errno : r;
 }
+
+/* One "M {...}" line appended. */
+static int append_meta(struct journal *j, json_object *o)
+{
+    const char *text;
+    struct iovec iov[3];
+    size_t n;
+    ssize_t w;
+
+    text = jsonx_text(o, &n);
+    iov[0] = (struct iovec){.iov_base = "M ", .iov_len = 2};
+    iov[1] = (struct iovec){.iov_base = (void *)text, .iov_len = n};
+    iov[2] = (struct iovec){.iov_base = "\n", .iov_len = 1};
+    w = writev(j->fd, iov, 3);
+    json_object_put(o);
+    if (w < 0)
+        return -errno;
+    j->size += (uint64_t)w;
+    return (size_t)w == n + 3 ? 0 : -EIO;
+}
+
+/* ---- the writer ------------------------------------------------------------------------ */
 
 static struct journal *journal_alloc(const struct turn_settings *ts)
 {
@@ -76,52 +91,70 @@ static struct journal *journal_alloc(const struct turn_settings *ts)
 
     if (!j)
         return NULL;
-    j->dirfd = j->lock_fd = j->readers_fd = j->seg_fd = -1;
-    j->seg_max = ts->turn_bytes / 2 > SEG_MIN_BYTES ? ts->turn_bytes / 2 : SEG_MIN_BYTES;
+    j->fd = -1;
+    j->half = ts->turn_bytes / 2 > HALF_MIN_BYTES ? ts->turn_bytes / 2 : HALF_MIN_BYTES;
     return j;
+}
+
+/* fd still names path (a sweep did not remove the file between the open and the lock). */
+static bool still_linked(int fd, const char *path)
+{
+    struct stat a, b;
+
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
+           a.st_dev == b.st_dev && a.st_nlink > 0;
 }
 
 int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
                    const char *project_id, const char *session_key, bool detached,
                    struct journal **ret)
 {
-    char name[JOURNAL_NAME_LEN + 1];
+    char path[PATH_MAX];
     struct journal *j;
-    int r;
+    struct buf head;
+    int r = util_mkdir_p(root, 0700);
 
-    if (strlen(turn_id) >= JOURNAL_ID_MAX || (project_id && strlen(project_id) >= JOURNAL_ID_MAX))
-        return -ENAMETOOLONG;
-    r = util_mkdir_p(root, 0700);
-    if (r < 0)
-        return r;
-    r = journal_name(turn_id, project_id, name);
     if (r < 0)
         return r;
     j = journal_alloc(ts);
     if (!j)
         return -ENOMEM;
-    r = journal_files_open_dir(root, name, true, &j->dirfd);
-    if (r < 0)
-        goto fail;
-    j->lock_fd = openat(j->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (j->lock_fd < 0 || flock(j->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-        r = j->lock_fd >= 0 && errno == EWOULDBLOCK ? -EEXIST : -errno;
-        goto fail;
+    for (int tries = 0; tries < 3; tries++) {
+        r = open_path(root, turn_id, project_id, O_RDWR | O_CREAT | O_APPEND, path);
+        if (r < 0)
+            goto fail;
+        j->fd = r;
+        r = journal_files_lock(j->fd, JOURNAL_LOCK_WRITER, true);
+        if (r < 0) {
+            r = -EEXIST; /* a live writer has this turn */
+            goto fail;
+        }
+        if (still_linked(j->fd, path))
+            break;
+        close(j->fd);
+        j->fd = -1;
+        r = -EAGAIN;
     }
-    journal_files_clear_dir(j->dirfd);
-    journal_files_copy_str(j->meta.turn_id, sizeof(j->meta.turn_id), turn_id);
-    journal_files_copy_str(j->meta.project_id, sizeof(j->meta.project_id), project_id);
-    journal_files_copy_str(j->meta.session_key, sizeof(j->meta.session_key), session_key);
-    j->meta.pid = util_self_pid();
-    j->meta.created_ms = util_wall_ms();
-    j->meta.detached = detached;
-    j->readers_fd = openat(j->dirfd, "readers", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    j->seg_fd = journal_files_open_seg(j->dirfd, 0, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND);
-    if (j->readers_fd < 0 || j->seg_fd < 0) {
+    if (j->fd < 0)
+        goto fail;
+    /* an earlier turn of the same id (finished, or abandoned by a dead writer) is replaced */
+    if (ftruncate(j->fd, 0) < 0 || fchmod(j->fd, 0600) < 0) {
         r = -errno;
         goto fail;
     }
-    r = journal_files_meta_write(j->dirfd, &j->meta);
+    snprintf(j->meta.turn_id, sizeof(j->meta.turn_id), "%s", turn_id);
+    snprintf(j->meta.project_id, sizeof(j->meta.project_id), "%s", project_id ? project_id : "");
+    snprintf(j->meta.session_key, sizeof(j->meta.session_key), "%s",
+             session_key ? session_key : "");
+    j->meta.pid = util_self_pid();
+    j->meta.created_ms = util_wall_ms();
+    j->meta.detached = detached;
+    buf_init(&head, 4096);
+    r = journal_files_header(&j->meta, &head);
+    if (r == 0 && util_write_all(j->fd, head.data, head.len) < 0)
+        r = -EIO;
+    j->size = j->header_end = j->mark = head.len;
+    buf_release(&head);
     if (r < 0)
         goto fail;
     *ret = j;
@@ -131,21 +164,19 @@ fail:
     return r;
 }
 
-/* The current segment is full: the next one starts, the one before the current goes. */
-static int rotate(struct journal *j)
+/*
+ * The bound: once the newest half holds `half` bytes, everything before it (after the header)
+ * is punched out of the file, a line start being the first byte kept.
+ */
+static void bound(struct journal *j)
 {
-    int fd = journal_files_open_seg(j->dirfd, j->seg + 1, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND);
-
-    if (fd < 0)
-        return -errno;
-    close(j->seg_fd);
-    j->seg_fd = fd;
-    if (j->seg > 0)
-        journal_files_unlink_seg(j->dirfd, j->seg - 1);
-    j->meta.first_seg = j->seg;
-    j->seg++;
-    j->seg_bytes = 0;
-    return journal_files_meta_write(j->dirfd, &j->meta);
+    if (j->size - j->mark < j->half)
+        return;
+    if (j->mark > j->header_end && !j->punch_failed &&
+        fallocate(j->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)j->header_end,
+                  (off_t)(j->mark - j->header_end)) < 0)
+        j->punch_failed = true; /* a file system without holes: the turn's journal grows */
+    j->mark = j->size;
 }
 
 int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len)
@@ -155,21 +186,17 @@ int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *li
     ssize_t n;
     int plen;
 
-    if (j->seg_bytes >= j->seg_max) {
-        int r = rotate(j);
-        if (r < 0)
-            return r;
-    }
+    bound(j);
     plen = snprintf(prefix, sizeof(prefix), "%llu %llu ", (unsigned long long)seq,
                     (unsigned long long)det);
     iov[0] = (struct iovec){.iov_base = prefix, .iov_len = (size_t)plen};
     iov[1] = (struct iovec){.iov_base = (void *)line, .iov_len = len};
-    n = writev(j->seg_fd, iov, 2);
+    n = writev(j->fd, iov, 2);
     if (n < 0)
         return -errno;
+    j->size += (uint64_t)n;
     if ((size_t)n != (size_t)plen + len)
         return -EIO; /* a torn line: the next writer cuts it off */
-    j->seg_bytes += (uint64_t)n;
     j->last_seq = seq;
     j->last_det = det;
     return 0;
@@ -177,28 +204,44 @@ int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *li
 
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
 {
+    json_object *o = json_object_new_object(), *slot = json_object_new_object();
+
     j->meta.has_slot = true;
     j->meta.slot_index = index;
     j->meta.slot_generation = generation;
+    json_object_object_add(slot, "index", json_object_new_int64(index));
+    json_object_object_add(slot, "generation", json_object_new_int64(generation));
+    json_object_object_add(o, "slot", slot);
+    return append_meta(j, o);
+}
+
+int journal_note_writer(struct journal *j)
+{
+    json_object *o = json_object_new_object();
+
     j->meta.pid = util_self_pid();
-    return journal_files_meta_write(j->dirfd, &j->meta);
+    json_object_object_add(o, "pid", json_object_new_int(j->meta.pid));
+    return append_meta(j, o);
 }
 
 int journal_finish(struct journal *j)
 {
-    j->meta.pid = util_self_pid();
+    json_object *o = json_object_new_object();
+    int r;
+
     j->meta.state = JOURNAL_DONE;
     j->meta.finished_ms = util_wall_ms();
-    return journal_files_meta_write(j->dirfd, &j->meta);
+    json_object_object_add(o, "finishedMs", json_object_new_int64(j->meta.finished_ms));
+    r = append_meta(j, o);
+    /* the mark a sweep reads with one stat: done, finished at its ctime */
+    if (fchmod(j->fd, JOURNAL_DONE_MODE) < 0 && r == 0)
+        r = -errno;
+    return r;
 }
 
 bool journal_has_readers(struct journal *j)
 {
-    if (flock(j->readers_fd, LOCK_EX | LOCK_NB) == 0) {
-        (void)flock(j->readers_fd, LOCK_UN);
-        return false;
-    }
-    return errno == EWOULDBLOCK;
+    return journal_files_locked(j->fd, JOURNAL_LOCK_READERS, true);
 }
 
 void journal_last(const struct journal *j, uint64_t *ret_seq, uint64_t *ret_det)
@@ -216,14 +259,8 @@ void journal_close(struct journal *j)
 {
     if (!j)
         return;
-    if (j->seg_fd >= 0)
-        close(j->seg_fd);
-    if (j->readers_fd >= 0)
-        close(j->readers_fd);
-    if (j->lock_fd >= 0)
-        close(j->lock_fd); /* the writer lock goes with it */
-    if (j->dirfd >= 0)
-        close(j->dirfd);
+    if (j->fd >= 0)
+        close(j->fd); /* the writer lock goes with it */
     free(j);
 }
 
@@ -233,151 +270,136 @@ void journal_reader_free(struct journal_reader *r)
 {
     if (!r)
         return;
-    if (r->seg_fd >= 0)
-        close(r->seg_fd);
+    if (r->fd >= 0)
+        close(r->fd);
     if (r->inotify_fd >= 0)
         close(r->inotify_fd);
-    if (r->readers_fd >= 0)
-        close(r->readers_fd);
-    if (r->lock_fd >= 0)
-        close(r->lock_fd);
-    if (r->dirfd >= 0)
-        close(r->dirfd);
     buf_release(&r->pending);
     free(r);
 }
 
-/* Which segment holds the record after `after`: -ERANGE (*ret_oldest) when none still does. */
-static int pick_seg(int dirfd, uint64_t after, uint64_t *ret_seg, uint64_t *ret_oldest)
+/*
+ * The first record of the file at or after pos, pos being a line start (holes skipped: a hole
+ * ends at a line start): 1 with its offset and seq, 0 when there is none yet.
+ */
+static int first_record(int fd, uint64_t pos, uint64_t *ret_off, uint64_t *ret_seq)
 {
-    uint64_t *segs = NULL, first;
-    size_t n = 0;
-    bool oldest_known = false;
-    int r = journal_files_list_segs(dirfd, &segs, &n);
+    char buf[4096];
+    bool in_meta = false; /* inside an "M" line, looking for its end */
 
-    if (r < 0)
-        return r;
-    if (n == 0) {
-        free(segs);
-        return -ENOENT;
-    }
-    *ret_seg = segs[0];
-    for (size_t i = 0; i < n; i++) {
-        r = journal_files_first_seq(dirfd, segs[i], &first);
-        if (r < 0)
-            continue; /* removed meanwhile: a later one holds newer records */
-        if (r == 0)
-            break; /* an empty newest segment: the records before it are in the one before */
-        if (!oldest_known) {
-            oldest_known = true;
-            if (first > after + 1) {
-                *ret_oldest = first;
-                free(segs);
-                return -ERANGE;
+    for (;;) {
+        ssize_t n = pread(fd, buf, sizeof(buf), (off_t)pos);
+        uint64_t seq, det;
+        size_t off, i = 0;
+        char *nl;
+
+        if (n <= 0)
+            return n < 0 ? -errno : 0;
+        if (!in_meta) {
+            while (i < (size_t)n && buf[i] == '\0')
+                i++;
+            if (i == (size_t)n) {
+                off_t data = lseek(fd, (off_t)(pos + (uint64_t)n), SEEK_DATA);
+                if (data < 0)
+                    return 0;
+                pos = (uint64_t)data;
+                continue;
+            }
+            if (buf[i] != 'M') {
+                if (journal_files_parse_line(buf + i, (size_t)n - i, &seq, &det, &off) != 1)
+                    return 0; /* not a whole prefix yet */
+                *ret_off = pos + i;
+                *ret_seq = seq;
+                return 1;
             }
         }
-        if (first > after + 1)
-            break;
-        *ret_seg = segs[i];
+        nl = memchr(buf + i, '\n', (size_t)n - i);
+        in_meta = !nl;
+        pos += nl ? (uint64_t)(nl - buf) + 1 : (uint64_t)n;
     }
-    free(segs);
+}
+
+static int open_reader(const char *path, int fd, const char *turn_id, const char *project_id,
+                       struct journal_reader **ret)
+{
+    struct journal_reader *r = calloc(1, sizeof(*r));
+    struct journal_meta m = {0};
+    char head[JOURNAL_ID_MAX * 3 + JOURNAL_KEY_MAX + 256];
+    ssize_t n = pread(fd, head, sizeof(head) - 1, 0);
+    char *nl = n > 0 ? memchr(head, '\n', (size_t)n) : NULL;
+    uint64_t seq, det;
+    size_t off;
+
+    if (!r) {
+        close(fd);
+        return -ENOMEM;
+    }
+    r->fd = fd;
+    r->inotify_fd = -1;
+    snprintf(r->path, sizeof(r->path), "%s", path);
+    buf_init(&r->pending, LINE_MAX_BYTES);
+    if (!nl || journal_files_parse_line(head, (size_t)(nl - head), &seq, &det, &off) != 2 ||
+        journal_files_meta_apply(head + off, (size_t)(nl - head) - off, &m) < 0 ||
+        strcmp(m.turn_id, turn_id) != 0 || strcmp(m.project_id, project_id ? project_id : "")) {
+        journal_reader_free(r);
+        return -ENOENT; /* not this turn's (a name collision is refused like an unknown one) */
+    }
+    r->pos = r->header_end = (uint64_t)(nl - head) + 1;
+    r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (r->inotify_fd >= 0)
+        (void)inotify_add_watch(r->inotify_fd, path, IN_MODIFY | IN_ATTRIB);
+    *ret = r;
     return 0;
 }
 
 int journal_open(const char *root, const char *turn_id, const char *project_id, uint64_t after,
                  struct journal_reader **ret, uint64_t *ret_oldest)
 {
-    char name[JOURNAL_NAME_LEN + 1];
-    struct journal_meta meta;
-    struct journal_reader *rd;
-    int r;
+    char path[PATH_MAX];
+    struct journal_reader *r = NULL;
+    uint64_t first_off, first_seq;
+    int fd, k;
 
-    if (strlen(turn_id) >= JOURNAL_ID_MAX || (project_id && strlen(project_id) >= JOURNAL_ID_MAX))
+    fd = open_path(root, turn_id, project_id, O_RDWR, path);
+    if (fd < 0)
         return -ENOENT;
-    r = journal_name(turn_id, project_id, name);
-    if (r < 0)
-        return r;
-    rd = calloc(1, sizeof(*rd));
-    if (!rd)
-        return -ENOMEM;
-    rd->dirfd = rd->lock_fd = rd->readers_fd = rd->seg_fd = rd->inotify_fd = -1;
-    buf_init(&rd->pending, LINE_MAX_BYTES);
-    rd->after = after;
-    r = journal_files_open_dir(root, name, false, &rd->dirfd);
-    if (r == 0)
-        r = journal_files_meta_read(rd->dirfd, &meta);
-    if (r == 0 && (strcmp(meta.turn_id, turn_id) != 0 ||
-                   strcmp(meta.project_id, project_id ? project_id : "") != 0))
-        r = -ENOENT;
-    if (r < 0) {
-        r = r == -ERANGE ? r : -ENOENT;
-        goto fail;
-    }
+    k = open_reader(path, fd, turn_id, project_id, &r);
+    if (k < 0)
+        return k;
     /* follow first (the writer then sees a reader), then look: nothing slips between */
-    rd->readers_fd = openat(rd->dirfd, "readers", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    rd->lock_fd = openat(rd->dirfd, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (rd->readers_fd < 0 || rd->lock_fd < 0 || flock(rd->readers_fd, LOCK_SH) < 0) {
-        r = -ENOENT;
-        goto fail;
+    if (journal_files_lock(r->fd, JOURNAL_LOCK_READERS, false) < 0) {
+        journal_reader_free(r);
+        return -ENOENT;
     }
-    rd->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (rd->inotify_fd >= 0) {
-        char path[PATH_MAX];
-
-        snprintf(path, sizeof(path), "%s/%s", root, name);
-        (void)inotify_add_watch(rd->inotify_fd, path,
-                                IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE);
+    k = first_record(r->fd, r->pos, &first_off, &first_seq);
+    if (k == 1 && first_seq > after + 1) {
+        *ret_oldest = first_seq;
+        journal_reader_free(r);
+        return -ERANGE;
     }
-    r = pick_seg(rd->dirfd, after, &rd->seg, ret_oldest);
-    if (r < 0)
-        goto fail;
-    rd->seg_fd = journal_files_open_seg(rd->dirfd, rd->seg, O_RDONLY);
-    if (rd->seg_fd < 0) {
-        r = -ENOENT;
-        goto fail;
-    }
-    *ret = rd;
+    if (k == 1)
+        r->pos = first_off;
+    r->after = after;
+    *ret = r;
     return 0;
-fail:
-    journal_reader_free(rd);
-    return r;
 }
 
-/* The next segment, once the current one is read to its end: 1 moved, 0 none yet, -ERANGE. */
-static int next_seg(struct journal_reader *r)
+/* A whole line in pending: 1 (taken out into out when it is a new record), 0 none. */
+static int take_line(struct journal_reader *r, struct buf *out, uint64_t *ret_seq,
+                     bool *ret_result, bool *ret_new)
 {
-    struct journal_meta meta;
-    int fd = journal_files_open_seg(r->dirfd, r->seg + 1, O_RDONLY);
-
-    if (fd < 0) {
-        if (journal_files_meta_read(r->dirfd, &meta) == 0 && meta.first_seg > r->seg + 1)
-            return -ERANGE;
-        return 0;
-    }
-    close(r->seg_fd);
-    r->seg_fd = fd;
-    r->seg++;
-    buf_reset(&r->pending); /* a torn line of a segment that was given up */
-    return 1;
-}
-
-/* A whole line in pending: 1 (taken out into out when it is new), 0 none. */
-static int take_line(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, bool *ret_result,
-                     bool *ret_new)
-{
-    char *nl = memchr(r->pending.data, '\n', r->pending.len);
-    size_t len;
+    char *nl = r->pending.len ? memchr(r->pending.data, '\n', r->pending.len) : NULL;
     uint64_t seq, det;
-    int off;
+    size_t len, off;
 
     *ret_new = false;
-    if (!r->pending.len || !nl)
+    if (!nl)
         return 0;
     len = (size_t)(nl - r->pending.data) + 1;
-    off = journal_files_parse_line(r->pending.data, len, &seq, &det);
-    if (off >= 0 && seq > r->after) {
+    if (journal_files_parse_line(r->pending.data, len - 1, &seq, &det, &off) == 1 &&
+        seq > r->after) {
         buf_reset(out);
-        if (buf_append(out, r->pending.data + off, len - (size_t)off) == 0) {
+        if (buf_append(out, r->pending.data + off, len - off) == 0) {
             *ret_seq = seq;
             *ret_result = strncmp(out->data, RESULT_PREFIX, strlen(RESULT_PREFIX)) == 0;
             r->after = seq;
@@ -395,24 +417,21 @@ int journal_read(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, b
     for (;;) {
         bool fresh;
         ssize_t n;
-        int k;
 
         while (take_line(r, out, ret_seq, ret_result, &fresh) == 1)
             if (fresh)
                 return 1;
-        n = read(r->seg_fd, chunk, sizeof(chunk));
+        n = pread(r->fd, chunk, sizeof(chunk), (off_t)r->pos);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
-            return -errno;
-        if (n > 0) {
-            if (buf_append(&r->pending, chunk, (size_t)n) < 0)
-                return -E2BIG;
-            continue;
-        }
-        k = next_seg(r);
-        if (k <= 0)
-            return k;
+        if (n <= 0)
+            return n < 0 ? -errno : 0;
+        /* the bound punched out what this reader had still to read: it fell behind */
+        if (memchr(chunk, '\0', (size_t)n))
+            return -ERANGE;
+        if (buf_append(&r->pending, chunk, (size_t)n) < 0)
+            return -E2BIG;
+        r->pos += (uint64_t)n;
     }
 }
 
@@ -430,96 +449,56 @@ void journal_wait(struct journal_reader *r, int timeout_ms)
             ;
 }
 
-int journal_reader_meta(struct journal_reader *r, struct journal_meta *ret)
-{
-    return journal_files_meta_read(r->dirfd, ret);
-}
-
 bool journal_writer_alive(struct journal_reader *r)
 {
-    if (flock(r->lock_fd, LOCK_SH | LOCK_NB) == 0) {
-        (void)flock(r->lock_fd, LOCK_UN);
-        return false;
-    }
-    return true;
+    return journal_files_locked(r->fd, JOURNAL_LOCK_WRITER, false);
 }
 
-/* The last record of the journal, in the last segment or (just rotated) the one before. */
-static int last_record(struct journal *j, int fd_last, uint64_t *ret_size)
+/* A descriptor of its own (O_APPEND) on the reader's file, to write it. */
+static int reopen_for_writing(const struct journal_reader *r)
 {
-    uint64_t size;
-    int k = journal_files_seg_tail(fd_last, &j->last_seq, &j->last_det, ret_size);
+    struct stat a, b;
+    int fd = open(r->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
 
-    if (k != 0 || j->seg == 0)
-        return k < 0 ? k : 0;
-    {
-        int fd = journal_files_open_seg(j->dirfd, j->seg - 1, O_RDWR);
-
-        if (fd < 0)
-            return 0;
-        k = journal_files_seg_tail(fd, &j->last_seq, &j->last_det, &size);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &a) < 0 || fstat(r->fd, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
         close(fd);
+        return -ENOENT; /* replaced or removed meanwhile */
     }
-    return k < 0 ? k : 0;
+    return fd;
 }
 
 int journal_take_over(struct journal_reader *r, const struct turn_settings *ts,
                       struct journal **ret)
 {
-    struct journal *j;
-    uint64_t *segs = NULL, size = 0;
-    size_t n = 0;
-    int fd, k;
+    struct journal *j = journal_alloc(ts);
+    uint64_t end, first_off, first_seq;
+    int k;
 
-    if (flock(r->lock_fd, LOCK_EX | LOCK_NB) < 0)
-        return errno == EWOULDBLOCK ? -EBUSY : -errno;
-    j = journal_alloc(ts);
-    fd = openat(r->dirfd, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (!j || fd < 0) {
-        (void)flock(r->lock_fd, LOCK_UN);
-        k = -ENOMEM;
-        goto fail;
-    }
-    /* the lock moves to the writer; the reader probes with a descriptor of its own */
-    j->lock_fd = r->lock_fd;
-    r->lock_fd = fd;
-    fd = -1;
-    j->dirfd = dup(r->dirfd);
-    j->readers_fd = openat(r->dirfd, "readers", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    k = journal_files_meta_read(r->dirfd, &j->meta);
+    if (!j)
+        return -ENOMEM;
+    j->fd = reopen_for_writing(r);
+    k = j->fd < 0 ? j->fd : journal_files_lock(j->fd, JOURNAL_LOCK_WRITER, true);
+    if (k == -EAGAIN)
+        k = -EBUSY;
     if (k == 0)
-        k = journal_files_list_segs(r->dirfd, &segs, &n);
-    if (k < 0 || n == 0 || j->dirfd < 0 || j->readers_fd < 0) {
-        k = k < 0 ? k : -ENOENT;
-        goto fail;
-    }
-    j->seg = segs[n - 1];
-    free(segs);
-    j->seg_fd = journal_files_open_seg(r->dirfd, j->seg, O_RDWR | O_APPEND);
-    if (j->seg_fd < 0) {
+        k = journal_files_scan(j->fd, &j->meta, &end, &j->last_seq, &j->last_det);
+    if (k == 0 && ftruncate(j->fd, (off_t)end) < 0) /* a torn last line is cut off */
         k = -errno;
-        goto fail;
+    if (k < 0) {
+        journal_close(j);
+        return k;
     }
-    k = last_record(j, j->seg_fd, &size);
-    if (k < 0)
-        goto fail;
-    j->seg_bytes = size; /* meta.pid stays the dead writer's until this one writes the meta */
+    j->size = end;
+    j->header_end = j->mark = r->header_end;
+    if (first_record(j->fd, r->header_end, &first_off, &first_seq) == 1)
+        j->mark = first_off; /* the oldest kept record: the bound drops what precedes it */
     /* the reader goes on after the last whole record */
-    if (r->seg != j->seg) {
-        close(r->seg_fd);
-        r->seg_fd = journal_files_open_seg(r->dirfd, j->seg, O_RDONLY);
-        r->seg = j->seg;
-    }
-    if (r->seg_fd >= 0)
-        (void)lseek(r->seg_fd, (off_t)size, SEEK_SET);
     buf_reset(&r->pending);
+    r->pos = end;
     if (r->after < j->last_seq)
         r->after = j->last_seq;
     *ret = j;
     return 0;
-fail:
-    if (fd >= 0)
-        close(fd);
-    journal_close(j); /* drops the lock it took */
-    return k;
 }

@@ -1,32 +1,36 @@
 /*
  * journal — the records of a streamed turn kept outside the worker process that streams them,
  * so that any worker of the host can answer GET /turns/{id}/events and carry a turn on when
- * its worker died (engine_turns.c). Files, not the session table: a record is one write(2) to
+ * its worker died (engine_turns.c). A file, not the session table: a record is one write(2) to
  * a file in the page cache, which outlives the process that wrote it, and any number of
- * readers can follow it without asking the writer for anything.
+ * followers read it without asking the writer for anything.
  *
- * Layout: <root>/<name>/ per turn (root is <state_dir>/turns, 0700), name = 32 hex digits of
- * sha256(projectId "\n" turnId), so a turn is found only with the project it ran in, and a
- * turn id is never a file name. In it:
- *   meta       JSON {turnId, projectId, sessionKey, pid, createdMs, detached, state
- *              ("running"|"done"), finishedMs, slot {index, generation} once the prompt went
- *              to the harness, firstSeg}; rewritten whole (temp + rename)
- *   lock       the writer holds flock(LOCK_EX) on it while the turn runs: the kernel drops
- *              it when the writer's process dies, which is how the others see the death, and
- *              whoever takes it next is the one writer (journal_take_over)
- *   readers    each follower holds flock(LOCK_SH) on it: the writer sees whether anyone
- *              follows the turn (journal_has_readers) without being told
- *   seg-<n>    the records, one line each: "<seq> <det> <record>\n" where record is the NDJSON
- *              line the client got and det the count of the turn's own events so far
- *              (keepalives excluded: what a replay of the harness's lines reproduces)
- * A turn's journal is bounded: once the current segment holds more than turn_bytes / 2 the
- * next one starts and the one before it is removed, so a turn keeps at most about turn_bytes
- * and its oldest records go first (a cursor older than that gets -ERANGE and the oldest seq
- * still kept). All journals together are bounded by the master's sweep (journal_sweep.h).
+ * Layout: one file per turn, <root>/<name>.turn (root is <state_dir>/turns, 0700), name = 32
+ * hex digits of sha256(projectId "\n" turnId): a turn is found only with the project it ran
+ * in, and a turn id is never a file name. Its lines:
+ *   M <json>               meta: the first line {turnId, projectId, sessionKey, pid,
+ *                          createdMs, detached}; later ones add {slot: {index, generation}}
+ *                          (the prompt went to the harness of that slot), {pid} (a worker
+ *                          took the turn over), {finishedMs} (the result is in)
+ *   <seq> <det> <record>   a record: the NDJSON line the client got, its seq, and det, the
+ *                          count of the turn's own events so far (keepalives excluded: what a
+ *                          replay of the harness's lines reproduces)
+ * Open-file-description locks on the file (journal_files.h): the writer holds byte 0 while the
+ * turn runs — the kernel drops it when the writer's process dies, which is how the others see
+ * the death, and whoever takes it next is the one writer (journal_take_over); each follower
+ * holds byte 1 shared, so the writer sees whether anyone follows (journal_has_readers). A
+ * finished journal is marked with mode 0700 (its ctime: when it finished), so the sweep tells
+ * done from running with one stat.
  *
- * One writer per journal (one thread); readers in any process. A record is written with one
- * write(2) on O_APPEND; a reader that meets a line without its '\n' waits for the rest, and a
- * writer that takes over a dead one's journal first cuts such a torn last line off.
+ * The bound: once the newest turn_bytes / 2 of records are in, everything older (after the
+ * header) is punched out of the file (fallocate PUNCH_HOLE; a hole reads as NUL bytes and ends
+ * at a line start), so a turn keeps between turn_bytes / 2 and turn_bytes, oldest records first
+ * out; a cursor older than what is kept gets -ERANGE and the oldest seq kept. All journals
+ * together are bounded by the master's sweep (journal_sweep.h).
+ *
+ * One writer per journal (one thread); readers in any process. A record is one write on
+ * O_APPEND; a follower that meets a line without its '\n' waits for the rest, and a writer
+ * that takes over a dead one's journal first cuts such a torn last line off.
  */
 #ifndef AR_JOURNAL_H
 #define AR_JOURNAL_H
@@ -39,7 +43,7 @@
 #include "base/buf.h"
 #include "core/contracts.h"
 
-#define JOURNAL_NAME_LEN 32 /* hex digits of a turn's folder name */
+#define JOURNAL_NAME_LEN 32 /* hex digits of a turn's file name */
 #define JOURNAL_ID_MAX 129  /* turnId / projectId, NUL included */
 #define JOURNAL_KEY_MAX 272 /* the session key, NUL included */
 
@@ -49,7 +53,8 @@ struct journal_meta {
     char turn_id[JOURNAL_ID_MAX];
     char project_id[JOURNAL_ID_MAX];
     char session_key[JOURNAL_KEY_MAX];
-    int32_t pid;        /* the process that wrote the meta last (after a take-over: the dead one) */
+    int32_t pid;        /* the writer (after a take-over and before journal_note_writer: the
+                           dead one) */
     int64_t created_ms; /* wall clock */
     int64_t finished_ms;
     bool detached;
@@ -57,7 +62,6 @@ struct journal_meta {
     bool has_slot; /* the prompt went to the harness of this session table slot */
     uint32_t slot_index;
     uint32_t slot_generation;
-    uint64_t first_seg;
 };
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -65,22 +69,24 @@ struct journal_meta {
 struct journal;
 
 /*
- * Start the journal of a turn under root (created when missing) and take its writer lock.
- * A finished or abandoned journal of the same name is replaced; -EEXIST when a live writer
- * holds it (the turn id is in use). -ENAMETOOLONG, -errno.
+ * Start the journal of a turn under root (made when missing) and take its writer lock. A
+ * finished or abandoned journal of the same name is replaced; -EEXIST when a live writer holds
+ * it (the turn id is in use). -ENAMETOOLONG, -errno.
  */
 int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
                    const char *project_id, const char *session_key, bool detached,
                    struct journal **ret);
 /*
  * Keep one record (len bytes, '\n' included) numbered seq, with det of the turn's own events
- * so far. Starts the next segment when the current one is full. -errno (the record is lost
+ * so far (the bound drops the oldest ones when it is reached). -errno (the record is lost
  * for reattach; the caller goes on streaming).
  */
 int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len);
 /* The prompt went to the harness of slot (index, generation): a dead writer's turn can be
  * adopted from there. */
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation);
+/* This process writes the journal now (after journal_take_over, once it owns the turn). */
+int journal_note_writer(struct journal *j);
 /* The result record is in: the journal is kept for keep_ms from now. */
 int journal_finish(struct journal *j);
 /* Someone follows the turn (GET /turns/{id}/events). */
@@ -108,22 +114,17 @@ int journal_open(const char *root, const char *turn_id, const char *project_id, 
  * reader fell so far behind that the records it needs were dropped; -errno.
  */
 int journal_read(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, bool *ret_result);
-/* Wait at most timeout_ms for the journal to change (a write, a new segment). */
+/* Wait at most timeout_ms for the journal to change. */
 void journal_wait(struct journal_reader *r, int timeout_ms);
-/* The meta as it is now. */
-int journal_reader_meta(struct journal_reader *r, struct journal_meta *ret);
 /* A writer holds the journal (its process lives). */
 bool journal_writer_alive(struct journal_reader *r);
 /*
  * Become the writer of a journal whose writer died: -EBUSY when a writer holds it. A torn
- * last line is cut off; the new writer appends after the last whole record. The reader stays
- * usable (it reads what the new writer appends).
+ * last line is cut off; the new writer appends after the last whole record, and the reader
+ * goes on from there (read what it had not read first).
  */
 int journal_take_over(struct journal_reader *r, const struct turn_settings *ts,
                       struct journal **ret);
 void journal_reader_free(struct journal_reader *r);
-
-/* The folder name of (project_id, turn_id): JOURNAL_NAME_LEN hex digits + NUL. */
-int journal_name(const char *turn_id, const char *project_id, char out[JOURNAL_NAME_LEN + 1]);
 
 #endif

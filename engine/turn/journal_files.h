@@ -1,8 +1,12 @@
 /*
  * journal_files — the on-disk form of a turn's journal, private to the journal modules
- * (journal.c, journal_sweep.c; nothing else includes this header): the folder and its meta
- * file, the segments and their record lines (journal.h describes the layout). Every function
- * works on an open folder descriptor; none keeps state.
+ * (journal.c, journal_sweep.c; nothing else includes this header): one file per turn, its
+ * lines, its locks, its marks (journal.h describes the layout). No state is kept here.
+ *
+ * Locks are open-file-description locks (F_OFD_*) on the journal file itself: byte 0 is the
+ * writer's (exclusive), byte 1 the followers' (shared). They belong to an open file, not to a
+ * process or a thread, and the kernel drops them when the last descriptor of that open file is
+ * closed — when its process dies.
  */
 #ifndef AR_JOURNAL_FILES_H
 #define AR_JOURNAL_FILES_H
@@ -10,35 +14,42 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
+#include "base/buf.h"
 #include "turn/journal.h"
 
-#define JOURNAL_SEG_PREFIX "seg-"
+#define JOURNAL_SUFFIX ".turn"
+#define JOURNAL_FILE_MAX (JOURNAL_NAME_LEN + sizeof(JOURNAL_SUFFIX))
+#define JOURNAL_DONE_MODE 0700 /* the file's mode once its result is in (0600 before) */
+#define JOURNAL_LOCK_WRITER 0  /* the lock bytes */
+#define JOURNAL_LOCK_READERS 1
 
-/* snprintf of src (NULL: "") into dst. */
-void journal_files_copy_str(char *dst, size_t size, const char *src);
-/* Parse a record line's "<seq> <det> " prefix: the record's offset in line, or -EBADMSG. */
-int journal_files_parse_line(const char *line, size_t len, uint64_t *ret_seq, uint64_t *ret_det);
-/* Write the meta file whole (temp + rename). -errno. */
-int journal_files_meta_write(int dirfd, const struct journal_meta *m);
-/* Read it: -ENOENT, -EBADMSG, -errno. */
-int journal_files_meta_read(int dirfd, struct journal_meta *ret);
-/* Open segment n with flags (O_CLOEXEC | O_NOFOLLOW added): the fd or -1 with errno. */
-int journal_files_open_seg(int dirfd, uint64_t n, int flags);
-void journal_files_unlink_seg(int dirfd, uint64_t n);
-/* The segment numbers, ascending: a new array (may be empty) and its length. */
-int journal_files_list_segs(int dirfd, uint64_t **ret, size_t *ret_n);
-/* The seq of segment n's first record: 1, 0 when it has none yet, -errno. */
-int journal_files_first_seq(int dirfd, uint64_t n, uint64_t *ret_seq);
-/* The seq/det of the last whole record of the segment open on fd: 1, 0 none; *ret_end is
- * where that record ends (a torn line may follow). */
-int journal_files_seg_last(int fd, uint64_t *ret_seq, uint64_t *ret_det, off_t *ret_end);
-/* The same, and the torn line after it cut off (fd read-write); *ret_size the new length. */
-int journal_files_seg_tail(int fd, uint64_t *ret_seq, uint64_t *ret_det, uint64_t *ret_size);
-/* Open root/name as a folder (made 0700 first when create): *ret_fd. -errno. */
-int journal_files_open_dir(const char *root, const char *name, bool create, int *ret_fd);
-/* Remove the segments and the meta file of a folder whose writer lock the caller holds. */
-void journal_files_clear_dir(int dirfd);
+/* The file name of (project_id, turn_id): "<32 hex>.turn". */
+int journal_files_name(const char *turn_id, const char *project_id,
+                       char out[JOURNAL_FILE_MAX]);
+/*
+ * One line of a journal (without its '\n'): 1 for a record "<seq> <det> <json>" (*ret_off:
+ * where the json starts), 2 for a meta line "M <json>" (*ret_off likewise), -EBADMSG.
+ */
+int journal_files_parse_line(const char *line, size_t len, uint64_t *ret_seq, uint64_t *ret_det,
+                             size_t *ret_off);
+/* Fold a meta line's JSON into *m (the header sets everything, later lines what they name). */
+int journal_files_meta_apply(const char *json, size_t len, struct journal_meta *m);
+/* The header line of a new journal ("M {...}\n") into out. */
+int journal_files_header(const struct journal_meta *m, struct buf *out);
+/*
+ * Read the journal on fd from offset 0 into *m (header and every meta line), and where its
+ * records end: *ret_end (after the last whole line; a torn line may follow), the last record's
+ * seq and det. -EBADMSG when the header is not one.
+ */
+int journal_files_scan(int fd, struct journal_meta *m, uint64_t *ret_end, uint64_t *ret_seq,
+                       uint64_t *ret_det);
+/* Take (F_OFD_SETLK) lock byte `which`, exclusive or shared, without waiting: 0, -EAGAIN. */
+int journal_files_lock(int fd, int which, bool exclusive);
+void journal_files_unlock(int fd, int which);
+/* Whether someone else holds lock byte `which` (a probe that takes nothing). */
+bool journal_files_locked(int fd, int which, bool exclusive);
 
 #endif

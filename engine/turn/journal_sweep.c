@@ -6,86 +6,56 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "turn/journal_files.h"
 
-/* What a listing needs of one journal folder (dirfd): 0, or -errno when it is no journal. */
-static int describe(int dirfd, const char *name, struct journal_entry *e)
+/* One entry of the root folder, as a stat sees it. */
+struct seen {
+    char name[JOURNAL_NAME_LEN + 8];
+    bool done;
+    int64_t finished_ms; /* ctime of a finished one */
+    int64_t changed_ms;  /* mtime */
+    uint64_t bytes;
+};
+
+static int64_t ms_of(const struct timespec *t)
 {
-    uint64_t *segs = NULL, det;
-    size_t n = 0;
-    off_t end;
-    struct stat st;
-    int lock, r;
-
-    memset(e, 0, sizeof(*e));
-    snprintf(e->name, sizeof(e->name), "%s", name);
-    r = journal_files_meta_read(dirfd, &e->meta);
-    if (r == 0)
-        r = journal_files_list_segs(dirfd, &segs, &n);
-    if (r < 0)
-        return r;
-    if (fstatat(dirfd, "meta", &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        e->bytes += (uint64_t)st.st_size;
-        e->changed_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int fd = journal_files_open_seg(dirfd, segs[i], O_RDONLY);
-
-        if (fd < 0)
-            continue;
-        if (fstat(fd, &st) == 0) {
-            int64_t ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
-            e->bytes += (uint64_t)st.st_size;
-            if (ms > e->changed_ms)
-                e->changed_ms = ms;
-        }
-        close(fd);
-    }
-    for (size_t i = n; i-- > 0 && e->last_seq == 0;) {
-        int fd = journal_files_open_seg(dirfd, segs[i], O_RDONLY);
-
-        /* read-only: a torn tail is left for the writer that takes over to cut */
-        if (fd >= 0 && journal_files_seg_last(fd, &e->last_seq, &det, &end) < 0)
-            e->last_seq = 0;
-        if (fd >= 0)
-            close(fd);
-    }
-    free(segs);
-    lock = openat(dirfd, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    e->writer_alive = lock >= 0 && flock(lock, LOCK_SH | LOCK_NB) < 0;
-    if (lock >= 0)
-        close(lock);
-    return 0;
+    return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
 }
 
-/* Each journal folder under root, described (folders that are no journal are skipped). */
-static int each_journal(const char *root, struct journal_entry **ret, size_t *ret_n)
+static bool journal_file(const char *name)
+{
+    return strlen(name) == JOURNAL_NAME_LEN + strlen(JOURNAL_SUFFIX) &&
+           strspn(name, "0123456789abcdef") == JOURNAL_NAME_LEN &&
+           strcmp(name + JOURNAL_NAME_LEN, JOURNAL_SUFFIX) == 0;
+}
+
+/* Every journal file under root with its stat: a new array and its length. */
+static int stat_all(const char *root, int *ret_dirfd, struct seen **ret, size_t *ret_n)
 {
     DIR *d = opendir(root);
-    struct journal_entry *v = NULL;
+    struct seen *v = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
 
     *ret = NULL;
     *ret_n = 0;
+    *ret_dirfd = -1;
     if (!d)
         return errno == ENOENT ? 0 : -errno;
     while ((e = readdir(d))) {
-        int fd;
+        struct stat st;
 
-        if (strlen(e->d_name) != JOURNAL_NAME_LEN ||
-            strspn(e->d_name, "0123456789abcdef") != JOURNAL_NAME_LEN)
+        if (!journal_file(e->d_name) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
             continue;
         if (n == cap) {
-            struct journal_entry *nv = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof(*v));
+            struct seen *nv = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
             if (!nv) {
                 free(v);
                 closedir(d);
@@ -93,90 +63,121 @@ static int each_journal(const char *root, struct journal_entry **ret, size_t *re
             }
             v = nv;
         }
-        fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (describe(fd, e->d_name, &v[n]) == 0)
-            n++;
-        close(fd);
+        snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
+        v[n].done = (st.st_mode & 0777) == JOURNAL_DONE_MODE;
+        v[n].finished_ms = ms_of(&st.st_ctim);
+        v[n].changed_ms = ms_of(&st.st_mtim);
+        v[n].bytes = (uint64_t)st.st_blocks * 512;
+        n++;
     }
+    *ret_dirfd = dup(dirfd(d));
     closedir(d);
     *ret = v;
     *ret_n = n;
     return 0;
 }
 
-int journal_sweep_list(const char *root, struct journal_entry **ret, size_t *ret_n)
+int journal_sweep_list(const char *root, bool running_only, struct journal_entry **ret,
+                       size_t *ret_n)
 {
-    return each_journal(root, ret, ret_n);
+    struct journal_entry *v;
+    struct seen *s = NULL;
+    size_t n = 0, k = 0;
+    int dfd, r = stat_all(root, &dfd, &s, &n);
+
+    *ret = NULL;
+    *ret_n = 0;
+    if (r < 0)
+        return r;
+    v = calloc(n ? n : 1, sizeof(*v));
+    for (size_t i = 0; v && i < n; i++) {
+        uint64_t end, det;
+        int fd;
+
+        if (running_only && s[i].done)
+            continue;
+        fd = openat(dfd, s[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (journal_files_scan(fd, &v[k].meta, &end, &v[k].last_seq, &det) == 0) {
+            snprintf(v[k].name, sizeof(v[k].name), "%s", s[i].name);
+            v[k].bytes = s[i].bytes;
+            v[k].changed_ms = s[i].changed_ms;
+            v[k].writer_alive = journal_files_locked(fd, JOURNAL_LOCK_WRITER, false);
+            k++;
+        }
+        close(fd);
+    }
+    if (dfd >= 0)
+        close(dfd);
+    free(s);
+    if (!v)
+        return -ENOMEM;
+    *ret = v;
+    *ret_n = k;
+    return 0;
 }
 
-/* Remove a journal nobody writes (its writer lock is taken for the removal). */
-static bool remove_journal(const char *root, const char *name)
+/* Remove a journal nobody writes (its writer lock is held for the removal): true when gone. */
+static bool remove_journal(int dfd, const char *name)
 {
-    char path[PATH_MAX];
-    int dfd, lock;
-    bool done = false;
+    int fd = openat(dfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    bool gone = false;
 
-    if (journal_files_open_dir(root, name, false, &dfd) < 0)
+    if (fd < 0)
         return false;
-    lock = openat(dfd, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0) {
-        journal_files_clear_dir(dfd);
-        (void)unlinkat(dfd, "meta.tmp", 0);
-        (void)unlinkat(dfd, "readers", 0);
-        (void)unlinkat(dfd, "lock", 0);
-        snprintf(path, sizeof(path), "%s/%s", root, name);
-        done = rmdir(path) == 0;
-    }
-    if (lock >= 0)
-        close(lock);
-    close(dfd);
-    return done;
+    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) == 0)
+        gone = unlinkat(dfd, name, 0) == 0;
+    close(fd);
+    return gone;
 }
 
 static int by_finished(const void *a, const void *b)
 {
-    const struct journal_entry *x = a, *y = b;
+    const struct seen *x = a, *y = b;
 
-    return x->meta.finished_ms < y->meta.finished_ms   ? -1
-           : x->meta.finished_ms > y->meta.finished_ms ? 1
-                                                       : 0;
+    return (x->finished_ms > y->finished_ms) - (x->finished_ms < y->finished_ms);
 }
 
 int journal_sweep_run(const char *root, const struct turn_settings *ts, int64_t now_wall_ms,
                       struct journal_sweep_stats *ret)
 {
     struct journal_sweep_stats st = {0};
-    struct journal_entry *v = NULL;
+    struct seen *v = NULL;
     size_t n = 0, kept = 0;
-    int r = each_journal(root, &v, &n);
+    int dfd, r = stat_all(root, &dfd, &v, &n);
 
     if (r < 0)
         return r;
     for (size_t i = 0; i < n; i++) {
-        const struct journal_entry *e = &v[i];
-        bool done = e->meta.state == JOURNAL_DONE;
+        const struct seen *e = &v[i];
 
-        if (done && e->meta.finished_ms + (int64_t)ts->keep_ms <= now_wall_ms) {
-            st.expired += remove_journal(root, e->name);
+        if (e->done && e->finished_ms + (int64_t)ts->keep_ms <= now_wall_ms &&
+            remove_journal(dfd, e->name)) {
+            st.expired++;
             continue;
         }
-        if (!done && !e->writer_alive && e->changed_ms + (int64_t)ts->keep_ms <= now_wall_ms) {
-            st.abandoned += remove_journal(root, e->name);
+        /* no write for the whole window and no writer: its worker died and nobody took it */
+        if (!e->done && e->changed_ms + (int64_t)ts->keep_ms <= now_wall_ms &&
+            remove_journal(dfd, e->name)) {
+            st.abandoned++;
             continue;
         }
         st.bytes += e->bytes;
-        if (done)
+        st.count++;
+        if (e->done)
             v[kept++] = *e;
     }
     qsort(v, kept, sizeof(*v), by_finished);
     for (size_t i = 0; i < kept && st.bytes > ts->total_bytes; i++) {
-        if (remove_journal(root, v[i].name)) {
+        if (remove_journal(dfd, v[i].name)) {
             st.evicted++;
+            st.count--;
             st.bytes -= v[i].bytes < st.bytes ? v[i].bytes : st.bytes;
         }
     }
+    if (dfd >= 0)
+        close(dfd);
     free(v);
     if (ret)
         *ret = st;
