@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fstree.h"
 #include "base/util.h"
 #include "environment/environment.h"
 #include "environment/spare.h"
@@ -294,24 +295,22 @@ int admin_sweep_envs(const struct admin *a)
     return sandbox_host_sweep(&a->host, env_in_use, (void *)a);
 }
 
-static int turns_dir(const char *state_dir, char *out, size_t outlen)
-{
-    if (!state_dir || snprintf(out, outlen, "%s/turns", state_dir) >= (int)outlen)
-        return -ENAMETOOLONG;
-    return 0;
-}
-
 int admin_turns_sweep(const struct admin *a)
 {
     struct journal_sweep_stats st;
-    char root[PATH_MAX];
-    int r = turns_dir(a->cfg->state_dir, root, sizeof(root));
+    int r;
 
-    if (r == 0)
-        r = journal_sweep_run(root, &a->cfg->turns, util_wall_ms(), &st);
+    if (!a->cfg->turns.dir[0])
+        return 0;
+    r = journal_sweep_run(a->cfg->turns.dir, &a->cfg->turns, util_wall_ms(), &st);
     if (r < 0)
         return r;
     return (int)(st.expired + st.abandoned + st.evicted);
+}
+
+int admin_turns_dir(const char *instance, char *out, size_t outlen)
+{
+    return engine_turns_dir(instance, out, outlen);
 }
 
 static int newest_first(const void *a, const void *b)
@@ -321,11 +320,10 @@ static int newest_first(const void *a, const void *b)
     return (x->meta.created_ms < y->meta.created_ms) - (x->meta.created_ms > y->meta.created_ms);
 }
 
-json_object *admin_turns_json(const char *state_dir)
+json_object *admin_turns_json(const char *dir)
 {
     json_object *doc = json_object_new_object(), *list = json_object_new_array();
     struct journal_entry *v = NULL;
-    char root[PATH_MAX];
     int64_t now = util_wall_ms();
     size_t n = 0;
 
@@ -335,7 +333,7 @@ json_object *admin_turns_json(const char *state_dir)
         return NULL;
     }
     json_object_object_add(doc, "turns", list);
-    if (turns_dir(state_dir, root, sizeof(root)) < 0 || journal_sweep_list(root, false, &v, &n) < 0)
+    if (journal_sweep_list(dir, false, &v, &n) < 0)
         return doc;
     qsort(v, n, sizeof(*v), newest_first);
     for (size_t i = 0; i < n; i++) {
@@ -425,6 +423,9 @@ void admin_table_close(struct admin *a)
     a->cfg->pool = NULL;
     epoch_key_path(a, path, sizeof(path));
     (void)unlink(path);
+    /* the turn journals go with the table (a crashed master's stay for its successor) */
+    if (a->cfg->turns.dir[0])
+        (void)fstree_remove(a->cfg->turns.dir);
 }
 
 void admin_close(struct admin *a, bool clean_stop)

@@ -99,11 +99,13 @@ int admin_env_remove(const struct admin *a, const char *env_dir);
  */
 int admin_sweep_envs(const struct admin *a);
 /*
- * The turn journals (<state_dir>/turns, turn/journal_sweep.h): remove the expired and
- * abandoned ones and keep their total under AGENT_RUNNER_TURN_JOURNAL_TOTAL_BYTES. How many
- * were removed, or -errno.
+ * The turn journals (AGENT_RUNNER_TURN_JOURNAL_DIR, turn/journal_sweep.h): remove the expired
+ * and abandoned ones and keep their total under AGENT_RUNNER_TURN_JOURNAL_TOTAL_BYTES. How
+ * many were removed, or -errno.
  */
 int admin_turns_sweep(const struct admin *a);
+/* The default journal folder of an instance (engine_turns_dir); -ENAMETOOLONG. */
+int admin_turns_dir(const char *instance, char *out, size_t outlen);
 /* The in-flight entry of worker pid (0: of every process that is gone) is freed: what it had
  * admitted is not in flight any more. */
 void admin_inflight_release(struct admin *a, pid_t pid);
@@ -161,12 +163,12 @@ void admin_detach(struct pool *p);
  */
 json_object *admin_sessions_json(const struct pool *p);
 /*
- * agent-runner-ctl turns: {"turns": [...]}, the running and journaled turns under
- * <state_dir>/turns (turnId, projectId, sessionKey, seq: the last record's, ageMs, state:
- * running | done | orphaned (no live writer), detached, pid, bytes), newest first. A new
- * object, NULL on ENOMEM; an empty list when there is no journal folder.
+ * agent-runner-ctl turns: {"turns": [...]}, the running and journaled turns under dir
+ * (turnId, projectId, sessionKey, seq: the last record's, ageMs, state: running | done |
+ * orphaned (no live writer), detached, pid, bytes), newest first. A new object, NULL on
+ * ENOMEM; an empty list when there is no journal folder.
  */
-json_object *admin_turns_json(const char *state_dir);
+json_object *admin_turns_json(const char *dir);
 /* {"instance", "masterPid", "slots", "used", "parked", "repairs", "counters": {...}}. */
 json_object *admin_stats_json(const struct pool *p);
 /* Drain and tear down key's session (waits): 1 killed, 0 no such session, -errno. */

@@ -178,5 +178,10 @@ void engine_config_spares_text(const struct engine_config *cfg, char *out, size_
 void engine_config_platform_text(const struct engine_config *cfg, char *out, size_t outlen);
 /* The session table's shared-memory name of an instance; -ENAMETOOLONG when it does not fit. */
 int engine_table_name(const char *instance, char *out, size_t outlen);
+/*
+ * The default folder of an instance's turn journals, beside its session table in the tmpfs of
+ * /dev/shm ("/dev/shm/agent-runner.<instance>.turns"); -ENAMETOOLONG when it does not fit.
+ */
+int engine_turns_dir(const char *instance, char *out, size_t outlen);
 
 #endif

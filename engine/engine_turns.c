@@ -28,10 +28,9 @@
 
 static int turns_root(const struct engine_config *cfg, char out[PATH_MAX])
 {
-    if (!cfg->state_dir || !cfg->turns.keep_ms)
+    if (!cfg->turns.dir[0] || !cfg->turns.keep_ms)
         return -ENOENT;
-    if (snprintf(out, PATH_MAX, "%s/turns", cfg->state_dir) >= PATH_MAX)
-        return -ENAMETOOLONG;
+    snprintf(out, PATH_MAX, "%s", cfg->turns.dir);
     return 0;
 }
 
@@ -65,6 +64,8 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
 {
     json_object *o, *pol;
     const char *text;
+    struct buf line;
+    bool blank;
     size_t n;
 
     if (!es->journal || !env->has_slot)
@@ -74,6 +75,8 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
         (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
         return;
     }
+    /* the request goes in as it came (JSON text, its line breaks made blanks: the control
+     * line is one line), not re-encoded: this runs before every streamed turn's prompt */
     o = json_object_new_object();
     pol = json_object_new_object();
     json_object_object_add(o, "turnId", json_object_new_string(t->req->turn_id));
@@ -86,11 +89,19 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
     json_object_object_add(o, "policy", pol);
     json_object_object_add(o, "caps", json_object_new_int64(turn_caps_to_bits(&res->caps)));
     json_object_object_add(o, "traceId", json_object_new_string(res->trace_id ? res->trace_id : ""));
-    json_object_object_add(o, "request",
-                           json_object_new_string_len(t->req->body, (int)t->req->body_len));
     text = jsonx_text(o, &n);
-    if (n < PAYLOAD_TEXT_MAX)
-        (void)environment_turn_begin(env, text, n);
+    buf_init(&line, PAYLOAD_TEXT_MAX);
+    blank = strspn(t->req->body, " \t\r\n") >= t->req->body_len; /* an empty body is {} */
+    if (buf_append(&line, text, n - 1) == 0 && buf_append_str(&line, ",\"request\":") == 0 &&
+        (blank ? buf_append_str(&line, "{}")
+               : buf_append(&line, t->req->body, t->req->body_len)) == 0 &&
+        buf_append_char(&line, '}') == 0) {
+        for (size_t i = 0; i < line.len; i++)
+            if (line.data[i] == '\n')
+                line.data[i] = ' ';
+        (void)environment_turn_begin(env, line.data, line.len);
+    }
+    buf_release(&line);
     (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
     json_object_put(o);
 }
@@ -124,7 +135,7 @@ static int parse_payload(json_object *o, struct engine_adopted *ad, const char *
     json_object *req = jsonx_get(o, "request"), *pol = jsonx_get(o, "policy");
     const char *trace = jsonx_str(o, "traceId");
 
-    if (!req || !json_object_is_type(req, json_type_string) || !pol)
+    if (!req || !json_object_is_type(req, json_type_object) || !pol)
         return -EBADMSG;
     memset(ad, 0, sizeof(*ad));
     ad->prompt_id = json_object_get_int64(jsonx_get(o, "promptId"));
@@ -137,8 +148,7 @@ static int parse_payload(json_object *o, struct engine_adopted *ad, const char *
     snprintf(ad->trace_id, sizeof(ad->trace_id), "%s", trace ? trace : "");
     if (ad->prompt_id <= 0)
         return -EBADMSG;
-    *ret_body = json_object_get_string(req);
-    *ret_len = (size_t)json_object_get_string_len(req);
+    *ret_body = jsonx_text(req, ret_len); /* valid while the payload lives */
     return 0;
 }
 
@@ -158,7 +168,7 @@ static void run_from_payload(const struct engine_config *cfg, struct environment
     int r;
 
     memset(&req, 0, sizeof(req));
-    r = jsonx_parse(payload, strlen(payload), 8, &o, err, sizeof(err));
+    r = jsonx_parse(payload, strlen(payload), JSONX_DEFAULT_DEPTH + 4, &o, err, sizeof(err));
     if (r == 0)
         r = parse_payload(o, &ad, &body, &blen);
     request_limits_default(&lim);
@@ -188,7 +198,8 @@ out:
  * Carry on the turn of journal j (its writer died; j is ours now, and es takes it): through
  * its keeper when it holds the turn, else close it as lost. Records go to sink (NULL: none).
  */
-static void adopt(const struct engine_config *cfg, struct journal *j, const struct event_sink *sink)
+static void adopt(const struct engine_config *cfg, struct journal *j,
+                  const struct event_sink *sink, uint64_t sink_after)
 {
     const struct journal_meta *m = journal_meta_of(j);
     struct pool_handle h = {.index = m->slot_index, .generation = m->slot_generation};
@@ -205,6 +216,7 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
     es.journal = j;
     es.seq = seq;
     es.det = det;
+    es.sink_after = sink_after; /* what the follower has (the journal may hold less) */
     es.keepalive_ms = cfg->turns.keepalive_ms;
     run_result_init(&res);
     log_ctx_set(NULL, m->session_key, m->turn_id, NULL);
@@ -255,6 +267,7 @@ out:
 struct engine_follow {
     const struct engine_config *cfg;
     struct journal_reader *rd;
+    uint64_t after; /* the last seq the follower's client has */
     char turn_id[JOURNAL_ID_MAX];
 };
 
@@ -271,6 +284,7 @@ int engine_follow_open(const struct engine_config *cfg, const char *turn_id, con
     if (!f)
         return -ENOMEM;
     f->cfg = cfg;
+    f->after = after;
     snprintf(f->turn_id, sizeof(f->turn_id), "%s", turn_id);
     r = journal_open(root, turn_id, project_id && project_id[0] ? project_id : NULL, after, &f->rd,
                      ret_oldest);
@@ -299,6 +313,7 @@ static int pump(struct engine_follow *f, const struct event_sink *sink, struct b
     while ((r = journal_read(f->rd, rec, &seq, &result)) == 1) {
         if (!*gone && sink->write_line(sink->ctx, rec->data, rec->len) < 0)
             *gone = true;
+        f->after = seq;
         wrote = 1;
         if (result)
             break;
@@ -328,7 +343,7 @@ void engine_follow_run(struct engine_follow *f, const struct event_sink *sink)
                     journal_close(j); /* it had finished after all */
                     break;
                 }
-                adopt(f->cfg, j, gone ? NULL : sink);
+                adopt(f->cfg, j, gone ? NULL : sink, f->after);
                 break;
             }
         }
@@ -356,7 +371,7 @@ static void *orphan_thread(void *arg)
 {
     struct orphan *o = arg;
 
-    adopt(o->cfg, o->j, NULL);
+    adopt(o->cfg, o->j, NULL, 0);
     free(o);
     return NULL;
 }
@@ -431,7 +446,7 @@ int engine_turns_start(const struct engine_config *cfg)
     pthread_t th;
     int r;
 
-    if (!cfg->state_dir || !cfg->turns.keep_ms)
+    if (!cfg->turns.dir[0] || !cfg->turns.keep_ms)
         return 0;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -5,12 +5,12 @@
  *   agent-runner-ctl [--instance NAME] stats [--json]      counters and table occupancy
  *   agent-runner-ctl [--instance NAME] kill <key>          destroy a session's environment
  *   agent-runner-ctl [--instance NAME] check               slot table consistency check
- *   agent-runner-ctl [--state-dir DIR] turns [--json]      running and journaled turns
+ *   agent-runner-ctl [--instance NAME] turns [--json]      running and journaled turns
  *
  * `sessions` and `stats` map the segment read-only and never take its lock (a slot is copied
  * until two reads agree). `kill` and `check` map it read-write and take the lock. `turns` reads
- * the turn journals under DIR/turns (DIR: --state-dir, else AGENT_RUNNER_STATE_DIR, else
- * /var/lib/agent-runner) and never writes them.
+ * the turn journals (AGENT_RUNNER_TURN_JOURNAL_DIR, else the instance's default folder beside
+ * its session table) and never writes them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,7 +27,7 @@ static void usage(FILE *f)
                "       agent-runner-ctl [--instance NAME] stats [--json]\n"
                "       agent-runner-ctl [--instance NAME] kill <projectId:sessionId>\n"
                "       agent-runner-ctl [--instance NAME] check\n"
-               "       agent-runner-ctl [--state-dir DIR] turns [--json]\n");
+               "       agent-runner-ctl [--instance NAME] turns [--json]\n");
 }
 
 static int cmd_sessions(const struct pool *p, bool json)
@@ -72,10 +72,19 @@ static int cmd_sessions(const struct pool *p, bool json)
     return 0;
 }
 
-static int cmd_turns(const char *state_dir, bool json)
+static int cmd_turns(const char *instance, const char *dir, bool json)
 {
-    json_object *doc = admin_turns_json(state_dir), *list;
+    char def[256];
+    json_object *doc, *list;
 
+    if (!dir || !dir[0]) {
+        if (admin_turns_dir(instance, def, sizeof(def)) < 0) {
+            fprintf(stderr, "--instance: too long\n");
+            return 2;
+        }
+        dir = def;
+    }
+    doc = admin_turns_json(dir);
     if (!doc) {
         fprintf(stderr, "out of memory\n");
         return 1;
@@ -155,25 +164,21 @@ static int cmd_check(struct pool *p)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"instance", required_argument, NULL, 'i'},
-                                         {"state-dir", required_argument, NULL, 's'},
                                          {"json", no_argument, NULL, 'j'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *instance = getenv("AGENT_RUNNER_INSTANCE");
-    const char *state_dir = getenv("AGENT_RUNNER_STATE_DIR");
+    const char *journal_dir = getenv("AGENT_RUNNER_TURN_JOURNAL_DIR");
     bool json = false, rw;
     struct pool *p = NULL;
     char name[96];
     const char *cmd;
     int c, r;
 
-    while ((c = getopt_long(argc, argv, "i:s:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:jh", opts, NULL)) != -1) {
         switch (c) {
         case 'i':
             instance = optarg;
-            break;
-        case 's':
-            state_dir = optarg;
             break;
         case 'j':
             json = true;
@@ -191,10 +196,10 @@ int main(int argc, char **argv)
         return 2;
     }
     cmd = argv[optind];
-    if (strcmp(cmd, "turns") == 0) /* the journals: files, no session table */
-        return cmd_turns(state_dir && state_dir[0] ? state_dir : "/var/lib/agent-runner", json);
     if (!instance || !instance[0])
         instance = "default";
+    if (strcmp(cmd, "turns") == 0) /* the journals: files, no session table */
+        return cmd_turns(instance, journal_dir, json);
     rw = strcmp(cmd, "kill") == 0 || strcmp(cmd, "check") == 0;
     r = admin_attach(instance, !rw, &p, name, sizeof(name));
     if (r == -ENAMETOOLONG) {

@@ -25,35 +25,42 @@ void keeper_turn_end(struct keeper *k)
     memset(t, 0, sizeof(*t));
 }
 
-void keeper_turn_begin(struct keeper *k, const char *json, size_t len)
+/* The turn's id and hold window, read from its JSON when they are needed (the worker died). */
+static bool read_payload(struct keeper_turn *t)
 {
-    struct keeper_turn *t = &k->turn;
     json_object *o = NULL;
     const char *id;
     char err[64];
     uint64_t ms = ADOPT_DEFAULT_MS;
 
-    keeper_turn_end(k);
-    if (jsonx_parse(json, len, 64, &o, err, sizeof(err)) < 0) {
-        log_debug("ignoring a malformed '#turn': %s", err);
-        return;
+    if (t->id[0])
+        return true;
+    if (jsonx_parse(t->payload, t->payload_len, JSONX_DEFAULT_DEPTH + 4, &o, err, sizeof(err)) <
+        0) {
+        log_debug("a malformed '#turn': %s", err);
+        return false;
     }
     id = jsonx_str(o, "turnId");
-    if (!id || !id[0] || strlen(id) >= sizeof(t->id)) {
-        json_object_put(o);
-        return;
-    }
+    if (id && id[0] && strlen(id) < sizeof(t->id))
+        snprintf(t->id, sizeof(t->id), "%s", id);
     if (jsonx_get(o, "adoptMs") && json_object_get_int64(jsonx_get(o, "adoptMs")) > 0)
         ms = (uint64_t)json_object_get_int64(jsonx_get(o, "adoptMs"));
-    snprintf(t->id, sizeof(t->id), "%s", id);
+    t->adopt_ms = (int64_t)(ms > ADOPT_MAX_MS ? ADOPT_MAX_MS : ms);
     json_object_put(o);
+    return t->id[0] != '\0';
+}
+
+void keeper_turn_begin(struct keeper *k, const char *json, size_t len)
+{
+    struct keeper_turn *t = &k->turn;
+
+    keeper_turn_end(k);
     t->payload = malloc(len + 1);
     if (!t->payload)
         return;
-    memcpy(t->payload, json, len);
+    memcpy(t->payload, json, len); /* read only if the worker dies (read_payload) */
     t->payload[len] = '\0';
     t->payload_len = len;
-    t->adopt_ms = (int64_t)(ms > ADOPT_MAX_MS ? ADOPT_MAX_MS : ms);
     t->calls_base = k->channel.calls_answered;
     buf_init(&t->log, KEEPER_TURN_LOG_MAX);
     t->active = true;
@@ -81,7 +88,8 @@ bool keeper_turn_hold(struct keeper *k)
 {
     struct keeper_turn *t = &k->turn;
 
-    if (!t->active || t->overflow || k->parked || k->channel.calls_answered != t->calls_base)
+    if (!t->active || t->overflow || k->parked || k->channel.calls_answered != t->calls_base ||
+        !read_payload(t))
         return false;
     t->held = true;
     t->adopted = false;

@@ -9,6 +9,7 @@
 #include "turn/journal.h"
 
 #define COALESCE_MAX RUN_OUTPUT_MAX
+#define JOURNAL_LAG_MS 1000 /* a journal nobody reads is written at least this often */
 
 void event_stream_init(struct event_stream *es, const struct event_sink *sink)
 {
@@ -127,11 +128,12 @@ static int collect(struct event_stream *es, json_object *ev)
 }
 
 /*
- * Number, write and journal one record (streaming). The client's copy goes first: a record
- * the worker dies before journaling is rebuilt with the same number by the worker that adopts
- * the turn, so the order costs nothing, and the journal's write is off the client's path.
+ * Number, write and journal one record (streaming). The journal is written in batches, before
+ * each flush to the client (event_stream_flush): a turn's own record the client got and the
+ * journal did not is rebuilt with the same number by a worker that adopts the turn. A
+ * keepalive is not rebuilt: it is journaled (and written) before the client gets it.
  */
-static int deliver(struct event_stream *es, const char *kind, json_object *ev)
+static int deliver(struct event_stream *es, const char *kind, json_object *ev, bool own)
 {
     uint64_t seq = ++es->seq;
     struct buf line;
@@ -139,19 +141,24 @@ static int deliver(struct event_stream *es, const char *kind, json_object *ev)
 
     buf_init(&line, strcmp(kind, "result") == 0 ? RESULT_LINE_MAX + 256 : EVENT_LINE_MAX);
     r = events_record_line_seq(kind, ev, seq, seq == 1 ? es->turn_id : NULL, &line);
+    if (r == 0 && es->journal) {
+        int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
+        if (jr == 0 && !own)
+            jr = journal_flush(es->journal);
+        if (jr < 0)
+            log_debug("turn journal: record %llu not kept: %s", (unsigned long long)seq,
+                      strerror(-jr));
+    }
     es->last_write_ms = util_now_ms();
-    if (r == 0 && !es->client_gone && es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)
+    if (r == 0 && seq <= es->sink_after)
+        ; /* the client has it */
+    else if (r == 0 && !es->client_gone &&
+             es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)
         es->client_gone = true;
     else if (r == 0 && !es->client_gone)
         es->unflushed = es->sink.flush != NULL;
     if (es->client_gone && !es->client_gone_ms)
         es->client_gone_ms = es->last_write_ms;
-    if (r == 0 && es->journal) {
-        int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
-        if (jr < 0)
-            log_debug("turn journal: record %llu not kept: %s", (unsigned long long)seq,
-                      strerror(-jr));
-    }
     buf_release(&line);
     return r;
 }
@@ -178,7 +185,7 @@ int event_emit(struct event_stream *es, json_object *ev)
         json_object_put(ev); /* rebuilt by an adoption: the dead worker delivered it */
         return 0;
     }
-    r = deliver(es, "event", ev);
+    r = deliver(es, "event", ev, true);
     json_object_put(ev);
     return r == -ENOMEM ? r : 0;
 }
@@ -189,7 +196,7 @@ int event_stream_result(struct event_stream *es, json_object *payload)
 
     if (!es->streaming || !payload)
         return payload ? 0 : -ENOMEM;
-    r = deliver(es, "result", payload);
+    r = deliver(es, "result", payload, true);
     es->result_written = r == 0;
     event_stream_flush(es); /* the client has its result before the journal is closed */
     if (r == 0 && es->journal) {
@@ -215,19 +222,38 @@ void event_stream_keepalive(struct event_stream *es)
         json_object_put(ev);
         return;
     }
-    (void)deliver(es, "event", ev);
+    (void)deliver(es, "event", ev, false);
     json_object_put(ev);
     event_stream_flush(es);
 }
 
+/*
+ * The client's copy first (the turn's own records: their order does not matter, see deliver).
+ * The journal is written when someone follows the turn or the client is gone (they read it
+ * now), else at most once a second (agent-runner-ctl turns shows its progress), when enough
+ * is queued, and at the result: records a worker dies holding are rebuilt by the one that
+ * adopts the turn, so waiting costs nothing but the view of who reads it, and a short turn
+ * with one client pays one write for its records.
+ */
 void event_stream_flush(struct event_stream *es)
 {
-    if (!es->unflushed || es->client_gone)
-        return;
-    es->unflushed = false;
-    if (es->sink.flush(es->sink.ctx) < 0) {
-        es->client_gone = true;
-        es->client_gone_ms = util_now_ms();
+    if (es->unflushed && !es->client_gone) {
+        es->unflushed = false;
+        if (es->sink.flush(es->sink.ctx) < 0) {
+            es->client_gone = true;
+            es->client_gone_ms = util_now_ms();
+        }
+    }
+    if (es->journal && journal_queued(es->journal)) {
+        int64_t now = util_now_ms();
+
+        if (!es->journal_flushed_ms)
+            es->journal_flushed_ms = now;
+        if (es->client_gone || now - es->journal_flushed_ms >= JOURNAL_LAG_MS ||
+            journal_has_readers(es->journal)) {
+            (void)journal_flush(es->journal);
+            es->journal_flushed_ms = now;
+        }
     }
 }
 

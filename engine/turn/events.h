@@ -56,6 +56,9 @@ struct event_stream {
     uint64_t seq;
     uint64_t det;
     uint64_t skip_det;
+    uint64_t sink_after; /* records with seq <= it are journaled, not written (its client has
+                            them: an adoption rebuilds what the journal missed) */
+    int64_t journal_flushed_ms; /* monotonic: the journal's last write */
     const char *turn_id;     /* named in the first record (borrowed; NULL: not named) */
     struct journal *journal; /* owned (journal_close at release); NULL: not journaled */
     bool result_written;     /* event_stream_result wrote the result record */

@@ -20,15 +20,20 @@
 #include "turn/journal_files.h"
 
 #define HALF_MIN_BYTES 2048u
+#define PENDING_MAX (RESULT_LINE_MAX + 4096) /* queued lines (a result record fits) */
+#define PENDING_FLUSH (256u * 1024)          /* written at once from this size on */
 #define READ_CHUNK 65536
 #define LINE_MAX_BYTES (EVENT_LINE_MAX + 64)
 #define RESULT_PREFIX "{\"kind\":\"result\""
 
 struct journal {
     int fd;
-    uint64_t size;       /* where the next line goes */
+    struct buf pending;  /* lines not written yet (journal_flush) */
+    uint64_t size;       /* where the next line goes (written lines only) */
     uint64_t header_end; /* the header line is never dropped */
     uint64_t mark;       /* where the newest half of the bound starts (a line start) */
+    uint64_t punch_to;   /* everything before it (after the header) goes at the next write */
+    uint64_t punched;
     uint64_t half;       /* turn_bytes / 2 */
     uint64_t last_seq;
     uint64_t last_det;
@@ -63,24 +68,21 @@ static int open_path(const char *root, const char *turn_id, const char *project_
     return r < 0 ? -errno : r;
 }
 
-/* One "M {...}" line appended. */
+/* One "M {...}" line queued (o is taken). */
 static int append_meta(struct journal *j, json_object *o)
 {
     const char *text;
-    struct iovec iov[3];
     size_t n;
-    ssize_t w;
+    int r;
 
     text = jsonx_text(o, &n);
-    iov[0] = (struct iovec){.iov_base = "M ", .iov_len = 2};
-    iov[1] = (struct iovec){.iov_base = (void *)text, .iov_len = n};
-    iov[2] = (struct iovec){.iov_base = "\n", .iov_len = 1};
-    w = writev(j->fd, iov, 3);
+    r = buf_append_str(&j->pending, "M ");
+    if (r == 0)
+        r = buf_append(&j->pending, text, n);
+    if (r == 0)
+        r = buf_append_char(&j->pending, '\n');
     json_object_put(o);
-    if (w < 0)
-        return -errno;
-    j->size += (uint64_t)w;
-    return (size_t)w == n + 3 ? 0 : -EIO;
+    return r;
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -93,6 +95,7 @@ static struct journal *journal_alloc(const struct turn_settings *ts)
         return NULL;
     j->fd = -1;
     j->half = ts->turn_bytes / 2 > HALF_MIN_BYTES ? ts->turn_bytes / 2 : HALF_MIN_BYTES;
+    buf_init(&j->pending, PENDING_MAX);
     return j;
 }
 
@@ -105,40 +108,58 @@ static bool still_linked(int fd, const char *path)
            a.st_dev == b.st_dev && a.st_nlink > 0;
 }
 
+/* Open (made when missing) and lock the journal file of a turn: its fd, -EEXIST, -errno. */
+static int open_locked(const char *root, const char *turn_id, const char *project_id,
+                       struct stat *ret_st)
+{
+    char path[PATH_MAX];
+    int fd = -EAGAIN, r;
+
+    for (int tries = 0; tries < 3 && fd == -EAGAIN; tries++) {
+        fd = open_path(root, turn_id, project_id, O_RDWR | O_CREAT | O_APPEND, path);
+        if (fd == -ENOENT && (r = util_mkdir_p(root, 0700)) < 0)
+            return r;
+        if (fd == -ENOENT) {
+            fd = -EAGAIN;
+            continue;
+        }
+        if (fd < 0)
+            return fd;
+        if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0) {
+            close(fd);
+            return -EEXIST; /* a live writer has this turn */
+        }
+        if (fstat(fd, ret_st) < 0) {
+            r = -errno;
+            close(fd);
+            return r;
+        }
+        /* a file that was there: make sure a sweep did not remove it before the lock */
+        if (ret_st->st_size > 0 && !still_linked(fd, path)) {
+            close(fd);
+            fd = -EAGAIN;
+        }
+    }
+    return fd;
+}
+
 int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
                    const char *project_id, const char *session_key, bool detached,
                    struct journal **ret)
 {
-    char path[PATH_MAX];
-    struct journal *j;
-    struct buf head;
-    int r = util_mkdir_p(root, 0700);
+    struct journal *j = journal_alloc(ts);
+    struct stat st;
+    int r;
 
-    if (r < 0)
-        return r;
-    j = journal_alloc(ts);
     if (!j)
         return -ENOMEM;
-    for (int tries = 0; tries < 3; tries++) {
-        r = open_path(root, turn_id, project_id, O_RDWR | O_CREAT | O_APPEND, path);
-        if (r < 0)
-            goto fail;
-        j->fd = r;
-        r = journal_files_lock(j->fd, JOURNAL_LOCK_WRITER, true);
-        if (r < 0) {
-            r = -EEXIST; /* a live writer has this turn */
-            goto fail;
-        }
-        if (still_linked(j->fd, path))
-            break;
-        close(j->fd);
-        j->fd = -1;
-        r = -EAGAIN;
-    }
-    if (j->fd < 0)
+    r = open_locked(root, turn_id, project_id, &st);
+    if (r < 0)
         goto fail;
+    j->fd = r;
     /* an earlier turn of the same id (finished, or abandoned by a dead writer) is replaced */
-    if (ftruncate(j->fd, 0) < 0 || fchmod(j->fd, 0600) < 0) {
+    if ((st.st_size > 0 && ftruncate(j->fd, 0) < 0) ||
+        ((st.st_mode & 0777) != 0600 && fchmod(j->fd, 0600) < 0)) {
         r = -errno;
         goto fail;
     }
@@ -149,14 +170,12 @@ int journal_create(const char *root, const struct turn_settings *ts, const char 
     j->meta.pid = util_self_pid();
     j->meta.created_ms = util_wall_ms();
     j->meta.detached = detached;
-    buf_init(&head, 4096);
-    r = journal_files_header(&j->meta, &head);
-    if (r == 0 && util_write_all(j->fd, head.data, head.len) < 0)
-        r = -EIO;
-    j->size = j->header_end = j->mark = head.len;
-    buf_release(&head);
+    r = journal_files_header(&j->meta, &j->pending);
+    if (r == 0)
+        r = journal_flush(j);
     if (r < 0)
         goto fail;
+    j->header_end = j->mark = j->size;
     *ret = j;
     return 0;
 fail:
@@ -165,46 +184,75 @@ fail:
 }
 
 /*
- * The bound: once the newest half holds `half` bytes, everything before it (after the header)
- * is punched out of the file, a line start being the first byte kept.
+ * The bound: once the newest half holds `half` bytes (a line start being the next record's
+ * offset), everything before the half before it (after the header) is to go; it is punched
+ * out of the file once written (bound_punch).
  */
-static void bound(struct journal *j)
+static void bound_mark(struct journal *j)
 {
-    if (j->size - j->mark < j->half)
+    uint64_t at = j->size + j->pending.len; /* where the next line starts */
+
+    if (at - j->mark < j->half)
         return;
-    if (j->mark > j->header_end && !j->punch_failed &&
-        fallocate(j->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)j->header_end,
-                  (off_t)(j->mark - j->header_end)) < 0)
+    j->punch_to = j->mark;
+    j->mark = at;
+}
+
+static void bound_punch(struct journal *j)
+{
+    if (j->punch_to <= j->header_end || j->punch_to <= j->punched || j->punch_failed)
+        return;
+    if (fallocate(j->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)j->header_end,
+                  (off_t)(j->punch_to - j->header_end)) < 0)
         j->punch_failed = true; /* a file system without holes: the turn's journal grows */
-    j->mark = j->size;
+    else
+        j->punched = j->punch_to;
 }
 
 int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len)
 {
-    char prefix[48];
-    struct iovec iov[2];
-    ssize_t n;
-    int plen;
+    int r;
 
-    bound(j);
-    plen = snprintf(prefix, sizeof(prefix), "%llu %llu ", (unsigned long long)seq,
-                    (unsigned long long)det);
-    iov[0] = (struct iovec){.iov_base = prefix, .iov_len = (size_t)plen};
-    iov[1] = (struct iovec){.iov_base = (void *)line, .iov_len = len};
-    n = writev(j->fd, iov, 2);
-    if (n < 0)
-        return -errno;
-    j->size += (uint64_t)n;
-    if ((size_t)n != (size_t)plen + len)
-        return -EIO; /* a torn line: the next writer cuts it off */
+    bound_mark(j);
+    r = buf_printf(&j->pending, "%llu %llu ", (unsigned long long)seq, (unsigned long long)det);
+
+    if (r == 0)
+        r = buf_append(&j->pending, line, len);
+    if (r < 0) {
+        (void)journal_flush(j); /* what fits goes; this record is lost for reattach */
+        return r;
+    }
     j->last_seq = seq;
     j->last_det = det;
+    return j->pending.len >= PENDING_FLUSH ? journal_flush(j) : 0;
+}
+
+size_t journal_queued(const struct journal *j)
+{
+    return j->pending.len;
+}
+
+int journal_flush(struct journal *j)
+{
+    size_t n = j->pending.len;
+    int r;
+
+    if (n == 0)
+        return 0;
+    /* one write on O_APPEND: whole lines, or a torn last one the next writer cuts off */
+    r = util_write_all(j->fd, j->pending.data, n);
+    buf_reset(&j->pending);
+    if (r < 0)
+        return r;
+    j->size += n;
+    bound_punch(j);
     return 0;
 }
 
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
 {
     json_object *o = json_object_new_object(), *slot = json_object_new_object();
+    int r;
 
     j->meta.has_slot = true;
     j->meta.slot_index = index;
@@ -212,16 +260,20 @@ int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
     json_object_object_add(slot, "index", json_object_new_int64(index));
     json_object_object_add(slot, "generation", json_object_new_int64(generation));
     json_object_object_add(o, "slot", slot);
-    return append_meta(j, o);
+    r = append_meta(j, o);
+    /* written at once: a worker that adopts the turn looks for it there */
+    return r == 0 ? journal_flush(j) : r;
 }
 
 int journal_note_writer(struct journal *j)
 {
     json_object *o = json_object_new_object();
+    int r;
 
     j->meta.pid = util_self_pid();
     json_object_object_add(o, "pid", json_object_new_int(j->meta.pid));
-    return append_meta(j, o);
+    r = append_meta(j, o);
+    return r == 0 ? journal_flush(j) : r; /* a second death is looked for under this pid */
 }
 
 int journal_finish(struct journal *j)
@@ -233,6 +285,8 @@ int journal_finish(struct journal *j)
     j->meta.finished_ms = util_wall_ms();
     json_object_object_add(o, "finishedMs", json_object_new_int64(j->meta.finished_ms));
     r = append_meta(j, o);
+    if (r == 0)
+        r = journal_flush(j);
     /* the mark a sweep reads with one stat: done, finished at its ctime */
     if (fchmod(j->fd, JOURNAL_DONE_MODE) < 0 && r == 0)
         r = -errno;
@@ -259,8 +313,11 @@ void journal_close(struct journal *j)
 {
     if (!j)
         return;
-    if (j->fd >= 0)
+    if (j->fd >= 0) {
+        (void)journal_flush(j);
         close(j->fd); /* the writer lock goes with it */
+    }
+    buf_release(&j->pending);
     free(j);
 }
 

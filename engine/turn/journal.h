@@ -28,9 +28,9 @@
  * out; a cursor older than what is kept gets -ERANGE and the oldest seq kept. All journals
  * together are bounded by the master's sweep (journal_sweep.h).
  *
- * One writer per journal (one thread); readers in any process. A record is one write on
- * O_APPEND; a follower that meets a line without its '\n' waits for the rest, and a writer
- * that takes over a dead one's journal first cuts such a torn last line off.
+ * One writer per journal (one thread); readers in any process. Records are written in batches,
+ * one write on O_APPEND each; a follower that meets a line without its '\n' waits for the rest,
+ * and a writer that takes over a dead one's journal first cuts such a torn last line off.
  */
 #ifndef AR_JOURNAL_H
 #define AR_JOURNAL_H
@@ -78,10 +78,18 @@ int journal_create(const char *root, const struct turn_settings *ts, const char 
                    struct journal **ret);
 /*
  * Keep one record (len bytes, '\n' included) numbered seq, with det of the turn's own events
- * so far (the bound drops the oldest ones when it is reached). -errno (the record is lost
- * for reattach; the caller goes on streaming).
+ * so far: queued, and written by journal_flush (or at once past 256 KiB queued). -errno (the
+ * record is lost for reattach; the caller goes on streaming).
  */
 int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len);
+/*
+ * Write what is queued, in one write (the event stream does it when someone reads the journal
+ * now, and at the result; see event_stream_flush); the bound drops the oldest records once it
+ * is reached. -errno.
+ */
+int journal_flush(struct journal *j);
+/* Bytes queued and not written yet. */
+size_t journal_queued(const struct journal *j);
 /* The prompt went to the harness of slot (index, generation): a dead writer's turn can be
  * adopted from there. */
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation);

@@ -52,6 +52,7 @@ static void append(struct journal *j, uint64_t seq, uint64_t det, const char *te
                      (unsigned long long)seq, text);
 
     CU_ASSERT_EQUAL(journal_append(j, seq, det, line, (size_t)n), 0);
+    CU_ASSERT_EQUAL(journal_flush(j), 0);
 }
 
 static void append_result(struct journal *j, uint64_t seq)
@@ -61,6 +62,7 @@ static void append_result(struct journal *j, uint64_t seq)
                      (unsigned long long)seq);
 
     CU_ASSERT_EQUAL(journal_append(j, seq, seq, line, (size_t)n), 0);
+    CU_ASSERT_EQUAL(journal_flush(j), 0);
 }
 
 /* Every record the reader has now: their seqs into seqs[] (at most max), how many. */
@@ -205,6 +207,7 @@ static void die_mid_record(const char *root)
             journal_append(j, i, i, line, (size_t)n);
         }
         journal_append(j, 4, 4, "{\"kind\":\"event\",\"se", 19); /* no newline: torn */
+        journal_flush(j);
         _exit(0);
     }
     {
