@@ -207,6 +207,13 @@ int event_stream_result(struct event_stream *es, json_object *payload)
     return r == -ENOMEM ? r : 0;
 }
 
+int64_t event_stream_journal_due(const struct event_stream *es)
+{
+    if (!es->journal || !journal_queued(es->journal))
+        return 0;
+    return (es->journal_flushed_ms ? es->journal_flushed_ms : util_now_ms()) + JOURNAL_LAG_MS;
+}
+
 int64_t event_stream_keepalive_at(const struct event_stream *es)
 {
     if (!es->streaming || !es->keepalive_ms || (es->client_gone && !es->journal))

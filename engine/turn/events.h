@@ -101,6 +101,12 @@ int event_stream_result(struct event_stream *es, json_object *payload);
  */
 int64_t event_stream_keepalive_at(const struct event_stream *es);
 void event_stream_keepalive(struct event_stream *es);
+/*
+ * When records wait in the journal's queue (they are written at most a second late, see
+ * event_stream_flush): the monotonic time the turn should flush again (0: nothing waits), so
+ * a follower that attaches while the turn is silent gets them within a second.
+ */
+int64_t event_stream_journal_due(const struct event_stream *es);
 
 /* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
 void event_stream_flush(struct event_stream *es);
