@@ -285,6 +285,11 @@ How to read it:
   call's round trip. Scripted: the round trip timed inside the agent. pi: from the fake
   model's answer asking for the tool to pi's next model request, so pi's own handling of a
   tool call is in it. Agenta's runner relays tool calls through files polled every 300 ms.
+- Turns (9): every streamed record is numbered; the journal keeps a turn's records in a file
+  outside the worker (tests/bench/bench_turns.py). Row 1's one-session warm turn on this
+  stack (journal on, the default) and on a second stack with AGENT_RUNNER_TURN_JOURNAL_MS=0,
+  their runs interleaved; reattach: GET /turns/{{id}}/events?after=1 of a finished turn on a
+  keep-alive TLS connection, request written to first record read.
 """
     with open(path, "w") as f:
         f.write(text)

@@ -24,12 +24,14 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   8. pi spares: a new pi session's first message_delta served from a pre-started
      spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
      off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
+  9. numbered, journaled streams (tests/bench/bench_turns.py): the one-session warm turn
+     journaled and not (a second stack, runs interleaved), and a reattach's latency
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7), spares (8, with pi); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi), turns (9); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
