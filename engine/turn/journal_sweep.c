@@ -77,7 +77,7 @@ static int stat_all(const char *root, int *ret_dirfd, struct seen **ret, size_t 
     return 0;
 }
 
-int journal_sweep_list(const char *root, bool running_only, struct journal_entry **ret,
+int journal_sweep_list(const char *root, bool orphans_only, struct journal_entry **ret,
                        size_t *ret_n)
 {
     struct journal_entry *v;
@@ -94,16 +94,21 @@ int journal_sweep_list(const char *root, bool running_only, struct journal_entry
         uint64_t end, det;
         int fd;
 
-        if (running_only && s[i].done)
+        bool alive;
+
+        if (orphans_only && s[i].done)
             continue;
         fd = openat(dfd, s[i].name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
             continue;
-        if (journal_files_scan(fd, &v[k].meta, &end, &v[k].last_seq, &det) == 0) {
+        alive = journal_files_locked(fd, JOURNAL_LOCK_WRITER, false);
+        /* a live writer's journal is no orphan: not read at all */
+        if (!(orphans_only && alive) &&
+            journal_files_scan(fd, &v[k].meta, &end, &v[k].last_seq, &det) == 0) {
             snprintf(v[k].name, sizeof(v[k].name), "%s", s[i].name);
             v[k].bytes = s[i].bytes;
             v[k].changed_ms = s[i].changed_ms;
-            v[k].writer_alive = journal_files_locked(fd, JOURNAL_LOCK_WRITER, false);
+            v[k].writer_alive = alive;
             k++;
         }
         close(fd);

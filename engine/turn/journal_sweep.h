@@ -26,11 +26,11 @@ struct journal_entry {
 };
 
 /*
- * The journals under root: a new array (free it) and its length; with running_only, only those
- * not finished (the orphan scan), each read whole (meta and last seq), the others skipped with
- * one stat. An empty list when root does not exist.
+ * The journals under root, each read whole (meta and last seq): a new array (free it) and its
+ * length; with orphans_only, only the unfinished ones no writer holds (the orphan scan: the
+ * others cost one stat, or a stat and a lock probe). An empty list when root does not exist.
  */
-int journal_sweep_list(const char *root, bool running_only, struct journal_entry **ret,
+int journal_sweep_list(const char *root, bool orphans_only, struct journal_entry **ret,
                        size_t *ret_n);
 
 /* What a sweep removed. */
