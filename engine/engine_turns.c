@@ -128,6 +128,22 @@ static void close_lost(struct event_stream *es, struct run_result *res, const ch
     run_result_fail(res, "%s", msg);
 }
 
+/* A slot this worker adopted but cannot reach the keeper of: drained, its keeper stopped. */
+static void drop_slot(const struct engine_config *cfg, struct pool_handle h)
+{
+    struct pool_session *s = calloc(1, sizeof(*s));
+    struct pool_victim v = {.any = true, .h = h, .reason = TEARDOWN_FAILED_TURN};
+
+    if (s && pool_session_peek(cfg->pool, h.index, s) && s->h.generation == h.generation) {
+        v.keeper_pid = s->keeper_pid;
+        v.keeper_start = s->keeper_start;
+        memcpy(v.key, s->key, sizeof(v.key));
+        (void)pool_session_drain(cfg->pool, h, TEARDOWN_FAILED_TURN);
+        (void)environment_evict(cfg->pool, &v);
+    }
+    free(s);
+}
+
 /* The "#turn" JSON: what the adopting worker takes from it, and the request's text. */
 static int parse_payload(json_object *o, struct engine_adopted *ad, const char **ret_body,
                          size_t *ret_len)
@@ -231,6 +247,8 @@ static void adopt(const struct engine_config *cfg, struct journal *j,
     if (r == 0) {
         (void)journal_note_writer(j); /* a second death is looked for under this pid */
         r = environment_reconnect(cfg, h, &env, err, sizeof(err));
+        if (r < 0)
+            drop_slot(cfg, h); /* ours now, its keeper unreachable: nobody else would */
     }
     if (r == 0)
         r = environment_turn_adopt(env, m->turn_id, &payload, err, sizeof(err));
