@@ -64,9 +64,10 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
 {
     json_object *o, *pol;
     const char *text;
+    const char *body;
     struct buf line;
+    size_t n, blen;
     bool blank;
-    size_t n;
 
     if (!es->journal || !env->has_slot)
         return;
@@ -88,14 +89,15 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
     json_object_object_add(pol, "idleMs", json_object_new_int64((int64_t)policy->idle_ms));
     json_object_object_add(o, "policy", pol);
     json_object_object_add(o, "caps", json_object_new_int64(turn_caps_to_bits(&res->caps)));
-    json_object_object_add(o, "traceId", json_object_new_string(res->trace_id ? res->trace_id : ""));
+    json_object_object_add(o, "traceId",
+                           json_object_new_string(res->trace_id ? res->trace_id : ""));
     text = jsonx_text(o, &n);
     buf_init(&line, PAYLOAD_TEXT_MAX);
     blank = strspn(t->req->body, " \t\r\n") >= t->req->body_len; /* an empty body is {} */
+    body = blank ? "{}" : t->req->body;
+    blen = blank ? 2 : t->req->body_len;
     if (buf_append(&line, text, n - 1) == 0 && buf_append_str(&line, ",\"request\":") == 0 &&
-        (blank ? buf_append_str(&line, "{}")
-               : buf_append(&line, t->req->body, t->req->body_len)) == 0 &&
-        buf_append_char(&line, '}') == 0) {
+        buf_append(&line, body, blen) == 0 && buf_append_char(&line, '}') == 0) {
         for (size_t i = 0; i < line.len; i++)
             if (line.data[i] == '\n')
                 line.data[i] = ' ';
@@ -214,8 +216,8 @@ out:
  * Carry on the turn of journal j (its writer died; j is ours now, and es takes it): through
  * its keeper when it holds the turn, else close it as lost. Records go to sink (NULL: none).
  */
-static void adopt(const struct engine_config *cfg, struct journal *j,
-                  const struct event_sink *sink, uint64_t sink_after)
+static void adopt(const struct engine_config *cfg, struct journal *j, const struct event_sink *sink,
+                  uint64_t sink_after)
 {
     const struct journal_meta *m = journal_meta_of(j);
     struct pool_handle h = {.index = m->slot_index, .generation = m->slot_generation};
@@ -254,7 +256,9 @@ static void adopt(const struct engine_config *cfg, struct journal *j,
         r = environment_turn_adopt(env, m->turn_id, &payload, err, sizeof(err));
     if (r < 0) {
         log_info("turn '%s' cannot be adopted: %s", m->turn_id,
-                 env ? err : r == -ESTALE ? "its slot changed hands" : ar_strerror(r));
+                 env            ? err
+                 : r == -ESTALE ? "its slot changed hands"
+                                : ar_strerror(r));
         if (env) {
             environment_destroy(env, TEARDOWN_FAILED_TURN);
             environment_free(env);

@@ -469,7 +469,7 @@ struct run_limits_config {
  * reattach and the hand-over of a dead worker's turn).
  */
 struct turn_settings {
-    char dir[256];           /* where the journals are (a tmpfs: /dev/shm/<table>.turns) */
+    char dir[256];         /* where the journals are (a tmpfs: /dev/shm/<table>.turns) */
     uint64_t keep_ms;      /* a finished turn's journal is kept this long */
     uint64_t turn_bytes;   /* one turn's journal holds at most about this much */
     uint64_t total_bytes;  /* all journals together (the master's sweep) */

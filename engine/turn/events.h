@@ -56,15 +56,16 @@ struct event_stream {
     uint64_t seq;
     uint64_t det;
     uint64_t skip_det;
-    uint64_t sink_after; /* records with seq <= it are journaled, not written (its client has
-                            them: an adoption rebuilds what the journal missed) */
+    /* records with seq <= sink_after are journaled, not written: the client has them (an
+     * adoption rebuilds what the journal missed) */
+    uint64_t sink_after;
     int64_t journal_flushed_ms; /* monotonic: the journal's last write */
-    const char *turn_id;     /* named in the first record (borrowed; NULL: not named) */
-    struct journal *journal; /* owned (journal_close at release); NULL: not journaled */
-    bool result_written;     /* event_stream_result wrote the result record */
-    int64_t last_write_ms;   /* monotonic: the last record (keepalives count) */
-    uint64_t keepalive_ms;   /* 0: no keepalives */
-    bool unflushed;          /* lines written to the sink since its last flush */
+    const char *turn_id;        /* named in the first record (borrowed; NULL: not named) */
+    struct journal *journal;    /* owned (journal_close at release); NULL: not journaled */
+    bool result_written;        /* event_stream_result wrote the result record */
+    int64_t last_write_ms;      /* monotonic: the last record (keepalives count) */
+    uint64_t keepalive_ms;      /* 0: no keepalives */
+    bool unflushed;             /* lines written to the sink since its last flush */
     uint64_t nevents;
     int64_t first_event_ms; /* monotonic, 0 until the first event */
     int64_t last_event_ms;

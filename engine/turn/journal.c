@@ -34,7 +34,7 @@ struct journal {
     uint64_t mark;       /* where the newest half of the bound starts (a line start) */
     uint64_t punch_to;   /* everything before it (after the header) goes at the next write */
     uint64_t punched;
-    uint64_t half;       /* turn_bytes / 2 */
+    uint64_t half; /* turn_bytes / 2 */
     uint64_t last_seq;
     uint64_t last_det;
     bool punch_failed;
@@ -442,8 +442,8 @@ int journal_open(const char *root, const char *turn_id, const char *project_id, 
 }
 
 /* A whole line in pending: 1 (taken out into out when it is a new record), 0 none. */
-static int take_line(struct journal_reader *r, struct buf *out, uint64_t *ret_seq,
-                     bool *ret_result, bool *ret_new)
+static int take_line(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, bool *ret_result,
+                     bool *ret_new)
 {
     char *nl = r->pending.len ? memchr(r->pending.data, '\n', r->pending.len) : NULL;
     uint64_t seq, det;

@@ -17,8 +17,7 @@
 
 #define SCAN_CHUNK 65536
 
-int journal_files_name(const char *turn_id, const char *project_id,
-                       char out[JOURNAL_FILE_MAX])
+int journal_files_name(const char *turn_id, const char *project_id, char out[JOURNAL_FILE_MAX])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int n = 0;

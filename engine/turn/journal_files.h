@@ -27,8 +27,7 @@
 #define JOURNAL_LOCK_READERS 1
 
 /* The file name of (project_id, turn_id): "<32 hex>.turn". */
-int journal_files_name(const char *turn_id, const char *project_id,
-                       char out[JOURNAL_FILE_MAX]);
+int journal_files_name(const char *turn_id, const char *project_id, char out[JOURNAL_FILE_MAX]);
 /*
  * One line of a journal (without its '\n'): 1 for a record "<seq> <det> <json>" (*ret_off:
  * where the json starts), 2 for a meta line "M <json>" (*ret_off likewise), -EBADMSG.

@@ -20,7 +20,7 @@ struct journal_entry {
     char name[JOURNAL_NAME_LEN + 8];
     struct journal_meta meta;
     uint64_t last_seq;
-    uint64_t bytes;     /* on disk (holes excluded) */
+    uint64_t bytes; /* on disk (holes excluded) */
     bool writer_alive;
     int64_t changed_ms; /* wall clock of the last write */
 };

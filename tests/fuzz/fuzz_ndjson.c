@@ -218,8 +218,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_object *rec = NULL;
         char err[128];
 
-        FUZZ_CHECK(jsonx_parse(line.data, line.len, JSONX_DEFAULT_DEPTH, &rec, err,
-                               sizeof(err)) == 0);
+        FUZZ_CHECK(jsonx_parse(line.data, line.len, JSONX_DEFAULT_DEPTH, &rec, err, sizeof(err)) ==
+                   0);
         FUZZ_CHECK(json_object_get_int64(jsonx_get(rec, "seq")) == 1);
         FUZZ_CHECK(json_object_equal(jsonx_get(rec, "event"), ev));
         json_object_put(rec);

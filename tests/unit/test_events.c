@@ -346,7 +346,6 @@ static void test_events_run_result_error_matches_fixture(void)
     json_object_put(want);
 }
 
-
 /* Streaming records are numbered from 1, the first names the turn, the result comes last. */
 static void test_events_records_are_numbered(void)
 {
@@ -396,9 +395,8 @@ static void test_events_adoption_skips_what_was_delivered(void)
     for (int i = 0; i < 5; i++)
         event_emit(&es, event_text("message_delta", "msg-1", "x"));
     CU_ASSERT_EQUAL_FATAL(test_sink_count(&ts), 2); /* det 3..5 dropped, 6 and 7 written */
-    CU_ASSERT_EQUAL(json_object_get_int64(jsonx_get(json_object_array_get_idx(ts.records, 0),
-                                                    "seq")),
-                    11);
+    CU_ASSERT_EQUAL(
+        json_object_get_int64(jsonx_get(json_object_array_get_idx(ts.records, 0), "seq")), 11);
     CU_ASSERT_EQUAL(es.seq, 12);
     CU_ASSERT_EQUAL(es.det, 7);
     event_stream_release(&es);

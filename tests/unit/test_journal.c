@@ -326,8 +326,8 @@ static void test_journal_line_prefix(void)
     CU_ASSERT_EQUAL(journal_files_parse_line("1 1 x", 5, &seq, &det, &off), -EBADMSG);
     CU_ASSERT_EQUAL(journal_files_parse_line("1 1 ", 4, &seq, &det, &off), -EBADMSG);
     CU_ASSERT_EQUAL(journal_files_parse_line("M x", 3, &seq, &det, &off), -EBADMSG);
-    CU_ASSERT_EQUAL(
-        journal_files_parse_line("99999999999999999999 1 {}", 25, &seq, &det, &off), -EBADMSG);
+    CU_ASSERT_EQUAL(journal_files_parse_line("99999999999999999999 1 {}", 25, &seq, &det, &off),
+                    -EBADMSG);
 }
 
 CU_TestInfo journal_tests[] = {
@@ -336,8 +336,7 @@ CU_TestInfo journal_tests[] = {
      test_journal_one_writer_and_a_replaced_finished_one},
     {"test_journal_bound_drops_the_oldest_records", test_journal_bound_drops_the_oldest_records},
     {"test_journal_take_over_of_a_dead_writer", test_journal_take_over_of_a_dead_writer},
-    {"test_journal_sweep_expiry_abandon_and_total",
-     test_journal_sweep_expiry_abandon_and_total},
+    {"test_journal_sweep_expiry_abandon_and_total", test_journal_sweep_expiry_abandon_and_total},
     {"test_journal_line_prefix", test_journal_line_prefix},
     CU_TEST_INFO_NULL,
 };
