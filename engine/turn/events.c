@@ -9,7 +9,8 @@
 #include "turn/journal.h"
 
 #define COALESCE_MAX RUN_OUTPUT_MAX
-#define JOURNAL_LAG_MS 1000 /* a journal nobody reads is written at least this often */
+#define JOURNAL_LAG_MS 1000  /* a journal nobody reads is written at least this often */
+#define READERS_CHECK_MS 50  /* a turn looks for followers at most this often */
 
 void event_stream_init(struct event_stream *es, const struct event_sink *sink)
 {
@@ -253,11 +254,15 @@ void event_stream_flush(struct event_stream *es)
     }
     if (es->journal && journal_queued(es->journal)) {
         int64_t now = util_now_ms();
+        bool readers = false;
 
         if (!es->journal_flushed_ms)
             es->journal_flushed_ms = now;
-        if (es->client_gone || now - es->journal_flushed_ms >= JOURNAL_LAG_MS ||
-            journal_has_readers(es->journal)) {
+        if (now - es->readers_checked_ms >= READERS_CHECK_MS) { /* a probe is a system call */
+            es->readers_checked_ms = now;
+            readers = journal_has_readers(es->journal);
+        }
+        if (es->client_gone || readers || now - es->journal_flushed_ms >= JOURNAL_LAG_MS) {
             (void)journal_flush(es->journal);
             es->journal_flushed_ms = now;
         }

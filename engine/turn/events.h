@@ -60,6 +60,7 @@ struct event_stream {
      * adoption rebuilds what the journal missed) */
     uint64_t sink_after;
     int64_t journal_flushed_ms; /* monotonic: the journal's last write */
+    int64_t readers_checked_ms; /* monotonic: the last look for followers */
     const char *turn_id;        /* named in the first record (borrowed; NULL: not named) */
     struct journal *journal;    /* owned (journal_close at release); NULL: not journaled */
     bool result_written;        /* event_stream_result wrote the result record */
