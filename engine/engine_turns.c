@@ -124,7 +124,7 @@ static const struct event_sink no_client = {.write_line = discard_line};
 static void close_lost(struct event_stream *es, struct run_result *res, const char *msg,
                        const char *code)
 {
-    log_info("turn lost: %s", msg);
+    log_debug("turn lost: %s", msg);
     event_emit(es, event_error(msg, code));
     event_emit(es, event_done(NULL, NULL));
     run_result_fail(res, "%s", msg);
@@ -170,6 +170,25 @@ static int parse_payload(json_object *o, struct engine_adopted *ad, const char *
     return 0;
 }
 
+/* The run's credentials join this thread's redaction set, as the front does for a /run. */
+static void redact_request(const struct run_request *req)
+{
+    json_object *hdrs = req->telemetry ? jsonx_path(req->telemetry, "exporters.otlp.headers")
+                                       : NULL;
+
+    for (size_t i = 0; i < req->mc.ncredentials; i++)
+        log_redact_add(req->mc.credentials[i].value);
+    log_redact_add(req->tools.callback_authorization);
+    if (!hdrs || !json_object_is_type(hdrs, json_type_object))
+        return;
+    json_object_object_foreach(hdrs, k, v)
+    {
+        (void)k;
+        if (v && json_object_is_type(v, json_type_string))
+            log_redact_add(json_object_get_string(v));
+    }
+}
+
 /* Prepare the turn again from the request the keeper kept, and run it on env (consumed). */
 static void run_from_payload(const struct engine_config *cfg, struct environment *env,
                              const char *payload, struct event_stream *es, uint64_t last_det,
@@ -193,6 +212,8 @@ static void run_from_payload(const struct engine_config *cfg, struct environment
     lim.allow_scripted = cfg->scripted_agent != NULL;
     if (r == 0)
         r = request_parse(body, blen, &lim, &req, err, sizeof(err));
+    if (r == 0)
+        redact_request(&req);
     if (r == 0)
         r = engine_prepare(cfg, &req, &t, err, sizeof(err));
     if (r < 0) {
@@ -255,7 +276,7 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
     if (r == 0)
         r = environment_turn_adopt(env, m->turn_id, &payload, err, sizeof(err));
     if (r < 0) {
-        log_info("turn '%s' cannot be adopted: %s", m->turn_id,
+        log_debug("turn '%s' cannot be adopted: %s", m->turn_id,
                  env            ? err
                  : r == -ESTALE ? "its slot changed hands"
                                 : ar_strerror(r));
@@ -269,19 +290,20 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
                    "turn_lost");
         goto out;
     }
-    log_info("adopting turn '%s' of a dead worker (%llu records journaled)", m->turn_id,
+    log_debug("adopting turn '%s' of a dead worker (%llu records journaled)", m->turn_id,
              (unsigned long long)seq);
     run_from_payload(cfg, env, payload, &es, det, &res);
 out:
     result = run_result_to_json(&res);
     (void)event_stream_result(&es, result);
     json_object_put(result);
-    log_info("adopted turn finished: ok %s, stop '%s'", res.ok ? "true" : "false",
+    log_debug("adopted turn finished: ok %s, stop '%s'", res.ok ? "true" : "false",
              res.stop_reason ? res.stop_reason : "");
     free(payload);
     run_result_release(&res);
     event_stream_release(&es);
     log_ctx_clear();
+    log_redact_clear();
 }
 
 /* ---- reattach ------------------------------------------------------------------------------ */
