@@ -17,12 +17,14 @@
 #include "base/buf.h"
 #include "base/fstree.h"
 #include "base/util.h"
+#include "engine_cluster.h"
 #include "environment/environment.h"
 #include "environment/spare.h"
 #include "harness/harness.h"
 #include "provider/provider.h"
 #include "sandbox/host.h"
 #include "sandbox/uid.h"
+#include "session/kept.h"
 #include "session/pool.h"
 #include "telemetry/metrics.h"
 #include "turn/journal_sweep.h"
@@ -32,6 +34,8 @@
 /* keepers told to stop at shutdown get this long before SIGKILL */
 #define DESTROY_WAIT_MS 5000
 #define RECENT_VIEWS 64
+/* how often (at most) the master looks for kept harness states past their TTL (kept.h) */
+#define KEPT_SWEEP_MS 60000
 
 _Static_assert(ADMIN_WORKERS_MAX * 2 == POOL_WORKERS_MAX, "half the in-flight entries");
 
@@ -40,7 +44,8 @@ struct admin {
     struct sandbox_host host;
     char instance[64];
     uint32_t slots;
-    bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
+    bool keepers_stopped;    /* an old table was rebuilt: its keepers were told to stop */
+    int64_t next_kept_sweep; /* monotonic ms */
     struct pool_reclaimed
         *scratch; /* one entry per slot, sized at start: no malloc near the lock */
 };
@@ -358,6 +363,21 @@ json_object *admin_turns_json(const char *dir)
     return doc;
 }
 
+int admin_kept_sweep(struct admin *a)
+{
+    const struct engine_config *cfg = a->cfg;
+    int64_t now = util_now_ms(), every;
+
+    if (now < a->next_kept_sweep || !cfg->state_dir)
+        return 0;
+    /* a short TTL is kept to within about half of it */
+    every = KEPT_SWEEP_MS;
+    if ((int64_t)(cfg->kept.ttl_ms / 2) < every)
+        every = cfg->kept.ttl_ms / 2 > 1000 ? (int64_t)(cfg->kept.ttl_ms / 2) : 1000;
+    a->next_kept_sweep = now + every;
+    return kept_sweep(cfg->state_dir, &cfg->kept, util_wall_ms());
+}
+
 void admin_inflight_release(struct admin *a, pid_t pid)
 {
     if (a->cfg->pool)
@@ -653,8 +673,11 @@ int admin_check(struct pool *p, char *err, size_t errlen)
 
 int admin_metrics_render(const struct engine_config *cfg, struct buf *out)
 {
+    int r;
+
     buf_init(out, METRICS_TEXT_MAX);
     if (!cfg->pool)
         return -ENOENT;
-    return pool_metrics_render(cfg->pool, out);
+    r = pool_metrics_render(cfg->pool, out);
+    return r < 0 ? r : engine_cluster_metrics(cfg, out);
 }

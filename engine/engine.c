@@ -11,9 +11,11 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "agenta/heartbeat.h"
 #include "agenta/platform.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "engine_keep.h"
 #include "engine_start.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
@@ -86,6 +88,11 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     return environment_kill(cfg->pool, key, reason);
 }
 
+int engine_forget_session(const struct engine_config *cfg, const char *key)
+{
+    return cfg->state_dir ? kept_remove(cfg->state_dir, key) : 0;
+}
+
 /* ---- after a turn ------------------------------------------------------------------------- */
 
 /* The history fingerprint the session has after this turn (its tool calls included). */
@@ -134,6 +141,10 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
         reason = TEARDOWN_FAILED_TURN;
     else if (!kept && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
+    /* a turn that ended well: the harness's own session state is kept (engine_keep.h) */
+    if (t->key[0] && res->ok && reason == TEARDOWN_PER_TURN && !awaiting &&
+        next_history_fp(t, res, next_fp))
+        engine_keep_save(t, env, next_fp);
     if (t->key[0] && env->has_slot && res->ok && reason == TEARDOWN_PER_TURN &&
         cfg->session_pool_max > 0 && (awaiting || (policy->mode == LIFECYCLE_WARM && kept)))
         park = next_history_fp(t, res, next_fp);
@@ -373,7 +384,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
 }
 
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
-                     bool *limit, enum teardown_reason why)
+                     bool *limit, enum teardown_reason why, struct engine_keep *keep)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
@@ -395,7 +406,9 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         fail_done(es, res, err, "runner_error");
         return;
     }
+    t->keep = keep;
     r = engine_start_environment(t, es, why, &env, limit, err, sizeof(err), &code);
+    t->keep = NULL;
     if (r < 0) {
         fail_done(es, res, err, code);
         return;
@@ -405,11 +418,13 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
-    event_emit(es, event_environment_ready(env->from_spare));
+    event_emit(es, event_environment_ready_cold(env->from_spare,
+                                                engine_keep_resume_name(keep->resume), keep->note));
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
-    else
-        prompt = transcript_prompt(req, req->nmessages > 1, res->caps.images);
+    else /* a loaded session holds the conversation: only the new message, as when warm */
+        prompt = transcript_prompt(req, req->nmessages > 1 && keep->resume != KEEP_LOAD,
+                                   res->caps.images);
     platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1, prompt,
                          es);
     probe = (struct cancel_probe){.pool = cfg->pool,
@@ -490,11 +505,14 @@ static void result_identity(const struct engine_turn *t, struct run_result *res,
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res)
 {
     const struct engine_config *cfg = t->cfg;
-    struct pool_judge judge = {.idle = judge_idle, .parked = judge_parked, .ctx = t};
+    struct pool_judge judge = {
+        .idle = judge_idle, .parked = judge_parked, .ctx = t, .refuse_busy = cfg->cluster != NULL};
     struct pool_lookup *lk = calloc(1, sizeof(*lk));
     enum teardown_reason why = TEARDOWN_NONE;
     int64_t started = util_now_ms();
     struct observers obs = {.trace = NULL};
+    size_t nmessages = t->req->nmessages; /* before a platform rebuild */
+    struct engine_keep keep;
     struct trace_run *trace;
     char trace_id[33];
     bool limit = false, resume, refused = false;
@@ -533,13 +551,20 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     } else if (lk && lk->outcome == POOL_LOOKUP_REFUSE) {
         refuse_stale_answer(lk, es, res);
         goto out;
+    } else if (lk && lk->outcome == POOL_LOOKUP_BUSY) {
+        /* several hosts: the owner runs one turn of a session at a time */
+        fail_done(es, res, HEARTBEAT_REFUSED_MESSAGE, HEARTBEAT_REFUSED_CODE);
+        goto out;
     } else if (lk && lk->outcome == POOL_LOOKUP_EVICT) {
         why = lk->reason;
         evict_lookup(cfg, lk, lk->reason);
     }
     trace_run_environment(trace, "cold");
-    if (rebuild_history(t, es, res) == 0)
-        run_cold(t, es, res, &limit, why);
+    if (rebuild_history(t, es, res) == 0) {
+        engine_keep_plan(t, t->req->nmessages > nmessages, &keep);
+        run_cold(t, es, res, &limit, why, &keep);
+        engine_keep_release(&keep);
+    }
 out:
     free(lk);
     count_outcome(t, es, res, limit, started);

@@ -68,6 +68,12 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
                         enum teardown_reason reason);
 
 /*
+ * Remove the session's kept harness state (session/kept.h): /kill, unless it asks to end the
+ * environment only. 1 when there was one, 0 when not, -errno.
+ */
+int engine_forget_session(const struct engine_config *cfg, const char *key);
+
+/*
  * POST /cancel: stop the session's current turn but keep its environment warm. A running turn
  * is flagged (it sends session/cancel and ends with stopReason cancelled); a turn parked on
  * approvals gets its gates answered "cancelled". -ENOENT when the session is not held here.
@@ -154,6 +160,76 @@ bool engine_sandbox_facts(const struct engine_config *cfg, struct engine_sandbox
  * only). A new object, NULL on ENOMEM.
  */
 json_object *engine_subscription_status(const struct engine_config *cfg);
+
+/* ---- several hosts (README "Several hosts"; engine/cluster) ------------------------------- */
+
+/* Whether AGENT_RUNNER_REDIS_URL made this runner a member of a cluster. */
+bool engine_cluster_on(const struct engine_config *cfg);
+
+/* What a request is about, for routing it to the member that owns it. */
+struct engine_subject {
+    const char *session_key; /* "<projectId>:<sessionId>" (NULL: a turn, or nothing) */
+    /* a /run: its turn id (recorded as run by the session's owner); without a session key and
+     * may_claim: the turn the request is about (routed to the member that ran it) */
+    const char *turn_id;
+    bool may_claim; /* a /run: a session nobody owns is claimed here; without one: run here */
+    bool control;   /* /kill, /cancel (counted apart from turns) */
+};
+
+/* Where a forwarded request's answer goes (the front's response). */
+struct engine_forward_io {
+    int (*start)(void *ctx, int status, const char *content_type); /* once; <0 client gone */
+    int (*write)(void *ctx, const char *data, size_t len);         /* <0 client gone */
+    int (*flush)(void *ctx);
+    bool (*alive)(void *ctx); /* may be NULL */
+    void *ctx;
+};
+
+/* The request as it came, to forward it unchanged. */
+struct engine_forward_req {
+    const char *method;
+    const char *path; /* with its query string */
+    const char *body;
+    size_t body_len;
+    const char *accept;
+    const char *request_id;
+    const char *token;        /* the runner's token (every member has the same) */
+    const char *forwarded_by; /* the X-Agent-Runner-Forwarded header: NULL from a client */
+    bool ndjson;
+};
+
+enum engine_dispatch {
+    ENGINE_DISPATCH_LOCAL = 0, /* run it here */
+    ENGINE_DISPATCH_DONE,      /* forwarded to its owner; the answer went through io */
+    ENGINE_DISPATCH_REFUSED,   /* answer ret: status, code, message */
+};
+
+struct engine_refusal {
+    int status;
+    char code[48];
+    char message[512];
+};
+
+/*
+ * Several hosts: run the request here, or forward it to the member that owns its session and
+ * relay the answer (a peer that does not answer is retried until its owner key could have
+ * expired and the session been claimed here). Without a cluster: LOCAL, nothing else done.
+ * Counted in /metrics (agent_runner_cluster_*).
+ */
+enum engine_dispatch engine_cluster_dispatch(const struct engine_config *cfg,
+                                             const struct engine_subject *s,
+                                             const struct engine_forward_req *fw,
+                                             const struct engine_forward_io *io,
+                                             struct engine_refusal *ret);
+/* /health "cluster": {"member","group","state","members":[{name,url,capacity,load,...}]}; a
+ * new object, NULL without a cluster. */
+json_object *engine_cluster_describe(const struct engine_config *cfg);
+/* /readyz: "ok", "degraded" (Redis unreachable: sessions are served here), NULL without one. */
+const char *engine_cluster_state(const struct engine_config *cfg);
+/* The cluster's group (AGENT_RUNNER_CLUSTER_GROUP), NULL without a cluster. */
+const char *engine_cluster_group(const struct engine_config *cfg);
+/* For the start-up log: the cluster's settings (never the Redis password). */
+void engine_config_cluster_text(const struct engine_config *cfg, char *out, size_t outlen);
 
 /* ---- settings ----------------------------------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 
 #include "agenta/agenta_api.h"
 #include "base/util.h"
+#include "engine_cluster.h"
 #include "environment/spare.h"
 #include "session/pool.h"
 #include "tools/tool_runner.h"
@@ -157,6 +158,9 @@ int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ct
     r = read_agenta(cfg, &l, err, errlen);
     if (r < 0)
         return r;
+    r = engine_cluster_config_read(cfg, get, ctx, err, errlen);
+    if (r < 0)
+        return r;
     run_limits_config_normalize(&cfg->limits);
     return 0;
 }
@@ -167,6 +171,7 @@ void engine_config_release(struct engine_config *cfg)
     cfg->tools.test_resolve = NULL;
     free((void *)cfg->agenta);
     cfg->agenta = NULL;
+    engine_cluster_config_release(cfg);
 }
 
 void engine_config_spares_text(const struct engine_config *cfg, char *out, size_t outlen)

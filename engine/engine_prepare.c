@@ -100,7 +100,7 @@ static int turn_identity(struct engine_turn *t, char *err, size_t errlen)
     return r;
 }
 
-/* The sandbox plan of the turn's harness, its channel token and the run's tools in it. */
+/* The sandbox plan of the turn's harness and the run's tools in it. */
 static int turn_plan(struct engine_turn *t, const struct harness_paths *paths, char *err,
                      size_t errlen)
 {
@@ -114,12 +114,6 @@ static int turn_plan(struct engine_turn *t, const struct harness_paths *paths, c
     if (t->spare_ok)
         t->plan.form = PLAN_SESSION;
     r = t->harness->plan(paths, req, &t->plan, err, errlen);
-    if (r == 0) {
-        r = harness_channel_token(&t->plan);
-        if (r < 0)
-            snprintf(err, errlen, "cannot make the channel token: %s", ar_strerror(r));
-    }
-    /* after the token: the agenta-tools server's environment carries it */
     if (r == 0 && tool_runner_any(t->tools))
         harness_add_runner_tools(&t->plan, req->harness, cfg->tools.mcp_bin,
                                  TOOL_RUNNER_TOOLS_FILE);

@@ -6,6 +6,9 @@
  *   agent-runner-ctl [--instance NAME] kill <key>          destroy a session's environment
  *   agent-runner-ctl [--instance NAME] check               slot table consistency check
  *   agent-runner-ctl [--instance NAME] turns [--json]      running and journaled turns
+ *   agent-runner-ctl cluster [--json]                      the live members (several hosts:
+ *                                                          AGENT_RUNNER_REDIS_URL and the rest
+ *                                                          from the environment, as the runner)
  *
  * `sessions` and `stats` map the segment read-only and never take its lock (a slot is copied
  * until two reads agree). `kill` and `check` map it read-write and take the lock. `turns` reads
@@ -27,7 +30,8 @@ static void usage(FILE *f)
                "       agent-runner-ctl [--instance NAME] stats [--json]\n"
                "       agent-runner-ctl [--instance NAME] kill <projectId:sessionId>\n"
                "       agent-runner-ctl [--instance NAME] check\n"
-               "       agent-runner-ctl [--instance NAME] turns [--json]\n");
+               "       agent-runner-ctl [--instance NAME] turns [--json]\n"
+               "       agent-runner-ctl cluster [--json]   (reads AGENT_RUNNER_REDIS_URL, ...)\n");
 }
 
 static int cmd_sessions(const struct pool *p, bool json)
@@ -54,8 +58,8 @@ static int cmd_sessions(const struct pool *p, bool json)
 
         if (json_object_get_boolean(jsonx_get(o, "spare")))
             key = "(spare)";
-        printf("%-40s %-18s %-9s %-12s %8d %9llds %6d %s\n", key,
-               jsonx_str(o, "state"), jsonx_str(o, "harness"), jsonx_str(o, "provider"),
+        printf("%-40s %-18s %-9s %-12s %8d %9llds %6d %s\n", key, jsonx_str(o, "state"),
+               jsonx_str(o, "harness"), jsonx_str(o, "provider"),
                json_object_get_int(jsonx_get(o, "keeperPid")),
                (long long)(json_object_get_int64(jsonx_get(o, "idleLeftMs")) / 1000),
                json_object_get_int(jsonx_get(o, "turns")), last ? last : "-");
@@ -161,6 +165,47 @@ static int cmd_check(struct pool *p)
     return 0;
 }
 
+static const char *env_get(const char *name, void *ctx)
+{
+    (void)ctx;
+    return getenv(name);
+}
+
+/* The cluster's live members, from Redis (the runner's settings from the environment). */
+static int cmd_cluster(bool json)
+{
+    json_object *doc = NULL, *list;
+    char err[512];
+    int r = admin_cluster_members(env_get, NULL, &doc, err, sizeof(err));
+
+    if (r == 1) {
+        fprintf(stderr, "one host: AGENT_RUNNER_REDIS_URL is not set\n");
+        return 1;
+    }
+    if (r < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    if (json) {
+        printf("%s\n", jsonx_text(doc, NULL));
+        json_object_put(doc);
+        return 0;
+    }
+    list = jsonx_get(doc, "members");
+    printf("group %s, this member %s\n", jsonx_str(doc, "group"), jsonx_str(doc, "member"));
+    printf("%-32s %-36s %8s %8s %8s\n", "MEMBER", "URL", "LOAD", "CAPACITY", "RUNS");
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *o = json_object_array_get_idx(list, i);
+
+        printf("%-32s %-36s %8lld %8lld %8lld\n", jsonx_str(o, "name"), jsonx_str(o, "url"),
+               (long long)json_object_get_int64(jsonx_get(o, "load")),
+               (long long)json_object_get_int64(jsonx_get(o, "capacity")),
+               (long long)json_object_get_int64(jsonx_get(o, "runs")));
+    }
+    json_object_put(doc);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"instance", required_argument, NULL, 'i'},
@@ -200,6 +245,11 @@ int main(int argc, char **argv)
         instance = "default";
     if (strcmp(cmd, "turns") == 0) /* the journals: files, no session table */
         return cmd_turns(instance, journal_dir, json);
+    if (strcmp(cmd, "cluster") == 0) {
+        if (instance != getenv("AGENT_RUNNER_INSTANCE"))
+            setenv("AGENT_RUNNER_INSTANCE", instance, 1); /* the default member name's part */
+        return cmd_cluster(json);
+    }
     rw = strcmp(cmd, "kill") == 0 || strcmp(cmd, "check") == 0;
     r = admin_attach(instance, !rw, &p, name, sizeof(name));
     if (r == -ENAMETOOLONG) {

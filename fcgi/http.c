@@ -25,6 +25,8 @@ static const char *reason_of(int status)
         return "Method Not Allowed";
     case 410:
         return "Gone";
+    case 409:
+        return "Conflict";
     case 413:
         return "Payload Too Large";
     case 429:
@@ -128,6 +130,15 @@ void http_error(struct http_req *h, int status, const char *msg)
     json_object_object_add(o, "error", json_object_new_string(msg));
     http_json(h, status, o);
     json_object_put(o);
+}
+
+void http_start(struct http_req *h, int status, const char *content_type)
+{
+    bool ndjson = strcmp(content_type, "application/x-ndjson") == 0;
+
+    put_headers(h, status, content_type, ndjson ? "X-Accel-Buffering: no\r\n" : NULL);
+    if (FCGX_FFlush(h->fr->out) < 0)
+        h->client_gone = true;
 }
 
 void http_stream_start(struct http_req *h, const char *turn_id)

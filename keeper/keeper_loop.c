@@ -80,6 +80,7 @@ int keeper_loop(struct keeper *k)
             }
             timeout = left > 60000 ? 60000 : (int)left;
         }
+        keeper_channel_timeout(&k->channel, util_now_ms(), &timeout);
         iprov = np;
         nprov = provider_fds(k, p + np, &timeout);
         np += nprov;

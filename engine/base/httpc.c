@@ -203,8 +203,22 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
     size_t len = size * n, room = b->max - b->len, take = len;
     int r;
 
-    if (x->rq->discard_body)
+    if (x->rq->discard_body) {
+        /* nothing kept; a streaming caller (on_data) still sees every piece */
+        if (!x->head_done) {
+            x->head_done = true;
+            head_info(x);
+        }
+        if (x->rq->on_data && len > 0) {
+            r = x->rq->on_data(x->rq->on_data_ctx, x->res, ptr, len);
+            if (r != 0) {
+                x->data_error = r < 0 ? r : 0;
+                x->res->stopped = r > 0;
+                return 0;
+            }
+        }
         return len;
+    }
     if (len > room) {
         if (!x->rq->truncate_ok) {
             x->data_error = -E2BIG;

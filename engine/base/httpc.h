@@ -88,7 +88,7 @@ struct httpc_request {
     uint64_t connect_timeout_ms; /* 0 = the total timeout */
     size_t max_body;             /* response body cap in bytes (> 0 unless discard_body) */
     bool truncate_ok;            /* at the cap: stop and flag `truncated` instead of failing */
-    bool discard_body;           /* read the body and keep nothing */
+    bool discard_body;           /* read the body and keep nothing (on_data still sees it) */
     const char *bearer;          /* sent as "Authorization: Bearer <bearer>", or NULL */
     const char *user_agent;      /* or NULL for none */
     const char *ca_file;         /* a PEM bundle to verify https against instead of the system's */

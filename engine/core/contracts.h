@@ -64,8 +64,6 @@ enum ar_error {
 /* Paths inside every sandbox, whatever the provider. */
 #define SANDBOX_WORKSPACE "/workspace"          /* the workspace: the only host-writable place */
 #define SANDBOX_HOME "/home/agent"              /* the harness's private home (a tmpfs) */
-#define SANDBOX_CHANNEL_DIR "/run/agent-runner" /* the keeper channel folder (read-only) */
-#define SANDBOX_CHANNEL SANDBOX_CHANNEL_DIR "/channel.sock" /* RUNNER_CHANNEL */
 
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);
@@ -414,6 +412,7 @@ enum teardown_reason {
     TEARDOWN_SUPERSEDED,
     TEARDOWN_SANDBOX_LIMIT, /* the sandbox hit its memory, pids or disk limit */
     TEARDOWN_KEEPER_DIED,   /* the keeper process died (killed): the master reclaimed it */
+    TEARDOWN_OWNER_MOVED,   /* several hosts: another member owns the session now */
     TEARDOWN_COUNT,
 };
 
@@ -480,6 +479,7 @@ struct turn_settings {
 
 struct pool;
 struct agenta_config;
+struct cluster_config;
 struct sandbox_host;
 struct tool_runner_resolve;
 
@@ -501,8 +501,18 @@ struct spare_settings {
     uint32_t count[HARNESS_COUNT]; /* 0: none */
 };
 
+/*
+ * A session's harness state kept outside its environment (session/kept.h;
+ * AGENT_RUNNER_SESSION_STATE_*): the bounds of the store under <state_dir>/kept.
+ */
+struct kept_config {
+    uint64_t max_bytes;   /* one session's state at most (0: nothing is kept) */
+    uint64_t total_bytes; /* every session's state together at most */
+    uint64_t ttl_ms;      /* a state neither saved nor loaded for this long is removed */
+};
+
 struct engine_config {
-    const char *state_dir;      /* envs/ lives here */
+    const char *state_dir;      /* envs/ and kept/ live here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
     const char *scripted_agent; /* test agent binary or NULL */
     const char *keeper_bin;     /* agent-runner-keeper */
@@ -527,9 +537,12 @@ struct engine_config {
     struct tools_config tools;      /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/agenta/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
+    /* several hosts (engine/cluster/cluster.h): NULL without AGENT_RUNNER_REDIS_URL */
+    const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
     struct turn_settings turns;   /* journal, reattach, keepalives (engine_config_read) */
+    struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };
 
 #endif

@@ -13,8 +13,8 @@
  *             worker from the harness's stdout. A harness line that does not start with '{'
  *             is never relayed (it could otherwise pose as a control line).
  *   '@'       a tagged channel line "@<channel> <json>". Channel "tool" (KEEPER_MSG_TOOL)
- *             carries JSON-RPC between the sandbox's tool channel (a unix socket the keeper
- *             binds into the sandbox) and the attached worker, in both directions: permission
+ *             carries JSON-RPC between the sandbox's tool channel (a socket the keeper hands
+ *             the harness side) and the attached worker, in both directions: permission
  *             requests and notifications from the pi extension / the agenta-tools MCP server,
  *             and the worker's answers (keeper_channel.h: requests carry keeper-wide ids).
  *   '#'       a control line:
@@ -72,8 +72,8 @@
 #define KEEPER_PROTO_EXIT_MAX 1000u
 #define KEEPER_PROTO_CHANNEL_TOOL "tool"
 #define KEEPER_PROTO_LINE_MAX 4096 /* a control or start line (not ACP / tool lines) */
-/* The keeper channel's socket: <env_dir>/KEEPER_CHANNEL_DIR/KEEPER_CHANNEL_SOCKET on the host,
- * the folder bound read-only into the sandbox (keeper/keeper_channel.h). */
+/* A remote sandbox's keeper channel socket: <env_dir>/KEEPER_CHANNEL_DIR/KEEPER_CHANNEL_SOCKET
+ * on the host, reached only by the keeper's own relay pump (keeper/keeper_channel.h). */
 #define KEEPER_CHANNEL_DIR "channel"
 #define KEEPER_CHANNEL_SOCKET "channel.sock"
 
@@ -147,10 +147,7 @@ struct keeper_spec {
     const char *shm;            /* the session table's shm name */
     uint32_t slot;
     uint32_t generation;
-    json_object *sandbox; /* the sandbox description (provider/provider.h) */
-    /* the keeper channel's secret (keeper_channel.h): the harness side says it in its hello;
-     * required, KEEPER_SPEC_TOKEN_MIN..MAX lower-case hex digits; never logged */
-    const char *channel_token;
+    json_object *sandbox;    /* the sandbox description (provider/provider.h) */
     const char *session_key; /* the pool key, for the keeper's log lines (may be NULL) */
     const char *harness;     /* the harness's name, for log lines (may be NULL) */
     /* local provider: the host identity, RLIMIT_NPROC and cgroup the worker prepared */
@@ -165,7 +162,7 @@ struct keeper_spec {
 /* The spec as one JSON document appended to out. */
 int keeper_spec_encode(const struct keeper_spec *s, struct buf *out);
 /*
- * Parse and check a spec: envDir, socket, sandbox and channelToken are required, idleMs must be >
+ * Parse and check a spec: envDir, socket and sandbox are required, idleMs must be >
  * 0, a slot needs shm + slot + generation. On failure err names the problem and nothing is kept.
  * attachTimeoutMs defaults to KEEPER_SPEC_ATTACH_DEFAULT_MS, provider to "local".
  */
@@ -176,7 +173,5 @@ void keeper_spec_release(struct keeper_spec *s);
 int keeper_spec_read(int fd, struct keeper_spec *ret, char *err, size_t errlen);
 
 #define KEEPER_SPEC_ATTACH_DEFAULT_MS 30000u
-#define KEEPER_SPEC_TOKEN_MIN 32
-#define KEEPER_SPEC_TOKEN_MAX 64
 
 #endif

@@ -674,6 +674,9 @@ int request_parse_session_ref(const char *body, size_t len, struct session_ref *
     snprintf(ref.project_id, sizeof(ref.project_id), "%s", pid);
     if (tid)
         snprintf(ref.target_turn_id, sizeof(ref.target_turn_id), "%s", tid);
+    r = rq_bool(&c, root, "environmentOnly", "environmentOnly", &ref.environment_only);
+    if (r < 0)
+        goto out;
     *ret = ref;
     r = 0;
 out:

@@ -321,6 +321,16 @@ json_object *event_environment_ready(bool spare)
     return ev;
 }
 
+json_object *event_environment_ready_cold(bool spare, const char *resume, const char *note)
+{
+    json_object *ev = event_environment_ready(spare), *data = json_object_object_get(ev, "data");
+
+    json_object_object_add(data, "resume", json_object_new_string(resume));
+    if (note && note[0])
+        json_object_object_add(data, "resumeNote", json_object_new_string(note));
+    return ev;
+}
+
 json_object *event_block(const char *type, const char *id)
 {
     json_object *ev = event_new(type);

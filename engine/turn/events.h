@@ -130,6 +130,12 @@ json_object *event_new(const char *type);
 json_object *event_data_phase(const char *phase);
 /* The environment_ready phase, saying whether the environment was a claimed spare (spare.h). */
 json_object *event_environment_ready(bool spare);
+/*
+ * The environment_ready phase of a cold start: spare as above, resume how the conversation
+ * reached the harness ("new", "replay", "load"), note why a kept harness state was not loaded
+ * (NULL or "": none).
+ */
+json_object *event_environment_ready_cold(bool spare, const char *resume, const char *note);
 json_object *event_text(const char *type, const char *id, const char *delta);
 json_object *event_block(const char *type, const char *id); /* *_start / *_end */
 json_object *event_tool_call(const char *id, const char *name, json_object *input);

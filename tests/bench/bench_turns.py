@@ -1,4 +1,4 @@
-"""Benchmark row 9 for tests/bench/run.py: what numbered, journaled streams cost.
+"""Benchmark row 11 for tests/bench/run.py: what numbered, journaled streams cost.
 
   journal   the warm turn of row 1 (`loadgen --sessions 1`) on the bench stack (journal on,
             the default) and on a second stack that differs only in
@@ -99,14 +99,14 @@ def rows(t, fmt_ms):
     runs = ", ".join(fmt_ms(x) for x in j["on_runs"])
     offs = ", ".join(fmt_ms(x) for x in j["off_runs"])
     return [
-        ("9. warm turn p50, journaled (the default)", fmt_ms(j["on"]),
+        ("11. warm turn p50, journaled (the default)", fmt_ms(j["on"]),
          f"<= {TARGET_RATIO:.2f}x unjournaled ({'met' if ratio <= TARGET_RATIO else '**missed**'})",
          f"`loadgen --sessions 1 --turns {j['turns']}` interleaved with the same on a stack with "
          f"AGENT_RUNNER_TURN_JOURNAL_MS=0, same run; runs: {runs}; {j['errors']} errors",
          f"journaled / unjournaled = {ratio:.3f}x"),
-        ("9. warm turn p50, not journaled", fmt_ms(j["off"]), "—",
+        ("11. warm turn p50, not journaled", fmt_ms(j["off"]), "—",
          f"the same turns on the second stack (records numbered, no journal); runs: {offs}", ""),
-        ("9. reattach: request to the first replayed record p50", fmt_ms(a["p50"]),
+        ("11. reattach: request to the first replayed record p50", fmt_ms(a["p50"]),
          f"<= {TARGET_REATTACH_MS:g} ms ({'met' if a['p50'] <= TARGET_REATTACH_MS else '**missed**'})",
          f"GET /turns/{{id}}/events?after=1 of {a['n']} finished scripted turns, one keep-alive "
          f"TLS connection; p99 {fmt_ms(a['p99'])}; {a['records']:.0f} records replayed each", ""),

@@ -227,8 +227,7 @@ static void test_keeper_proto_spec_roundtrip(void)
                              .shm = "/agent-runner.t",
                              .slot = 7,
                              .generation = 99,
-                             .sandbox = sb,
-                             .channel_token = "00112233445566778899aabbccddeeff"};
+                             .sandbox = sb};
     struct keeper_spec out;
     struct buf text;
     char err[256];
@@ -248,7 +247,6 @@ static void test_keeper_proto_spec_roundtrip(void)
     CU_ASSERT_EQUAL(out.slot, 7);
     CU_ASSERT_EQUAL(out.generation, 99);
     CU_ASSERT_TRUE(json_object_equal(out.sandbox, sb));
-    CU_ASSERT_STRING_EQUAL(TEST_STR(out.channel_token), "00112233445566778899aabbccddeeff");
     CU_ASSERT_FALSE(out.confined);
     keeper_spec_release(&out);
     CU_ASSERT_PTR_NULL(out.root);
@@ -332,17 +330,6 @@ static void test_keeper_proto_spec_refusals_name_the_key(void)
          "confine.cgroup[0]"},
         {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},\"egress\":[]}",
          "egress"},
-        /* the keeper channel's secret: required, 32-64 lower-case hex digits */
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{}}", "channelToken"},
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
-         "\"channelToken\":\"0123456789abcdef\"}",
-         "channelToken"},
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
-         "\"channelToken\":\"0123456789ABCDEF0123456789ABCDEF\"}",
-         "channelToken"},
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
-         "\"channelToken\":7}",
-         "channelToken"},
     };
     struct keeper_spec out;
     char err[256];
