@@ -173,13 +173,15 @@ struct engine_subject {
      * may_claim: the turn the request is about (routed to the member that ran it) */
     const char *turn_id;
     bool may_claim; /* a /run: a session nobody owns is claimed here; without one: run here */
-    bool control;   /* /kill, /cancel (counted apart from turns) */
+    /* /kill, /cancel, a reattach: refused with a JSON error, counted apart from turns */
+    bool control;
 };
 
 /* Where a forwarded request's answer goes (the front's response). */
 struct engine_forward_io {
-    int (*start)(void *ctx, int status, const char *content_type); /* once; <0 client gone */
-    int (*write)(void *ctx, const char *data, size_t len);         /* <0 client gone */
+    /* once; turn_id: the owner's X-Agent-Runner-Turn (NULL: none); <0 client gone */
+    int (*start)(void *ctx, int status, const char *content_type, const char *turn_id);
+    int (*write)(void *ctx, const char *data, size_t len); /* <0 client gone */
     int (*flush)(void *ctx);
     bool (*alive)(void *ctx); /* may be NULL */
     void *ctx;

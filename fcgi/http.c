@@ -132,11 +132,23 @@ void http_error(struct http_req *h, int status, const char *msg)
     json_object_put(o);
 }
 
-void http_start(struct http_req *h, int status, const char *content_type)
+/* The extra headers of a stream: unbuffered, and the turn it is (when one fits). */
+static void stream_headers(char *out, size_t outlen, const char *turn_id)
+{
+    /* a turn id has no control characters (request.c, cluster_relay.c) */
+    if (turn_id && strlen(turn_id) < outlen - 64)
+        snprintf(out, outlen, "X-Accel-Buffering: no\r\nX-Agent-Runner-Turn: %s\r\n", turn_id);
+    else
+        snprintf(out, outlen, "X-Accel-Buffering: no\r\n");
+}
+
+void http_start(struct http_req *h, int status, const char *content_type, const char *turn_id)
 {
     bool ndjson = strcmp(content_type, "application/x-ndjson") == 0;
+    char extra[256];
 
-    put_headers(h, status, content_type, ndjson ? "X-Accel-Buffering: no\r\n" : NULL);
+    stream_headers(extra, sizeof(extra), turn_id);
+    put_headers(h, status, content_type, ndjson ? extra : NULL);
     if (FCGX_FFlush(h->fr->out) < 0)
         h->client_gone = true;
 }
@@ -145,12 +157,7 @@ void http_stream_start(struct http_req *h, const char *turn_id)
 {
     char extra[256];
 
-    /* a turn id has no control characters (request.c); one that would not fit is not named */
-    if (turn_id && strlen(turn_id) < sizeof(extra) - 64)
-        snprintf(extra, sizeof(extra), "X-Accel-Buffering: no\r\nX-Agent-Runner-Turn: %s\r\n",
-                 turn_id);
-    else
-        snprintf(extra, sizeof(extra), "X-Accel-Buffering: no\r\n");
+    stream_headers(extra, sizeof(extra), turn_id);
     put_headers(h, 200, "application/x-ndjson", extra);
     if (FCGX_FFlush(h->fr->out) < 0)
         h->client_gone = true;

@@ -64,8 +64,9 @@ void http_stream_start(struct http_req *h, const char *turn_id);
  * drives it).
  */
 int http_query_get(const char *query, const char *name, char *out, size_t outlen);
-/* A relayed answer's headers: its status and content type (NDJSON: unbuffered), flushed. */
-void http_start(struct http_req *h, int status, const char *content_type);
+/* A relayed answer's headers: its status and content type (NDJSON: unbuffered, and
+ * X-Agent-Runner-Turn: turn_id when not NULL), flushed. */
+void http_start(struct http_req *h, int status, const char *content_type, const char *turn_id);
 /* Event sink probe: false once nginx closed the connection (the client went away). */
 bool http_client_alive(void *ctx);
 /* Event sink callbacks: buffer one line; push the buffered lines out. -1 once the client is

@@ -232,11 +232,11 @@ static const char *session_key(const struct run_request *req, char *key)
 
 /* ---- several hosts: a request for a session another member owns is forwarded there ---- */
 
-static int relay_start(void *ctx, int status, const char *content_type)
+static int relay_start(void *ctx, int status, const char *content_type, const char *turn_id)
 {
     struct http_req *h = ctx;
 
-    http_start(h, status, content_type);
+    http_start(h, status, content_type, turn_id);
     return h->client_gone ? -1 : 0;
 }
 
@@ -491,6 +491,7 @@ static bool turn_of_path(const char *path, char *out, size_t outlen)
  * GET /turns/{turnId}/events?after=N&projectId=P (token): the turn's records with seq > N from
  * its journal, then the live turn until its result record; 404 for a turn not held here
  * (unknown, expired, another project's), 410 when the journal no longer holds seq N + 1.
+ * Several hosts: forwarded to the member that ran the turn (its `turn:` record).
  */
 static void handle_turn_events(const struct route_ctx *rc, struct http_req *h)
 {
@@ -521,6 +522,9 @@ static void handle_turn_events(const struct route_ctx *rc, struct http_req *h)
     if (r == 0)
         project[0] = '\0';
     log_ctx_set(h->request_id, project[0] ? project : NULL, turn, NULL);
+    /* several hosts: the member that ran the turn holds its journal */
+    if (routed_elsewhere(rc, h, NULL, &(struct engine_subject){.turn_id = turn, .control = true}))
+        return;
     r = engine_follow_open(&rc->cfg->engine, turn, project, after, &f, &oldest);
     if (r == -ENOENT) {
         http_error(h, 404, "turn not found (unknown, expired, or another project's)");
