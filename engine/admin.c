@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fstree.h"
 #include "base/util.h"
 #include "engine_cluster.h"
 #include "environment/environment.h"
@@ -25,6 +27,7 @@
 #include "session/kept.h"
 #include "session/pool.h"
 #include "telemetry/metrics.h"
+#include "turn/journal_sweep.h"
 
 /* a rebuilt table's old keepers were told to stop: their remote sandboxes go first */
 #define SANDBOX_SWEEP_GRACE_MS 5000
@@ -297,6 +300,69 @@ int admin_sweep_envs(const struct admin *a)
     return sandbox_host_sweep(&a->host, env_in_use, (void *)a);
 }
 
+int admin_turns_sweep(const struct admin *a)
+{
+    struct journal_sweep_stats st;
+    int r;
+
+    if (!a->cfg->turns.dir[0])
+        return 0;
+    r = journal_sweep_run(a->cfg->turns.dir, &a->cfg->turns, util_wall_ms(), &st);
+    if (r < 0)
+        return r;
+    return (int)(st.expired + st.abandoned + st.evicted);
+}
+
+int admin_turns_dir(const char *instance, char *out, size_t outlen)
+{
+    return engine_turns_dir(instance, out, outlen);
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const struct journal_entry *x = a, *y = b;
+
+    return (x->meta.created_ms < y->meta.created_ms) - (x->meta.created_ms > y->meta.created_ms);
+}
+
+json_object *admin_turns_json(const char *dir)
+{
+    json_object *doc = json_object_new_object(), *list = json_object_new_array();
+    struct journal_entry *v = NULL;
+    int64_t now = util_wall_ms();
+    size_t n = 0;
+
+    if (!doc || !list) {
+        json_object_put(doc);
+        json_object_put(list);
+        return NULL;
+    }
+    json_object_object_add(doc, "turns", list);
+    if (journal_sweep_list(dir, false, &v, &n) < 0)
+        return doc;
+    qsort(v, n, sizeof(*v), newest_first);
+    for (size_t i = 0; i < n; i++) {
+        const struct journal_entry *e = &v[i];
+        json_object *o = json_object_new_object();
+        const char *state = e->meta.state == JOURNAL_DONE ? "done"
+                            : e->writer_alive             ? "running"
+                                                          : "orphaned";
+
+        json_object_object_add(o, "turnId", json_object_new_string(e->meta.turn_id));
+        json_object_object_add(o, "projectId", json_object_new_string(e->meta.project_id));
+        json_object_object_add(o, "sessionKey", json_object_new_string(e->meta.session_key));
+        json_object_object_add(o, "seq", json_object_new_int64((int64_t)e->last_seq));
+        json_object_object_add(o, "ageMs", json_object_new_int64(now - e->meta.created_ms));
+        json_object_object_add(o, "state", json_object_new_string(state));
+        json_object_object_add(o, "detached", json_object_new_boolean(e->meta.detached));
+        json_object_object_add(o, "pid", json_object_new_int(e->meta.pid));
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)e->bytes));
+        json_object_array_add(list, o);
+    }
+    free(v);
+    return doc;
+}
+
 int admin_kept_sweep(struct admin *a)
 {
     const struct engine_config *cfg = a->cfg;
@@ -377,6 +443,9 @@ void admin_table_close(struct admin *a)
     a->cfg->pool = NULL;
     epoch_key_path(a, path, sizeof(path));
     (void)unlink(path);
+    /* the turn journals go with the table (a crashed master's stay for its successor) */
+    if (a->cfg->turns.dir[0])
+        (void)fstree_remove(a->cfg->turns.dir);
 }
 
 void admin_close(struct admin *a, bool clean_stop)

@@ -99,6 +99,14 @@ int admin_env_remove(const struct admin *a, const char *env_dir);
  */
 int admin_sweep_envs(const struct admin *a);
 /*
+ * The turn journals (AGENT_RUNNER_TURN_JOURNAL_DIR, turn/journal_sweep.h): remove the expired
+ * and abandoned ones and keep their total under AGENT_RUNNER_TURN_JOURNAL_TOTAL_BYTES. How
+ * many were removed, or -errno.
+ */
+int admin_turns_sweep(const struct admin *a);
+/* The default journal folder of an instance (engine_turns_dir); -ENAMETOOLONG. */
+int admin_turns_dir(const char *instance, char *out, size_t outlen);
+/*
  * At most once a minute (every TTL / 2 for a TTL under two minutes, at least a second apart):
  * remove the kept harness states (session/kept.h) neither saved nor
  * loaded for AGENT_RUNNER_SESSION_STATE_TTL_MS, and hold the store to its total bound. How many
@@ -198,6 +206,13 @@ void admin_detach(struct pool *p);
  * turns). A new object, NULL on ENOMEM.
  */
 json_object *admin_sessions_json(const struct pool *p);
+/*
+ * agent-runner-ctl turns: {"turns": [...]}, the running and journaled turns under dir
+ * (turnId, projectId, sessionKey, seq: the last record's, ageMs, state: running | done |
+ * orphaned (no live writer), detached, pid, bytes), newest first. A new object, NULL on
+ * ENOMEM; an empty list when there is no journal folder.
+ */
+json_object *admin_turns_json(const char *dir);
 /* {"instance", "masterPid", "slots", "used", "parked", "repairs", "counters": {...}}. */
 json_object *admin_stats_json(const struct pool *p);
 /* Drain and tear down key's session (waits): 1 killed, 0 no such session, -errno. */

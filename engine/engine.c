@@ -19,6 +19,7 @@
 #include "engine_start.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
+#include "engine_turns.h"
 #include "environment/environment.h"
 #include "request/request.h"
 #include "telemetry/metrics.h"
@@ -126,25 +127,26 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
 
+    bool kept; /* someone takes the output: a detached turn counts as taken */
+
     platform_agent_session(t->plat, env->acp_session);
-    /* the client must still be there for a session run to be kept: ask before deciding */
+    /* the client (or a follower) must still be there for a session run to be kept: ask first */
     event_stream_flush(es);
-    (void)event_stream_client_alive(es);
+    kept = t->req->detached || t->adopted || engine_turns_audience(t, es);
     if (env->limit)
         reason = TEARDOWN_SANDBOX_LIMIT;
     else if (env->keeper_lost)
         reason = TEARDOWN_KEEPER_DIED;
     else if (turn_rc < 0 || env->harness_exited)
         reason = TEARDOWN_FAILED_TURN;
-    else if (es->client_gone && t->client_gone_cancels)
+    else if (!kept && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
     /* a turn that ended well: the harness's own session state is kept (engine_keep.h) */
     if (t->key[0] && res->ok && reason == TEARDOWN_PER_TURN && !awaiting &&
         next_history_fp(t, res, next_fp))
         engine_keep_save(t, env, next_fp);
     if (t->key[0] && env->has_slot && res->ok && reason == TEARDOWN_PER_TURN &&
-        cfg->session_pool_max > 0 &&
-        (awaiting || (policy->mode == LIFECYCLE_WARM && !es->client_gone)))
+        cfg->session_pool_max > 0 && (awaiting || (policy->mode == LIFECYCLE_WARM && kept)))
         park = next_history_fp(t, res, next_fp);
     if (park) {
         struct pool_park pk = {.config_fp = t->config_fp,
@@ -243,11 +245,13 @@ struct cancel_probe {
     struct event_stream *es;
     bool on_client_gone;
     struct platform *plat;
+    const struct engine_turn *t;
 };
 
 /*
- * /cancel sets the slot's flag; a client that went away cancels a run without a session; the
- * platform takes a turn back with its heartbeat.
+ * /cancel sets the slot's flag; a client that went away cancels a run without a session
+ * (unless it is detached, adopted, followed by a reattached reader, or still in its grace
+ * window); the platform takes a turn back with its heartbeat.
  */
 static bool should_cancel(void *ctx)
 {
@@ -257,7 +261,13 @@ static bool should_cancel(void *ctx)
         return true;
     if (platform_interrupted(c->plat))
         return true;
-    return c->on_client_gone && !event_stream_client_alive(c->es);
+    return c->on_client_gone && !engine_turns_audience(c->t, c->es);
+}
+
+/* A gone client cancels the turn (a run without a session that is not detached). */
+static bool cancels_on_client_gone(const struct engine_turn *t)
+{
+    return t->client_gone_cancels && !t->req->detached && !t->adopted;
 }
 
 static enum permission stored_decision(void *ctx, const char *tool, json_object *args)
@@ -334,8 +344,13 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
         res->session_id = util_xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_starting"));
     event_emit(es, event_environment_ready(false));
-    probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = true, .es = es,
-                                  .on_client_gone = t->client_gone_cancels, .plat = t->plat};
+    probe = (struct cancel_probe){.pool = cfg->pool,
+                                  .h = env->h,
+                                  .has_slot = true,
+                                  .es = es,
+                                  .on_client_gone = cancels_on_client_gone(t),
+                                  .plat = t->plat,
+                                  .t = t};
     if (!resume) {
         prompt = transcript_prompt(t->req, false, res->caps.images);
         platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt,
@@ -350,6 +365,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     } else {
         opt.retry_if_silent = true;
     }
+    engine_turns_register(t, env, es, res, &policy, resume);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
@@ -409,13 +425,18 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     else /* a loaded session holds the conversation: only the new message, as when warm */
         prompt = transcript_prompt(req, req->nmessages > 1 && keep->resume != KEEP_LOAD,
                                    res->caps.images);
-    platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1,
-                         prompt, es);
-    probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = env->has_slot,
-                                  .es = es, .on_client_gone = t->client_gone_cancels,
-                                  .plat = t->plat};
+    platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1, prompt,
+                         es);
+    probe = (struct cancel_probe){.pool = cfg->pool,
+                                  .h = env->h,
+                                  .has_slot = env->has_slot,
+                                  .es = es,
+                                  .on_client_gone = cancels_on_client_gone(t),
+                                  .plat = t->plat,
+                                  .t = t};
     opt = turn_options(t, prompt, &probe);
     opt.tools = engine_tools_init(&hooks, t, env);
+    engine_turns_register(t, env, es, res, &t->policy, false);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
@@ -496,6 +517,10 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     char trace_id[33];
     bool limit = false, resume, refused = false;
 
+    if (es->streaming) {
+        engine_turns_journal_open(t, es);
+        es->keepalive_ms = cfg->turns.keepalive_ms;
+    }
     trace = trace_run_start(t->req, t->plan.model_name, trace_id);
     t->trace = trace;
     result_identity(t, res, trace_id);
@@ -554,6 +579,43 @@ out:
     else
         trace_run_finish(trace, res);
     collect_events(es, res);
+}
+
+void engine_run_adopted(struct engine_turn *t, struct environment *env,
+                        const struct engine_adopted *ad, struct event_stream *es,
+                        struct run_result *res)
+{
+    const struct engine_config *cfg = t->cfg;
+    int64_t started = util_now_ms();
+    struct engine_tools hooks;
+    struct cancel_probe probe;
+    struct turn_env te;
+    struct turn_outcome out;
+    struct turn_options opt;
+    bool limit;
+    int r;
+
+    t->adopted = true;
+    result_identity(t, res, ad->trace_id);
+    turn_caps_from_bits(ad->caps, &res->caps);
+    if (!res->session_id)
+        res->session_id = util_xstrdup(env->acp_session);
+    if (ad->next_id > env->next_id)
+        env->next_id = ad->next_id;
+    engine_stream_before_waits(env, es);
+    probe = (struct cancel_probe){
+        .pool = cfg->pool, .h = env->h, .has_slot = env->has_slot, .es = es, .t = t};
+    opt = turn_options(t, NULL, &probe);
+    opt.tools = engine_tools_init(&hooks, t, env);
+    opt.adopt_prompt_id = ad->prompt_id;
+    environment_turn_env(env, &te);
+    r = run_turn_prompt(&te, &opt, es, res, &out);
+    r = after_turn_limits(env, es, res, &out, r);
+    limit = out.limit_tripped;
+    finish_environment(t, env, es, res, r, &out, &ad->policy);
+    environment_free(env);
+    emit_done(es, res);
+    count_outcome(t, es, res, limit, started);
 }
 
 static bool always(void *ctx)

@@ -37,6 +37,7 @@
 
 struct engine_turn;  /* a prepared turn (opaque) */
 struct event_stream; /* turn/events.h */
+struct event_sink;   /* turn/events.h */
 
 /* A session key ("<projectId>:<sessionId>"), NUL included, fits this many bytes. */
 #define ENGINE_KEY_MAX 272
@@ -81,6 +82,27 @@ int engine_forget_session(const struct engine_config *cfg, const char *key);
 int engine_cancel_session(const struct engine_config *cfg, const char *key,
                           const char *target_turn);
 
+/* ---- a streamed turn's records after its connection (engine_turns.h) --------------------- */
+
+struct engine_follow; /* a reader of one turn's journal (opaque) */
+
+/*
+ * GET /turns/{turnId}/events?after=N: open the journal of the turn turn_id of project_id
+ * (NULL or "": a turn that had none) for its records with seq > after. -ENOENT when there is
+ * no such turn here (unknown, expired, another project's), -ERANGE when the journal no longer
+ * holds seq after + 1 (*ret_oldest: the oldest it holds).
+ */
+int engine_follow_open(const struct engine_config *cfg, const char *turn_id, const char *project_id,
+                       uint64_t after, struct engine_follow **ret, uint64_t *ret_oldest);
+/*
+ * Write the records to sink (each one NDJSON line, flushed), then follow the live turn until
+ * its result record. When the turn's worker died, this worker carries the turn on (the keeper
+ * holds the harness; engine_turns.h). Returns at the result, when the sink's client went away,
+ * or when the reader fell behind the journal's bound (the stream then ends without a result).
+ */
+void engine_follow_run(struct engine_follow *f, const struct event_sink *sink);
+void engine_follow_free(struct engine_follow *f);
+
 /* The name of a harness as the logs and agent-runner-ctl show it ("unknown" for none). */
 const char *engine_harness_name(enum harness_kind kind);
 
@@ -88,7 +110,8 @@ const char *engine_harness_name(enum harness_kind kind);
 
 /*
  * Once per worker process, before its first run (platform mode: the shared folder of the
- * "records incomplete" marks). -ENAMETOOLONG when the state folder is too long for it.
+ * "records incomplete" marks; the scan that carries on turns whose worker died, once a few
+ * seconds, engine_turns.h). -ENAMETOOLONG when the state folder is too long for it.
  */
 int engine_worker_start(const struct engine_config *cfg);
 /* At worker shutdown: wait until deadline_ms (monotonic) for queued platform calls; -ETIMEDOUT. */
@@ -150,13 +173,15 @@ struct engine_subject {
      * may_claim: the turn the request is about (routed to the member that ran it) */
     const char *turn_id;
     bool may_claim; /* a /run: a session nobody owns is claimed here; without one: run here */
-    bool control;   /* /kill, /cancel (counted apart from turns) */
+    /* /kill, /cancel, a reattach: refused with a JSON error, counted apart from turns */
+    bool control;
 };
 
 /* Where a forwarded request's answer goes (the front's response). */
 struct engine_forward_io {
-    int (*start)(void *ctx, int status, const char *content_type); /* once; <0 client gone */
-    int (*write)(void *ctx, const char *data, size_t len);         /* <0 client gone */
+    /* once; turn_id: the owner's X-Agent-Runner-Turn (NULL: none); <0 client gone */
+    int (*start)(void *ctx, int status, const char *content_type, const char *turn_id);
+    int (*write)(void *ctx, const char *data, size_t len); /* <0 client gone */
     int (*flush)(void *ctx);
     bool (*alive)(void *ctx); /* may be NULL */
     void *ctx;
@@ -231,5 +256,10 @@ void engine_config_spares_text(const struct engine_config *cfg, char *out, size_
 void engine_config_platform_text(const struct engine_config *cfg, char *out, size_t outlen);
 /* The session table's shared-memory name of an instance; -ENAMETOOLONG when it does not fit. */
 int engine_table_name(const char *instance, char *out, size_t outlen);
+/*
+ * The default folder of an instance's turn journals, beside its session table in the tmpfs of
+ * /dev/shm ("/dev/shm/agent-runner.<instance>.turns"); -ENAMETOOLONG when it does not fit.
+ */
+int engine_turns_dir(const char *instance, char *out, size_t outlen);
 
 #endif

@@ -39,6 +39,7 @@ struct engine_turn {
     bool tools_file;                /* the sandbox's tool list is in the plan */
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
     bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
+    bool adopted;  /* carried on from a dead worker (engine_turns.h): runs as if detached */
     struct engine_keep *keep; /* a cold start's use of the kept harness state (engine_keep.h) */
 };
 

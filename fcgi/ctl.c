@@ -5,12 +5,15 @@
  *   agent-runner-ctl [--instance NAME] stats [--json]      counters and table occupancy
  *   agent-runner-ctl [--instance NAME] kill <key>          destroy a session's environment
  *   agent-runner-ctl [--instance NAME] check               slot table consistency check
+ *   agent-runner-ctl [--instance NAME] turns [--json]      running and journaled turns
  *   agent-runner-ctl cluster [--json]                      the live members (several hosts:
  *                                                          AGENT_RUNNER_REDIS_URL and the rest
  *                                                          from the environment, as the runner)
  *
  * `sessions` and `stats` map the segment read-only and never take its lock (a slot is copied
- * until two reads agree). `kill` and `check` map it read-write and take the lock.
+ * until two reads agree). `kill` and `check` map it read-write and take the lock. `turns` reads
+ * the turn journals (AGENT_RUNNER_TURN_JOURNAL_DIR, else the instance's default folder beside
+ * its session table) and never writes them.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,6 +30,7 @@ static void usage(FILE *f)
                "       agent-runner-ctl [--instance NAME] stats [--json]\n"
                "       agent-runner-ctl [--instance NAME] kill <projectId:sessionId>\n"
                "       agent-runner-ctl [--instance NAME] check\n"
+               "       agent-runner-ctl [--instance NAME] turns [--json]\n"
                "       agent-runner-ctl cluster [--json]   (reads AGENT_RUNNER_REDIS_URL, ...)\n");
 }
 
@@ -67,6 +71,44 @@ static int cmd_sessions(const struct pool *p, bool json)
             printf("  %-40s %-22s %lldms ago\n", jsonx_str(o, "key"), jsonx_str(o, "reason"),
                    (long long)json_object_get_int64(jsonx_get(o, "agoMs")));
         }
+    }
+    json_object_put(doc);
+    return 0;
+}
+
+static int cmd_turns(const char *instance, const char *dir, bool json)
+{
+    char def[256];
+    json_object *doc, *list;
+
+    if (!dir || !dir[0]) {
+        if (admin_turns_dir(instance, def, sizeof(def)) < 0) {
+            fprintf(stderr, "--instance: too long\n");
+            return 2;
+        }
+        dir = def;
+    }
+    doc = admin_turns_json(dir);
+    if (!doc) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    list = jsonx_get(doc, "turns");
+    if (json) {
+        printf("%s\n", jsonx_text(doc, NULL));
+        json_object_put(doc);
+        return 0;
+    }
+    printf("%-38s %-30s %7s %8s %-9s %s\n", "TURN", "SESSION", "SEQ", "AGE", "STATE", "DETACHED");
+    for (size_t i = 0; i < json_object_array_length(list); i++) {
+        json_object *o = json_object_array_get_idx(list, i);
+        const char *key = jsonx_str(o, "sessionKey");
+
+        printf("%-38s %-30s %7lld %7llds %-9s %s\n", jsonx_str(o, "turnId"),
+               key && key[0] ? key : "-", (long long)json_object_get_int64(jsonx_get(o, "seq")),
+               (long long)(json_object_get_int64(jsonx_get(o, "ageMs")) / 1000),
+               jsonx_str(o, "state"),
+               json_object_get_boolean(jsonx_get(o, "detached")) ? "yes" : "no");
     }
     json_object_put(doc);
     return 0;
@@ -171,6 +213,7 @@ int main(int argc, char **argv)
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     const char *instance = getenv("AGENT_RUNNER_INSTANCE");
+    const char *journal_dir = getenv("AGENT_RUNNER_TURN_JOURNAL_DIR");
     bool json = false, rw;
     struct pool *p = NULL;
     char name[96];
@@ -200,6 +243,8 @@ int main(int argc, char **argv)
     cmd = argv[optind];
     if (!instance || !instance[0])
         instance = "default";
+    if (strcmp(cmd, "turns") == 0) /* the journals: files, no session table */
+        return cmd_turns(instance, journal_dir, json);
     if (strcmp(cmd, "cluster") == 0) {
         if (instance != getenv("AGENT_RUNNER_INSTANCE"))
             setenv("AGENT_RUNNER_INSTANCE", instance, 1); /* the default member name's part */

@@ -247,15 +247,21 @@ static void reclaimed_one(void *ctx, const char *env_dir, bool keeper)
     reclaim_env(ctx, env_dir);
 }
 
-/* Reclaim the slots of dead keepers and of workers that died before their keeper started. */
+/*
+ * Reclaim the slots of dead keepers and of workers that died before their keeper started; sweep
+ * the turn journals and the kept harness states.
+ */
 static void sweep(struct master *m)
 {
-    int r;
+    int n;
 
     (void)admin_reclaim_dead(m->adm, reclaimed_one, m);
-    r = admin_kept_sweep(m->adm);
-    if (r > 0)
-        log_info("removed %d kept harness states (expired or over the total bound)", r);
+    n = admin_turns_sweep(m->adm); /* expired and abandoned turn journals, the total's cap */
+    if (n > 0)
+        log_debug("removed %d turn journals", n);
+    n = admin_kept_sweep(m->adm);
+    if (n > 0)
+        log_info("removed %d kept harness states (expired or over the total bound)", n);
 }
 
 /*

@@ -145,7 +145,7 @@ static void redact_request(const struct run_request *req)
     }
 }
 
-static void run_streaming(struct engine_turn *turn, struct http_req *h)
+static void run_streaming(struct engine_turn *turn, const char *turn_id, struct http_req *h)
 {
     struct event_sink sink = {.write_line = http_stream_write,
                               .flush = http_stream_flush,
@@ -154,18 +154,14 @@ static void run_streaming(struct engine_turn *turn, struct http_req *h)
     struct event_stream es;
     struct run_result res;
     json_object *result;
-    struct buf line;
 
-    http_stream_start(h);
+    http_stream_start(h, turn_id);
     event_stream_init(&es, &sink);
+    es.turn_id = turn_id;
     run_result_init(&res);
     engine_run(turn, &es, &res);
     result = run_result_to_json(&res);
-    buf_init(&line, RESULT_LINE_MAX);
-    if (events_record_line("result", result, &line) == 0 &&
-        http_stream_write(h, line.data, line.len) == 0)
-        (void)http_stream_flush(h);
-    buf_release(&line);
+    (void)event_stream_result(&es, result);
     json_object_put(result);
     log_info("turn finished: ok %s, stop '%s', %llu events%s", res.ok ? "true" : "false",
              res.stop_reason ? res.stop_reason : "", (unsigned long long)es.nevents,
@@ -198,31 +194,28 @@ static void run_oneshot(struct engine_turn *turn, struct http_req *h)
  * (an `error` event with msg and code, `done`, a result with ok:false), as Agenta's runner does:
  * its client shows nothing but "Agent runner HTTP 400" for an error status on this path.
  */
-static void refuse_run(struct http_req *h, int status, const char *msg, const char *code)
+static void refuse_run(struct http_req *h, int status, const char *msg, const char *code,
+                       const char *turn_id)
 {
     struct event_sink sink = {
         .write_line = http_stream_write, .flush = http_stream_flush, .ctx = h};
     struct event_stream es;
     struct run_result res;
     json_object *result;
-    struct buf line;
 
     if (!wants_ndjson(h)) {
         http_error(h, status, msg);
         return;
     }
-    http_stream_start(h);
+    http_stream_start(h, turn_id);
     event_stream_init(&es, &sink);
+    es.turn_id = turn_id;
     run_result_init(&res);
     run_result_fail(&res, "%s", msg);
     event_emit(&es, event_error(msg, code));
     event_emit(&es, event_done(NULL, NULL));
     result = run_result_to_json(&res);
-    buf_init(&line, RESULT_LINE_MAX);
-    if (result && events_record_line("result", result, &line) == 0 &&
-        http_stream_write(h, line.data, line.len) == 0)
-        (void)http_stream_flush(h);
-    buf_release(&line);
+    (void)event_stream_result(&es, result);
     json_object_put(result);
     run_result_release(&res);
     event_stream_release(&es);
@@ -239,11 +232,11 @@ static const char *session_key(const struct run_request *req, char *key)
 
 /* ---- several hosts: a request for a session another member owns is forwarded there ---- */
 
-static int relay_start(void *ctx, int status, const char *content_type)
+static int relay_start(void *ctx, int status, const char *content_type, const char *turn_id)
 {
     struct http_req *h = ctx;
 
-    http_start(h, status, content_type);
+    http_start(h, status, content_type, turn_id);
     return h->client_gone ? -1 : 0;
 }
 
@@ -288,7 +281,7 @@ static bool routed_elsewhere(const struct route_ctx *rc, struct http_req *h, con
     if (s->control)
         http_error(h, no.status, no.message);
     else
-        refuse_run(h, no.status, no.message, no.code);
+        refuse_run(h, no.status, no.message, no.code, s->turn_id);
     return true;
 }
 
@@ -322,7 +315,7 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     }
     if (r < 0) {
         log_info("run refused: %s", err);
-        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
+        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error", NULL);
         goto out;
     }
     redact_request(&req);
@@ -337,12 +330,12 @@ static void handle_run(const struct route_ctx *rc, struct http_req *h)
     r = engine_prepare(&rc->cfg->engine, &req, &turn, err, sizeof(err));
     if (r < 0) {
         log_info("run refused: %s", err);
-        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error");
+        refuse_run(h, r == -ENOMEM ? 500 : 400, err, "runner_error", req.turn_id);
         run_request_release(&req);
         goto out;
     }
     if (wants_ndjson(h))
-        run_streaming(turn, h);
+        run_streaming(turn, req.turn_id, h);
     else
         run_oneshot(turn, h);
     engine_turn_free(turn);
@@ -477,6 +470,89 @@ static void handle_subscription_status(const struct route_ctx *rc, struct http_r
     json_object_put(o);
 }
 
+/* GET /turns/{turnId}/events: the turn id of the path (without the rest), or false. */
+static bool turn_of_path(const char *path, char *out, size_t outlen)
+{
+    static const char pre[] = "/turns/", post[] = "/events";
+    size_t n = strlen(path);
+
+    if (n <= strlen(pre) + strlen(post) || strncmp(path, pre, strlen(pre)) != 0 ||
+        strcmp(path + n - strlen(post), post) != 0)
+        return false;
+    n -= strlen(pre) + strlen(post);
+    if (n >= outlen)
+        return false;
+    memcpy(out, path + strlen(pre), n);
+    out[n] = '\0';
+    return true;
+}
+
+/*
+ * GET /turns/{turnId}/events?after=N&projectId=P (token): the turn's records with seq > N from
+ * its journal, then the live turn until its result record; 404 for a turn not held here
+ * (unknown, expired, another project's), 410 when the journal no longer holds seq N + 1.
+ * Several hosts: forwarded to the member that ran the turn (its `turn:` record).
+ */
+static void handle_turn_events(const struct route_ctx *rc, struct http_req *h)
+{
+    const char *query = http_param(h, "QUERY_STRING");
+    char turn[160], project[160], after_text[32], msg[160];
+    struct event_sink sink = {.write_line = http_stream_write,
+                              .flush = http_stream_flush,
+                              .client_alive = http_client_alive,
+                              .ctx = h};
+    struct engine_follow *f = NULL;
+    uint64_t after = 0, oldest = 0;
+    int r;
+
+    if (!turn_of_path(h->path, turn, sizeof(turn)) || !turn[0]) {
+        http_error(h, 404, "Not found");
+        return;
+    }
+    r = http_query_get(query, "after", after_text, sizeof(after_text));
+    if (r < 0 || (r == 1 && util_parse_u64(after_text, 0, UINT64_MAX - 1, &after) < 0)) {
+        http_error(h, 400, "after: expected the seq of the last record received (0 or more)");
+        return;
+    }
+    r = http_query_get(query, "projectId", project, sizeof(project));
+    if (r < 0) {
+        http_error(h, 400, "projectId: not a valid query value");
+        return;
+    }
+    if (r == 0)
+        project[0] = '\0';
+    log_ctx_set(h->request_id, project[0] ? project : NULL, turn, NULL);
+    /* several hosts: the member that ran the turn holds its journal */
+    if (routed_elsewhere(rc, h, NULL, &(struct engine_subject){.turn_id = turn, .control = true}))
+        return;
+    r = engine_follow_open(&rc->cfg->engine, turn, project, after, &f, &oldest);
+    if (r == -ENOENT) {
+        http_error(h, 404, "turn not found (unknown, expired, or another project's)");
+        return;
+    }
+    if (r == -ERANGE) {
+        json_object *o = json_object_new_object();
+
+        snprintf(msg, sizeof(msg),
+                 "the turn's journal no longer holds seq %llu: the oldest it holds is %llu",
+                 (unsigned long long)after + 1, (unsigned long long)oldest);
+        json_object_object_add(o, "ok", json_object_new_boolean(0));
+        json_object_object_add(o, "error", json_object_new_string(msg));
+        json_object_object_add(o, "oldestSeq", json_object_new_int64((int64_t)oldest));
+        http_json(h, 410, o);
+        json_object_put(o);
+        return;
+    }
+    if (r < 0) {
+        http_error(h, 500, ar_strerror(r));
+        return;
+    }
+    http_stream_start(h, turn);
+    engine_follow_run(f, &sink);
+    engine_follow_free(f);
+    log_info("reattach finished%s", h->client_gone ? ": client gone" : "");
+}
+
 struct route {
     const char *path;
     const char *method;
@@ -502,6 +578,9 @@ static const struct route routes[] = {
     {"/subscription-status", "GET", true, handle_subscription_status},
 };
 
+static const struct route turn_events_route = {"/turns/{id}/events", "GET", true,
+                                               handle_turn_events};
+
 void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)
 {
     struct http_req h;
@@ -517,6 +596,8 @@ void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)
             break;
         }
     }
+    if (!match && strncmp(h.path, "/turns/", 7) == 0)
+        match = &turn_events_route;
     if (!match) {
         http_error(&h, 404, "Not found");
         return;

@@ -184,12 +184,13 @@ int keeper_main(int argc, char **argv)
     k.proc.on_egress = egress_report_event;
     k.proc.ctx = &k.egress;
     /* the harness's end of the channel: inherited into a local sandbox, relayed into a remote
-     * one (keeper_channel.h) */
-    r = keeper_channel_open(&k.channel, k.env_dir,
-                            keeper_channel_role_of(jsonx_str(k.spec.sandbox, "channel")),
-                            jsonx_get(k.spec.sandbox, "channelRelay") != NULL,
-                            &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
-                            &k.proc.channel_fd, err, sizeof(err));
+     * one (keeper_channel.h); a held turn keeps the lines meant for its worker (keeper_turn.h) */
+    r = keeper_channel_open(
+        &k.channel, k.env_dir, keeper_channel_role_of(jsonx_str(k.spec.sandbox, "channel")),
+        jsonx_get(k.spec.sandbox, "channelRelay") != NULL,
+        &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out, &k.turn.held,
+                                        keeper_turn_keep_tool, &k},
+        &k.proc.channel_fd, err, sizeof(err));
     if (r == 0)
         r = start_sandbox(&k, err, sizeof(err));
     if (k.proc.channel_fd >= 0)

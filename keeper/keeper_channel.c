@@ -253,17 +253,39 @@ static void answer_alone(struct keeper_channel *kc, struct keeper_channel_conn *
     buf_release(&out);
 }
 
-static bool worker_attached(const struct keeper_channel *kc)
+static bool worker_holding(const struct keeper_channel *kc)
 {
-    return kc->worker.fd && *kc->worker.fd >= 0 && !*kc->worker.gone;
+    return kc->worker.holding && *kc->worker.holding;
 }
 
-/* Queue one "@tool <json>" line to the worker: -E2BIG when its queue is full. */
+static bool worker_attached(const struct keeper_channel *kc)
+{
+    return (kc->worker.fd && *kc->worker.fd >= 0 && !*kc->worker.gone) || worker_holding(kc);
+}
+
+/* Queue one "@tool <json>" line to the worker (held: only kept): -E2BIG when its queue is full. */
 static int to_worker(struct keeper_channel *kc, const char *json, size_t len)
 {
     struct keeper_msg m = {.kind = KEEPER_MSG_TOOL, .payload = json, .payload_len = len};
+    struct buf *out = kc->worker.out;
+    size_t mark = out->len;
+    int r = 0;
 
-    return keeper_proto_encode(&m, kc->worker.out);
+    if (!worker_holding(kc))
+        r = keeper_proto_encode(&m, out);
+    else if (kc->worker.keep) {
+        struct buf line;
+
+        buf_init(&line, TOOL_CHANNEL_LINE_MAX + 16);
+        r = keeper_proto_encode(&m, &line);
+        if (r == 0)
+            kc->worker.keep(kc->worker.ctx, line.data, line.len);
+        buf_release(&line);
+        return r;
+    }
+    if (r == 0 && kc->worker.keep)
+        kc->worker.keep(kc->worker.ctx, out->data + mark, out->len - mark);
+    return r;
 }
 
 /* msg as one line with its id replaced by id (the root is changed in place). */
@@ -611,6 +633,8 @@ void keeper_channel_from_worker(struct keeper_channel *kc, const char *json, siz
         acp_msg_release(&m);
         return;
     }
+    if (kc->pending[i].kind == TOOL_CHANNEL_CALL)
+        kc->calls_answered++;
     c = conn_of(kc, kc->pending[i].conn);
     if (c && jsonx_parse(kc->pending[i].orig_id, strlen(kc->pending[i].orig_id), 4, &orig, err,
                          sizeof(err)) == 0) {

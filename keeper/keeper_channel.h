@@ -116,11 +116,17 @@ struct keeper_channel_pending {
 /*
  * Where the keeper keeps its worker: lines go to it while *fd >= 0 and it has not let go
  * (*gone: it sent "#park" or "#await" and takes no more lines), queued "@tool <json>" in *out.
+ * While *holding (a turn whose worker died, held for a worker that adopts it) the worker
+ * counts as attached but away: requests are relayed (and stay open) without going to *out.
+ * keep (may be NULL) sees every "@tool" line meant for the worker, written or held, with ctx.
  */
 struct keeper_channel_worker {
     const int *fd;
     const bool *gone;
     struct buf *out;
+    const bool *holding;
+    void (*keep)(void *ctx, const char *line, size_t len);
+    void *ctx;
 };
 
 struct keeper_channel {
@@ -134,9 +140,10 @@ struct keeper_channel {
     size_t npending;
     int64_t next_id;
     uint64_t next_serial;
-    uint64_t dropped; /* lines nobody took: notifications while alone, malformed lines */
-    uint64_t refused; /* strangers closed, requests refused for their role */
-    uint64_t over;    /* connections dropped for a line or buffering over its bound */
+    uint64_t dropped;        /* lines nobody took: notifications while alone, malformed lines */
+    uint64_t refused;        /* strangers closed, requests refused for their role */
+    uint64_t over;           /* connections dropped for a line or buffering over its bound */
+    uint64_t calls_answered; /* tool/call requests the worker answered (they ran on it) */
     /* warn_allowed's budget: KEEPER_CHANNEL_WARNS_PER_S */
     struct log_budget warns;
     struct keeper_channel_worker worker;

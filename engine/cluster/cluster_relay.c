@@ -24,6 +24,7 @@ struct relay {
     bool unavailable; /* the peer's front said 502-504 before anything was relayed */
     bool gone;        /* the client went away */
     bool result_seen; /* the last complete record was the result */
+    uint64_t seq;     /* the last numbered record relayed (0: none) */
     long status;
     struct buf line; /* NDJSON: the record being received */
 };
@@ -36,13 +37,32 @@ static bool is_result(const char *line, size_t len)
     return memmem(line, head, needle, strlen(needle)) != NULL;
 }
 
+/* The "seq" of a record (within its first 80 bytes, where the writer puts it), or 0. */
+static uint64_t seq_of(const char *line, size_t len)
+{
+    static const char key[] = "\"seq\":";
+    size_t head = len < 80 ? len : 80, n = 0;
+    const char *p = memmem(line, head, key, strlen(key));
+    char digits[24];
+    uint64_t v;
+
+    if (!p)
+        return 0;
+    for (p += strlen(key); p < line + len && *p >= '0' && *p <= '9' && n + 1 < sizeof(digits);)
+        digits[n++] = *p++;
+    digits[n] = '\0';
+    return n && util_parse_u64(digits, 1, UINT64_MAX - 1, &v) == 0 ? v : 0;
+}
+
 static int start(struct relay *rl, const struct httpc_response *res)
 {
     const char *type = res->content_type[0] ? res->content_type : "application/json";
+    const char *turn =
+        res->captured[0] && httpc_header_value_ok(res->captured) ? res->captured : NULL;
 
     rl->started = true;
     rl->status = res->status;
-    if (rl->sink->start(rl->sink->ctx, (int)res->status, type) < 0) {
+    if (rl->sink->start(rl->sink->ctx, (int)res->status, type, turn) < 0) {
         rl->gone = true;
         return -1;
     }
@@ -63,6 +83,8 @@ static int relay_lines(struct relay *rl, const char *data, size_t len)
         if (!nl)
             break;
         rl->result_seen = is_result(rl->line.data, rl->line.len);
+        if (seq_of(rl->line.data, rl->line.len) > rl->seq)
+            rl->seq = seq_of(rl->line.data, rl->line.len);
         if (rl->sink->write(rl->sink->ctx, rl->line.data, rl->line.len) < 0) {
             rl->gone = true;
             return 1;
@@ -108,7 +130,8 @@ static bool aborted(void *ctx)
     return rl->gone || (rl->sink->alive && !rl->sink->alive(rl->sink->ctx));
 }
 
-/* The stream broke before its result: end it as every stream ends. */
+/* The stream broke before its result: end it as every stream ends, numbered after the last
+ * record relayed. */
 static void write_ending(struct relay *rl, const char *peer, const char *why)
 {
     struct event_stream es;
@@ -116,22 +139,19 @@ static void write_ending(struct relay *rl, const char *peer, const char *why)
         .write_line = rl->sink->write, .flush = rl->sink->flush, .ctx = rl->sink->ctx};
     struct run_result res;
     json_object *result;
-    struct buf line;
     char msg[384];
 
     snprintf(msg, sizeof(msg), "the session's owner '%s' stopped answering mid-turn (%s)", peer,
              why);
     event_stream_init(&es, &es_sink);
+    es.seq = rl->seq;
     run_result_init(&res);
     run_result_fail(&res, "%s", msg);
     event_emit(&es, event_error(msg, "runner_error"));
     event_emit(&es, event_done(NULL, NULL));
     result = run_result_to_json(&res);
-    buf_init(&line, RESULT_LINE_MAX);
-    if (result && events_record_line("result", result, &line) == 0 &&
-        rl->sink->write(rl->sink->ctx, line.data, line.len) == 0 && rl->sink->flush)
-        (void)rl->sink->flush(rl->sink->ctx);
-    buf_release(&line);
+    if (result)
+        (void)event_stream_result(&es, result);
     json_object_put(result);
     run_result_release(&res);
     event_stream_release(&es);
@@ -198,6 +218,7 @@ int cluster_forward(const struct cluster_config *c, const struct cluster_member 
     hr.abort_ctx = &rl;
     hr.on_data = on_data;
     hr.on_data_ctx = &rl;
+    hr.capture_header = "X-Agent-Runner-Turn";
     r = httpc_perform(httpc_thread_handle(), &hr, &res, err, errlen);
     if (r == 0) {
         if (!rl.started && !rl.unavailable && !rl.gone)
@@ -209,7 +230,10 @@ int cluster_forward(const struct cluster_config *c, const struct cluster_member 
     } else if (!rl.started && r < 0) {
         /* nothing reached the client: the caller may route again */
     } else {
-        if (rl.ndjson && rl.status == 200 && !rl.result_seen && !rl.gone)
+        /* a run's stream ends as every stream does; a reattach's is cut (its client
+         * reattaches from its last seq, as when a local follower is cut) */
+        if (rl.ndjson && rl.status == 200 && !rl.result_seen && !rl.gone &&
+            strcmp(rq->method, "POST") == 0)
             write_ending(&rl, peer->name, r < 0 ? err : "its stream ended");
         r = 0;
     }

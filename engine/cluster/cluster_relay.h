@@ -7,10 +7,13 @@
  * verified against AGENT_RUNNER_CLUSTER_CA_FILE or the system's CAs).
  *
  * An NDJSON answer is relayed record by record: each complete line is written and flushed as
- * soon as it is in. A stream that breaks before its result record (the peer died mid-turn)
- * gets the ending every stream has: an `error` event naming the peer, `done`, and a result
- * with ok:false. A client that goes away stops the transfer (the peer then sees its client
- * gone, exactly as if the client had been connected to it).
+ * soon as it is in, and the peer's X-Agent-Runner-Turn (the turn the stream is) goes to the
+ * sink with its status. A run's stream (POST) that breaks before its result record (the peer
+ * died mid-turn) gets the ending every stream has, numbered after the last record relayed: an
+ * `error` event naming the peer, `done`, and a result with ok:false. A reattach's (GET /turns/
+ * {id}/events) is cut without one, as a local follower's is: its client reattaches from its
+ * last seq. A client that goes away stops the transfer (the peer then sees its client gone,
+ * exactly as if the client had been connected to it).
  */
 #ifndef AR_CLUSTER_RELAY_H
 #define AR_CLUSTER_RELAY_H
@@ -22,8 +25,9 @@
 
 /* Where the answer goes (the front's response). */
 struct cluster_sink {
-    /* the status line and content type, once, before any body byte; <0 = client gone */
-    int (*start)(void *ctx, int status, const char *content_type);
+    /* the status line, content type and the peer's X-Agent-Runner-Turn (NULL: none; a valid
+     * header value), once, before any body byte; <0 = client gone */
+    int (*start)(void *ctx, int status, const char *content_type, const char *turn_id);
     int (*write)(void *ctx, const char *data, size_t len); /* <0 = client gone */
     int (*flush)(void *ctx);
     bool (*alive)(void *ctx); /* may be NULL */

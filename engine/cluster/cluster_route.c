@@ -247,7 +247,8 @@ int cluster_route(const struct cluster_config *c, struct pool *p, const struct c
         if (!rep)
             goto failed;
     }
-    if (owner_elsewhere(rep, &peer)) {
+    /* a turn's record names its member, this one too: the turn is here */
+    if (owner_elsewhere(rep, &peer) && !(!s->session_key && strcmp(peer.name, c->member) == 0)) {
         if (forwarded_by || strcmp(peer.name, c->member) == 0)
             refuse(ret, 409, "cluster_loop",
                    "session owned by '%s': '%s' forwarded this request to '%s', and a "

@@ -7,6 +7,8 @@
  *     LOCAL (claimed: the owner key is now this member's, with a fresh nonce);
  *   - a live peer owns it: FORWARD to that peer, unless the request was itself forwarded,
  *     which is REFUSE 409 naming both members (a forwarded request is never forwarded again);
+ *   - a turn (no session key): FORWARD to the live peer its record names; LOCAL when it names
+ *     this member or nobody (unknown, expired, or a run without a session: never recorded);
  *   - a new session while this member is at capacity (its master's load gauge against
  *     AGENT_RUNNER_CLUSTER_CAPACITY): FORWARD to the least-loaded live member with room, else
  *     LOCAL;

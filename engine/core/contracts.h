@@ -303,6 +303,12 @@ struct run_request {
 
     enum lifecycle_mode lifecycle_mode;
     uint64_t lifecycle_idle_ms; /* 0 = unset */
+    bool detached; /* Agenta's `detached`: the turn goes on when its client disconnects */
+
+    /* the body as received (borrowed from the caller of request_parse, which keeps it while
+     * the turn runs): a worker that adopts the turn after its worker died parses it again */
+    const char *body;
+    size_t body_len;
 
     char turn_id_buf[40]; /* minted when the request has none */
 };
@@ -456,6 +462,21 @@ struct run_limits_config {
     uint64_t tool_call_ms;
 };
 
+/*
+ * Streamed turns that outlive their connection (turn/journal.h, engine_turns.c): the journal
+ * of numbered records, reattach, keepalives. keep_ms 0 disables the journal (and with it
+ * reattach and the hand-over of a dead worker's turn).
+ */
+struct turn_settings {
+    char dir[256];         /* where the journals are (a tmpfs: /dev/shm/<table>.turns) */
+    uint64_t keep_ms;      /* a finished turn's journal is kept this long */
+    uint64_t turn_bytes;   /* one turn's journal holds at most about this much */
+    uint64_t total_bytes;  /* all journals together (the master's sweep) */
+    uint64_t keepalive_ms; /* a stream silent this long gets a keepalive record (0: never) */
+    uint64_t grace_ms;     /* a gone client's turn waits this long for a reattach */
+    uint64_t adopt_ms;     /* a dead worker's turn waits this long for a worker to adopt it */
+};
+
 struct pool;
 struct agenta_config;
 struct cluster_config;
@@ -520,6 +541,7 @@ struct engine_config {
     const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
+    struct turn_settings turns;   /* journal, reattach, keepalives (engine_config_read) */
     struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };
 

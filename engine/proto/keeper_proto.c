@@ -50,6 +50,8 @@ static const struct verb {
     {KEEPER_MSG_HELLO, "#hello", PIDS},     {KEEPER_MSG_BUSY, "#busy", NONE},
     {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", PIDS},
     {KEEPER_MSG_ERROR, "error", PAYLOAD},   {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
+    {KEEPER_MSG_TURN, "#turn", PAYLOAD},    {KEEPER_MSG_ADOPT, "#adopt", PAYLOAD},
+    {KEEPER_MSG_NOTURN, "#noturn", NONE},
 };
 
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind)

@@ -30,12 +30,23 @@
  *                                        its slot: {idleMs, perTurn, sessionKey, egress?}
  *                                        (keeper_claim.h); a refused claim ends the
  *                                        environment with "#fail"
+ *                       "#turn <json>"   a turn's prompt follows: keep what is relayed to the
+ *                                        worker from now on, and if the worker vanishes before
+ *                                        the turn ends, hold the turn (the harness goes on,
+ *                                        its requests wait) for a worker that adopts it; the
+ *                                        JSON is the worker's own (engine_turns.c) except
+ *                                        "turnId" and "adoptMs" (how long to hold it)
+ *                       "#adopt <turnId>" adopt the held turn: the keeper answers "#turn" with
+ *                                        the JSON it was given, then every line it relayed
+ *                                        since, then goes on relaying; or "#noturn"
  *     keeper -> worker  "#hello <keeper-pid> <sandbox-pid>"   on attach
  *                       "#busy"          another worker is attached: the socket is closed
  *                       "#exit <status>" the harness went away (status 0..1000)
  *                       "#fail <message>" the keeper ends the environment for a reason of
  *                                        its own ("harness output line over N bytes"); the
  *                                        socket closes after its teardown
+ *                       "#turn <json>"   (answering "#adopt") the held turn, replay follows
+ *                       "#noturn"        (answering "#adopt") no such turn is held
  *
  * Decoding never allocates: a decoded message points into the line it came from. Numbers are
  * parsed strictly (util_parse_u64 bounds); anything else is -EBADMSG, which both sides skip.
@@ -79,6 +90,9 @@ enum keeper_msg_kind {
     KEEPER_MSG_READY, /* keeper_pid, sandbox_pid (start pipe) */
     KEEPER_MSG_ERROR, /* payload: the message (start pipe) */
     KEEPER_MSG_FAIL,  /* payload: why the keeper ends the environment */
+    KEEPER_MSG_TURN,  /* payload: the turn's JSON (both directions) */
+    KEEPER_MSG_ADOPT, /* payload: the turn id */
+    KEEPER_MSG_NOTURN,
     KEEPER_MSG_KIND_COUNT,
 };
 

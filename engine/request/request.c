@@ -555,6 +555,8 @@ static int parse_root(struct rq_ctx *c, json_object *root, struct run_request *r
         return r;
     r = rq_fields(c, root, "", root_texts, ARRAY_SIZE(root_texts), req);
     if (r == 0)
+        r = rq_bool(c, root, "detached", "detached", &req->detached);
+    if (r == 0)
         r = parse_sections(c, root, req);
     if (r < 0)
         return r;
@@ -601,6 +603,8 @@ int request_parse(const char *body, size_t len, const struct request_limits *lim
         return AR_E_INVALID_REQUEST;
     }
     req.root = root;
+    req.body = body;
+    req.body_len = len;
     r = parse_root(&c, root, &req);
     if (r < 0) {
         if (r == -ENOMEM)

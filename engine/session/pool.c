@@ -370,6 +370,21 @@ int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
     return r;
 }
 
+int pool_session_adopt(struct pool *p, struct pool_handle h, const char *turn_id, pid_t dead,
+                       pid_t owner)
+{
+    int r = 0;
+
+    WITH_SLOT(p, h, s, {
+        if (s->state != SLOT_BUSY || s->owner_pid != (int32_t)dead ||
+            strncmp(s->owner_turn, turn_id, sizeof(s->owner_turn) - 1) != 0)
+            r = -ESTALE;
+        else
+            s->owner_pid = (int32_t)owner;
+    });
+    return r;
+}
+
 int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason)
 {
     WITH_SLOT(p, h, s, { (void)s; pool_drain_locked(p, h, reason); });

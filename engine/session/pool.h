@@ -190,6 +190,12 @@ int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
 /* Self-locking pool_drain_locked / pool_free_locked. */
 int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason);
 int pool_session_free(struct pool *p, struct pool_handle h, uint8_t reason);
+/*
+ * A busy slot whose turn turn_id was run by dead (a process that is gone: its turn is taken
+ * over, engine_turns.c) is owned by owner from now on. -ESTALE when h is not that turn's.
+ */
+int pool_session_adopt(struct pool *p, struct pool_handle h, const char *turn_id, pid_t dead,
+                       pid_t owner);
 /* The reason h was drained with (TEARDOWN_NONE when it was not), or -ESTALE. */
 int pool_session_teardown_reason(struct pool *p, struct pool_handle h);
 /* A turn died mid-way: the next turn replays cold. */

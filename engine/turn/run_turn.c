@@ -337,6 +337,8 @@ static void loop_start(struct turn_loop *L)
 
     if (L->opt->resume_prompt_id > 0) {
         loop_resume(L);
+    } else if (L->opt->adopt_prompt_id > 0) {
+        L->prompt_id = L->opt->adopt_prompt_id;
     } else {
         params = json_object_new_object();
         json_object_object_add(params, "sessionId", json_object_new_string(L->te->acp_session));
@@ -368,11 +370,20 @@ static void loop_check_cancel(struct turn_loop *L, int64_t now)
     log_debug("cancelling the turn");
 }
 
-/* The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll. */
+/*
+ * The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll, the
+ * stream's next keepalive, its journal's next write.
+ */
 static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
 {
     int64_t deadline = run_limits_deadline(&L->limits);
+    int64_t keepalive = event_stream_keepalive_at(L->es);
+    int64_t journal = event_stream_journal_due(L->es);
 
+    if (keepalive && (!deadline || keepalive < deadline))
+        deadline = keepalive;
+    if (journal && (!deadline || journal < deadline))
+        deadline = journal;
     if (L->quiet_until && (!deadline || L->quiet_until < deadline))
         deadline = L->quiet_until;
     if (L->cancelling && (!deadline || L->cancel_deadline < deadline))
@@ -385,8 +396,13 @@ static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
 /* Nothing arrived before the deadline: which one passed? */
 static void on_deadline(struct turn_loop *L, int64_t now)
 {
+    int64_t keepalive = event_stream_keepalive_at(L->es);
     int r;
 
+    if (keepalive && now >= keepalive)
+        event_stream_keepalive(L->es); /* a silent stream: proxies and clients keep it */
+    if (event_stream_journal_due(L->es) && now >= event_stream_journal_due(L->es))
+        event_stream_flush(L->es); /* what waits in the journal's queue, for its readers */
     if (L->cancelling && now >= L->cancel_deadline) {
         loop_fail(L, LOOP_FAIL, AR_E_TIMEOUT, "the harness did not stop within %dms of the cancel",
                   CANCEL_GRACE_MS);

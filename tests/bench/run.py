@@ -30,12 +30,15 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
  10. a cold turn of a 20-turn pi conversation (tests/bench/bench_load.py): pi's kept session
      loaded (session/load) vs the conversation replayed as text: first message_delta and the
      first model request's prompt tokens as the fake model counts them
+ 11. numbered, journaled streams (tests/bench/bench_turns.py): the one-session warm turn
+     journaled and not (a second stack, runs interleaved), and a reattach's latency
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9), load (10); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9), load (10),
+             turns (11); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -63,6 +66,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import bench_cluster  # noqa: E402
 import bench_load  # noqa: E402
 import bench_tools  # noqa: E402
+import bench_turns  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
 from bench_table import build_rows, render, write_markdown  # noqa: E402
@@ -72,7 +76,7 @@ BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
 PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster",
-         "load")
+         "load", "turns")
 
 
 def use_bin(path):
@@ -680,6 +684,8 @@ def measure(args, r):
                 log(r["load_why"])
         elif "load" in parts:
             r["load_why"] = "harness pi_core is not installed here: `make harnesses`"
+        if "turns" in parts:
+            r["turns"] = bench_turns.measure(st, env, model, loadgen, q, log)
         codex = "codex" in (health or {}).get("harnesses", [])
         if dt and codex:
             log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")

@@ -266,10 +266,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     keeper_channel_init(&s->kc);
     s->worker_fd = 1;
     buf_init(&s->out, 64u << 20);
-    FUZZ_CHECK(
-        keeper_channel_open(&s->kc, scratch, KEEPER_CHANNEL_HARNESS, true,
-                            &(struct keeper_channel_worker){&s->worker_fd, &s->gone, &s->out},
-                            &none, err, sizeof(err)) == 0);
+    FUZZ_CHECK(keeper_channel_open(&s->kc, scratch, KEEPER_CHANNEL_HARNESS, true,
+                                   &(struct keeper_channel_worker){
+                                       .fd = &s->worker_fd, .gone = &s->gone, .out = &s->out},
+                                   &none, err, sizeof(err)) == 0);
     FUZZ_CHECK(strlen(s->kc.path) < sizeof(sa.sun_path));
     memcpy(sa.sun_path, s->kc.path, strlen(s->kc.path) + 1);
     s->client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

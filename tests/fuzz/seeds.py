@@ -404,6 +404,26 @@ def keeper_channel_seeds():
         + ["D"]))
 
 
+def http_query_seeds():
+    """fuzz_http_query: output-size byte, name, NUL, QUERY_STRING."""
+    t = "http_query"
+    cases = {
+        "after": (0, "after", "after=37&projectId=p1"),
+        "project-encoded": (0, "projectId", "after=0&projectId=proj%2Fa+b%C3%A9"),
+        "first-wins": (0, "after", "after=1&after=2"),
+        "bare-name": (0, "after", "x=1&after&y"),
+        "absent": (0, "projectId", "after=3"),
+        "bad-escape": (0, "after", "after=%zz"),
+        "short-escape": (0, "after", "after=1%4"),
+        "nul-escape": (0, "projectId", "projectId=a%00b"),
+        "too-long": (4, "after", "after=123456"),
+        "empty": (0, "after", ""),
+        "name-prefix": (0, "after", "afterx=1&aft=2&after=3"),
+    }
+    for name, (size, key, query) in cases.items():
+        write(t, name, bytes([size]) + key.encode() + b"\0" + query.encode())
+
+
 def kept_seeds():
     # a whole kept harness state (engine/session/kept.h), and damaged ones
     import hashlib
@@ -431,6 +451,7 @@ def kept_seeds():
 
 
 def main():
+    http_query_seeds()
     kept_seeds()
     keeper_channel_seeds()
     request_seeds()

@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -283,6 +284,90 @@ def test_a_forwarded_request_is_never_forwarded_again(ctx):
         "messages": convo("hello", res1["output"], "again", "echo[2]: again", "one shot")})
     assert status == 200 and doc["output"] == "echo[3]: one shot", (status, doc)
     assert headers["Content-Type"].startswith("application/json"), headers
+    cleanup(cl, [key])
+
+
+# ---- a turn's reattach goes to the member that ran it ----------------------------------------
+
+
+def reattach(target, turn_id, after=0, project=None):
+    """GET /turns/{id}/events at target: (status, headers, [record]) or the JSON error."""
+    q = {"after": str(after)}
+    if project:
+        q["projectId"] = project
+    c = target.connection(300)
+    c.request("GET", f"/turns/{urllib.parse.quote(turn_id, safe='')}/events?"
+              + urllib.parse.urlencode(q),
+              headers={"accept": "application/x-ndjson",
+                       "authorization": "Bearer " + stack.TOKEN})
+    r = c.getresponse()
+    headers = dict(r.getheaders())
+    if r.status != 200:
+        body = r.read()
+        c.close()
+        return r.status, headers, json.loads(body) if body else None
+    out = [json.loads(line) for line in iter(r.readline, b"")]
+    c.close()
+    return r.status, headers, out
+
+
+def test_a_reattach_sent_to_the_non_owner_follows_the_turn_on_its_owner(ctx):
+    cl = cluster(ctx)
+    p, s = ids()
+    key = f"{p}:{s}"
+    res1, _ = turn(A(cl), p, s, ["hello"])
+    owner = owner_of(cl, key)
+    other = B(cl) if owner is A(cl) else A(cl)
+    fwd0 = metric(other, 'agent_runner_cluster_control_total{path="forwarded"}')
+    rcv0 = metric(owner, 'agent_runner_cluster_control_total{path="received"}')
+    tid = "turn-" + uuid.uuid4().hex[:12]
+    slow = script([{"chunk": "slow "}, {"sleep": 2500}, {"chunk": "done"}])
+    out = {}
+
+    def run_slow():
+        # sent to the non-owner: forwarded, its stream relayed with the owner's turn header
+        c, r = other.open_stream({"harness": "scripted", "projectId": p, "sessionId": s,
+                                  "turnId": tid, "messages": convo("hello", res1["output"], slow)})
+        out["header"] = r.getheader("X-Agent-Runner-Turn")
+        out["recs"] = [json.loads(line) for line in iter(r.readline, b"")]
+        c.close()
+
+    t = threading.Thread(target=run_slow)
+    t.start()
+    wait_for(lambda: (owner.session(key) or {}).get("state") == "busy", timeout=30,
+             what="the slow turn running on the owner")
+    # a follower at the non-owner while the turn runs: every record, live, to the result
+    status, headers, live = reattach(other, tid, 0, p)
+    t.join(60)
+    assert out["header"] == tid, out
+    recs = out["recs"]
+    assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1)), recs
+    assert recs[0]["turnId"] == tid and recs[-1]["result"]["output"] == "slow done", recs
+    assert status == 200 and headers.get("X-Agent-Runner-Turn") == tid, (status, headers)
+    assert live == recs, (live, recs)
+    # after the turn, at either member: the records past the cursor
+    for target in (other, owner):
+        status, _, rest = reattach(target, tid, 2, p)
+        assert status == 200 and rest == recs[2:], (target.instance, rest)
+    # the owner's refusals come back through the non-owner: another project's turn, a cursor
+    status, _, body = reattach(other, tid, 0, "another-project")
+    assert status == 404 and "turn not found" in body["error"], (status, body)
+    assert metric(other, 'agent_runner_cluster_control_total{path="forwarded"}') >= fwd0 + 3
+    assert metric(owner, 'agent_runner_cluster_control_total{path="received"}') >= rcv0 + 3
+    # a turn nobody recorded is looked for here: 404
+    status, _, body = reattach(other, "turn-" + uuid.uuid4().hex[:12], 0, p)
+    assert status == 404, (status, body)
+    # a turn id minted by the owner (the request named none) is found through the non-owner
+    c, r = other.open_stream({"harness": "scripted", "projectId": p, "sessionId": s,
+                              "messages": convo("hello", res1["output"], slow, "slow done",
+                                                "again")})
+    minted = r.getheader("X-Agent-Runner-Turn")
+    recs = [json.loads(line) for line in iter(r.readline, b"")]
+    c.close()
+    assert minted and recs[0]["turnId"] == minted, (minted, recs[:1])
+    assert recs[-1]["result"]["output"] == "echo[3]: again", recs[-1]
+    status, _, again = reattach(other, minted, 0, p)
+    assert status == 200 and again == recs, again
     cleanup(cl, [key])
 
 

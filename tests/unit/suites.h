@@ -25,6 +25,7 @@ extern CU_TestInfo request_tests[];
 extern CU_TestInfo request_tools_tests[];
 extern CU_TestInfo request_mcp_tests[];
 extern CU_TestInfo events_tests[];
+extern CU_TestInfo journal_tests[];
 extern CU_TestInfo run_turn_tests[];
 extern CU_TestInfo run_limits_tests[];
 extern CU_TestInfo pool_tests[];

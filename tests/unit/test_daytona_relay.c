@@ -110,9 +110,10 @@ static void fx_init(struct fixture *f)
     buf_init(&f->wout, 1 << 20);
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
-        keeper_channel_open(&f->kc, f->dir, KEEPER_CHANNEL_HARNESS, true,
-                            &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->wout},
-                            &none, err, sizeof(err)),
+        keeper_channel_open(
+            &f->kc, f->dir, KEEPER_CHANNEL_HARNESS, true,
+            &(struct keeper_channel_worker){.fd = &f->worker_fd, .gone = &f->gone, .out = &f->wout},
+            &none, err, sizeof(err)),
         0);
     CU_ASSERT_EQUAL(none, -1);
     CU_ASSERT_EQUAL_FATAL(pipe2(to, O_CLOEXEC), 0);

@@ -47,9 +47,10 @@ static void fx_open(struct fixture *f, bool attached, enum keeper_channel_role r
     buf_init(&f->out, 1 << 20);
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
-        keeper_channel_open(&f->kc, f->dir, role, relayed,
-                            &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->out},
-                            &f->harness, err, sizeof(err)),
+        keeper_channel_open(
+            &f->kc, f->dir, role, relayed,
+            &(struct keeper_channel_worker){.fd = &f->worker_fd, .gone = &f->gone, .out = &f->out},
+            &f->harness, err, sizeof(err)),
         0);
 }
 

@@ -147,6 +147,9 @@ static void test_keeper_proto_roundtrip(void)
         {.kind = KEEPER_MSG_ACP, .payload = "{\"id\":1}", .payload_len = 8},
         {.kind = KEEPER_MSG_TOOL, .payload = "{\"id\":2}", .payload_len = 8},
         {.kind = KEEPER_MSG_CLAIM, .payload = "{\"idleMs\":5}", .payload_len = 12},
+        {.kind = KEEPER_MSG_TURN, .payload = "{\"turnId\":\"t\"}", .payload_len = 14},
+        {.kind = KEEPER_MSG_ADOPT, .payload = "turn-1", .payload_len = 6},
+        {.kind = KEEPER_MSG_NOTURN},
     };
     struct keeper_msg back;
     struct buf line;
@@ -167,6 +170,11 @@ static void test_keeper_proto_roundtrip(void)
     CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_PARK), "park");
     CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_READY), "ready");
     CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_TOOL), "tool");
+    CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_ADOPT), "adopt");
+    /* "#turning" is not "#turn", "#noturn x" carries nothing, "#adopt" needs its turn */
+    CU_ASSERT_EQUAL(keeper_proto_decode("#turning {}", 11, &back), -EBADMSG);
+    CU_ASSERT_EQUAL(keeper_proto_decode("#noturn x", 9, &back), -EBADMSG);
+    CU_ASSERT_EQUAL(keeper_proto_decode("#adopt", 6, &back), -EBADMSG);
     buf_release(&line);
 }
 
