@@ -159,7 +159,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     t->cfg = cfg;
     t->req = req;
     t->harness = harness_get(req->harness);
-    if (!t->harness || !t->harness->installed(&paths)) {
+    if (!t->harness || !harness_is_installed(t->harness, &paths)) {
         snprintf(err, errlen, "harness: \"%s\" is not installed on this runner", req->harness_name);
         r = AR_E_UNAVAILABLE;
         goto out;

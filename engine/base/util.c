@@ -6,9 +6,11 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -90,10 +92,8 @@ void util_sleep_ms(int64_t ms)
         ;
 }
 
-int util_random_bytes(void *buf, size_t len)
+static int random_fill(uint8_t *p, size_t len)
 {
-    uint8_t *p = buf;
-
     while (len > 0) {
         ssize_t n = getrandom(p, len, 0);
         if (n == -1) {
@@ -104,6 +104,81 @@ int util_random_bytes(void *buf, size_t len)
         p += n;
         len -= (size_t)n;
     }
+    return 0;
+}
+
+/*
+ * Random bytes come from a per-thread page filled by one getrandom(2) at a time: a warm turn's
+ * ids (request, turn, trace: 48 bytes) cost one call per five turns, not three per turn. The
+ * page is MADV_WIPEONFORK: a forked child (fork, or clone without CLONE_VM, at-fork handlers
+ * or not) finds it zeroed and refills it, so parent and child never hand out the same bytes.
+ * Bytes handed out are wiped from the page. Without the page (an old kernel), every call goes
+ * to getrandom(2).
+ */
+#define RANDOM_POOL 4096
+
+struct random_pool {
+    uint32_t filled; /* 0 in a fresh or wiped page */
+    uint32_t used;
+    uint8_t bytes[RANDOM_POOL - 8];
+};
+
+static pthread_key_t random_key;
+static pthread_once_t random_once = PTHREAD_ONCE_INIT;
+static bool random_key_ok;
+static _Thread_local struct random_pool *random_mine;
+static _Thread_local bool random_tried;
+
+static void random_pool_free(void *p)
+{
+    munmap(p, RANDOM_POOL);
+}
+
+static void random_key_init(void)
+{
+    random_key_ok = pthread_key_create(&random_key, random_pool_free) == 0;
+}
+
+static struct random_pool *random_pool_get(void)
+{
+    void *p;
+
+    if (random_mine || random_tried)
+        return random_mine;
+    random_tried = true;
+    (void)pthread_once(&random_once, random_key_init);
+    if (!random_key_ok)
+        return NULL;
+    p = mmap(NULL, RANDOM_POOL, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (madvise(p, RANDOM_POOL, MADV_WIPEONFORK) != 0 || pthread_setspecific(random_key, p)) {
+        munmap(p, RANDOM_POOL);
+        return NULL;
+    }
+    random_mine = p;
+    return p;
+}
+
+int util_random_bytes(void *buf, size_t len)
+{
+    struct random_pool *rp = len <= sizeof(rp->bytes) / 4 ? random_pool_get() : NULL;
+    size_t have;
+
+    if (!rp)
+        return random_fill(buf, len);
+    have = rp->filled ? sizeof(rp->bytes) - rp->used : 0;
+    if (have < len) {
+        int r = random_fill(rp->bytes, sizeof(rp->bytes));
+
+        if (r < 0)
+            return r;
+        rp->filled = 1;
+        rp->used = 0;
+    }
+    memcpy(buf, rp->bytes + rp->used, len);
+    explicit_bzero(rp->bytes + rp->used, len);
+    rp->used += (uint32_t)len;
     return 0;
 }
 

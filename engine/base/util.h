@@ -33,7 +33,8 @@ void util_sleep_ms(int64_t ms);
  * whatever clock ms was read from (the condition variable's). Cannot fail. */
 void util_deadline_ts(int64_t ms, struct timespec *ret);
 
-/* Fill buf with len random bytes from getrandom(2). */
+/* Fill buf with len random bytes from getrandom(2), through a per-thread page that one call
+ * fills for many ids (wiped in a forked child; see util.c). */
 int util_random_bytes(void *buf, size_t len);
 /* Write 2*nbytes lower-case hex digits of random data plus a NUL into out (size >= 2n+1). */
 int util_random_hex(char *out, size_t nbytes);

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,6 +69,46 @@ const char *harness_wire_name(size_t i, enum harness_kind *ret_kind)
         return NULL;
     *ret_kind = wire_names[i].kind;
     return wire_names[i].name;
+}
+
+/* The last answer per kind, for the paths it was given (the engine's, one set per process). */
+static struct {
+    pthread_mutex_t lock;
+    struct {
+        const char *harness_dir, *scripted_agent, *pi_stdio;
+        int64_t until_ms;
+        bool installed;
+    } kind[HARNESS_COUNT];
+} installed_cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+bool harness_is_installed(const struct harness_ops *h, const struct harness_paths *paths)
+{
+    int64_t now = util_now_ms();
+    bool hit, yes = false;
+    unsigned k;
+
+    if (!h || (unsigned)h->kind >= HARNESS_COUNT)
+        return false;
+    k = (unsigned)h->kind;
+    pthread_mutex_lock(&installed_cache.lock);
+    hit = installed_cache.kind[k].until_ms > now &&
+          installed_cache.kind[k].harness_dir == paths->harness_dir &&
+          installed_cache.kind[k].scripted_agent == paths->scripted_agent &&
+          installed_cache.kind[k].pi_stdio == paths->pi_stdio;
+    if (hit)
+        yes = installed_cache.kind[k].installed;
+    pthread_mutex_unlock(&installed_cache.lock);
+    if (hit)
+        return yes;
+    yes = h->installed(paths);
+    pthread_mutex_lock(&installed_cache.lock);
+    installed_cache.kind[k].harness_dir = paths->harness_dir;
+    installed_cache.kind[k].scripted_agent = paths->scripted_agent;
+    installed_cache.kind[k].pi_stdio = paths->pi_stdio;
+    installed_cache.kind[k].until_ms = now + HARNESS_INSTALLED_TTL_MS;
+    installed_cache.kind[k].installed = yes;
+    pthread_mutex_unlock(&installed_cache.lock);
+    return yes;
 }
 
 json_object *harness_installed_names(const struct harness_paths *paths)

@@ -100,6 +100,12 @@ int harness_lookup(const char *name, bool allow_scripted, enum harness_kind *ret
 /* The accepted names in order (i < harness_wire_count()). */
 size_t harness_wire_count(void);
 const char *harness_wire_name(size_t i, enum harness_kind *ret_kind);
+/*
+ * h->installed(paths), remembered per process for HARNESS_INSTALLED_TTL_MS (files checked once
+ * a second, not once a turn: a harness installed or removed shows within that time).
+ */
+#define HARNESS_INSTALLED_TTL_MS 1000
+bool harness_is_installed(const struct harness_ops *h, const struct harness_paths *paths);
 /* The accepted names whose harness is installed under paths (/health), a new array. */
 json_object *harness_installed_names(const struct harness_paths *paths);
 

@@ -1,6 +1,7 @@
 /* util — the small shared helpers: plain names, byte classes, clocks, fd flags, the sleep. */
 #include <fcntl.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -84,7 +85,40 @@ static void test_util_deadline_ts_splits_the_milliseconds(void)
     CU_ASSERT_EQUAL(ts.tv_nsec, 0);
 }
 
+/* The per-thread random page: no two draws repeat, and a forked child draws other bytes than
+ * its parent's next ones (the page is wiped in the child). */
+static void test_util_random_bytes_differ_across_draws_and_fork(void)
+{
+    uint8_t a[16], b[16], mine[16], child[16];
+    int fds[2], status = 0;
+    pid_t pid;
+
+    CU_ASSERT_EQUAL(util_random_bytes(a, sizeof(a)), 0);
+    CU_ASSERT_EQUAL(util_random_bytes(b, sizeof(b)), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof(a)), 0);
+    for (int i = 0; i < 600; i++) /* past a refill of the page */
+        CU_ASSERT_EQUAL(util_random_bytes(a, sizeof(a)), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof(a)), 0);
+    CU_ASSERT_EQUAL_FATAL(pipe(fds), 0);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        uint8_t c[16];
+
+        _exit(util_random_bytes(c, sizeof(c)) == 0 && write(fds[1], c, sizeof(c)) == 16 ? 0 : 1);
+    }
+    CU_ASSERT_EQUAL(util_random_bytes(mine, sizeof(mine)), 0);
+    CU_ASSERT_EQUAL(read(fds[0], child, sizeof(child)), 16);
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(mine, child, sizeof(mine)), 0);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 CU_TestInfo util_tests[] = {
+    {"test_util_random_bytes_differ_across_draws_and_fork",
+     test_util_random_bytes_differ_across_draws_and_fork},
     {"test_util_deadline_ts_splits_the_milliseconds",
      test_util_deadline_ts_splits_the_milliseconds},
     {"test_util_plain_name_takes_only_plain_names", test_util_plain_name_takes_only_plain_names},
