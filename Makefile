@@ -189,10 +189,11 @@ bench-programs: $(PROGRAMS) $(BENCH_PROGRAMS)
 
 # Benchmarks on a real stack in a temp dir (tests/bench/run.py): one table on stdout, the same
 # table with the machine description in BENCHMARKS.md. Meant for an otherwise idle machine.
-# Installs only what scripts/install-deps does; the pi rows need the harnesses already
+# Installs only what scripts/install-deps does (with strace, --bench); the pi rows need the harnesses already
 # installed (make harnesses) and say so when they are not. BENCH_ARGS="--only tools" runs some
 # rows only (and leaves BENCHMARKS.md alone); "--quick" makes a smoke run.
 bench: deps
+	bash scripts/install-deps --bench
 	$(MAKE) bench-programs
 	BUILD=$(BUILD) python3 tests/bench/run.py --out $(CURDIR)/BENCHMARKS.md $(BENCH_ARGS)
 

@@ -23,6 +23,7 @@
 #include "environment/environment.h"
 #include "request/request.h"
 #include "telemetry/metrics.h"
+#include "telemetry/stages.h"
 #include "telemetry/trace.h"
 #include "turn/run_turn.h"
 #include "turn/transcript.h"
@@ -442,9 +443,12 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     json_object_put(prompt);
     r = after_turn_limits(env, es, res, &out, r);
     *limit = out.limit_tripped;
+    stages_mark(STAGES_W_TD0);
     finish_environment(t, env, es, res, r, &out, &t->policy);
+    stages_mark(STAGES_W_TD1);
     environment_free(env);
     emit_done(es, res);
+    stages_turn_end();
 }
 
 /* The request answers approvals the parked session does not wait for: refused, kept parked. */
@@ -517,6 +521,7 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     char trace_id[33];
     bool limit = false, resume, refused = false;
 
+    stages_turn_begin();
     if (es->streaming) {
         engine_turns_journal_open(t, es);
         es->keepalive_ms = cfg->turns.keepalive_ms;

@@ -15,6 +15,7 @@
 #include "engine_keep.h"
 #include "sandbox/host.h"
 #include "telemetry/metrics.h"
+#include "telemetry/stages.h"
 #include "telemetry/trace.h"
 #include "turn/run_turn.h"
 
@@ -53,6 +54,7 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
     environment_turn_env(env, &te);
     r = run_turn_open_session(&te, t->plan.model_id, t->cfg->model_strict,
                               util_now_ms() + (int64_t)t->cfg->harness_init_ms, &sess, err, errlen);
+    stages_mark(STAGES_W_NEW1);
     if (k && k->resume == KEEP_LOAD && sess.load_failed) {
         /* the harness may be half-way into the load: another environment replays */
         engine_keep_fall_back(k, "%s", err);

@@ -21,6 +21,7 @@
 #include "keeper_state.h"
 #include "keeper_teardown.h"
 #include "proto/keeper_proto.h"
+#include "telemetry/stages.h"
 
 static void emit_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -102,6 +103,16 @@ static const char *env_get(const char *name)
     return getenv(name);
 }
 
+/* The start pipe's last line: the pids, and the stage stamps of the start (telemetry/stages.h). */
+static void write_ready(const struct keeper *k)
+{
+    char stamps[STAGES_K_COUNT * 44];
+
+    stages_keeper_mark(STAGES_K_READY);
+    stages_keeper_text(stamps, sizeof(stamps));
+    (void)keeper_proto_start_ready(STDOUT_FILENO, getpid(), k->child, stamps);
+}
+
 int keeper_main(int argc, char **argv)
 {
     struct keeper k;
@@ -112,6 +123,7 @@ int keeper_main(int argc, char **argv)
 
     (void)argc;
     (void)argv;
+    stages_keeper_mark(STAGES_K_MAIN);
     /*
      * Whatever else the starting worker had open (FastCGI connections of concurrent requests:
      * libfcgi does not mark them close-on-exec) must not live on here or in the sandbox.
@@ -152,6 +164,7 @@ int keeper_main(int argc, char **argv)
     k.listen_fd = r;
 
     /* detach from the starting worker: the master (child subreaper) adopts us */
+    stages_keeper_before_fork();
     pid = fork();
     if (pid == -1) {
         emit_error("fork: %s", strerror(errno));
@@ -160,6 +173,7 @@ int keeper_main(int argc, char **argv)
     }
     if (pid > 0)
         _exit(0);
+    stages_keeper_forked();
     setsid();
     util_redirect_null(STDIN_FILENO);
 
@@ -207,7 +221,7 @@ int keeper_main(int argc, char **argv)
         return 1;
     }
     keeper_slot_set_pids(&k);
-    (void)keeper_proto_start_ready(STDOUT_FILENO, getpid(), k.child);
+    write_ready(&k);
     util_redirect_null(STDOUT_FILENO);
     k.deadline = util_now_ms() + attach_ms;
     r = keeper_loop(&k);

@@ -18,6 +18,7 @@
 #include "core/policy.h"
 #include "egress/egress_policy.h"
 #include "proto/keeper_proto.h"
+#include "telemetry/stages.h"
 
 #define KEEPER_ENV_MAX 32
 
@@ -206,6 +207,7 @@ int environment_spawn_keeper(struct environment *env, const struct buf *spec, ch
     }
     env->keeper_pid = m.keeper_pid;
     env->sandbox_pid = m.sandbox_pid;
+    stages_keeper_parse(m.payload, m.payload_len);
     r = 0;
 out:
     if (pid > 0)

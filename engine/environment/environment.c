@@ -15,6 +15,7 @@
 #include "environment/env_start.h"
 #include "proto/keeper_proto.h"
 #include "sandbox/host.h"
+#include "telemetry/stages.h"
 
 int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
                         const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
@@ -27,6 +28,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     bool created = false, started = false;
     int r;
 
+    stages_mark(STAGES_W_ENV0);
     env = environment_new(cfg);
     if (!env)
         return -ENOMEM;
@@ -59,13 +61,16 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     r = environment_prepare_sandbox(env, req, &confine, err, errlen);
     if (r < 0)
         goto fail;
+    stages_mark(STAGES_W_SETUP);
     buf_init(&spec, KEEPER_SPEC_MAX);
     /* host confinement and egress are the local sandbox's; a remote one has its own */
     r = environment_encode_spec(env, req, plan, key, idle_ms, per_turn, had_lease,
                                 cfg->sandbox && !env->provider->acquire ? &confine : NULL, &spec,
                                 err, errlen);
+    stages_mark(STAGES_W_SPAWN);
     if (r == 0)
         r = environment_spawn_keeper(env, &spec, err, errlen);
+    stages_mark(STAGES_W_READY);
     buf_release(&spec);
     if (r < 0)
         goto fail;
@@ -81,6 +86,7 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
     r = environment_connect_keeper(env, util_now_ms() + (int64_t)cfg->keeper_start_ms, err, errlen);
     if (r < 0)
         goto fail;
+    stages_mark(STAGES_W_ATTACHED);
     *ret = env;
     return 0;
 fail:

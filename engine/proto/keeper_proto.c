@@ -38,7 +38,7 @@
 
 #define TOOL_TAG "@" KEEPER_PROTO_CHANNEL_TOOL " "
 
-enum shape { NONE, MS, PIDS, STATUS, PAYLOAD };
+enum shape { NONE, MS, PIDS, STATUS, PAYLOAD, READY };
 
 static const struct verb {
     enum keeper_msg_kind kind;
@@ -48,7 +48,7 @@ static const struct verb {
     {KEEPER_MSG_PARK, "#park", MS},         {KEEPER_MSG_AWAIT, "#await", MS},
     {KEEPER_MSG_DESTROY, "#destroy", NONE}, {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
     {KEEPER_MSG_HELLO, "#hello", PIDS},     {KEEPER_MSG_BUSY, "#busy", NONE},
-    {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", PIDS},
+    {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", READY},
     {KEEPER_MSG_ERROR, "error", PAYLOAD},   {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
     {KEEPER_MSG_TURN, "#turn", PAYLOAD},    {KEEPER_MSG_ADOPT, "#adopt", PAYLOAD},
     {KEEPER_MSG_NOTURN, "#noturn", NONE},
@@ -101,6 +101,18 @@ static int decode_args(const struct verb *v, const char *arg, size_t n, struct k
             return -EBADMSG;
         m->status = (int)a;
         return 0;
+    case READY: /* the pids, then the keeper's stage stamps (telemetry/stages.h) if any */
+        sp = memchr(arg, ' ', n);
+        sp = sp ? memchr(sp + 1, ' ', n - (size_t)(sp + 1 - arg)) : NULL;
+        if (sp) {
+            m->payload = sp + 1;
+            m->payload_len = n - (size_t)(sp + 1 - arg);
+            for (size_t i = 0; i < m->payload_len; i++)
+                if (!strchr("0123456789:,", m->payload[i]))
+                    return -EBADMSG;
+            n = (size_t)(sp - arg);
+        }
+        /* fall through */
     case PIDS:
         sp = memchr(arg, ' ', n);
         if (!sp || number(arg, (size_t)(sp - arg), 1, INT32_MAX, &a) < 0 ||
@@ -204,9 +216,16 @@ int keeper_proto_encode(const struct keeper_msg *m, struct buf *out)
         r = buf_printf(out, "%s %d", v->text, m->status);
         break;
     case PIDS:
+    case READY:
         if (m->keeper_pid < 1 || m->sandbox_pid < 0)
             return -EINVAL;
         r = buf_printf(out, "%s %d %d", v->text, (int)m->keeper_pid, (int)m->sandbox_pid);
+        if (r == 0 && v->shape == READY && m->payload && m->payload_len &&
+            one_line(m->payload, m->payload_len)) {
+            r = buf_append_char(out, ' ');
+            if (r == 0)
+                r = buf_append(out, m->payload, m->payload_len);
+        }
         break;
     default: /* PAYLOAD */
         if (!m->payload || !one_line(m->payload, m->payload_len))
@@ -492,10 +511,13 @@ int keeper_proto_start_error(int fd, const char *text)
     return keeper_proto_write(fd, &m);
 }
 
-int keeper_proto_start_ready(int fd, int32_t keeper_pid, int32_t sandbox_pid)
+int keeper_proto_start_ready(int fd, int32_t keeper_pid, int32_t sandbox_pid, const char *stamps)
 {
-    struct keeper_msg m = {
-        .kind = KEEPER_MSG_READY, .keeper_pid = keeper_pid, .sandbox_pid = sandbox_pid};
+    struct keeper_msg m = {.kind = KEEPER_MSG_READY,
+                           .keeper_pid = keeper_pid,
+                           .sandbox_pid = sandbox_pid,
+                           .payload = stamps,
+                           .payload_len = stamps ? strlen(stamps) : 0};
 
     return keeper_proto_write(fd, &m);
 }

@@ -87,7 +87,7 @@ enum keeper_msg_kind {
     KEEPER_MSG_HELLO, /* keeper_pid, sandbox_pid */
     KEEPER_MSG_BUSY,
     KEEPER_MSG_EXIT,  /* status */
-    KEEPER_MSG_READY, /* keeper_pid, sandbox_pid (start pipe) */
+    KEEPER_MSG_READY, /* keeper_pid, sandbox_pid, payload: stage stamps or none (start pipe) */
     KEEPER_MSG_ERROR, /* payload: the message (start pipe) */
     KEEPER_MSG_FAIL,  /* payload: why the keeper ends the environment */
     KEEPER_MSG_TURN,  /* payload: the turn's JSON (both directions) */
@@ -126,7 +126,7 @@ int keeper_proto_write(int fd, const struct keeper_msg *m);
 
 /* The start pipe: "error <text>" (newlines become spaces) and "ready <keeper> <sandbox>". */
 int keeper_proto_start_error(int fd, const char *text);
-int keeper_proto_start_ready(int fd, int32_t keeper_pid, int32_t sandbox_pid);
+int keeper_proto_start_ready(int fd, int32_t keeper_pid, int32_t sandbox_pid, const char *stamps);
 
 /* The verb of a kind as it appears on the wire ("park", "hello", ...), for logs. */
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind);

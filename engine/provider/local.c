@@ -38,6 +38,7 @@
 #include "sandbox/etc.h"
 #include "sandbox/host.h"
 #include "sandbox/seccomp.h"
+#include "telemetry/stages.h"
 
 #define ARGV_MAX 512
 #define MAX_FILES 64
@@ -623,9 +624,13 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
         snprintf(err, errlen, "spec without sandbox");
         return -EINVAL;
     }
+    if (spec->egress)
+        stages_keeper_mark(STAGES_K_NET0);
     r = box_new(spec, ret, &box, err, errlen);
     if (r < 0)
         return r;
+    if (spec->egress)
+        stages_keeper_mark(STAGES_K_NET1);
     if (ret->channel_fd > STDERR_FILENO && jsonx_str(spec->sandbox, "channel"))
         opts.channel_fd = ret->channel_fd;
     if (box->egress) {
@@ -633,10 +638,12 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
         opts.hosts_extra = sandbox_egress_hosts(box->egress);
         opts.resolv_conf = sandbox_egress_resolv_conf(box->egress);
     }
+    stages_keeper_mark(STAGES_K_ETC0);
     r = local_sandbox_command(spec->bwrap, spec->sandbox, &opts, &argv, &envp, fds, MAX_FILES,
                               &nfds, err, errlen);
     if (r < 0)
         goto out;
+    stages_keeper_mark(STAGES_K_ETC1);
     if ((r = stdio_pair(in)) < 0 || (r = stdio_pair(out)) < 0 || (r = stdio_pair(errp)) < 0 || (r = pipe2(status, O_CLOEXEC) == -1 ? -errno : 0) < 0) {
         snprintf(err, errlen, "stdio: %s", strerror(-r));
         goto out;
@@ -663,6 +670,7 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
             ;
         goto out;
     }
+    stages_keeper_mark(STAGES_K_EXEC);
     ret->pid = pid;
     ret->in_fd = in[1];
     ret->out_fd = out[0];

@@ -6,6 +6,7 @@
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "telemetry/stages.h"
 #include "turn/journal.h"
 
 #define COALESCE_MAX RUN_OUTPUT_MAX
@@ -179,6 +180,11 @@ int event_emit(struct event_stream *es, json_object *ev)
         const char *type = jsonx_str(ev, "type");
         if (type && strcmp(type, "data") != 0)
             es->first_output_ms = es->last_event_ms;
+    }
+    if (stages_turn_on()) {
+        const char *type = jsonx_str(ev, "type");
+        if (type && strcmp(type, "message_delta") == 0)
+            stages_mark(STAGES_W_DELTA);
     }
     if (!es->streaming)
         return collect(es, ev);

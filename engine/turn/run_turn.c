@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "core/policy.h"
 #include "harness/harness.h"
+#include "telemetry/stages.h"
 #include "turn/turn_channel.h"
 #include "turn/turn_loop.h"
 #include "turn/turn_tools.h"
@@ -253,6 +254,7 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
 
     ret->channel_hello = ret->channel_gating = false;
     r = initialize(te, deadline, ret, err, errlen);
+    stages_mark(STAGES_W_INIT1);
     if (r == 0)
         r = open_or_load(te, deadline, ret, &result, err, errlen);
     if (r < 0) {

@@ -8,7 +8,11 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
 
   1. warm turns through TLS nginx, keep-alive, scripted zero-latency agent (build/bin/loadgen):
      p50/p99 at 1 session, turns/s and p99 at 16 and 64 concurrent sessions
-  2. cold local turns (no sessionId: new keeper + bwrap + agent per turn), cold/warm p50
+     and system calls per warm turn in a worker (strace -c -f on both workers and the
+     keepers over 1000 one-session warm turns; strace comes with `make bench`)
+  2. cold local turns (no sessionId: new keeper + bwrap + agent per turn), cold/warm p50, and
+     a row per stage of a cold turn (p50 wall and CPU), from the stamps the worker and the
+     keeper take when AGENT_RUNNER_STAGE_LOG is set (engine/telemetry/stages.h)
   3. real pi (pi_core) against tests/fixtures/fake_model.py: time to the first message_delta
      of a cold turn and of a warm follow-up, and their ratio
   2. (network) what a sandbox's own network namespace, egress proxy and name server add to a
@@ -614,6 +618,82 @@ def profile_run(st, outdir):
         f"{res2['turns_per_s']:.0f} turns/s under strace)")
 
 
+def strace_totals(path):
+    """{syscall: calls} and the total of an `strace -c` summary file."""
+    calls, total = {}, 0
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 5 and parts[0][0].isdigit() and parts[3].isdigit():
+                    if parts[-1] == "total":
+                        total = int(parts[3])
+                    else:
+                        calls[parts[-1]] = int(parts[3])
+    except OSError:
+        pass
+    return calls, total or sum(calls.values())
+
+
+def syscalls_per_warm_turn(st, turns, tmpdir):
+    """System calls per warm turn in the workers (and in the session's keeper): `strace -c -f`
+    attached to both workers and the keepers while loadgen runs `turns` one-session warm
+    turns. loadgen is stopped (SIGSTOP) while strace attaches and detaches, so exactly the
+    measured turns are counted, with whatever else the workers' threads do meanwhile."""
+    if not shutil.which("strace"):
+        return {"error": "strace is not installed (make bench installs it)"}
+    cmd = [os.path.join(BIN, "loadgen"), "--url", f"https://127.0.0.1:{st.port}/run",
+           "--token", stack.TOKEN, "--sessions", "1", "--turns", str(turns),
+           "--prefix", "sc" + uuid.uuid4().hex[:6]]
+    log(f"counting system calls: strace -c -f on the workers over {turns} warm turns")
+    lg = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tracers, files = [], {}
+    for line in lg.stderr:
+        if line.strip() == "loadgen: measuring":
+            os.kill(lg.pid, signal.SIGSTOP)
+            for who, pids in (("worker", st.worker_pids()), ("keeper", st.keeper_pids())):
+                files[who] = os.path.join(tmpdir, f"strace-{who}.txt")
+                c = ["strace", "-c", "-f", "-o", files[who]]
+                for p in pids:
+                    c += ["-p", str(p)]
+                tracers.append(subprocess.Popen(c, stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
+            time.sleep(1.5)  # strace attaches every thread of 2 x 96
+            os.kill(lg.pid, signal.SIGCONT)
+        elif line.strip() == "loadgen: measured":
+            os.kill(lg.pid, signal.SIGSTOP)
+            for t in tracers:
+                t.send_signal(signal.SIGINT)
+            for t in tracers:
+                t.wait(60)
+            os.kill(lg.pid, signal.SIGCONT)
+    out = json.loads(lg.stdout.read() or "{}")
+    lg.wait(120)
+    n = out.get("turns") or turns
+    worker, wtotal = strace_totals(files.get("worker", ""))
+    keeper, ktotal = strace_totals(files.get("keeper", ""))
+    return {"turns": n, "errors": out.get("errors", 0), "worker": wtotal / n,
+            "keeper": ktotal / n,
+            "worker_calls": {k: v / n for k, v in worker.items()},
+            "keeper_calls": {k: v / n for k, v in keeper.items()}}
+
+
+def read_stages(path, offset):
+    """The stage lines (telemetry/stages.h) the runner wrote after offset."""
+    out = []
+    try:
+        with open(path) as f:
+            f.seek(offset)
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
 # --- main ------------------------------------------------------------------------------------
 
 def measure(args, r):
@@ -622,11 +702,14 @@ def measure(args, r):
     parts = r["parts"]
     model_tmp = tempfile.mkdtemp(prefix="ar-bench-model.")
     model = stack.FakeModel(model_tmp)
+    stage_log = os.path.join(model_tmp, "stages.ndjson")
     env = {
         "AGENT_RUNNER_LOG_LEVEL": "info",
         "AGENT_RUNNER_SESSION_POOL_MAX": "256",
         "AGENT_RUNNER_MAX_CONCURRENT_RUNS": "100000",
         "AGENT_RUNNER_SESSION_TTL_MS": "600000",
+        # a cold turn's stages, one JSON line each (engine/telemetry/stages.h)
+        "AGENT_RUNNER_STAGE_LOG": stage_log,
     }
     dt = None
     try:
@@ -649,9 +732,13 @@ def measure(args, r):
             r["w1"] = repeated(st, runs, "--sessions", "1", "--turns", "300" if q else "3000")
             r["w16"] = repeated(st, runs, "--sessions", "16", "--turns", "40" if q else "300")
             r["w64"] = repeated(st, runs, "--sessions", "64", "--turns", "20" if q else "120")
+        if "warm" in parts:
+            r["syscalls"] = syscalls_per_warm_turn(st, 200 if q else 1000, model_tmp)
         if "cold" in parts:
+            offset = os.path.getsize(stage_log) if os.path.exists(stage_log) else 0
             r["cold"] = repeated(st, 1, "--cold", "--sessions", "1", "--turns",
                                  "40" if q else "300")
+            r["stages"] = read_stages(stage_log, offset)
         if args.profile:
             profile_run(st, args.profile)
         workers = sorted(st.worker_pids())

@@ -49,6 +49,17 @@ static void test_keeper_proto_control_lines(void)
     CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_READY);
     CU_ASSERT_EQUAL(m.keeper_pid, 7);
     CU_ASSERT_EQUAL(m.sandbox_pid, 8);
+    CU_ASSERT_EQUAL(m.payload_len, 0);
+    /* the keeper's stage stamps (telemetry/stages.h) after the pids: digits, ':' and ',' */
+    CU_ASSERT_EQUAL(decode("ready 7 8 12:3,0:0,15:4", &m), 0);
+    CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_READY);
+    CU_ASSERT_EQUAL(m.keeper_pid, 7);
+    CU_ASSERT_EQUAL(m.sandbox_pid, 8);
+    CU_ASSERT_EQUAL(m.payload_len, strlen("12:3,0:0,15:4"));
+    CU_ASSERT_EQUAL(memcmp(m.payload, "12:3,0:0,15:4", m.payload_len), 0);
+    CU_ASSERT_EQUAL(decode("ready 7 8 12:3 x", &m), -EBADMSG);
+    CU_ASSERT_EQUAL(decode("ready 7 x 12:3", &m), -EBADMSG);
+    CU_ASSERT_EQUAL(decode("#hello 7 8 12:3", &m), -EBADMSG);
     CU_ASSERT_EQUAL(decode("error bwrap: no such file", &m), 0);
     CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_ERROR);
     CU_ASSERT_EQUAL(m.payload_len, strlen("bwrap: no such file"));
