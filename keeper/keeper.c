@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,6 +96,15 @@ static int start_sandbox(struct keeper *k, char *err, size_t errlen)
     k->child_in = k->proc.in_fd;
     k->child_out = k->proc.out_fd;
     k->child_err = k->proc.err_fd;
+    if (k->spec.confined && !k->leased) {
+        /* the limit counters, read at every prompt's answer (keeper_relay.c); without them the
+         * worker reads them itself */
+        char ws[PATH_MAX];
+
+        if ((size_t)snprintf(ws, sizeof(ws), "%s/workspace", k->env_dir) < sizeof(ws) &&
+            sandbox_tripwire_open(&k->trip, &k->spec.confine.cg, ws) < 0)
+            log_debug("no tripwire: the worker reads the limit counters");
+    }
     return 0;
 }
 

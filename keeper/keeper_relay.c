@@ -117,6 +117,23 @@ static void relay_to_client(struct keeper *k, const char *line, size_t len)
         keeper_turn_keep(k, k->client_out.data + mark, k->client_out.len - mark);
 }
 
+/*
+ * The harness answered the prompt: the sandbox's limit counters as of now, for the attached
+ * worker, right before that answer (proto/keeper_proto.h "#limits"). A held turn gets none:
+ * the worker that adopts it reads the counters itself.
+ */
+static void limits_verdict(struct keeper *k)
+{
+    const char *code;
+
+    if (!sandbox_tripwire_armed(&k->trip) || k->client_fd < 0 || k->turn.held)
+        return;
+    code = sandbox_tripwire_check(&k->trip);
+    keeper_control_to_client(k, &(struct keeper_msg){.kind = KEEPER_MSG_LIMITS,
+                                                     .payload = code,
+                                                     .payload_len = strlen(code)});
+}
+
 static void on_child_line(struct keeper *k, char *line, size_t len)
 {
     struct acp_msg m;
@@ -131,8 +148,10 @@ static void on_child_line(struct keeper *k, char *line, size_t len)
         }
         if (k->prompt_in_flight && len > 0 && line[0] == '{' && strstr(line, k->prompt_id)) {
             if (acp_decode(line, len, &m, err, sizeof(err)) == 0) {
-                if (m.kind == ACP_RESPONSE && strcmp(jsonx_text(m.id, NULL), k->prompt_id) == 0)
+                if (m.kind == ACP_RESPONSE && strcmp(jsonx_text(m.id, NULL), k->prompt_id) == 0) {
                     k->prompt_in_flight = false;
+                    limits_verdict(k);
+                }
                 acp_msg_release(&m);
             }
         }

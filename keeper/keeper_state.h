@@ -19,6 +19,7 @@
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
 #include "provider/provider.h"
+#include "sandbox/tripwire.h"
 #include "session/pool.h"
 
 #define PENDING_MAX 32
@@ -68,6 +69,7 @@ struct keeper {
     struct keeper_channel channel;  /* the sandbox's tool channel, relayed as "@tool" lines */
     struct keeper_turn turn;        /* the turn on the worker, held when it dies (keeper_turn.h) */
     struct log_budget sandbox_logs; /* keeper_sandbox_log_allowed's budget */
+    struct sandbox_tripwire trip;   /* the limit counters, read at a prompt's answer */
 };
 
 /*

@@ -81,6 +81,7 @@ static void remove_env(struct keeper *k, bool folder)
 
 void keeper_teardown(struct keeper *k)
 {
+    sandbox_tripwire_close(&k->trip); /* before the workspace is unmounted */
     if (k->provider && (k->proc.exit_fd >= 0 || k->proc.pid > 0 || k->proc.priv))
         k->provider->stop(&k->proc); /* the process tree, the cgroup's rest, the network */
     release_lease(k);

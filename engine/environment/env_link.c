@@ -122,6 +122,8 @@ int environment_send(struct environment *env, const struct buf *line)
 {
     if (env->fd < 0 || env->harness_exited)
         return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+    if (env->keeper_limits[0] && strstr(line->data, "\"session/prompt\""))
+        env->keeper_limits[0] = '\0'; /* a new prompt: the last verdict is stale */
     if (util_write_all(env->fd, line->data, line->len) < 0)
         return AR_E_HARNESS_EXITED;
     return 0;
@@ -152,8 +154,11 @@ int environment_check_limits(struct environment *env)
         return 1;
     if (!env->cfg->sandbox || !env->paths.dir[0])
         return 0;
-    if (sandbox_host_tripped(env->cfg->sandbox, env->paths.dir, &code, env->limit_msg,
-                             sizeof(env->limit_msg)) != 1)
+    if (env->keeper_limits[0]
+            ? sandbox_host_trip_message(env->cfg->sandbox, env->keeper_limits, &code,
+                                        env->limit_msg, sizeof(env->limit_msg)) != 1
+            : sandbox_host_tripped(env->cfg->sandbox, env->paths.dir, &code, env->limit_msg,
+                                   sizeof(env->limit_msg)) != 1)
         return 0;
     env->limit = code;
     log_info("sandbox limit: %s", env->limit_msg);
@@ -234,8 +239,13 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
                 free(line);
                 return r;
             }
+            if (km.kind == KEEPER_MSG_LIMITS && km.payload_len < sizeof(env->keeper_limits)) {
+                memcpy(env->keeper_limits, km.payload, km.payload_len);
+                env->keeper_limits[km.payload_len] = '\0';
+            } else {
+                log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
+            }
             free(line);
-            log_debug("skipping a keeper '%s' line", keeper_proto_kind_name(km.kind));
             continue;
         }
         r = acp_decode(line, len, ret, err, sizeof(err));

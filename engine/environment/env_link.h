@@ -53,6 +53,9 @@ struct environment {
     const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
     char limit_msg[192];      /* and what it says */
     int64_t next_limit_check; /* monotonic ms */
+    /* the keeper's "#limits" verdict at the harness's answer to the last prompt ("none", a
+     * code), "" when none came since that prompt was sent (sandbox/tripwire.h) */
+    char keeper_limits[32];
     char acp_session[128];
     json_object *agent_caps;   /* initialize result agentCapabilities (owned) */
     json_object *lease_report; /* a remote provider's lease report (owned) or NULL */
@@ -114,7 +117,9 @@ int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
  * Did the sandbox hit one of its limits (an OOM kill, a refused fork, a full workspace)?
  * 1 with env->limit and env->limit_msg set (and kept: a trip stays a trip), 0 when not (or
  * no probed host). environment_recv() asks every ENVIRONMENT_LIMIT_POLL_MS while it waits
- * and returns AR_E_SANDBOX_LIMIT on a trip; the engine asks again after every turn.
+ * and returns AR_E_SANDBOX_LIMIT on a trip; the engine asks again after every turn. Once the
+ * harness answered the prompt, the keeper's verdict (read from the counters it holds open)
+ * answers without a file opened here; without one the counters and the workspace are read.
  */
 #define ENVIRONMENT_LIMIT_POLL_MS 250
 int environment_check_limits(struct environment *env);

@@ -51,7 +51,7 @@ static const struct verb {
     {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", READY},
     {KEEPER_MSG_ERROR, "error", PAYLOAD},   {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
     {KEEPER_MSG_TURN, "#turn", PAYLOAD},    {KEEPER_MSG_ADOPT, "#adopt", PAYLOAD},
-    {KEEPER_MSG_NOTURN, "#noturn", NONE},
+    {KEEPER_MSG_NOTURN, "#noturn", NONE},   {KEEPER_MSG_LIMITS, "#limits", PAYLOAD},
 };
 
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind)

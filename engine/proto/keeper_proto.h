@@ -47,6 +47,10 @@
  *                                        socket closes after its teardown
  *                       "#turn <json>"   (answering "#adopt") the held turn, replay follows
  *                       "#noturn"        (answering "#adopt") no such turn is held
+ *                       "#limits <code>" right before the harness's answer to a prompt: the
+ *                                        sandbox's limit counters read then (tripwire.h),
+ *                                        "none" or the limit's code; absent when the keeper
+ *                                        holds no counters (the worker reads them itself)
  *
  * Decoding never allocates: a decoded message points into the line it came from. Numbers are
  * parsed strictly (util_parse_u64 bounds); anything else is -EBADMSG, which both sides skip.
@@ -93,6 +97,7 @@ enum keeper_msg_kind {
     KEEPER_MSG_TURN,  /* payload: the turn's JSON (both directions) */
     KEEPER_MSG_ADOPT, /* payload: the turn id */
     KEEPER_MSG_NOTURN,
+    KEEPER_MSG_LIMITS, /* payload: "none" or the code of the limit tripped */
     KEEPER_MSG_KIND_COUNT,
 };
 

@@ -103,18 +103,32 @@ int sandbox_disk_unmount(const char *dir)
     return -EBUSY;
 }
 
+static void usage_of(const struct statfs *sp, struct sandbox_disk_usage *ret)
+{
+    struct statfs st = *sp;
+
+    ret->size = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
+    ret->avail = (uint64_t)st.f_bavail * (uint64_t)st.f_bsize;
+    ret->used = ret->size - (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
+    ret->inodes = (uint64_t)st.f_files;
+    ret->inodes_free = (uint64_t)st.f_ffree;
+}
+
 int sandbox_disk_usage(const char *dir, struct sandbox_disk_usage *ret)
 {
     struct statfs st;
 
     if (statfs(dir, &st) == -1)
         return -errno;
-    ret->size = (uint64_t)st.f_blocks * (uint64_t)st.f_bsize;
-    ret->avail = (uint64_t)st.f_bavail * (uint64_t)st.f_bsize;
-    ret->used = ret->size - (uint64_t)st.f_bfree * (uint64_t)st.f_bsize;
-    ret->inodes = (uint64_t)st.f_files;
-    ret->inodes_free = (uint64_t)st.f_ffree;
+    usage_of(&st, ret);
     return 0;
+}
+
+static int full(const struct sandbox_disk_usage *u)
+{
+    if (u->inodes > 0 && u->inodes_free == 0)
+        return 1;
+    return u->avail < FULL_BYTES || u->avail * 100 < u->size ? 1 : 0;
 }
 
 int sandbox_disk_full(const char *dir)
@@ -122,11 +136,18 @@ int sandbox_disk_full(const char *dir)
     struct sandbox_disk_usage u = {0};
     int r = sandbox_disk_usage(dir, &u);
 
-    if (r < 0)
-        return r;
-    if (u.inodes > 0 && u.inodes_free == 0)
-        return 1;
-    return u.avail < FULL_BYTES || u.avail * 100 < u.size ? 1 : 0;
+    return r < 0 ? r : full(&u);
+}
+
+int sandbox_disk_full_fd(int fd)
+{
+    struct sandbox_disk_usage u = {0};
+    struct statfs st;
+
+    if (fstatfs(fd, &st) == -1)
+        return -errno;
+    usage_of(&st, &u);
+    return full(&u);
 }
 
 /* The <id> of <envs_dir>/<id>/workspace, or NULL. */

@@ -55,6 +55,8 @@ int sandbox_disk_usage(const char *dir, struct sandbox_disk_usage *ret);
  * inode left) — the turn reports sandbox_disk_limit; 0 when not; -errno.
  */
 int sandbox_disk_full(const char *dir);
+/* The same of the file system fd (an O_PATH descriptor will do) lies on. */
+int sandbox_disk_full_fd(int fd);
 
 /*
  * Start-up sweep: unmount every tmpfs of this instance mounted at <envs_dir>/<id>/workspace

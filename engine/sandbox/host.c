@@ -332,39 +332,52 @@ static void size_text(uint64_t b, char *out, size_t len)
         snprintf(out, len, "%llu %ciB", (unsigned long long)b, units[u]);
 }
 
+int sandbox_host_trip_message(const struct sandbox_host *h, const char *code, const char **ret_code,
+                              char *msg, size_t msglen)
+{
+    char size[32];
+
+    if (!h || !code)
+        return 0;
+    if (strcmp(code, sandbox_cgroup_trip_code(SANDBOX_TRIP_MEMORY)) == 0) {
+        size_text(h->cfg.memory_max, size, sizeof(size));
+        snprintf(msg, msglen,
+                 "the sandbox ran out of memory: a process was killed at its memory limit (%s)",
+                 size);
+        *ret_code = sandbox_cgroup_trip_code(SANDBOX_TRIP_MEMORY);
+    } else if (strcmp(code, sandbox_cgroup_trip_code(SANDBOX_TRIP_PIDS)) == 0) {
+        snprintf(msg, msglen, "the sandbox reached its limit of %llu processes",
+                 (unsigned long long)h->cfg.pids_max);
+        *ret_code = sandbox_cgroup_trip_code(SANDBOX_TRIP_PIDS);
+    } else if (strcmp(code, "sandbox_disk_limit") == 0) {
+        size_text(h->cfg.disk_max, size, sizeof(size));
+        snprintf(msg, msglen, "the sandbox's workspace is full (its disk limit is %s)", size);
+        *ret_code = "sandbox_disk_limit";
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int sandbox_host_tripped(const struct sandbox_host *h, const char *env_dir, const char **ret_code,
                          char *msg, size_t msglen)
 {
     const char *id = strrchr(env_dir, '/');
     enum sandbox_cgroup_trip trip = SANDBOX_TRIP_NONE;
     struct sandbox_cgroup cg;
-    char ws[PATH_MAX], size[32];
+    char ws[PATH_MAX];
 
     if (!h || !id)
         return 0;
     if (sandbox_cgroup_for_id(&h->cg, id + 1, &cg) == 0)
         trip = sandbox_cgroup_tripped(&cg);
-    if (trip == SANDBOX_TRIP_MEMORY) {
-        size_text(h->cfg.memory_max, size, sizeof(size));
-        snprintf(msg, msglen,
-                 "the sandbox ran out of memory: a process was killed at its memory limit (%s)",
-                 size);
-    } else if (trip == SANDBOX_TRIP_PIDS) {
-        snprintf(msg, msglen, "the sandbox reached its limit of %llu processes",
-                 (unsigned long long)h->cfg.pids_max);
-    }
-    if (trip != SANDBOX_TRIP_NONE) {
-        *ret_code = sandbox_cgroup_trip_code(trip);
-        return 1;
-    }
+    if (trip != SANDBOX_TRIP_NONE)
+        return sandbox_host_trip_message(h, sandbox_cgroup_trip_code(trip), ret_code, msg, msglen);
     if (!h->cfg.disk_max || !h->disk_ok ||
         (size_t)snprintf(ws, sizeof(ws), "%s/workspace", env_dir) >= sizeof(ws) ||
         sandbox_disk_is_mounted(ws) != 1 || sandbox_disk_full(ws) != 1)
         return 0;
-    size_text(h->cfg.disk_max, size, sizeof(size));
-    snprintf(msg, msglen, "the sandbox's workspace is full (its disk limit is %s)", size);
-    *ret_code = "sandbox_disk_limit";
-    return 1;
+    return sandbox_host_trip_message(h, "sandbox_disk_limit", ret_code, msg, msglen);
 }
 
 static void add_u64(json_object *o, const char *key, uint64_t v)

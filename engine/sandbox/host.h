@@ -121,6 +121,12 @@ int sandbox_host_sweep(const struct sandbox_host *h, bool (*keep)(const char *id
  */
 int sandbox_host_tripped(const struct sandbox_host *h, const char *env_dir, const char **ret_code,
                          char *msg, size_t msglen);
+/*
+ * The code and message of a limit named by its code (what sandbox_host_tripped() gives for
+ * it; the keeper's tripwire verdict, sandbox/tripwire.h): 1, or 0 for "none" or an unknown code.
+ */
+int sandbox_host_trip_message(const struct sandbox_host *h, const char *code, const char **ret_code,
+                              char *msg, size_t msglen);
 
 /* /health: {"identity", "limits", "enforced", "notEnforced", "network"} (a new reference). */
 json_object *sandbox_host_describe(const struct sandbox_host *h);

@@ -185,6 +185,7 @@ static CU_SuiteInfo suites[] = {
     {"sandbox_etc", NULL, NULL, NULL, NULL, sandbox_etc_tests},
     {"sandbox_cgroup", NULL, NULL, NULL, NULL, sandbox_cgroup_tests},
     {"sandbox_disk", NULL, NULL, NULL, NULL, sandbox_disk_tests},
+    {"sandbox_tripwire", NULL, NULL, NULL, NULL, sandbox_tripwire_tests},
     {"local", NULL, NULL, NULL, NULL, local_tests},
     {"egress_policy", NULL, NULL, NULL, NULL, egress_policy_tests},
     {"egress_proxy", NULL, NULL, NULL, NULL, egress_proxy_tests},

@@ -63,6 +63,7 @@ extern CU_TestInfo sandbox_seccomp_tests[];
 extern CU_TestInfo sandbox_etc_tests[];
 extern CU_TestInfo sandbox_cgroup_tests[];
 extern CU_TestInfo sandbox_disk_tests[];
+extern CU_TestInfo sandbox_tripwire_tests[];
 extern CU_TestInfo local_tests[];
 extern CU_TestInfo egress_policy_tests[];
 extern CU_TestInfo egress_proxy_tests[];
