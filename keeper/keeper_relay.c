@@ -357,7 +357,7 @@ void keeper_relay_client_gone(struct keeper *k)
 void keeper_relay_accept(struct keeper *k)
 {
     struct keeper_msg hello = {.kind = KEEPER_MSG_HELLO,
-                               .keeper_pid = (int32_t)getpid(),
+                               .keeper_pid = (int32_t)util_self_pid(),
                                .sandbox_pid = (int32_t)k->child};
     int fd = accept4(k->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 

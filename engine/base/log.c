@@ -1,7 +1,6 @@
 #include "base/log.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,28 +30,10 @@ static _Thread_local int redact_lost;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-/* The pid every line names, read once (getpid(2) is a system call per line otherwise) and
- * again in a child forked through fork(3). */
-static pid_t log_pid;
-static pthread_once_t log_pid_once = PTHREAD_ONCE_INIT;
-
-static void log_pid_reset(void)
-{
-    log_pid = getpid();
-}
-
-static void log_pid_init(void)
-{
-    log_pid_reset();
-    (void)pthread_atfork(NULL, NULL, log_pid_reset);
-}
-
 void log_setup(const char *component, enum log_level level)
 {
     snprintf(log_component, sizeof(log_component), "%s", component);
     log_max_level = (int)level;
-    (void)pthread_once(&log_pid_once, log_pid_init);
-    log_pid_reset(); /* a child of a raw clone(2) that set itself up anew */
 }
 
 int log_level_parse(const char *s, enum log_level *ret)
@@ -199,12 +180,6 @@ char *log_redact_copy(const char *s, size_t max)
     return out;
 }
 
-static pid_t log_pid_now(void)
-{
-    (void)pthread_once(&log_pid_once, log_pid_init);
-    return log_pid;
-}
-
 void log_write(enum log_level level, const char *fmt, ...)
 {
     char msg[4096], ts[64];
@@ -226,7 +201,8 @@ void log_write(enum log_level level, const char *fmt, ...)
 
     buf_init(&b, LOG_LINE_MAX);
     buf_printf(&b, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"pid\":%d,\"component\":\"%s\"", ts,
-               now.tv_nsec / 1000000, level_names[level], (int)log_pid_now(), log_component);
+               now.tv_nsec / 1000000, level_names[level], (int)util_self_pid(),
+               log_component); /* cached pid */
     field(&b, "msg", msg);
     field(&b, "requestId", ctx_request);
     field(&b, "sessionKey", ctx_session);

@@ -739,10 +739,15 @@ static void local_service(struct provider_process *proc, const struct pollfd *p,
                           int64_t now)
 {
     struct local_box *box = proc->priv;
+    bool ready = false;
 
-    (void)p;
-    (void)n;
-    if (box && box->egress)
+    if (!box || !box->egress)
+        return;
+    for (size_t i = 0; i < n; i++)
+        ready |= p[i].revents != 0;
+    /* nothing to read and no timer due: the proxy's and the name server's epoll sets are not
+     * asked (two epoll_wait calls on every wake-up of the keeper otherwise) */
+    if (ready || sandbox_egress_timeout_ms(box->egress, now) == 0)
         sandbox_egress_handle(box->egress, now);
 }
 
