@@ -29,6 +29,7 @@ struct environment *environment_new(const struct engine_config *cfg)
     env->fd = -1;
     env->next_id = 1;
     acp_lines_init(&env->lines, ACP_LINE_MAX_DEFAULT);
+    buf_init(&env->ahead, SIZE_MAX / 2);
     return env;
 }
 
@@ -39,6 +40,7 @@ void environment_free(struct environment *env)
     if (env->fd >= 0)
         close(env->fd);
     acp_lines_release(&env->lines);
+    buf_release(&env->ahead);
     if (env->agent_caps)
         json_object_put(env->agent_caps);
     json_object_put(env->lease_report);
@@ -118,15 +120,34 @@ out:
     return r;
 }
 
+/* The control line held for the next write ("#turn", environment_turn_begin), alone. */
+static int flush_ahead(struct environment *env)
+{
+    int r = 0;
+
+    if (env->ahead.len && env->fd >= 0)
+        r = util_write_all(env->fd, env->ahead.data, env->ahead.len);
+    buf_reset(&env->ahead);
+    return r;
+}
+
 int environment_send(struct environment *env, const struct buf *line)
 {
+    int r;
+
     if (env->fd < 0 || env->harness_exited)
         return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
     if (env->keeper_limits[0] && strstr(line->data, "\"session/prompt\""))
         env->keeper_limits[0] = '\0'; /* a new prompt: the last verdict is stale */
-    if (util_write_all(env->fd, line->data, line->len) < 0)
-        return AR_E_HARNESS_EXITED;
-    return 0;
+    if (env->ahead.len) {
+        /* "#turn" and the prompt after it: one write */
+        r = buf_append(&env->ahead, line->data, line->len);
+        r = r < 0 ? r : util_write_all(env->fd, env->ahead.data, env->ahead.len);
+        buf_reset(&env->ahead);
+    } else {
+        r = util_write_all(env->fd, line->data, line->len);
+    }
+    return r < 0 ? AR_E_HARNESS_EXITED : 0;
 }
 
 int environment_request(struct environment *env, const char *method, json_object *params,
@@ -207,6 +228,8 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
 
         if (env->fd < 0 || env->harness_exited)
             return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+        if (env->ahead.len && flush_ahead(env) < 0)
+            return AR_E_HARNESS_EXITED;
         r = env_link_read_line(env->fd, &env->lines, wait_until(env, deadline_ms), &line, &len,
                                env);
         if (r == -ETIMEDOUT && env->cfg->sandbox && util_now_ms() >= env->next_limit_check) {
@@ -275,7 +298,11 @@ int environment_turn_begin(struct environment *env, const char *json, size_t len
 {
     struct keeper_msg m = {.kind = KEEPER_MSG_TURN, .payload = json, .payload_len = len};
 
-    return send_control(env, &m);
+    if (env->fd < 0 || env->harness_exited)
+        return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+    /* held for the prompt that follows (environment_send), or sent before any wait */
+    buf_reset(&env->ahead);
+    return keeper_proto_encode(&m, &env->ahead);
 }
 
 int environment_turn_adopt(struct environment *env, const char *turn_id, char **ret, char *err,
@@ -343,6 +370,7 @@ int environment_destroy(struct environment *env, enum teardown_reason reason)
     if (env->fd >= 0) {
         struct keeper_msg m = {.kind = KEEPER_MSG_DESTROY};
 
+        (void)flush_ahead(env);
         buf_init(&line, 16);
         if (keeper_proto_encode(&m, &line) == 0)
             (void)util_write_all(env->fd, line.data, line.len);

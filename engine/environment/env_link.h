@@ -56,6 +56,7 @@ struct environment {
     /* the keeper's "#limits" verdict at the harness's answer to the last prompt ("none", a
      * code), "" when none came since that prompt was sent (sandbox/tripwire.h) */
     char keeper_limits[32];
+    struct buf ahead; /* "#turn", held to go out with the prompt in one write */
     char acp_session[128];
     json_object *agent_caps;   /* initialize result agentCapabilities (owned) */
     json_object *lease_report; /* a remote provider's lease report (owned) or NULL */
@@ -97,7 +98,9 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
 
 /*
  * "#turn <json>" (keeper_proto.h): this worker's turn sends its prompt next; the keeper keeps
- * what it relays from now on and holds the turn for an adopter if this worker dies.
+ * what it relays from now on and holds the turn for an adopter if this worker dies. The line
+ * goes out with the next one sent (the prompt: one write), or alone before the next wait or
+ * the environment's destruction.
  */
 int environment_turn_begin(struct environment *env, const char *json, size_t len);
 /*
