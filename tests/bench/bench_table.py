@@ -345,6 +345,15 @@ How to read it:
   figures are low; the run waits up to 120 s for the machine to calm down before it starts.
 - Cold turns carry no sessionId: a keeper, a bwrap sandbox and the scripted agent are
   started, the turn runs, and the environment is torn down before the result is sent.
+- System calls per warm turn: `strace -c -f` attached to both workers (every thread) and the
+  keepers while loadgen is stopped, then 1000 one-session warm turns, then detached while it
+  is stopped again; the counts over the turns. Calls the workers' other threads make meanwhile
+  (timers, sweeps) count too; the run is slower under strace, so they weigh a little more.
+- Cold stages: the worker and the keeper stamp CLOCK_MONOTONIC and their own CPU clock at the
+  stage boundaries (engine/telemetry/stages.h, AGENT_RUNNER_STAGE_LOG); p50 over the cold
+  run's turns, each stage's p50 on its own (they need not add up to the total's p50). CPU is
+  the worker thread's and the keeper process's; the sandbox's own (bwrap, the harness) is not
+  in the stage rows, only in "CPU per cold local turn".
 - pi: first `message_delta` on an already open TLS connection; the cold turn includes starting
   node + pi inside bwrap, ACP initialize and session/new.
 - Network setup: every sandbox gets its own network namespace; the keeper makes it (with

@@ -60,6 +60,12 @@ static void test_keeper_proto_control_lines(void)
     CU_ASSERT_EQUAL(decode("ready 7 8 12:3 x", &m), -EBADMSG);
     CU_ASSERT_EQUAL(decode("ready 7 x 12:3", &m), -EBADMSG);
     CU_ASSERT_EQUAL(decode("#hello 7 8 12:3", &m), -EBADMSG);
+    /* the keeper's tripwire verdict (sandbox/tripwire.h) before a prompt's answer */
+    CU_ASSERT_EQUAL(decode("#limits sandbox_pids_limit", &m), 0);
+    CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_LIMITS);
+    CU_ASSERT_EQUAL(m.payload_len, strlen("sandbox_pids_limit"));
+    CU_ASSERT_EQUAL(memcmp(m.payload, "sandbox_pids_limit", m.payload_len), 0);
+    CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_LIMITS), "limits");
     CU_ASSERT_EQUAL(decode("error bwrap: no such file", &m), 0);
     CU_ASSERT_EQUAL(m.kind, KEEPER_MSG_ERROR);
     CU_ASSERT_EQUAL(m.payload_len, strlen("bwrap: no such file"));
