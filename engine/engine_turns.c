@@ -22,7 +22,8 @@
 
 #define FOLLOW_POLL_MS 250   /* a follower looks at the writer's health this often */
 #define ORPHAN_FIRST_MS 1000 /* a starting worker looks for orphaned turns after this */
-#define ORPHAN_EVERY_MS 5000 /* and then this often */
+#define ORPHAN_EVERY_MS 5000 /* and then this often, while a scan may find one (below) */
+#define ORPHAN_FULL_MS 60000 /* and at least this often in any case */
 #define ORPHAN_QUIET_MS 1000 /* a journal unchanged this long with no writer is orphaned */
 #define PAYLOAD_TEXT_MAX (256u * 1024 * 1024)
 
@@ -460,9 +461,19 @@ static void take_orphan(const struct engine_config *cfg, const char *root,
     pthread_attr_destroy(&attr);
 }
 
+/*
+ * A turn is orphaned only when its writer, a worker, died; the master counts every worker it
+ * replaces (PC_WORKER_RESTARTS). A scan stats every journal of the folder (thousands when turns
+ * are many: finished ones stay AGENT_RUNNER_TURN_JOURNAL_MS), so after the first one a worker
+ * scans when that count moved, again while the last scan saw an unfinished journal without a
+ * writer (an orphan it took, or one not quiet long enough yet), and every ORPHAN_FULL_MS.
+ */
 static void *orphan_scan(void *arg)
 {
     const struct engine_config *cfg = arg;
+    uint64_t restarts_seen = 0;
+    int64_t next_full = 0;
+    bool pending = true; /* the first scan: this worker may replace a dead one */
     char root[PATH_MAX];
 
     if (turns_root(cfg, root) < 0)
@@ -470,15 +481,28 @@ static void *orphan_scan(void *arg)
     util_sleep_ms(ORPHAN_FIRST_MS);
     for (;;) {
         struct journal_entry *v = NULL;
+        uint64_t restarts = cfg->pool ? pool_counter_get(cfg->pool, PC_WORKER_RESTARTS) : 0;
         size_t n = 0;
         int64_t now = util_wall_ms();
 
-        if (journal_sweep_list(root, true, &v, &n) == 0)
-            for (size_t i = 0; i < n; i++)
-                if (v[i].meta.state == JOURNAL_RUNNING && !v[i].writer_alive &&
-                    v[i].changed_ms + ORPHAN_QUIET_MS <= now)
-                    take_orphan(cfg, root, &v[i]);
-        free(v);
+        if (!cfg->pool || restarts != restarts_seen)
+            pending = true;
+        restarts_seen = restarts;
+        if (pending || now >= next_full) {
+            pending = false;
+            next_full = now + ORPHAN_FULL_MS;
+            if (journal_sweep_list(root, true, &v, &n) == 0)
+                for (size_t i = 0; i < n; i++) {
+                    if (v[i].meta.state != JOURNAL_RUNNING || v[i].writer_alive)
+                        continue;
+                    /* an orphan, or one not quiet long enough yet: look again next time
+                     * (an adopted one has a live writer then) */
+                    pending = true;
+                    if (v[i].changed_ms + ORPHAN_QUIET_MS <= now)
+                        take_orphan(cfg, root, &v[i]);
+                }
+            free(v);
+        }
         util_sleep_ms(ORPHAN_EVERY_MS);
     }
     return NULL;
