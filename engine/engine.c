@@ -398,7 +398,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     struct turn_env te;
     struct turn_outcome out;
     struct turn_options opt;
-    json_object *prompt;
+    json_object *prompt, *ready;
     const char *code;
     char err[512];
     int r;
@@ -422,8 +422,12 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
-    event_emit(es, event_environment_ready_cold(env->from_spare,
-                                                engine_keep_resume_name(keep->resume), keep->note));
+    ready = event_environment_ready_cold(env->from_spare, engine_keep_resume_name(keep->resume),
+                                         keep->note);
+    if (ready && env->from_shell) /* a pre-made shell served the start (environment_spare.h) */
+        json_object_object_add(json_object_object_get(ready, "data"), "shell",
+                               json_object_new_boolean(true));
+    event_emit(es, ready);
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
     else /* a loaded session holds the conversation: only the new message, as when warm */

@@ -51,15 +51,14 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_HARNESS_INIT_MS", K_U64, EOFF(harness_init_ms), "60000", 100, 600000},
     {"AGENT_RUNNER_RUN_TOTAL_MS", K_U64, EOFF(limits.total_ms), "39600000", 0, 86400000},
     {"AGENT_RUNNER_RUN_IDLE_MS", K_U64, EOFF(limits.idle_ms), "1800000", 0, 86400000},
-    {"AGENT_RUNNER_RUN_FIRST_EVENT_MS", K_U64, EOFF(limits.first_event_ms), "120000", 0,
-     86400000},
-    {"AGENT_RUNNER_RUN_TOOL_CALL_MS", K_U64, EOFF(limits.tool_call_ms), "1800000", 0,
-     86400000},
+    {"AGENT_RUNNER_RUN_FIRST_EVENT_MS", K_U64, EOFF(limits.first_event_ms), "120000", 0, 86400000},
+    {"AGENT_RUNNER_RUN_TOOL_CALL_MS", K_U64, EOFF(limits.tool_call_ms), "1800000", 0, 86400000},
     {"AGENT_RUNNER_MODEL_STRICT", K_BOOL, EOFF(model_strict), "true", 0, 0},
     {"AGENT_RUNNER_CODEX_HOME", K_STR, OFF(codex_home), "", 0, 0},
     {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
     {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
+    {"AGENT_RUNNER_SHELLS", K_U64, EOFF(shells), "2", 0, 64},
     {"AGENT_RUNNER_SESSION_STATE_MAX_BYTES", K_U64, EOFF(kept.max_bytes), "16777216", 0,
      4096 * MiB},
     {"AGENT_RUNNER_SESSION_STATE_TOTAL_BYTES", K_U64, EOFF(kept.total_bytes), "2147483648", 0,
@@ -272,8 +271,8 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     if (check_login_dirs(cfg, err, errlen) < 0 || load_tools(cfg, err, errlen) < 0)
         return -EINVAL;
     cfg->engine.logins.codex_home = cfg->codex_home[0] ? cfg->codex_home : NULL;
-    cfg->engine.logins.claude_config_dir = cfg->claude_config_dir[0] ? cfg->claude_config_dir
-                                                                     : NULL;
+    cfg->engine.logins.claude_config_dir =
+        cfg->claude_config_dir[0] ? cfg->claude_config_dir : NULL;
     cfg->engine.logins.pi_agent_dir = cfg->pi_agent_dir[0] ? cfg->pi_agent_dir : NULL;
     /* the test resolver, the spares, platform mode (a bad AGENTA_* value stops the start) */
     r = engine_config_read(&cfg->engine, env_lookup, NULL, err, errlen);
@@ -318,8 +317,9 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
     engine_config_spares_text(&cfg->engine, text, sizeof(text));
-    log_info("config: spares %s, spare ttl %llums, pi started by '%s'", text,
-             (unsigned long long)cfg->engine.spare_ttl_ms, cfg->pi_stdio_bin);
+    log_info("config: spares %s, spare ttl %llums, shells %llu, pi started by '%s'", text,
+             (unsigned long long)cfg->engine.spare_ttl_ms, (unsigned long long)cfg->engine.shells,
+             cfg->pi_stdio_bin);
     /* which harness logins are configured, never where */
     log_info("subscription logins: codex %s, claude %s, pi %s",
              cfg->engine.logins.codex_home ? "configured" : "not configured",

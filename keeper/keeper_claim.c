@@ -44,6 +44,17 @@ int keeper_claim_apply(const struct keeper_spec *spec, const struct provider_ops
         snprintf(err, errlen, "the claim needs perTurn and sessionKey");
         goto out;
     }
+    ret->sandbox = NULL;
+    if (spec->shell) {
+        json_object *sb = jsonx_get(doc, "sandbox");
+        const char *h = jsonx_str(doc, "harness");
+
+        if (!sb || !json_object_is_type(sb, json_type_object) || !h || strlen(h) >= 32) {
+            snprintf(err, errlen, "a shell's claim needs sandbox and harness");
+            goto out;
+        }
+        snprintf(ret->harness, sizeof(ret->harness), "%s", h);
+    }
     if (egress || spec->egress) {
         if (!egress || !json_object_is_type(egress, json_type_object)) {
             snprintf(err, errlen, "the claim names no egress policy for a confined sandbox");
@@ -59,10 +70,12 @@ int keeper_claim_apply(const struct keeper_spec *spec, const struct provider_ops
             goto out;
     }
     if (key[0])
-        log_ctx_set(NULL, key, NULL, spec->harness);
-    log_info("spare claimed");
+        log_ctx_set(NULL, key, NULL, spec->shell ? ret->harness : spec->harness);
+    log_info(spec->shell ? "shell claimed" : "spare claimed");
     ret->idle_ms = (uint64_t)ms;
     ret->per_turn = json_object_get_boolean(per_turn);
+    if (spec->shell)
+        ret->sandbox = json_object_get(jsonx_get(doc, "sandbox"));
     r = 0;
 out:
     json_object_put(doc);

@@ -137,7 +137,8 @@ int keeper_loop(struct keeper *k)
             if (broken)
                 keeper_relay_client_gone(k);
         }
-        if (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0)) {
+        if (!k->shell &&
+            (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0))) {
             keeper_teardown_await_child(k);
             log_info("harness exited with status %d", k->exit_status);
             k->reason = TEARDOWN_HARNESS_EXITED;

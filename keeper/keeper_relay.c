@@ -210,6 +210,28 @@ static void answer_pending(struct keeper *k, bool keep)
     k->npending = 0;
 }
 
+/* A claimed shell: its sandbox starts now, and the worker hears "#hello" with its pid. */
+static bool shell_start(struct keeper *k, struct keeper_claim *c)
+{
+    struct keeper_msg hello = {.kind = KEEPER_MSG_HELLO, .keeper_pid = (int32_t)getpid()};
+    char err[sizeof(k->fail) - 16];
+
+    k->claimed = c->sandbox;
+    k->spec.sandbox = c->sandbox;
+    memcpy(k->claimed_harness, c->harness, sizeof(k->claimed_harness));
+    k->spec.harness = k->claimed_harness;
+    if (keeper_start_sandbox(k, err, sizeof(err)) < 0) {
+        snprintf(k->fail, sizeof(k->fail), "shell: %s", err);
+        log_warn("%s: tearing down", k->fail);
+        return false;
+    }
+    k->shell = false;
+    keeper_slot_set_pids(k);
+    hello.sandbox_pid = (int32_t)k->child;
+    keeper_control_to_client(k, &hello);
+    return true;
+}
+
 /* "#claim": a spare is bound to its session (keeper_claim.c); a refused claim ends it. */
 static bool claim(struct keeper *k, const struct keeper_msg *m)
 {
@@ -224,6 +246,8 @@ static bool claim(struct keeper *k, const struct keeper_msg *m)
     }
     k->idle_ms = (int64_t)c.idle_ms;
     k->per_turn = c.per_turn;
+    if (c.sandbox)
+        return shell_start(k, &c);
     return true;
 }
 

@@ -68,7 +68,16 @@ struct keeper {
     struct keeper_channel channel;  /* the sandbox's tool channel, relayed as "@tool" lines */
     struct keeper_turn turn;        /* the turn on the worker, held when it dies (keeper_turn.h) */
     struct log_budget sandbox_logs; /* keeper_sandbox_log_allowed's budget */
+    bool shell;           /* a pre-made shell whose sandbox has not started (keeper_shell_start) */
+    json_object *claimed; /* a shell's claim: the sandbox description spec.sandbox points at */
+    char claimed_harness[32];
 };
+
+/*
+ * The sandbox started through the spec's provider, with the keeper channel's end in it: at
+ * start, or (a shell) at its claim once spec.sandbox is the claim's. -errno, err says why.
+ */
+int keeper_start_sandbox(struct keeper *k, char *err, size_t errlen);
 
 /*
  * Whether a line the sandbox's harness can provoke (a full queue, a request between turns) may

@@ -62,8 +62,8 @@ enum ar_error {
 #define METRICS_TEXT_MAX (4u * 1024 * 1024)   /* the /metrics exposition */
 
 /* Paths inside every sandbox, whatever the provider. */
-#define SANDBOX_WORKSPACE "/workspace"          /* the workspace: the only host-writable place */
-#define SANDBOX_HOME "/home/agent"              /* the harness's private home (a tmpfs) */
+#define SANDBOX_WORKSPACE "/workspace" /* the workspace: the only host-writable place */
+#define SANDBOX_HOME "/home/agent"     /* the harness's private home (a tmpfs) */
 
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);
@@ -541,6 +541,7 @@ struct engine_config {
     const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
+    uint64_t shells;              /* pre-made sandbox shells kept (AGENT_RUNNER_SHELLS) */
     struct turn_settings turns;   /* journal, reattach, keepalives (engine_config_read) */
     struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };

@@ -48,6 +48,7 @@ struct environment {
     bool destroyed;
     bool warm;                /* reconnected to a live harness */
     bool from_spare;          /* a claimed spare (environment_claim_spare) */
+    bool from_shell;          /* a claimed pre-made shell (environment_claim_shell) */
     bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
     char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
     const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */

@@ -25,6 +25,7 @@
 #define K_SANDBOX "sandbox"
 #define K_SESSION "session"
 #define K_HARNESS "harness"
+#define K_SHELL "shell"
 #define K_CONFINE "confine"
 #define K_UID "uid"
 #define K_GID "gid"
@@ -270,7 +271,10 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
         json_object_object_add(o, K_SLOT, json_object_new_int64(s->slot));
         json_object_object_add(o, K_GENERATION, json_object_new_int64(s->generation));
     }
-    json_object_object_add(o, K_SANDBOX, json_object_get(s->sandbox));
+    if (s->shell)
+        json_object_object_add(o, K_SHELL, json_object_new_boolean(true));
+    else
+        json_object_object_add(o, K_SANDBOX, json_object_get(s->sandbox));
     if (s->session_key)
         json_object_object_add(o, K_SESSION, json_object_new_string(s->session_key));
     if (s->harness)
@@ -401,7 +405,12 @@ static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size
         snprintf(err, errlen, "keeper spec: %s and %s must be absolute paths", K_ENV_DIR, K_SOCKET);
         return -EINVAL;
     }
-    if (!s->sandbox || !json_object_is_type(s->sandbox, json_type_object)) {
+    s->shell = json_object_get_boolean(jsonx_get(root, K_SHELL));
+    if (s->shell && s->sandbox) {
+        snprintf(err, errlen, "keeper spec: a shell has no %s yet", K_SANDBOX);
+        return -EINVAL;
+    }
+    if (!s->shell && (!s->sandbox || !json_object_is_type(s->sandbox, json_type_object))) {
         snprintf(err, errlen, "keeper spec: %s must be an object", K_SANDBOX);
         return -EINVAL;
     }

@@ -29,7 +29,9 @@
  *                                        in a slot of its own) to the session that claimed
  *                                        its slot: {idleMs, perTurn, sessionKey, egress?}
  *                                        (keeper_claim.h); a refused claim ends the
- *                                        environment with "#fail"
+ *                                        environment with "#fail"; a shell's claim also
+ *                                        carries {sandbox, harness} and the keeper answers
+ *                                        "#hello" once the sandbox runs
  *                       "#turn <json>"   a turn's prompt follows: keep what is relayed to the
  *                                        worker from now on, and if the worker vanishes before
  *                                        the turn ends, hold the turn (the harness goes on,
@@ -147,7 +149,10 @@ struct keeper_spec {
     const char *shm;            /* the session table's shm name */
     uint32_t slot;
     uint32_t generation;
-    json_object *sandbox;    /* the sandbox description (provider/provider.h) */
+    json_object *sandbox; /* the sandbox description (provider/provider.h) */
+    /* a pre-made sandbox shell (env_shell.h): no sandbox yet, the keeper makes the local
+     * provider's network and waits; "#claim" brings the sandbox description */
+    bool shell;
     const char *session_key; /* the pool key, for the keeper's log lines (may be NULL) */
     const char *harness;     /* the harness's name, for log lines (may be NULL) */
     /* local provider: the host identity, RLIMIT_NPROC and cgroup the worker prepared */

@@ -420,8 +420,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     vec_add3(&a, "--chdir", cwd ? cwd : SANDBOX_WORKSPACE, NULL);
     vec_add(&a, "--");
     arr = jsonx_get(sb, "argv");
-    if (!arr || !json_object_is_type(arr, json_type_array) ||
-        json_object_array_length(arr) == 0) {
+    if (!arr || !json_object_is_type(arr, json_type_array) || json_object_array_length(arr) == 0) {
         snprintf(err, errlen, "sandbox: argv is empty");
         r = -EINVAL;
         goto fail;
@@ -623,9 +622,16 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
         snprintf(err, errlen, "spec without sandbox");
         return -EINVAL;
     }
-    r = box_new(spec, ret, &box, err, errlen);
-    if (r < 0)
-        return r;
+    if (ret->priv) { /* a shell's, made ahead (local_prepare) */
+        box = ret->priv;
+        ret->priv = NULL;
+        if (spec->confined)
+            box->cg = spec->confine.cg;
+    } else {
+        r = box_new(spec, ret, &box, err, errlen);
+        if (r < 0)
+            return r;
+    }
     if (ret->channel_fd > STDERR_FILENO && jsonx_str(spec->sandbox, "channel"))
         opts.channel_fd = ret->channel_fd;
     if (box->egress) {
@@ -637,7 +643,8 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
                               &nfds, err, errlen);
     if (r < 0)
         goto out;
-    if ((r = stdio_pair(in)) < 0 || (r = stdio_pair(out)) < 0 || (r = stdio_pair(errp)) < 0 || (r = pipe2(status, O_CLOEXEC) == -1 ? -errno : 0) < 0) {
+    if ((r = stdio_pair(in)) < 0 || (r = stdio_pair(out)) < 0 || (r = stdio_pair(errp)) < 0 ||
+        (r = pipe2(status, O_CLOEXEC) == -1 ? -errno : 0) < 0) {
         snprintf(err, errlen, "stdio: %s", strerror(-r));
         goto out;
     }
@@ -684,6 +691,23 @@ out:
     provider_argv_free(envp);
     box_free(box);
     return r;
+}
+
+static int local_prepare(const struct keeper_spec *spec, struct provider_process *ret, char *err,
+                         size_t errlen)
+{
+    struct local_box *box = NULL;
+    int r;
+
+    if (ret->priv) {
+        snprintf(err, errlen, "the shell is prepared already");
+        return -EALREADY;
+    }
+    r = box_new(spec, ret, &box, err, errlen);
+    if (r < 0)
+        return r;
+    ret->priv = box;
+    return 0;
 }
 
 static void local_stop(struct provider_process *proc)
@@ -738,8 +762,7 @@ static void local_service(struct provider_process *proc, const struct pollfd *p,
         sandbox_egress_handle(box->egress, now);
 }
 
-static int local_claim(struct provider_process *proc, json_object *egress, char *err,
-                       size_t errlen)
+static int local_claim(struct provider_process *proc, json_object *egress, char *err, size_t errlen)
 {
     struct local_box *box = proc->priv;
 
@@ -763,6 +786,7 @@ const struct provider_ops provider_local = {
              .filesystem_modes = false},
     .start = local_start,
     .stop = local_stop,
+    .prepare = local_prepare,
     .poll_fds = local_poll_fds,
     .service = local_service,
     .claim = local_claim,

@@ -144,6 +144,13 @@ struct provider_ops {
                  size_t errlen);
     /* Kill everything start() made and reap the process; closes nothing of ret's fds. */
     void (*stop)(struct provider_process *proc);
+    /*
+     * A shell (keeper_spec.shell): make ahead what start() makes before the sandbox (the local
+     * provider's network namespace, egress proxy and name server) into ret->priv; a later
+     * start() on the same ret uses it. NULL: the provider has no shells.
+     */
+    int (*prepare)(const struct keeper_spec *spec, struct provider_process *ret, char *err,
+                   size_t errlen);
 
     /* ---- optional verbs (NULL: the provider needs none) -------------------------------- */
     /*
@@ -187,8 +194,7 @@ struct provider_ops {
      */
     size_t (*poll_fds)(struct provider_process *proc, struct pollfd *p, size_t max, int64_t now,
                        int *timeout_ms);
-    void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n,
-                    int64_t now);
+    void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n, int64_t now);
     /*
      * A spare's claim (spare.h): from now on the running sandbox may reach what the session's
      * egress policy allows (egress_policy_to_json) instead of the placeholder's. -errno with
@@ -269,7 +275,6 @@ int provider_report_read(const char *env_dir, json_object **ret);
  * reaps it like any child), 0 when no provider sweeps, -errno.
  */
 pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms);
-
 
 /*
  * The sandbox description of a harness plan (a new reference), NULL on ENOMEM. limits: the

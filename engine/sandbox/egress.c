@@ -162,7 +162,13 @@ int sandbox_egress_set_policy(struct sandbox_egress *e, json_object *policy, cha
     }
     /* the proxy and the name server borrow e->policy: they decide by the new one from now */
     memcpy(e->policy, p, sizeof(*p));
-    r = 0;
+    /* the /etc/hosts a sandbox started from now on gets (a shell's: env_shell.h) */
+    buf_reset(&e->hosts);
+    r = egress_policy_render_hosts(e->policy, &e->hosts);
+    if (r == 0)
+        r = buf_append_str(&e->hosts, "");
+    if (r < 0)
+        snprintf(err, errlen, "sandbox network: /etc/hosts: %s", strerror(-r));
 out:
     free(p);
     return r;

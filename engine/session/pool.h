@@ -397,6 +397,13 @@ void pool_spare_count(const struct pool *p, uint8_t harness, uint32_t *ret_ready
  */
 int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret);
 /*
+ * Shells: spare slots of harness POOL_SHELL (pre-made sandbox shells, env_shell.h: identity,
+ * cgroup, network namespace and egress ready, no harness yet). pool_shell_claim is
+ * pool_spare_claim for a ready shell: the slot takes rv->harness; the same errors.
+ */
+#define POOL_SHELL 0xfeu
+int pool_shell_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret);
+/*
  * Capacity: drain one ready spare (any harness) for a session that needs its slot; 1 with
  * victim filled (the caller stops its keeper: environment_evict), 0 when there is none.
  */
