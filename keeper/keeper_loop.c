@@ -26,6 +26,13 @@ static int provider_fds(struct keeper *k, struct pollfd *p, int *timeout)
     return (int)(n < PROVIDER_POLLFDS_MAX ? n : PROVIDER_POLLFDS_MAX);
 }
 
+/* The harness is gone (a shell has none yet: it waits for its claim). */
+static bool harness_gone(const struct keeper *k)
+{
+    return !k->shell &&
+           (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0));
+}
+
 int keeper_loop(struct keeper *k)
 {
     bool stop = false;
@@ -137,8 +144,7 @@ int keeper_loop(struct keeper *k)
             if (broken)
                 keeper_relay_client_gone(k);
         }
-        if (!k->shell &&
-            (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0))) {
+        if (harness_gone(k)) {
             keeper_teardown_await_child(k);
             log_info("harness exited with status %d", k->exit_status);
             k->reason = TEARDOWN_HARNESS_EXITED;
