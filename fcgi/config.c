@@ -38,6 +38,7 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_STATE_DIR", K_STR, OFF(state_dir), "/var/lib/agent-runner", 0, 0},
     {"AGENT_RUNNER_HARNESS_DIR", K_STR, OFF(harness_dir), "", 0, 0},
     {"AGENT_RUNNER_KEEPER_BIN", K_STR, OFF(keeper_bin), "", 0, 0},
+    {"AGENT_RUNNER_KEEPER_REMOTE_BIN", K_STR, OFF(keeper_remote_bin), "", 0, 0},
     {"AGENT_RUNNER_PI_STDIO_BIN", K_STR, OFF(pi_stdio_bin), "", 0, 0},
     {"AGENT_RUNNER_SCRIPTED_AGENT", K_STR, OFF(scripted_agent), "", 0, 0},
     {"AGENT_RUNNER_BWRAP", K_STR, OFF(bwrap), "/usr/bin/bwrap", 0, 0},
@@ -160,6 +161,20 @@ static int set_default_path(char **field, const char *rel)
     return *field ? 0 : -ENOMEM;
 }
 
+/* The remote keeper: beside the keeper unless set (AGENT_RUNNER_KEEPER_BIN + "-remote"). */
+static int keeper_remote_default(struct runner_config *cfg)
+{
+    char *path;
+
+    if (cfg->keeper_remote_bin && cfg->keeper_remote_bin[0])
+        return 0;
+    if (asprintf(&path, "%s-remote", cfg->keeper_bin) < 0)
+        return -ENOMEM;
+    free(cfg->keeper_remote_bin);
+    cfg->keeper_remote_bin = path;
+    return 0;
+}
+
 /* Every setting of the table into cfg: blank = unset = the default; a bad value is an error. */
 static int read_table(struct runner_config *cfg, char *err, size_t errlen)
 {
@@ -243,6 +258,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     }
     if (set_default_path(&cfg->harness_dir, "../../harnesses") < 0 ||
         set_default_path(&cfg->keeper_bin, "agent-runner-keeper") < 0 ||
+        keeper_remote_default(cfg) < 0 ||
         set_default_path(&cfg->pi_stdio_bin, "agent-runner-pi-stdio") < 0 ||
         set_default_path(&cfg->mcp_bin, "agent-runner-mcp") < 0) {
         snprintf(err, errlen, "cannot locate the install folder");
@@ -282,6 +298,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     cfg->engine.harness_dir = cfg->harness_dir;
     cfg->engine.scripted_agent = cfg->scripted_agent[0] ? cfg->scripted_agent : NULL;
     cfg->engine.keeper_bin = cfg->keeper_bin;
+    cfg->engine.keeper_remote_bin = cfg->keeper_remote_bin;
     cfg->engine.pi_stdio_bin = cfg->pi_stdio_bin;
     cfg->engine.bwrap = cfg->bwrap;
     cfg->engine.shm_name = cfg->shm_name;
@@ -340,6 +357,7 @@ void config_release(struct runner_config *cfg)
     free(cfg->state_dir);
     free(cfg->harness_dir);
     free(cfg->keeper_bin);
+    free(cfg->keeper_remote_bin);
     free(cfg->pi_stdio_bin);
     free(cfg->scripted_agent);
     free(cfg->bwrap);

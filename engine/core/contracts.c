@@ -319,6 +319,19 @@ const char *teardown_reason_name(enum teardown_reason r)
     return teardown_names[r];
 }
 
+const char *harness_kind_name(enum harness_kind kind)
+{
+    static const char *const names[HARNESS_COUNT] = {
+        [HARNESS_PI] = "pi",
+        [HARNESS_CLAUDE] = "claude",
+        [HARNESS_CODEX] = "codex",
+        [HARNESS_OPENCODE] = "opencode",
+        [HARNESS_SCRIPTED] = "scripted",
+    };
+
+    return (unsigned)kind < HARNESS_COUNT ? names[kind] : "unknown";
+}
+
 const char *provider_disposition_name(enum provider_disposition d)
 {
     static const char *const names[] = {"keep_running", "stop_and_retain", "destroy"};

@@ -417,6 +417,12 @@ enum teardown_reason {
 };
 
 const char *teardown_reason_name(enum teardown_reason r);
+/*
+ * The harness's name ("pi", "claude", ...; "unknown"), its harness_ops.name (a unit test holds
+ * them equal): here, not in the harness registry, so naming a kind (metrics, pool) does not
+ * link every harness and what they need into the keeper.
+ */
+const char *harness_kind_name(enum harness_kind kind);
 
 /* The operator's harness login folders (harness/login.h), NULL or "" = not configured;
  * absolute paths. */
@@ -515,7 +521,9 @@ struct engine_config {
     const char *state_dir;      /* envs/ and kept/ live here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
     const char *scripted_agent; /* test agent binary or NULL */
-    const char *keeper_bin;     /* agent-runner-keeper */
+    const char *keeper_bin;     /* agent-runner-keeper: a local sandbox's keeper */
+    const char *keeper_remote_bin; /* agent-runner-keeper-remote: a remote provider's keeper
+                                      (NULL: keeper_bin) */
     const char *pi_stdio_bin;   /* agent-runner-pi-stdio, bound read-only into pi sandboxes */
     const char *bwrap;          /* bubblewrap binary */
     const char *shm_name;       /* the session table */

@@ -120,6 +120,7 @@ int environment_spawn_keeper(struct environment *env, const struct buf *spec, ch
 {
     const struct engine_config *cfg = env->cfg;
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
+    const char *bin;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     char level[64], *argv[2], *envp[3 + KEEPER_ENV_MAX];
@@ -167,14 +168,17 @@ int environment_spawn_keeper(struct environment *env, const struct buf *spec, ch
     for (size_t i = 0; i < npenv; i++)
         envp[2 + i] = (char *)penv[i];
     envp[2 + npenv] = NULL;
-    r = -posix_spawn(&pid, cfg->keeper_bin, &fa, &attr, argv, envp);
+    /* the local keeper has no remote provider in it (keeper/keeper_local.c) */
+    bin = env->provider->caps.remote && cfg->keeper_remote_bin ? cfg->keeper_remote_bin
+                                                               : cfg->keeper_bin;
+    r = -posix_spawn(&pid, bin, &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(spec_pipe[0]);
     close(ready_pipe[1]);
     spec_pipe[0] = ready_pipe[1] = -1;
     if (r < 0) {
-        snprintf(err, errlen, "cannot start the keeper '%s': %s", cfg->keeper_bin, strerror(-r));
+        snprintf(err, errlen, "cannot start the keeper '%s': %s", bin, strerror(-r));
         goto out;
     }
     r = util_write_all(spec_pipe[1], spec->data, spec->len);

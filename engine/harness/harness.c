@@ -37,13 +37,6 @@ const struct harness_ops *harness_get(enum harness_kind kind)
     return (unsigned)kind < HARNESS_COUNT ? registry[kind] : NULL;
 }
 
-const char *harness_kind_name(enum harness_kind kind)
-{
-    const struct harness_ops *h = harness_get(kind);
-
-    return h ? h->name : "unknown";
-}
-
 int harness_lookup(const char *name, bool allow_scripted, enum harness_kind *ret)
 {
     for (size_t i = 0; name && i < ARRAY_SIZE(wire_names); i++) {

@@ -90,8 +90,7 @@ struct harness_ops {
 
 /* The registry: the harness of a kind (NULL for an unknown kind). */
 const struct harness_ops *harness_get(enum harness_kind kind);
-/* The harness's name ("pi", "claude", ...; "unknown"). */
-const char *harness_kind_name(enum harness_kind kind);
+/* The harness's name: harness_kind_name (core/contracts.h), the same as its ops' name. */
 /*
  * The kind a request's harness name selects ("pi_core", "pi_agenta", "pi", "claude", ...);
  * "scripted" only when allow_scripted. -ENOENT for anything else.

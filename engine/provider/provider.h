@@ -288,6 +288,16 @@ extern const struct provider_ops provider_local;
 extern const struct provider_ops provider_daytona;
 
 /*
+ * The providers this program can use, local first: provider_registry.c has every one (the
+ * master, its workers, the remote keeper agent-runner-keeper-remote); the local keeper
+ * (agent-runner-keeper) links keeper/keeper_local.c ahead of the engine instead, whose
+ * registry is local alone, so nothing of a remote provider (libcurl, OpenSSL, their dozens
+ * of libraries) is loaded by a keeper of a local sandbox (README "How it is built").
+ */
+extern const struct provider_ops *const provider_registry[];
+extern const size_t provider_registry_len;
+
+/*
  * local, exposed for its tests: the bubblewrap command for a sandbox description. opts may
  * be NULL: no network at all (an empty namespace of its own), the host's resolv.conf.
  * Files are materialised from memfds created here; their fds (close-on-exec cleared) are

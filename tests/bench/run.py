@@ -74,6 +74,7 @@ from turns import pi_request  # noqa: E402
 
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
+            "agent-runner-keeper-remote",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
 PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster",
          "load", "turns")
