@@ -18,6 +18,7 @@
 #include "core/policy.h"
 #include "egress/egress_policy.h"
 #include "proto/keeper_proto.h"
+#include "sandbox/seccomp.h"
 
 #define KEEPER_ENV_MAX 32
 
@@ -59,6 +60,34 @@ json_object *environment_egress_json(const struct engine_config *cfg, const stru
     return o;
 }
 
+json_object *environment_sandbox_description(const struct environment *env,
+                                             const struct sandbox_plan *plan,
+                                             const struct sandbox_config *limits, char *err,
+                                             size_t errlen)
+{
+    json_object *sb = provider_sandbox_description(plan, env->paths.workspace, limits);
+    const char *hex;
+    int r;
+
+    if (!sb) {
+        snprintf(err, errlen, "cannot describe the sandbox: %s", strerror(ENOMEM));
+        return NULL;
+    }
+    if (env->provider->caps.remote)
+        return sb;
+    /* compiled once per process, not per sandbox: the keeper loads what it is given */
+    r = sandbox_seccomp_program(&hex, err, errlen);
+    if (r == 0 && json_object_object_add(sb, "seccomp", json_object_new_string(hex)) < 0) {
+        r = -ENOMEM;
+        snprintf(err, errlen, "cannot describe the sandbox: %s", strerror(ENOMEM));
+    }
+    if (r < 0) {
+        json_object_put(sb);
+        return NULL;
+    }
+    return sb;
+}
+
 /*
  * The keeper spec of a new environment: where it lives, its slot, the sandbox to start, and
  * (local sandboxes on a probed host) its confinement and egress policy.
@@ -95,19 +124,21 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
         if (!spec.egress)
             return AR_E_SANDBOX;
     }
-    spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
-                                                cfg->sandbox ? &cfg->sandbox->cfg : NULL);
-    if (spec.sandbox) {
-        if (channel)
-            json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
-        /* a remote sandbox cannot inherit the connection: a relay in it carries the channel */
-        if (channel && env->provider->caps.remote && cfg->harness_dir)
-            json_object_object_add(spec.sandbox, "channelRelay",
-                                   json_object_new_string(cfg->harness_dir));
-        r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
-        if (r >= 0)
-            r = keeper_spec_encode(&spec, out);
+    spec.sandbox = environment_sandbox_description(
+        env, plan, cfg->sandbox ? &cfg->sandbox->cfg : NULL, err, errlen);
+    if (!spec.sandbox) {
+        json_object_put(spec.egress);
+        return AR_E_SANDBOX;
     }
+    if (channel)
+        json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
+    /* a remote sandbox cannot inherit the connection: a relay in it carries the channel */
+    if (channel && env->provider->caps.remote && cfg->harness_dir)
+        json_object_object_add(spec.sandbox, "channelRelay",
+                               json_object_new_string(cfg->harness_dir));
+    r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
+    if (r >= 0)
+        r = keeper_spec_encode(&spec, out);
     if (r < 0)
         snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
     json_object_put(spec.sandbox);

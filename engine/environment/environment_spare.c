@@ -499,10 +499,9 @@ int environment_claim_shell(const struct engine_config *cfg, const struct run_re
     if (r < 0)
         goto fail;
     attached = true;
-    sandbox = provider_sandbox_description(plan, env->paths.workspace, &cfg->sandbox->cfg);
+    sandbox = environment_sandbox_description(env, plan, &cfg->sandbox->cfg, err, errlen);
     if (!sandbox) {
-        r = -ENOMEM;
-        snprintf(err, errlen, "shell: cannot describe the sandbox: %s", strerror(ENOMEM));
+        r = AR_E_SANDBOX;
         goto fail;
     }
     if (plan->channel_env || plan->session_mcp)

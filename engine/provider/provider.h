@@ -32,6 +32,9 @@
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
  *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE,
+ *    "seccomp": the local provider's system-call filter, classic BPF in hex, compiled once by
+ *               the worker (sandbox_seccomp_program); a local description without it is
+ *               refused (environment_sandbox_description adds it),
  *    "channel": "harness" | "tools": the harness side speaks the keeper channel (its own
  *               process, or agent-runner-mcp); the keeper makes the connection and start()
  *               hands it in (provider_process.channel_fd); absent: no channel (optional),
