@@ -59,7 +59,7 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
     {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
-    {"AGENT_RUNNER_SHELLS", K_U64, EOFF(shells), "2", 0, 64},
+    {"AGENT_RUNNER_SHELLS", K_U64, EOFF(shells), "0", 0, 64},
     {"AGENT_RUNNER_SESSION_STATE_MAX_BYTES", K_U64, EOFF(kept.max_bytes), "16777216", 0,
      4096 * MiB},
     {"AGENT_RUNNER_SESSION_STATE_TOTAL_BYTES", K_U64, EOFF(kept.total_bytes), "2147483648", 0,
