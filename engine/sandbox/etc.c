@@ -113,6 +113,26 @@ static bool public(const struct stat *st)
     return false;
 }
 
+/*
+ * Every folder between /etc and path is world-searchable: what anybody may reach, as the
+ * sandbox's own uid could when its entries were bound (a copy is read by the keeper, root).
+ */
+static bool parents_searchable(const struct sandbox_etc_opts *o, const char *path)
+{
+    char dir[PATH_MAX], host[PATH_MAX];
+    struct stat st;
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    while ((slash = strrchr(dir, '/')) && slash > dir + strlen("/etc")) {
+        *slash = '\0';
+        host_path(o, dir, host, sizeof(host));
+        if (lstat(host, &st) != 0 || !S_ISDIR(st.st_mode) || !(st.st_mode & S_IXOTH))
+            return false;
+    }
+    return true;
+}
+
 static int add_resolv(const struct sandbox_etc_opts *o, struct sandbox_etc *etc)
 {
     char path[PATH_MAX];
@@ -196,7 +216,7 @@ int sandbox_etc_build(const struct sandbox_etc_opts *opts, struct sandbox_etc *r
         struct stat st;
 
         host_path(opts, host_binds[i], path, sizeof(path));
-        if (lstat(path, &st) == 0 && public(&st))
+        if (lstat(path, &st) == 0 && public(&st) && parents_searchable(opts, host_binds[i]))
             r = add_bind(&etc, host_binds[i], path, &st);
     }
     if (r < 0) {

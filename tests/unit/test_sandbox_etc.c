@@ -164,7 +164,26 @@ static void test_sandbox_etc_with_the_keepers_resolver(void)
     sandbox_etc_release(&etc);
 }
 
+/* A public file in a folder nobody else may search is not public: not in the view. */
+static void test_sandbox_etc_skips_files_behind_a_closed_folder(void)
+{
+    struct sandbox_etc_opts opts = {.hostname = "box"};
+    struct sandbox_etc etc;
+
+    make_host();
+    dir("/etc/ssl", 0700);
+    opts.host_root = root;
+    CU_ASSERT_EQUAL_FATAL(sandbox_etc_build(&opts, &etc), 0);
+    CU_ASSERT_PTR_NULL(sandbox_etc_find(&etc, "/etc/ssl/openssl.cnf"));
+    CU_ASSERT_PTR_NULL(sandbox_etc_find(&etc, "/etc/ssl/certs"));
+    CU_ASSERT_PTR_NOT_NULL(sandbox_etc_find(&etc, "/etc/services")); /* /etc itself is open */
+    sandbox_etc_release(&etc);
+    fstree_remove(root);
+}
+
 CU_TestInfo sandbox_etc_tests[] = {
+    {"test_sandbox_etc_skips_files_behind_a_closed_folder",
+     test_sandbox_etc_skips_files_behind_a_closed_folder},
     {"test_sandbox_etc_with_the_keepers_resolver", test_sandbox_etc_with_the_keepers_resolver},
     {"test_sandbox_etc_view_has_only_public_and_synthesized_files",
      test_sandbox_etc_view_has_only_public_and_synthesized_files},
