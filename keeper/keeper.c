@@ -180,8 +180,9 @@ int keeper_main(int argc, char **argv)
     acp_lines_init(&k.child_lines, ACP_LINE_MAX_DEFAULT);
     buf_init(&k.child_stdin, KEEPER_QUEUE_MAX);
     egress_report_init(&k.egress, k.pool);
-    k.proc.on_egress = egress_report_event;
-    k.proc.ctx = &k.egress;
+    k.proc.on_egress = keeper_model_egress;
+    k.proc.on_model = keeper_model_report;
+    k.proc.ctx = &k;
     r = keeper_channel_open(&k.channel, k.env_dir, k.spec.channel_token,
                             &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
                             err, sizeof(err));
@@ -203,6 +204,7 @@ int keeper_main(int argc, char **argv)
     k.deadline = util_now_ms() + attach_ms;
     r = keeper_loop(&k);
     keeper_teardown(&k);
+    keeper_model_release(&k.model);
     acp_lines_release(&k.child_lines);
     buf_release(&k.child_stdin);
     pool_detach(k.pool);

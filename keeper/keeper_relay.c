@@ -243,6 +243,9 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
         return true;
     case KEEPER_MSG_CLAIM:
         return claim(k, &m);
+    case KEEPER_MSG_MODEL_SYNC:
+        keeper_model_sync(k);
+        return true;
     default:
         log_debug("ignoring a worker '%s' line", keeper_proto_kind_name(m.kind));
         return true;
@@ -309,6 +312,7 @@ void keeper_relay_accept(struct keeper *k)
     acp_lines_init(&k->client_in, ACP_LINE_MAX_DEFAULT);
     buf_init(&k->client_out, KEEPER_QUEUE_MAX);
     keeper_control_to_client(k, &hello);
+    keeper_model_attached(k); /* calls that ended while nobody was attached */
     /* anything the harness said while nobody listened is gone; a new turn starts clean */
 }
 

@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "egress_report.h"
 #include "keeper_channel.h"
+#include "keeper_model.h"
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
 #include "provider/provider.h"
@@ -65,6 +66,7 @@ struct keeper {
     char *pending[PENDING_MAX];
     size_t npending;
     struct keeper_channel channel; /* the sandbox's tool channel, relayed as "@tool" lines */
+    struct keeper_model model;     /* the sandbox's model calls, to the worker as "#model" */
 };
 
 /*

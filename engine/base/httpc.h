@@ -8,7 +8,8 @@
  *   - a total deadline per attempt and a connect deadline (never longer than the total one);
  *   - a response body read into a buffer with a hard cap set per request: past it the exchange
  *     fails with -E2BIG, or with truncate_ok stops and flags `truncated`; never a silent cut.
- *     The body may also be streamed to a callback as it arrives, or discarded;
+ *     The body may also be streamed to a callback as it arrives (kept too, or only streamed:
+ *     stream_body), or discarded; the head may go to a callback before the body (on_head);
  *   - retries only when the caller asks (struct httpc_retry): which statuses and which
  *     transport failures are retried, the backoff between attempts, and whether the server's
  *     Retry-After (delay-seconds or an HTTP-date) sets the wait;
@@ -47,6 +48,7 @@
 #define HTTPC_RETRY_AFTER_MAX_S 3600u /* a longer Retry-After counts as none */
 #define HTTPC_HEADER_NAME_MAX 128
 #define HTTPC_HEADER_VALUE_MAX 8192
+#define HTTPC_HEAD_MAX (64u * 1024) /* an answer's header lines, for on_head */
 
 struct httpc_response;
 
@@ -59,6 +61,13 @@ typedef int (*httpc_data_fn)(void *ctx, const struct httpc_response *res, const 
                              size_t len);
 /* Polled while a transfer runs and between attempts: true stops the exchange (-ECANCELED). */
 typedef bool (*httpc_abort_fn)(void *ctx);
+/*
+ * Called once an answer's head is complete, before the first byte of its body (also when it
+ * has none): the status and its header lines as received ("Name: value\r\n" each, the status
+ * line and 1xx answers left out), at most HTTPC_HEAD_MAX bytes. Return 0 to go on, -errno to
+ * fail the exchange with it.
+ */
+typedef int (*httpc_head_fn)(void *ctx, long status, const char *lines, size_t len);
 
 enum httpc_backoff {
     HTTPC_BACKOFF_LINEAR = 0,  /* base * n after failed attempt n */
@@ -101,6 +110,10 @@ struct httpc_request {
     void *abort_ctx;
     httpc_data_fn on_data; /* or NULL */
     void *on_data_ctx;
+    /* the body goes to on_data only, as it arrives: never into res->body (no copy, no cap; the
+     * caller bounds what it keeps). A stream relayed unbuffered (the model gateway) */
+    bool stream_body;
+    httpc_head_fn on_head; /* or NULL; called with on_data_ctx */
     struct httpc_retry retry;
 };
 

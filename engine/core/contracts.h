@@ -273,6 +273,8 @@ struct run_request {
     const char *connection_mode;
     const char *connection_slug;
     struct model_connection mc;
+    /* modelGateway.allowedModels (borrowed, validated array of names), or NULL: any model */
+    json_object *gateway_models;
 
     struct chat_message *messages;
     size_t nmessages;
@@ -322,6 +324,7 @@ struct run_usage {
     int64_t output;
     int64_t total;
     double cost;
+    bool cost_unknown; /* no price for the model: "cost" is left out */
     bool present;
 };
 
@@ -480,6 +483,18 @@ struct spare_settings {
     uint32_t count[HARNESS_COUNT]; /* 0: none */
 };
 
+#define GATEWAY_MODELS_MAX 64       /* modelGateway.allowedModels */
+#define GATEWAY_MODEL_NAME_MAX 256
+
+/* The model gateway (README "The model gateway"): AGENT_RUNNER_MODEL_GATEWAY_*. */
+struct model_gateway_config {
+    bool enabled;               /* local sandboxes' harnesses reach their model through it */
+    uint64_t max_request_bytes; /* one call's request body */
+    const char *ca_file;        /* PEM bundle for https endpoints (NULL: the system's) */
+    json_object *prices;        /* AGENT_RUNNER_MODEL_PRICES: {"<model>": {input, output,
+                                   cacheRead?, cacheWrite?} USD per million tokens}, or NULL */
+};
+
 struct engine_config {
     const char *state_dir;      /* envs/ lives here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
@@ -508,6 +523,7 @@ struct engine_config {
     const struct agenta_config *agenta;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
+    struct model_gateway_config gateway;
 };
 
 #endif

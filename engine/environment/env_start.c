@@ -39,7 +39,7 @@ static int describe_lease(json_object *sb, const struct run_request *req, const 
 
 /* Where the run's sandbox may connect, as the keeper spec carries it (NULL + err on failure). */
 json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
-                                     char *err, size_t errlen)
+                                     bool model_gateway, char *err, size_t errlen)
 {
     const struct sandbox_host *sh = cfg->sandbox;
     struct egress_policy *pol = malloc(sizeof(*pol));
@@ -49,7 +49,7 @@ json_object *environment_egress_json(const struct engine_config *cfg, const stru
         snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
         return NULL;
     }
-    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
+    if (policy_egress(req, model_gateway, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
                       err, errlen) == 0) {
         o = egress_policy_to_json(pol);
         if (!o)
@@ -91,9 +91,10 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
     if (confine) {
         spec.confined = true;
         spec.confine = *confine;
-        spec.egress = environment_egress_json(cfg, req, err, errlen);
+        spec.egress = environment_egress_json(cfg, req, plan->gateway, err, errlen);
         if (!spec.egress)
             return AR_E_SANDBOX;
+        spec.gateway = plan->gateway ? plan->gateway_route : NULL;
     }
     spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
                                                 cfg->sandbox ? &cfg->sandbox->cfg : NULL);

@@ -182,9 +182,10 @@ static int write_session_files(struct environment *env, const struct run_request
     return r;
 }
 
-/* "#claim {idleMs, perTurn, sessionKey, egress}" to the attached keeper. */
-static int send_claim(struct environment *env, const struct run_request *req, const char *key,
-                      uint64_t idle_ms, bool per_turn, char *err, size_t errlen)
+/* "#claim {idleMs, perTurn, sessionKey, egress, modelGateway?}" to the attached keeper. */
+static int send_claim(struct environment *env, const struct run_request *req,
+                      const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                      bool per_turn, char *err, size_t errlen)
 {
     json_object *o = json_object_new_object(), *egress = NULL;
     struct keeper_msg m = {.kind = KEEPER_MSG_CLAIM};
@@ -198,12 +199,14 @@ static int send_claim(struct environment *env, const struct run_request *req, co
     json_object_object_add(o, "perTurn", json_object_new_boolean(per_turn));
     json_object_object_add(o, "sessionKey", json_object_new_string(key));
     if (env->cfg->sandbox) {
-        egress = environment_egress_json(env->cfg, req, err, errlen);
+        egress = environment_egress_json(env->cfg, req, plan->gateway, err, errlen);
         if (!egress) {
             json_object_put(o);
             return AR_E_SANDBOX;
         }
         json_object_object_add(o, "egress", egress);
+        if (plan->gateway && plan->gateway_route)
+            json_object_object_add(o, "modelGateway", json_object_get(plan->gateway_route));
     }
     text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
     m.payload = text;
@@ -286,7 +289,7 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
     if (r < 0)
         goto fail;
     attached = true;
-    r = send_claim(env, req, key, idle_ms, per_turn, err, errlen);
+    r = send_claim(env, req, plan, key, idle_ms, per_turn, err, errlen);
     if (r < 0)
         goto fail;
     log_debug("spare of keeper %d bound to the session", (int)ps->keeper_pid);

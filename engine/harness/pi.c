@@ -23,6 +23,9 @@
  * bin/pi-launch. Either way the `pi` first on PATH answers pi-acp's `pi --version` probe
  * without starting pi.
  *
+ * Model gateway (plan->gateway): models.json's baseUrl is the sandbox's gateway and every
+ * credential the sandbox holds (its environment variable, the key file) is the placeholder.
+ *
  * Spares (spare.h): PLAN_SESSION keeps the key out of the environment (models.json reads
  * PI_KEY_FILE with `!cat` at every model request) and puts the gating into
  * runner-session.json, which the extension reads whenever pi (re)loads it; PLAN_SPARE is the
@@ -263,7 +266,8 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
 {
     json_object *models, *providers, *prov, *model_list, *entry, *settings, *retry;
     const struct credential *key;
-    const char *slug, *model;
+    const char *slug, *model, *url;
+    char gw[1200];
     bool custom;
 
     if (pi_prestarted(paths, req, plan))
@@ -335,8 +339,9 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     model_list = json_object_new_array();
     json_object_array_add(model_list, entry);
     prov = json_object_new_object();
-    if (req->mc.base_url)
-        json_object_object_add(prov, "baseUrl", json_object_new_string(req->mc.base_url));
+    url = harness_model_url(plan, req, gw, sizeof(gw));
+    if (url)
+        json_object_object_add(prov, "baseUrl", json_object_new_string(url));
     if (custom) {
         json_object *compat = json_object_new_object();
         json_object_object_add(prov, "api", json_object_new_string(pi_api_for(req->mc.provider)));
@@ -346,12 +351,12 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     }
     if (key && plan->form != PLAN_COLD) {
         /* read at every model request (pi runs it through the shell), never an env */
-        harness_add_file(plan, PI_KEY_FILE, key->value, 0600);
+        harness_add_file(plan, PI_KEY_FILE, harness_key_value(plan, key), 0600);
         json_object_object_add(prov, "apiKey", json_object_new_string("!cat " PI_KEY_FILE));
     } else if (key) {
         json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
     }
-    if (req->mc.nheaders > 0)
+    if (req->mc.nheaders > 0 && !plan->gateway) /* else the gateway adds them */
         json_object_object_add(prov, "headers", harness_headers_json(req));
     json_object_object_add(prov, "models", model_list);
     providers = json_object_new_object();

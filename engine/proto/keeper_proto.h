@@ -27,10 +27,15 @@
  *                                        comes after
  *                       "#claim <json>"  bind a spare keeper (started with a placeholder spec,
  *                                        in a slot of its own) to the session that claimed
- *                                        its slot: {idleMs, perTurn, sessionKey, egress?}
- *                                        (keeper_claim.h); a refused claim ends the
- *                                        environment with "#fail"
+ *                                        its slot: {idleMs, perTurn, sessionKey, egress?,
+ *                                        modelGateway?} (keeper_claim.h); a refused claim
+ *                                        ends the environment with "#fail"
+ *                       "#model-sync"    answer "#model-synced" once every "#model" line of a
+ *                                        call reported so far is written ahead of it
  *     keeper -> worker  "#hello <keeper-pid> <sandbox-pid>"   on attach
+ *                       "#model <json>"  one model call through the sandbox's model gateway
+ *                                        (keeper/keeper_model.h): what the runner measured
+ *                       "#model-synced"  the answer to "#model-sync"
  *                       "#busy"          another worker is attached: the socket is closed
  *                       "#exit <status>" the harness went away (status 0..1000)
  *                       "#fail <message>" the keeper ends the environment for a reason of
@@ -79,6 +84,9 @@ enum keeper_msg_kind {
     KEEPER_MSG_READY, /* keeper_pid, sandbox_pid (start pipe) */
     KEEPER_MSG_ERROR, /* payload: the message (start pipe) */
     KEEPER_MSG_FAIL,  /* payload: why the keeper ends the environment */
+    KEEPER_MSG_MODEL, /* payload: one model call the gateway saw (JSON) */
+    KEEPER_MSG_MODEL_SYNC,
+    KEEPER_MSG_MODEL_SYNCED,
     KEEPER_MSG_KIND_COUNT,
 };
 
@@ -145,6 +153,9 @@ struct keeper_spec {
     /* local provider: where the sandbox may connect (egress_policy_to_json); NULL: nowhere,
      * the sandbox gets an empty network namespace */
     json_object *egress;
+    /* local provider: the model gateway's route (gateway_route_encode: the run's endpoint and
+     * credential, which travel only here and in a "#claim"); NULL: no gateway route */
+    json_object *gateway;
     json_object *root; /* decoded specs: the document everything above points into */
 };
 

@@ -228,7 +228,8 @@ int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGES
     static const char *const plain[] = {"model",        "connection",
                                         "modelCapabilities", "agentsMd", "systemPrompt",
                                         "appendSystemPrompt", "skills",
-                                        "permissions",  "sandboxPermission", "harnessFiles"};
+                                        "permissions",  "sandboxPermission", "harnessFiles",
+                                        "modelGateway"};
     json_object *root = req->root, *doc = json_object_new_object(), *v;
     int r;
 

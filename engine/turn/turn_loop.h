@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "core/contracts.h"
+#include "proto/acp.h"
 #include "turn/events.h"
 #include "turn/run_limits.h"
 #include "turn/turn_channel.h"
@@ -53,6 +54,14 @@ struct turn_loop {
     /* the last model failure the channel reported (pi-acp hides it), and its code */
     char model_error[256];
     const char *model_error_code;
+    /* the model gateway's view of the turn (turn_model.h; opt->measured) */
+    struct run_usage measured; /* the sum of the calls' usage */
+    unsigned measured_calls;
+    bool syncing;             /* the prompt answered; waiting for TURN_MODEL_SYNCED */
+    int64_t sync_deadline;    /* monotonic ms */
+    struct acp_msg held;      /* the prompt's answer, while syncing */
+    const char *gateway_code; /* what went wrong at the gateway last (error code), or NULL */
+    char gateway_why[256];
 };
 
 /* One keeper channel line to the sandbox (dropped when the turn has no channel). */
