@@ -20,8 +20,8 @@ static char *encode(const struct model_gateway_report *r)
 
     if (!o)
         return NULL;
-    json_object_object_add(o, "event", json_object_new_string(
-                                           r->event == MODEL_GATEWAY_REFUSED ? "refused" : "call"));
+    json_object_object_add(
+        o, "event", json_object_new_string(r->event == MODEL_GATEWAY_REFUSED ? "refused" : "call"));
     json_object_object_add(o, "api", json_object_new_string(gateway_api_name(r->api)));
     if (r->model[0])
         json_object_object_add(o, "model", json_object_new_string(r->model));
@@ -66,9 +66,8 @@ void keeper_model_report(void *ctx, const struct model_gateway_report *r)
     char *line;
 
     if (k->pool)
-        pool_counter_add(k->pool, r->event == MODEL_GATEWAY_REFUSED ? PC_MODEL_REFUSED
-                                                                    : PC_MODEL_CALLS,
-                         1);
+        pool_counter_add(k->pool,
+                         r->event == MODEL_GATEWAY_REFUSED ? PC_MODEL_REFUSED : PC_MODEL_CALLS, 1);
     if (r->event == MODEL_GATEWAY_REFUSED) {
         bool allowed = log_budget_take(&m->warns, KEEPER_MODEL_WARNS_PER_S, &dropped);
         if (dropped)

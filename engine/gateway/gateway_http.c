@@ -12,7 +12,16 @@
 
 #define LINE_MAX_CHUNK 4096 /* a chunk-size line (with extensions) or a trailer line */
 
-enum { CH_SIZE = 0, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF, CH_TRAILER, CH_TRAILER_LF };
+enum {
+    CH_SIZE = 0,
+    CH_EXT,
+    CH_SIZE_LF,
+    CH_DATA,
+    CH_DATA_CR,
+    CH_DATA_LF,
+    CH_TRAILER,
+    CH_TRAILER_LF
+};
 
 ssize_t gateway_http_head_end(const char *data, size_t len)
 {
@@ -209,8 +218,8 @@ bool gateway_http_value_has(const struct gateway_http_field *f, const char *tok)
     while (f && i < f->value_len) {
         size_t s, e;
 
-        while (i < f->value_len && (f->value[i] == ' ' || f->value[i] == '\t' ||
-                                    f->value[i] == ','))
+        while (i < f->value_len &&
+               (f->value[i] == ' ' || f->value[i] == '\t' || f->value[i] == ','))
             i++;
         s = i;
         while (i < f->value_len && f->value[i] != ',')

@@ -36,11 +36,11 @@ struct gateway_http_request {
     int minor; /* HTTP/1.<minor>: 0 or 1 */
     struct gateway_http_field fields[GATEWAY_HTTP_FIELDS_MAX];
     size_t nfields;
-    bool chunked;     /* Transfer-Encoding: chunked */
-    bool has_length;  /* Content-Length given */
-    uint64_t length;  /* its value */
-    bool keep_alive;  /* the connection stays open after the answer */
-    bool expect_100;  /* Expect: 100-continue */
+    bool chunked;    /* Transfer-Encoding: chunked */
+    bool has_length; /* Content-Length given */
+    uint64_t length; /* its value */
+    bool keep_alive; /* the connection stays open after the answer */
+    bool expect_100; /* Expect: 100-continue */
 };
 
 /*

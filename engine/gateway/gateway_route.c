@@ -28,9 +28,10 @@
 
 /* Never forwarded: hop-by-hop, framing, the host, and what would make the answer unreadable. */
 static const char *const dropped[] = {
-    "connection", "keep-alive",     "proxy-connection", "proxy-authorization", "te",
-    "trailer",    "transfer-encoding", "upgrade",         "host",                "content-length",
-    "expect",     "accept-encoding",
+    "connection",          "keep-alive", "proxy-connection",
+    "proxy-authorization", "te",         "trailer",
+    "transfer-encoding",   "upgrade",    "host",
+    "content-length",      "expect",     "accept-encoding",
 };
 
 json_object *gateway_route_encode(const struct gateway_route_spec *s)
@@ -41,9 +42,8 @@ json_object *gateway_route_encode(const struct gateway_route_spec *s)
         return NULL;
     json_object_object_add(o, K_UPSTREAM, json_object_new_string(s->upstream));
     json_object_object_add(o, K_CREDENTIAL, json_object_new_string(s->credential));
-    json_object_object_add(o, K_AUTH, json_object_new_string(s->auth == GATEWAY_AUTH_API_KEY
-                                                                 ? "api-key"
-                                                                 : "mirror"));
+    json_object_object_add(
+        o, K_AUTH, json_object_new_string(s->auth == GATEWAY_AUTH_API_KEY ? "api-key" : "mirror"));
     if (s->nheaders > 0) {
         h = json_object_new_object();
         for (size_t i = 0; h && i < s->nheaders; i++)
@@ -54,7 +54,8 @@ json_object *gateway_route_encode(const struct gateway_route_spec *s)
     if (s->models)
         json_object_object_add(o, K_MODELS, json_object_get(s->models));
     if (s->max_request_bytes)
-        json_object_object_add(o, K_MAX_REQUEST, json_object_new_int64((int64_t)s->max_request_bytes));
+        json_object_object_add(o, K_MAX_REQUEST,
+                               json_object_new_int64((int64_t)s->max_request_bytes));
     if (s->ca_file)
         json_object_object_add(o, K_CA_FILE, json_object_new_string(s->ca_file));
     return o;
@@ -128,8 +129,8 @@ static int decode_headers(json_object *h, struct gateway_route *r, char *err, si
         return util_fail(-EINVAL, err, errlen, "gateway route: headers is not an object");
     json_object_object_foreach(h, name, v)
     {
-        const char *value = json_object_is_type(v, json_type_string) ? json_object_get_string(v)
-                                                                      : NULL;
+        const char *value =
+            json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
         size_t n;
 
         if (r->nheaders >= GATEWAY_ROUTE_HEADERS_MAX || !httpc_header_name_ok(name) ||
@@ -155,8 +156,7 @@ static int decode_models(json_object *m, struct gateway_route *r, char *err, siz
         return util_fail(-EINVAL, err, errlen, "gateway route: models is not a short list");
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(m, i);
-        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e)
-                                                                  : NULL;
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
 
         if (!s || !s[0] || strlen(s) > MODEL_NAME_MAX)
             return util_fail(-EINVAL, err, errlen, "gateway route: models[%zu] is not a name", i);
@@ -196,8 +196,7 @@ int gateway_route_decode(json_object *o, struct gateway_route **ret, char *err, 
     r->max_request_bytes = GATEWAY_ROUTE_REQUEST_DEFAULT;
     if (cap) {
         int64_t v = json_object_get_int64(cap);
-        if (!json_object_is_type(cap, json_type_int) || v <= 0 ||
-            (uint64_t)v > REQUEST_CAP_MAX) {
+        if (!json_object_is_type(cap, json_type_int) || v <= 0 || (uint64_t)v > REQUEST_CAP_MAX) {
             util_seterr(err, errlen, "gateway route: maxRequestBytes out of range");
             goto fail;
         }
@@ -265,8 +264,7 @@ int gateway_route_check(const struct gateway_route *r, const char *method, const
         return 405;
     }
     if (target_len == 0 || target[0] != '/' || path_escapes(target, plen) ||
-        memchr(target, '#', target_len) || plen < blen ||
-        memcmp(target, r->base_path, blen) != 0 ||
+        memchr(target, '#', target_len) || plen < blen || memcmp(target, r->base_path, blen) != 0 ||
         (plen > blen && target[blen] != '/')) {
         util_seterr(why, whylen,
                     "path \"%.*s\" is not under the run's model endpoint (only %s/... is "

@@ -55,7 +55,7 @@ struct gateway_route_spec {
     const char *const *header_names; /* endpoint.headers */
     const char *const *header_values;
     size_t nheaders;
-    json_object *models; /* array of strings, or NULL: any model */
+    json_object *models;        /* array of strings, or NULL: any model */
     uint64_t max_request_bytes; /* 0: GATEWAY_ROUTE_REQUEST_DEFAULT */
     const char *ca_file;        /* PEM bundle for https (NULL: the system's) */
 };

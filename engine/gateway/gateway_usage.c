@@ -86,7 +86,8 @@ static void set_total(struct gateway_usage_counts *c, int64_t total)
     c->known = true;
 }
 
-/* OpenAI's usage objects: Chat Completions' (prompt_/completion_) or Responses' (input_/output_). */
+/* OpenAI's usage objects: Chat Completions' (prompt_/completion_) or Responses' (input_/output_).
+ */
 static bool openai_usage(struct gateway_usage *u, json_object *usage)
 {
     struct gateway_usage_counts *c = &u->counts;
@@ -95,7 +96,8 @@ static bool openai_usage(struct gateway_usage *u, json_object *usage)
         jsonx_get(usage, chat ? "prompt_tokens_details" : "input_tokens_details");
     int64_t in = count(usage, chat ? "prompt_tokens" : "input_tokens");
     int64_t out = count(usage, chat ? "completion_tokens" : "output_tokens");
-    int64_t cached = count(details, "cached_tokens"), written = count(details, "cache_write_tokens");
+    int64_t cached = count(details, "cached_tokens"),
+            written = count(details, "cache_write_tokens");
 
     if (!usage || !json_object_is_type(usage, json_type_object) || (in < 0 && out < 0))
         return false;
@@ -140,9 +142,9 @@ static bool on_event(struct gateway_usage *u, json_object *o)
     case GATEWAY_API_RESPONSES:
         resp = jsonx_get(o, "response");
         note_model(u, resp);
-        if (!type || (strcmp(type, "response.completed") != 0 &&
-                      strcmp(type, "response.incomplete") != 0 &&
-                      strcmp(type, "response.failed") != 0))
+        if (!type ||
+            (strcmp(type, "response.completed") != 0 && strcmp(type, "response.incomplete") != 0 &&
+             strcmp(type, "response.failed") != 0))
             return false;
         openai_usage(u, jsonx_get(resp, "usage"));
         return true;

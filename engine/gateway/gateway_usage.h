@@ -53,14 +53,14 @@ struct gateway_usage_counts {
 
 struct gateway_usage {
     enum gateway_api api;
-    bool sse;          /* text/event-stream; else one JSON body */
-    struct buf line;   /* the current SSE line (capped), or the JSON body (capped) */
-    bool line_long;    /* the current SSE line passed the cap (skipped to its end) */
-    bool overflow;     /* the current event / the body passed the cap: its usage is lost */
-    struct buf data;   /* the current SSE event's data lines, joined */
-    char event[64];    /* the current SSE event's name */
+    bool sse;        /* text/event-stream; else one JSON body */
+    struct buf line; /* the current SSE line (capped), or the JSON body (capped) */
+    bool line_long;  /* the current SSE line passed the cap (skipped to its end) */
+    bool overflow;   /* the current event / the body passed the cap: its usage is lost */
+    struct buf data; /* the current SSE event's data lines, joined */
+    char event[64];  /* the current SSE event's name */
     struct gateway_usage_counts counts;
-    bool final;        /* the last numbers were seen */
+    bool final;                          /* the last numbers were seen */
     char model[GATEWAY_USAGE_MODEL_MAX]; /* the model the answer names ("" when none) */
 };
 

@@ -53,9 +53,9 @@ enum model_gateway_event {
 struct model_gateway_report {
     enum model_gateway_event event;
     enum gateway_api api;
-    long status;  /* the provider's (CALL) or the gateway's (REFUSED, failed CALL) */
-    int error;    /* CALL without an answer: -errno of the transport failure */
-    bool stream;  /* the answer was an event stream */
+    long status; /* the provider's (CALL) or the gateway's (REFUSED, failed CALL) */
+    int error;   /* CALL without an answer: -errno of the transport failure */
+    bool stream; /* the answer was an event stream */
     struct gateway_usage_counts usage;
     char model[GATEWAY_USAGE_MODEL_MAX]; /* the request's "model" ("" when none) */
     char why[256];                       /* REFUSED / failed: what happened (no credential) */
@@ -78,8 +78,7 @@ void model_gateway_free(struct model_gateway *g);
  * Route calls by route (gateway_route_encode's object; NULL: refuse every call) from the next
  * request on. -EINVAL with err naming the problem; the old route stays then.
  */
-int model_gateway_set_route(struct model_gateway *g, json_object *route, char *err,
-                            size_t errlen);
+int model_gateway_set_route(struct model_gateway *g, json_object *route, char *err, size_t errlen);
 /* The poll loop: fds to watch for POLLIN (at most MODEL_GATEWAY_FDS), the work when woken. */
 size_t model_gateway_fds(const struct model_gateway *g, int *fds, size_t max);
 void model_gateway_handle(struct model_gateway *g);

@@ -261,13 +261,23 @@ static int pi_subscription_login(const struct harness_paths *paths, struct sandb
     return r;
 }
 
+/* The provider's baseUrl: the endpoint's, or the sandbox's model gateway. */
+static void pi_base_url(const struct sandbox_plan *plan, const struct run_request *req,
+                        json_object *prov)
+{
+    char gw[1200];
+    const char *url = harness_model_url(plan, req, gw, sizeof(gw));
+
+    if (url)
+        json_object_object_add(prov, "baseUrl", json_object_new_string(url));
+}
+
 static int pi_plan(const struct harness_paths *paths, const struct run_request *req,
                    struct sandbox_plan *plan, char *err, size_t errlen)
 {
     json_object *models, *providers, *prov, *model_list, *entry, *settings, *retry;
     const struct credential *key;
-    const char *slug, *model, *url;
-    char gw[1200];
+    const char *slug, *model;
     bool custom;
 
     if (pi_prestarted(paths, req, plan))
@@ -339,9 +349,7 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     model_list = json_object_new_array();
     json_object_array_add(model_list, entry);
     prov = json_object_new_object();
-    url = harness_model_url(plan, req, gw, sizeof(gw));
-    if (url)
-        json_object_object_add(prov, "baseUrl", json_object_new_string(url));
+    pi_base_url(plan, req, prov);
     if (custom) {
         json_object *compat = json_object_new_object();
         json_object_object_add(prov, "api", json_object_new_string(pi_api_for(req->mc.provider)));

@@ -58,9 +58,9 @@ bool turn_model_usage(json_object *report, json_object *prices, struct run_usage
     ret->total = count(u, "total");
     if (!ret->total)
         ret->total = ret->input + ret->output;
-    ret->cost_unknown = !turn_model_cost(prices, jsonx_str(report, "model"), ret->input,
-                                         ret->output, count(u, "cacheRead"),
-                                         count(u, "cacheWrite"), &ret->cost);
+    ret->cost_unknown =
+        !turn_model_cost(prices, jsonx_str(report, "model"), ret->input, ret->output,
+                         count(u, "cacheRead"), count(u, "cacheWrite"), &ret->cost);
     return true;
 }
 
