@@ -124,6 +124,7 @@ bool turn_model_on_message(struct turn_loop *L, const struct acp_msg *m)
     }
     if (m->method && strcmp(m->method, TURN_MODEL_SYNCED) == 0 && L->syncing) {
         L->syncing = false;
+        L->synced = true;
         return true;
     }
     return false;
@@ -131,7 +132,7 @@ bool turn_model_on_message(struct turn_loop *L, const struct acp_msg *m)
 
 bool turn_model_hold(struct turn_loop *L, struct acp_msg *m, int64_t now)
 {
-    if (!L->opt->measured || !L->te->model_sync || L->syncing || L->held.root)
+    if (!L->opt->measured || !L->te->model_sync || L->syncing || L->synced || L->held.root)
         return false;
     if (L->te->model_sync(L->te->ctx) < 0)
         return false; /* the keeper is gone: what came is what there is */
@@ -148,6 +149,7 @@ bool turn_model_expired(struct turn_loop *L, int64_t now)
         return false;
     log_debug("the keeper did not answer the model sync within %dms", TURN_MODEL_SYNC_MS);
     L->syncing = false;
+    L->synced = true;
     return true;
 }
 
