@@ -415,10 +415,12 @@ static int set_method(CURL *h, const struct httpc_request *rq)
 
     if (!method_ok(m))
         return -EINVAL;
-    if (strcmp(m, "GET") == 0) {
+    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
         if (rq->body || rq->mime)
             return -EINVAL;
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        if (m[0] == 'H') /* an answer without a body, whatever its Content-Length says */
+            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         return 0;
     }
     if (rq->mime) {

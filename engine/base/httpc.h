@@ -86,7 +86,7 @@ struct httpc_retry {
 };
 
 struct httpc_request {
-    const char *method; /* NULL = GET. GET carries no body; POST without one sends "" */
+    const char *method; /* NULL = GET. GET and HEAD carry no body; POST without one sends "" */
     const char *url;
     const char *const *headers; /* "Name: value" lines, at most HTTPC_HEADERS_MAX, or NULL */
     size_t nheaders;

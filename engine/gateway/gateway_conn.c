@@ -385,7 +385,7 @@ static int on_head(void *ctx, long status, const char *lines, size_t len)
 
     c->rep.status = status;
     c->rep.first_byte_ms = util_now_ms() - c->t0;
-    c->no_body = status == 204 || status == 304;
+    c->no_body = status == 204 || status == 304 || strcmp(c->req.method, "HEAD") == 0;
     c->chunked_out = c->req.minor == 1 && !c->no_body;
     if (c->req.minor == 0)
         c->req.keep_alive = false;
@@ -477,7 +477,7 @@ static bool forward(struct gateway_conn *c, const struct gateway_route *route,
         .url = buf_str(&url),
         .headers = hdr,
         .nheaders = nh,
-        .body = strcmp(c->req.method, "GET") == 0 ? NULL : buf_str(body),
+        .body = strcmp(c->req.method, "POST") == 0 ? buf_str(body) : NULL,
         .body_len = body->len,
         .timeout_ms = route->timeout_ms,
         .connect_timeout_ms = CONNECT_MS,

@@ -6,7 +6,7 @@
  * spec (or a spare's "#claim"); gateway_route_decode checks it.
  *
  * The rules a call must pass (gateway_route_check), each refusal a status and a reason:
- *   - GET or POST (405);
+ *   - GET, HEAD (claude checks its endpoint with one) or POST (405);
  *   - an origin-form target whose path is the endpoint's base path or under it, with no dot
  *     segment, backslash or encoded dot or slash that could step outside it once normalised
  *     (403): no other host and no other path ever goes through the gateway;
