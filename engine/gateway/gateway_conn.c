@@ -22,6 +22,8 @@
 #define CONNECT_MS 30000
 #define UPSTREAM_HEADERS_MAX 120
 #define BUDGET_STEP (256u * 1024)
+#define LINGER_MS 2000                   /* a refused body still being sent: read and dropped */
+#define LINGER_BYTES (64u * 1024 * 1024) /* ... at most this much */
 
 /* Queue the call's report for the poll loop (once per call). */
 static void report_call(struct gateway_conn *c)
@@ -115,6 +117,32 @@ static const char *reason_phrase(long status)
         return "Gateway Timeout";
     default:
         return status < 400 ? "OK" : "Error";
+    }
+}
+
+/*
+ * A connection closed after an answer while the sandbox may still be sending its body: stop
+ * writing, read and drop what comes (at most LINGER_BYTES, LINGER_MS) so the client sees the
+ * answer instead of a reset (nginx's lingering close).
+ */
+static void linger(struct gateway_conn *c)
+{
+    int64_t until = util_now_ms() + LINGER_MS;
+    uint64_t dropped = 0;
+    char chunk[16384];
+
+    shutdown(c->fd, SHUT_WR);
+    while (dropped < LINGER_BYTES && !model_gateway_stopping(c->g)) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int64_t left = until - util_now_ms();
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+            return;
+        n = recv(c->fd, chunk, sizeof(chunk), 0);
+        if (n <= 0)
+            return;
+        dropped += (uint64_t)n;
     }
 }
 
@@ -254,6 +282,8 @@ static int read_body(struct gateway_conn *c, const struct gateway_route *route, 
 
     if (c->req.has_length && c->req.length > cap) {
         refuse(c, 413, "request body larger than the model gateway's cap", false);
+        if (!c->req.expect_100)
+            linger(c);
         return -E2BIG;
     }
     if (!c->req.has_length && !c->req.chunked)
@@ -273,6 +303,7 @@ static int read_body(struct gateway_conn *c, const struct gateway_route *route, 
                 goto busy;
             if (r == -E2BIG) {
                 refuse(c, 413, "request body larger than the model gateway's cap", false);
+                linger(c);
                 return r;
             }
             if (r < 0) {
