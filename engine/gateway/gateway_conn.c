@@ -535,11 +535,13 @@ static bool forward(struct gateway_conn *c, const struct gateway_route *route,
         snprintf(c->rep.why, sizeof(c->rep.why), "model endpoint: %.200s", err);
     }
     if (r < 0 && !c->head_sent) {
-        long status = r == -ETIMEDOUT ? 504 : 502;
+        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+
+        /* no answer came: the harness sees its connection fail, as it would without the
+         * gateway (and retries or says so as it always does); the report says why */
         report_call(c);
-        if (!c->gone)
-            answer_error(c, status, c->rep.why, c->req.keep_alive);
-        return c->req.keep_alive && !c->gone;
+        (void)setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+        return false;
     }
     report_call(c);
     if (r < 0 || c->gone)

@@ -259,10 +259,8 @@ int gateway_route_check(const struct gateway_route *r, const char *method, const
     const char *q = memchr(target, '?', target_len);
     size_t plen = q ? (size_t)(q - target) : target_len, blen = strlen(r->base_path);
 
-    if (strcmp(method, "POST") != 0 && strcmp(method, "GET") != 0 &&
-        strcmp(method, "HEAD") != 0) {
-        util_seterr(why, whylen, "method %.16s is not forwarded (GET, HEAD and POST only)",
-                    method);
+    if (strcmp(method, "POST") != 0 && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        util_seterr(why, whylen, "method %.16s is not forwarded (GET, HEAD and POST only)", method);
         return 405;
     }
     if (target_len == 0 || target[0] != '/' || path_escapes(target, plen) ||

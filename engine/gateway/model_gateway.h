@@ -23,7 +23,10 @@
  * thread. So a harness that saw its answer end cannot have made the keeper see anything that
  * the report of that call is not ahead of (model_gateway_flush delivers what is queued now).
  *
- * Without a route (a spare before its claim) every call is refused. The credential lives in
+ * A call the endpoint never answered (no connection, TLS failure, timeout before the head) is
+ * reset, so the harness sees the failure it would see calling the endpoint itself; one cut
+ * mid-answer ends without its last chunk. Without a route (a spare before its claim) every
+ * call is refused. The credential lives in
  * the keeper's memory only: never in a report, a log line or an error the sandbox sees.
  */
 #ifndef AR_MODEL_GATEWAY_H
