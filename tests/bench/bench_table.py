@@ -3,6 +3,7 @@ and BENCHMARKS.md around them. Pure: everything here formats what run.py measure
 
 import statistics
 
+import bench_gateway
 import bench_tools
 
 MiB = 1024 * 1024
@@ -97,6 +98,8 @@ def build_rows(r):
                      ""))
     if "tools" in r:
         rows.extend(bench_tools.rows(r["tools"], fmt_ms))
+    if "gateway" in r:
+        rows.extend(bench_gateway.rows(r["gateway"], fmt_ms))
     if "spares" in r and "pi_cold" in r:
         rows.extend(spare_rows(r))
     elif "spares" in r["parts"]:

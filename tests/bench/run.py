@@ -24,12 +24,15 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   8. pi spares: a new pi session's first message_delta served from a pre-started
      spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
      off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
+  9. what the model gateway adds to a model call (tests/bench/bench_gateway.py): the same
+     client in a sandbox calling fake_model.py directly and through its gateway, a 1 KB answer
+     and a 200-chunk stream, p50 of the whole call and of its first byte
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7), spares (8, with pi); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi), gateway (9); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -54,6 +57,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import bench_gateway  # noqa: E402
 import bench_tools  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
@@ -63,7 +67,7 @@ from turns import pi_request  # noqa: E402
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
-PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "gateway")
 
 
 def use_bin(path):
@@ -662,6 +666,8 @@ def measure(args, r):
             r["rss"] = mem
         if "tools" in parts:
             r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
+        if "gateway" in parts:
+            r["gateway"] = bench_gateway.measure(st, model, q, log)
         codex = "codex" in (health or {}).get("harnesses", [])
         if dt and codex:
             log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")
