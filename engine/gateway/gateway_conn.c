@@ -345,7 +345,7 @@ static void inspect_body(struct gateway_conn *c, struct buf *body)
 
     if (body->len == 0 || gateway_http_field(&c->req, "content-encoding"))
         return;
-    tok = json_tokener_new_ex(64);
+    tok = json_tokener_new_ex(256); /* tool schemas nest deeply */
     o = tok ? json_tokener_parse_ex(tok, body->data, (int)body->len) : NULL;
     json_tokener_free(tok);
     if (!o || !json_object_is_type(o, json_type_object)) {

@@ -187,7 +187,7 @@ void model_gateway_free(struct model_gateway *g)
 
     if (!g)
         return;
-    util_deadline_ts(STOP_WAIT_MS, &until);
+    util_deadline_ts(util_wall_ms() + STOP_WAIT_MS, &until); /* the condition's clock */
     pthread_mutex_lock(&g->lock);
     __atomic_store_n(&g->stopping, true, __ATOMIC_RELAXED);
     for (struct gateway_conn *c = g->conns; c; c = c->next)

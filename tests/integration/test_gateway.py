@@ -14,11 +14,13 @@ import re
 import uuid
 
 import stack
+from spares import pi_of, ready_event
 from turns import (MODELS, events_of, exec_request, harness_request, ids, model_connection, of,
                    pi_request, result_of, run, script, scripted_request)
 
 CAP = 1024 * 1024
-STACK = {"env": {"AGENT_RUNNER_MODEL_GATEWAY_MAX_REQUEST_BYTES": str(CAP)}}
+STACK = {"env": {"AGENT_RUNNER_MODEL_GATEWAY_MAX_REQUEST_BYTES": str(CAP),
+                 "AGENT_RUNNER_SPARES": "pi=1", "AGENT_RUNNER_SLOTS": "32"}}
 PLACEHOLDER = "agent-runner-model-gateway"
 GATEWAY = "http://127.0.0.1:1001"
 
@@ -104,9 +106,9 @@ def kill(ctx, p, s):
     assert status == 200, status
 
 
-def gateway_turn(ctx, harness):
+def gateway_turn(ctx, harness, spare=None):
     """A warm turn of a real harness with one tool call through the gateway; the sandbox is
-    scanned for the key while it lives."""
+    scanned for the key while it lives. spare: whether a pre-started spare must serve it."""
     key = new_key()
     p, s = ids()
     _, _, _, tool, args = MODELS[harness]
@@ -121,6 +123,8 @@ def gateway_turn(ctx, harness):
     res, evs = run(ctx, req)
     assert res["ok"] is True, res
     assert res["output"].endswith("done " + name), res["output"]
+    if spare is not None:
+        assert ready_event(evs)["spare"] is spare, ready_event(evs)
     calls = calls_with_key(ctx, key)
     assert len([c for c in calls if name in json.dumps(c["body"])]) >= 2, len(calls)
     assert not [r for r in ctx.model.requests()
@@ -145,6 +149,16 @@ def gateway_turn(ctx, harness):
 
 def test_pi_runs_through_the_gateway_and_its_key_stays_out(ctx):
     gateway_turn(ctx, "pi_core")
+
+
+def test_a_claimed_pi_spare_runs_through_the_gateway_and_its_key_stays_out(ctx):
+    def ready():
+        spares = [x for x in ctx.stack.sessions()["sessions"]
+                  if x["spare"] and x["state"] == "spare"]
+        return spares and pi_of(spares[0]["keeperPid"])
+
+    stack.wait_for(ready, timeout=90, step=0.2, what="a ready pi spare")
+    gateway_turn(ctx, "pi_core", spare=True)
 
 
 def test_claude_runs_through_the_gateway_and_its_key_stays_out(ctx):
