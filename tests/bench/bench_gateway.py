@@ -27,7 +27,7 @@ TARGET_MS = 1.0
 PLACEHOLDER = "agent-runner-model-gateway"
 
 CLIENT = r'''
-import http.client, json, sys, time
+import http.client, json, socket, sys, time
 host, port, path, key, n, stream, name = sys.argv[1:8]
 n, stream = int(n), stream == "1"
 body = json.dumps({"model": "fake-model", "stream": stream,
@@ -38,6 +38,7 @@ for i in range(n + 5):
     if conn is None:
         conn = http.client.HTTPConnection(host, int(port), timeout=30)
         conn.connect()
+        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as harnesses do
     t0 = time.perf_counter()
     conn.request("POST", path, body, hdr)
     r = conn.getresponse()
