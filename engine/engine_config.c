@@ -102,8 +102,7 @@ static bool price_ok(json_object *p)
  * CA_FILE (an absolute path) and AGENT_RUNNER_MODEL_PRICES (an absolute path to a JSON object
  * {"<model>": {"input": USD per million, "output": ..., "cacheRead"?, "cacheWrite"?}}).
  */
-static int read_gateway(struct engine_config *cfg, const struct lookup *l, char *err,
-                        size_t errlen)
+static int read_gateway(struct engine_config *cfg, const struct lookup *l, char *err, size_t errlen)
 {
     const char *ca = setting(l, "AGENT_RUNNER_MODEL_GATEWAY_CA_FILE");
     const char *prices = setting(l, "AGENT_RUNNER_MODEL_PRICES");
@@ -121,7 +120,8 @@ static int read_gateway(struct engine_config *cfg, const struct lookup *l, char 
     if (!prices)
         return 0;
     if (prices[0] != '/')
-        return util_fail(-EINVAL, err, errlen, "AGENT_RUNNER_MODEL_PRICES must be an absolute path");
+        return util_fail(-EINVAL, err, errlen,
+                         "AGENT_RUNNER_MODEL_PRICES must be an absolute path");
     r = util_read_file(prices, 1024 * 1024, &text, &len);
     if (r < 0)
         return util_fail(-EINVAL, err, errlen, "AGENT_RUNNER_MODEL_PRICES: cannot read it: %s",

@@ -6,9 +6,9 @@
  * it (a keeper that has no spare's placeholder spec is refused), hands the session's egress
  * policy and model gateway route to the provider (provider_ops.claim: the running sandbox's
  * network now allows what the session's policy allows, nothing of the placeholder's, and its
- * model gateway forwards to the session's endpoint with its key), and takes the session's idle window,
- * per-turn flag and key (for its log lines). On failure err names the problem and the keeper
- * ends the environment ("#fail"): the worker starts its session cold.
+ * model gateway forwards to the session's endpoint with its key), and takes the session's idle
+ * window, per-turn flag and key (for its log lines). On failure err names the problem and the
+ * keeper ends the environment ("#fail"): the worker starts its session cold.
  */
 #ifndef AR_KEEPER_CLAIM_H
 #define AR_KEEPER_CLAIM_H

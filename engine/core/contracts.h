@@ -483,7 +483,7 @@ struct spare_settings {
     uint32_t count[HARNESS_COUNT]; /* 0: none */
 };
 
-#define GATEWAY_MODELS_MAX 64       /* modelGateway.allowedModels */
+#define GATEWAY_MODELS_MAX 64 /* modelGateway.allowedModels */
 #define GATEWAY_MODEL_NAME_MAX 256
 
 /* The model gateway (README "The model gateway"): AGENT_RUNNER_MODEL_GATEWAY_*. */

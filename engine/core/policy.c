@@ -210,8 +210,8 @@ const char *policy_provider_default_url(const char *provider)
 }
 
 int policy_egress(const struct run_request *req, bool model_gateway, bool private_egress,
-                  const uint16_t *runner_ports,
-                  size_t nrunner_ports, struct egress_policy *ret, char *err, size_t errlen)
+                  const uint16_t *runner_ports, size_t nrunner_ports, struct egress_policy *ret,
+                  char *err, size_t errlen)
 {
     enum egress_mode mode = req->network == NETWORK_OFF         ? EGRESS_MODE_OFF
                             : req->network == NETWORK_ALLOWLIST ? EGRESS_MODE_ALLOWLIST

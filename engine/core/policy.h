@@ -106,8 +106,8 @@ const char *policy_permission_name(enum permission p);
  */
 struct egress_policy;
 int policy_egress(const struct run_request *req, bool model_gateway, bool private_egress,
-                  const uint16_t *runner_ports,
-                  size_t nrunner_ports, struct egress_policy *ret, char *err, size_t errlen);
+                  const uint16_t *runner_ports, size_t nrunner_ports, struct egress_policy *ret,
+                  char *err, size_t errlen);
 /* The public API base URL of a model provider without an endpoint of its own, or NULL. */
 const char *policy_provider_default_url(const char *provider);
 

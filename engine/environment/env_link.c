@@ -204,8 +204,8 @@ static int model_message(const struct keeper_msg *km, struct acp_msg *ret)
     if (km->kind == KEEPER_MSG_MODEL_SYNCED)
         r = buf_append_str(&text, "{\"jsonrpc\":\"2.0\",\"method\":\"" TURN_MODEL_SYNCED "\"}");
     else if (km->payload_len > 0 && km->payload[0] == '{')
-        r = buf_printf(&text, "{\"jsonrpc\":\"2.0\",\"method\":\"" TURN_MODEL_CALL
-                              "\",\"params\":%.*s}",
+        r = buf_printf(&text,
+                       "{\"jsonrpc\":\"2.0\",\"method\":\"" TURN_MODEL_CALL "\",\"params\":%.*s}",
                        (int)km->payload_len, km->payload);
     else
         r = -EBADMSG;

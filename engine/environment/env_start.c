@@ -49,8 +49,8 @@ json_object *environment_egress_json(const struct engine_config *cfg, const stru
         snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
         return NULL;
     }
-    if (policy_egress(req, model_gateway, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
-                      err, errlen) == 0) {
+    if (policy_egress(req, model_gateway, sh->cfg.private_egress, sh->cfg.runner_ports,
+                      sh->cfg.nrunner_ports, pol, err, errlen) == 0) {
         o = egress_policy_to_json(pol);
         if (!o)
             snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));

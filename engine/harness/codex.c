@@ -5,8 +5,8 @@
  * `model_providers.agent-runner` entry with the endpoint and `env_key` naming the variable that
  * carries the key (the key itself only travels in the environment), or the built-in `openai`
  * provider without an endpoint. Through the model gateway (plan->gateway) it is always that
- * entry, with the sandbox's gateway as base_url and the placeholder in the variable. CODEX_HOME is in the sandbox's private home, never under /tmp
- * (codex refuses to install its helpers there).
+ * entry, with the sandbox's gateway as base_url and the placeholder in the variable. CODEX_HOME is
+ * in the sandbox's private home, never under /tmp (codex refuses to install its helpers there).
  *
  * Permissions (tests/research/FINDINGS.md (a)). Our bubblewrap sandbox is the boundary and the
  * permission plan the policy: codex's own sandboxes (workspace-write, read-only) cannot start

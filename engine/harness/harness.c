@@ -14,7 +14,6 @@
 #include "base/util.h"
 #include "core/policy.h"
 
-
 #define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin"
 
 /* The one registry of harnesses, by kind. */
@@ -202,8 +201,7 @@ const char *harness_gateway_refusal(const struct run_request *req)
         return "runtime_provided: the harness holds the operator's login itself";
     if (req->mc.credential_mode != CREDENTIAL_MODE_ENV || req->mc.ncredentials != 1)
         return "the gateway forwards runs with exactly one credential";
-    if (strcmp(dep, "bedrock") == 0 || strcmp(dep, "vertex") == 0 ||
-        strcmp(dep, "vertex_ai") == 0)
+    if (strcmp(dep, "bedrock") == 0 || strcmp(dep, "vertex") == 0 || strcmp(dep, "vertex_ai") == 0)
         return "Bedrock and Vertex requests are signed with cloud credentials by the harness";
     if (!upstream_of(req))
         return "no endpoint.baseUrl and no known public API for the provider";
@@ -238,8 +236,8 @@ json_object *harness_gateway_health(enum harness_kind kind, bool active)
         json_object_array_add(when, json_object_new_string("deployment bedrock or vertex"));
     if (active) {
         json_object_array_add(when, json_object_new_string("more than one credential"));
-        json_object_array_add(when, json_object_new_string(
-                                        "an endpoint with a query, or none the runner knows"));
+        json_object_array_add(
+            when, json_object_new_string("an endpoint with a query, or none the runner knows"));
         json_object_array_add(when, json_object_new_string("sandbox daytona"));
     }
     json_object_object_add(o, "keyInSandboxWhen", when);
@@ -260,9 +258,8 @@ int harness_gateway_route(struct sandbox_plan *plan, const struct run_request *r
     struct gateway_route_spec s = {
         .upstream = upstream_of(req),
         .credential = req->mc.ncredentials ? req->mc.credentials[0].value : NULL,
-        .auth = strcasecmp(prov, "azure") == 0 || strcmp(dep, "azure") == 0
-                    ? GATEWAY_AUTH_API_KEY
-                    : GATEWAY_AUTH_MIRROR,
+        .auth = strcasecmp(prov, "azure") == 0 || strcmp(dep, "azure") == 0 ? GATEWAY_AUTH_API_KEY
+                                                                            : GATEWAY_AUTH_MIRROR,
         .header_names = names,
         .header_values = values,
         .models = req->gateway_models,
@@ -273,8 +270,9 @@ int harness_gateway_route(struct sandbox_plan *plan, const struct run_request *r
     int r;
 
     if (req->mc.nheaders > GATEWAY_ROUTE_HEADERS_MAX)
-        return util_fail(-EINVAL, err, errlen, "modelConnection.endpoint.headers: more than %d "
-                                               "for the model gateway",
+        return util_fail(-EINVAL, err, errlen,
+                         "modelConnection.endpoint.headers: more than %d "
+                         "for the model gateway",
                          GATEWAY_ROUTE_HEADERS_MAX);
     for (size_t i = 0; i < req->mc.nheaders; i++) {
         names[s.nheaders] = req->mc.headers[i].name;

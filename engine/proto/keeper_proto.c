@@ -47,12 +47,18 @@ static const struct verb {
     const char *text; /* prefix on the wire, without the argument */
     enum shape shape;
 } verbs[] = {
-    {KEEPER_MSG_PARK, "#park", MS},         {KEEPER_MSG_AWAIT, "#await", MS},
-    {KEEPER_MSG_DESTROY, "#destroy", NONE}, {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
-    {KEEPER_MSG_HELLO, "#hello", PIDS},     {KEEPER_MSG_BUSY, "#busy", NONE},
-    {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", PIDS},
-    {KEEPER_MSG_ERROR, "error", PAYLOAD},   {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
-    {KEEPER_MSG_MODEL, "#model", PAYLOAD},  {KEEPER_MSG_MODEL_SYNC, "#model-sync", NONE},
+    {KEEPER_MSG_PARK, "#park", MS},
+    {KEEPER_MSG_AWAIT, "#await", MS},
+    {KEEPER_MSG_DESTROY, "#destroy", NONE},
+    {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
+    {KEEPER_MSG_HELLO, "#hello", PIDS},
+    {KEEPER_MSG_BUSY, "#busy", NONE},
+    {KEEPER_MSG_EXIT, "#exit", STATUS},
+    {KEEPER_MSG_READY, "ready", PIDS},
+    {KEEPER_MSG_ERROR, "error", PAYLOAD},
+    {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
+    {KEEPER_MSG_MODEL, "#model", PAYLOAD},
+    {KEEPER_MSG_MODEL_SYNC, "#model-sync", NONE},
     {KEEPER_MSG_MODEL_SYNCED, "#model-synced", NONE},
 };
 

@@ -191,8 +191,8 @@ struct provider_ops {
      * gateway routes by the session's route (gateway_route_encode; NULL: none). -errno with
      * err; NULL: the provider cannot, the spare is not claimable.
      */
-    int (*claim)(struct provider_process *proc, json_object *egress, json_object *route,
-                 char *err, size_t errlen);
+    int (*claim)(struct provider_process *proc, json_object *egress, json_object *route, char *err,
+                 size_t errlen);
 };
 
 #define PROVIDER_POLLFDS_MAX 24

@@ -223,8 +223,7 @@ int rq_model_gateway(struct rq_ctx *c, json_object *o, struct run_request *req)
                        GATEWAY_MODELS_MAX);
     for (size_t i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(list, i);
-        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e)
-                                                                  : NULL;
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
 
         if (!s || !s[0] || strlen(s) > GATEWAY_MODEL_NAME_MAX || rq_has_control(s))
             return rq_fail(c, "modelGateway.allowedModels[%zu]: expected a model name", i);

@@ -83,8 +83,8 @@ static int make_namespace(struct sandbox_egress *e, char *err, size_t errlen)
 }
 
 int sandbox_egress_new(json_object *policy, json_object *route, sandbox_egress_report_fn report,
-                       model_gateway_report_fn model_report, void *ctx,
-                       struct sandbox_egress **ret, char *err, size_t errlen)
+                       model_gateway_report_fn model_report, void *ctx, struct sandbox_egress **ret,
+                       char *err, size_t errlen)
 {
     struct sandbox_egress *e = calloc(1, sizeof(*e));
     int proxy_fds[2], dns_fds[2];
@@ -182,8 +182,7 @@ out:
     return r;
 }
 
-int sandbox_egress_set_route(struct sandbox_egress *e, json_object *route, char *err,
-                             size_t errlen)
+int sandbox_egress_set_route(struct sandbox_egress *e, json_object *route, char *err, size_t errlen)
 {
     return model_gateway_set_route(e->gateway, route, err, errlen);
 }

@@ -46,8 +46,8 @@ typedef void (*sandbox_egress_report_fn)(void *ctx, bool connection, const char 
  * network. err names the step.
  */
 int sandbox_egress_new(json_object *policy, json_object *route, sandbox_egress_report_fn report,
-                       model_gateway_report_fn model_report, void *ctx,
-                       struct sandbox_egress **ret, char *err, size_t errlen);
+                       model_gateway_report_fn model_report, void *ctx, struct sandbox_egress **ret,
+                       char *err, size_t errlen);
 /* A spare's claim: the model gateway routes by route from its next call on (NULL: refuses). */
 int sandbox_egress_set_route(struct sandbox_egress *e, json_object *route, char *err,
                              size_t errlen);

@@ -49,9 +49,9 @@ enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_WARM_HITS,
-    PC_EGRESS_DENIED, /* connections a sandbox's egress policy refused */
-    PC_MODEL_CALLS,   /* model calls a sandbox's model gateway forwarded */
-    PC_MODEL_REFUSED, /* ... and refused */
+    PC_EGRESS_DENIED,  /* connections a sandbox's egress policy refused */
+    PC_MODEL_CALLS,    /* model calls a sandbox's model gateway forwarded */
+    PC_MODEL_REFUSED,  /* ... and refused */
     PC_USAGE_MISMATCH, /* turns whose harness-reported usage differed from the measured one */
 };
 

@@ -17,8 +17,8 @@
  *   agent_runner_sandbox_leases_total{outcome,reason}      remote leases: created, resumed,
  *                                                          replacement (+ why)
  *   agent_runner_sandbox_releases_total{disposition}       keep_running, stop_and_retain, destroy
- *   agent_runner_sandbox_sweep_total{action}               restart sweep: adopted kept deleted failed
- *   agent_runner_sandbox_acquire_seconds                   histogram: remote lease acquisition
+ *   agent_runner_sandbox_sweep_total{action}               restart sweep: adopted kept deleted
+ * failed agent_runner_sandbox_acquire_seconds                   histogram: remote lease acquisition
  *   agent_runner_egress_denied_total                       connections sandboxes were refused
  *   agent_runner_model_calls_total                         calls the model gateways forwarded
  *   agent_runner_model_refused_total                       ... and refused
