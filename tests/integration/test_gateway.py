@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import re
+import tempfile
 import uuid
 
 import stack
@@ -19,7 +20,13 @@ from turns import (MODELS, events_of, exec_request, harness_request, ids, model_
                    pi_request, result_of, run, script, scripted_request)
 
 CAP = 1024 * 1024
+# the operator's price table: one priced model (fake-model itself stays unpriced: cost unknown)
+PRICES = os.path.join(tempfile.mkdtemp(prefix="ar-prices."), "prices.json")
+with open(PRICES, "w") as f:
+    json.dump({"priced-model": {"input": 2.0, "output": 10.0, "cacheRead": 0.5}}, f)
+os.chmod(os.path.dirname(PRICES), 0o755)
 STACK = {"env": {"AGENT_RUNNER_MODEL_GATEWAY_MAX_REQUEST_BYTES": str(CAP),
+                 "AGENT_RUNNER_MODEL_PRICES": PRICES,
                  "AGENT_RUNNER_SPARES": "pi=1", "AGENT_RUNNER_SLOTS": "32"}}
 PLACEHOLDER = "agent-runner-model-gateway"
 GATEWAY = "http://127.0.0.1:1001"
@@ -234,6 +241,22 @@ def test_usage_is_measured_and_a_forged_channel_report_changes_nothing_but_a_cou
     assert [(u["input"], u["output"], u["total"]) for u in usage] == [(123, 45, 168)], usage
     assert metric(ctx, "agent_runner_usage_mismatch_total") == before + 1
     assert "usage mismatch" in ctx.stack.log_text()
+
+
+def test_cost_comes_from_the_operators_price_table(ctx):
+    key = new_key()
+    name = "priced-" + uuid.uuid4().hex[:8]
+    ctx.model.script(name, [{"text": "priced", "usage": {"input": 1000, "output": 500}}])
+    body = {"model": "priced-model",
+            "messages": [{"role": "user", "content": f"[[script:{name}]]"}]}
+    mc = model_connection("openai", "OPENAI_API_KEY", ctx.model.base + "/v1", key)
+    status, recs = ctx.stack.stream(exec_request(gateway_call(body), modelConnection=mc))
+    res, evs = result_of(recs), events_of(recs)
+    assert res["ok"] is True, res
+    want = (1000 * 2.0 + 500 * 10.0) / 1e6
+    usage = of(evs, "usage")
+    assert len(usage) == 1 and abs(usage[0]["cost"] - want) < 1e-12, usage
+    assert abs(res["usage"]["cost"] - want) < 1e-12, res["usage"]
 
 
 def test_the_first_chunk_reaches_the_client_before_the_model_sends_its_last(ctx):
