@@ -555,6 +555,7 @@ static bool forward(struct gateway_conn *c, const struct gateway_route *route,
 bool gateway_conn_serve(struct gateway_conn *c)
 {
     const struct gateway_route *route;
+    const char *query;
     void *ref;
     struct buf body;
     uint64_t held = 0;
@@ -568,9 +569,9 @@ bool gateway_conn_serve(struct gateway_conn *c)
     c->rep.first_byte_ms = -1;
     c->t0 = util_now_ms();
     c->head_sent = c->chunked_out = c->no_body = c->reported = false;
-    c->api = gateway_api_of_path(c->req.target, strcspn(c->req.target, "?") < c->req.target_len
-                                                    ? strcspn(c->req.target, "?")
-                                                    : c->req.target_len);
+    query = memchr(c->req.target, '?', c->req.target_len);
+    c->api = gateway_api_of_path(c->req.target, query ? (size_t)(query - c->req.target)
+                                                      : c->req.target_len);
     c->rep.api = c->api;
     gateway_usage_init(&c->usage, c->api, false);
     route = model_gateway_route_take(c->g, &ref);

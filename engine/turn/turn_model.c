@@ -101,8 +101,10 @@ static void on_call(struct turn_loop *L, json_object *report)
         L->measured.cost_unknown |= u.cost_unknown;
         event_emit(L->es, event_usage(&u));
     }
-    if (!code)
+    if (!code) {
+        L->gateway_code = NULL; /* a later call went fine: an earlier failure was retried */
         return;
+    }
     L->gateway_code = code;
     if (strcmp(code, "model_refused") == 0) {
         snprintf(L->gateway_why, sizeof(L->gateway_why), "the model gateway refused a call: %s",
