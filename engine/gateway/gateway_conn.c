@@ -570,8 +570,8 @@ bool gateway_conn_serve(struct gateway_conn *c)
     c->t0 = util_now_ms();
     c->head_sent = c->chunked_out = c->no_body = c->reported = false;
     query = memchr(c->req.target, '?', c->req.target_len);
-    c->api = gateway_api_of_path(c->req.target, query ? (size_t)(query - c->req.target)
-                                                      : c->req.target_len);
+    c->api = gateway_api_of_path(c->req.target,
+                                 query ? (size_t)(query - c->req.target) : c->req.target_len);
     c->rep.api = c->api;
     gateway_usage_init(&c->usage, c->api, false);
     route = model_gateway_route_take(c->g, &ref);

@@ -22,6 +22,9 @@ static const struct {
 
 enum gateway_api gateway_api_of_path(const char *path, size_t len)
 {
+    if (memmem(path, len, ":generateContent", 16) ||
+        memmem(path, len, ":streamGenerateContent", 22))
+        return GATEWAY_API_GEMINI;
     for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++) {
         size_t n = strlen(apis[i].suffix);
 
@@ -40,6 +43,8 @@ const char *gateway_api_name(enum gateway_api api)
         return "responses";
     case GATEWAY_API_MESSAGES:
         return "messages";
+    case GATEWAY_API_GEMINI:
+        return "gemini";
     default:
         return "other";
     }
@@ -129,6 +134,24 @@ static void anthropic_usage(struct gateway_usage *u, json_object *usage)
     set_total(c, -1);
 }
 
+/* Gemini's usageMetadata (cumulative over a stream: the last one seen counts). */
+static void gemini_usage(struct gateway_usage *u, json_object *o)
+{
+    json_object *m = jsonx_get(o, "usageMetadata");
+    struct gateway_usage_counts *c = &u->counts;
+    int64_t in = count(m, "promptTokenCount"), out = count(m, "candidatesTokenCount");
+    int64_t thoughts = count(m, "thoughtsTokenCount"), cached = count(m, "cachedContentTokenCount");
+
+    note_model(u, o); /* "modelVersion" is Gemini's; "model" when a proxy adds it */
+    if (!m || !json_object_is_type(m, json_type_object) || (in < 0 && out < 0))
+        return;
+    c->input = in > 0 ? in : 0;
+    c->output = (out > 0 ? out : 0) + (thoughts > 0 ? thoughts : 0);
+    c->cache_read = cached > 0 ? cached : 0;
+    c->cache_write = 0;
+    set_total(c, count(m, "totalTokenCount"));
+}
+
 /* One parsed SSE event (its data as JSON). true when it made the usage final. */
 static bool on_event(struct gateway_usage *u, json_object *o)
 {
@@ -148,6 +171,9 @@ static bool on_event(struct gateway_usage *u, json_object *o)
             return false;
         openai_usage(u, jsonx_get(resp, "usage"));
         return true;
+    case GATEWAY_API_GEMINI:
+        gemini_usage(u, o);
+        return false; /* cumulative: final when the stream ends */
     case GATEWAY_API_MESSAGES:
         if (!type)
             return false;
@@ -174,6 +200,8 @@ static bool worth_parsing(const struct gateway_usage *u, const char *data, size_
     if (u->api == GATEWAY_API_RESPONSES)
         return memmem(data, len, "\"response.c", 11) || memmem(data, len, "\"response.i", 11) ||
                memmem(data, len, "\"response.f", 11);
+    if (u->api == GATEWAY_API_GEMINI)
+        return memmem(data, len, "\"usageMetadata\"", 15) != NULL;
     return memmem(data, len, "\"usage\"", 7) != NULL ||
            (!u->model[0] && memmem(data, len, "\"model\"", 7) != NULL);
 }
@@ -305,7 +333,12 @@ void gateway_usage_finish(struct gateway_usage *u)
     }
     if (!u->overflow && u->line.len > 0 && u->api != GATEWAY_API_OTHER) {
         o = parse(u->line.data, u->line.len);
-        if (o && json_object_is_type(o, json_type_object)) {
+        if (o && u->api == GATEWAY_API_GEMINI && json_object_is_type(o, json_type_array) &&
+            json_object_array_length(o) > 0)
+            gemini_usage(u, json_object_array_get_idx(o, json_object_array_length(o) - 1));
+        else if (o && json_object_is_type(o, json_type_object) && u->api == GATEWAY_API_GEMINI)
+            gemini_usage(u, o);
+        else if (o && json_object_is_type(o, json_type_object)) {
             note_model(u, o);
             if (u->api == GATEWAY_API_MESSAGES)
                 anthropic_usage(u, jsonx_get(o, "usage"));

@@ -14,7 +14,11 @@
  *     event, or `usage` of the JSON body;
  *   - Anthropic Messages: message_start's message.usage {input_tokens,
  *     cache_read_input_tokens, cache_creation_input_tokens} and message_delta's usage
- *     {output_tokens (cumulative), input counts when it repeats them}; `usage` of the JSON body.
+ *     {output_tokens (cumulative), input counts when it repeats them}; `usage` of the JSON body;
+ *   - Google Gemini (generateContent): `usageMetadata` {promptTokenCount, candidatesTokenCount,
+ *     thoughtsTokenCount, totalTokenCount, cachedContentTokenCount} of the body (an object, or
+ *     the last element of a streamed array) or of each SSE event (cumulative: the last one
+ *     counts; final only when the stream ends).
  * input counts every prompt token (cached ones included), cache_read / cache_write say how many
  * of them were read from / written to the provider's cache, total = input + output unless the
  * provider said otherwise.
@@ -40,6 +44,7 @@ enum gateway_api {
     GATEWAY_API_CHAT,      /* .../chat/completions */
     GATEWAY_API_RESPONSES, /* .../responses */
     GATEWAY_API_MESSAGES,  /* .../messages (not .../messages/count_tokens) */
+    GATEWAY_API_GEMINI,    /* .../models/<m>:generateContent, :streamGenerateContent */
 };
 
 struct gateway_usage_counts {

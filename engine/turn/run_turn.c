@@ -586,7 +586,7 @@ static void on_prompt_response(struct turn_loop *L, struct acp_msg *m)
     if (L->cancelling || strcmp(stop, "cancelled") == 0)
         turn_settle_open_tools(&L->st, L->es);
     if (L->opt->measured)
-        turn_model_finish(L);
+        turn_model_finish(L, m->result);
     else
         turn_finish_usage(&L->st, res, m->result, L->es);
     res->ok = true;

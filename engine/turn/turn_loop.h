@@ -57,11 +57,12 @@ struct turn_loop {
     /* the model gateway's view of the turn (turn_model.h; opt->measured) */
     struct run_usage measured; /* the sum of the calls' usage */
     unsigned measured_calls;
-    bool syncing;             /* the prompt answered; waiting for TURN_MODEL_SYNCED */
-    bool synced;              /* ... which came (or its deadline passed) */
-    int64_t sync_deadline;    /* monotonic ms */
-    struct acp_msg held;      /* the prompt's answer, while syncing */
-    const char *gateway_code; /* what went wrong at the gateway last (error code), or NULL */
+    unsigned unmeasured_calls; /* answered calls whose usage the gateway could not read */
+    bool syncing;              /* the prompt answered; waiting for TURN_MODEL_SYNCED */
+    bool synced;               /* ... which came (or its deadline passed) */
+    int64_t sync_deadline;     /* monotonic ms */
+    struct acp_msg held;       /* the prompt's answer, while syncing */
+    const char *gateway_code;  /* what went wrong at the gateway last (error code), or NULL */
     char gateway_why[256];
 };
 

@@ -16,7 +16,8 @@
  * TURN_MODEL_SYNC_MS passed: a keeper that does not answer): every call the answer depended on
  * is reported by then. The result's usage is then the measured sum (turn_model_finish); what the
  * harness itself reported (pi's extension and the scripted agent over the keeper channel,
- * claude's and codex's ACP usage) makes no event and counts for nothing but the cross-check:
+ * claude's and codex's ACP usage) makes no event and counts for nothing but the cross-check
+ * (unless the gateway read no usage at all: see turn_model_finish):
  * a channel report whose output or total differs from the measured one sets
  * turn_outcome.usage_mismatch (the engine logs and counts it).
  */
@@ -54,7 +55,11 @@ bool turn_model_on_message(struct turn_loop *L, const struct acp_msg *m);
 bool turn_model_hold(struct turn_loop *L, struct acp_msg *m, int64_t now);
 /* The sync's deadline passed: the held answer is due (true), nothing was held (false). */
 bool turn_model_expired(struct turn_loop *L, int64_t now);
-/* The measured usage into the result, and the cross-check against the harness's report. */
-void turn_model_finish(struct turn_loop *L);
+/*
+ * The measured usage into the result, and the cross-check against the harness's report. When
+ * the gateway could read no call's usage (only APIs it does not know), the harness's report
+ * (prompt_result's usage, the channel's) is the result's, in one usage event.
+ */
+void turn_model_finish(struct turn_loop *L, json_object *prompt_result);
 
 #endif

@@ -2,7 +2,7 @@
  * fuzz_gateway_usage — the model answers the model gateway reads usage from
  * (gateway/gateway_usage.h).
  *
- * Input layout: byte 0 % 4 is the API (gateway_api), byte 1 & 1 says an event stream (else one
+ * Input layout: byte 0 % 5 is the API (gateway_api), byte 1 & 1 says an event stream (else one
  * JSON body), byte 2 % 32 + 1 the size of the pieces the answer arrives in; the rest is the
  * answer's body. Properties:
  *   - reading never crashes or reads past its input (the sanitizers check), counts are never
@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size < 3)
         return 0;
-    api = (enum gateway_api)(data[0] % 4);
+    api = (enum gateway_api)(data[0] % 5);
     sse = data[1] & 1;
     read_answer(&a, api, sse, (const char *)data + 3, size - 3, size, &fa);
     read_answer(&b, api, sse, (const char *)data + 3, size - 3, (size_t)(data[2] % 32) + 1, &fb);

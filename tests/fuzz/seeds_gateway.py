@@ -80,6 +80,11 @@ def usage_seeds():
         "negative": (1, 1, "data: " + j({"usage": {"prompt_tokens": -5,
                                                    "completion_tokens": 2 ** 62}}) + "\n\n"),
         "garbage": (3, 1, "event: message_delta\ndata: {\"type\":\"message_delta\",\n\n\n"),
+        "gemini-stream": (4, 1, "data: " + j({"usageMetadata": {"promptTokenCount": 9,
+                                                                "candidatesTokenCount": 4}})
+                          + "\r\n\r\n"),
+        "gemini-array": (4, 0, j([{"usageMetadata": {"promptTokenCount": 3}},
+                                  {"usageMetadata": {"candidatesTokenCount": 5}}])),
     }
     for name, (api, sse, text) in seeds.items():
         write(t, name, bytes([api, sse, 6]) + text.encode())

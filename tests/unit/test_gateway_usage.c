@@ -89,6 +89,33 @@ static void test_gateway_usage_responses_and_json_bodies(void)
     gateway_usage_release(&u);
 }
 
+static void test_gateway_usage_gemini(void)
+{
+    const char *sse = "data: {\"candidates\":[],\"usageMetadata\":{\"promptTokenCount\":9,"
+                      "\"candidatesTokenCount\":1}}\r\n\r\ndata: {\"usageMetadata\":{"
+                      "\"promptTokenCount\":9,\"candidatesTokenCount\":4,\"thoughtsTokenCount\":2,"
+                      "\"totalTokenCount\":15},\"modelVersion\":\"g\"}\r\n\r\n";
+    const char *array = "[{\"usageMetadata\":{\"promptTokenCount\":3}},{\"usageMetadata\":{"
+                        "\"promptTokenCount\":3,\"candidatesTokenCount\":5}}]";
+    const char *path = "/v1beta/models/gemini-2.5-flash:streamGenerateContent";
+    struct gateway_usage u;
+
+    CU_ASSERT_EQUAL(gateway_api_of_path(path, strlen(path)), GATEWAY_API_GEMINI);
+    gateway_usage_init(&u, GATEWAY_API_GEMINI, true);
+    CU_ASSERT_EQUAL(feed(&u, sse, 11), 0); /* cumulative: final only at the end */
+    CU_ASSERT_TRUE(u.final);
+    CU_ASSERT_EQUAL(u.counts.input, 9);
+    CU_ASSERT_EQUAL(u.counts.output, 6);
+    CU_ASSERT_EQUAL(u.counts.total, 15);
+    gateway_usage_release(&u);
+    gateway_usage_init(&u, GATEWAY_API_GEMINI, false);
+    feed(&u, array, 4);
+    CU_ASSERT_EQUAL(u.counts.input, 3);
+    CU_ASSERT_EQUAL(u.counts.output, 5);
+    CU_ASSERT_EQUAL(u.counts.total, 8);
+    gateway_usage_release(&u);
+}
+
 static void test_gateway_usage_api_of_path(void)
 {
     const char *p = "/openai/v1/chat/completions";
@@ -104,6 +131,7 @@ CU_TestInfo gateway_usage_tests[] = {
     {"test_gateway_usage_chat_stream_any_split", test_gateway_usage_chat_stream_any_split},
     {"test_gateway_usage_anthropic_stream", test_gateway_usage_anthropic_stream},
     {"test_gateway_usage_responses_and_json_bodies", test_gateway_usage_responses_and_json_bodies},
+    {"test_gateway_usage_gemini", test_gateway_usage_gemini},
     {"test_gateway_usage_api_of_path", test_gateway_usage_api_of_path},
     CU_TEST_INFO_NULL,
 };
