@@ -41,7 +41,7 @@ struct model_gateway {
     pthread_cond_t quiet; /* signalled when a connection ends */
     struct route_ref *route;
     struct gateway_conn *conns;
-    unsigned nconns;
+    unsigned nconns; /* changed under lock, read lock-free by the poll loop: atomics */
     unsigned active;
     uint64_t budget; /* request body bytes still available */
     struct model_gateway_report *queue;
@@ -141,7 +141,7 @@ static void *conn_main(void *arg)
         g->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    g->nconns--;
+    __atomic_sub_fetch(&g->nconns, 1, __ATOMIC_RELAXED);
     close(c->fd);
     pthread_cond_broadcast(&g->quiet);
     pthread_mutex_unlock(&g->lock);
@@ -295,7 +295,7 @@ static void accept_one(struct model_gateway *g)
     if (g->conns)
         g->conns->prev = c;
     g->conns = c;
-    g->nconns++;
+    __atomic_add_fetch(&g->nconns, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->lock);
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, STACK_BYTES);
@@ -308,7 +308,7 @@ static void accept_one(struct model_gateway *g)
             g->conns = c->next;
         if (c->next)
             c->next->prev = c->prev;
-        g->nconns--;
+        __atomic_sub_fetch(&g->nconns, 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&g->lock);
         close(fd);
         free(c);

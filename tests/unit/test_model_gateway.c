@@ -20,24 +20,38 @@
 
 struct loop {
     struct model_gateway *g;
-    volatile bool stop;
-    struct model_gateway_report reports[8];
-    int nreports;
+    bool stop;                              /* atomic */
+    struct model_gateway_report reports[8]; /* read after the loop's thread was joined */
+    int nreports;                           /* atomic */
 };
 
 static void on_report(void *ctx, const struct model_gateway_report *r)
 {
     struct loop *l = ctx;
+    int n = __atomic_load_n(&l->nreports, __ATOMIC_ACQUIRE);
 
-    if (l->nreports < 8)
-        l->reports[l->nreports++] = *r;
+    if (n < 8) {
+        l->reports[n] = *r;
+        __atomic_store_n(&l->nreports, n + 1, __ATOMIC_RELEASE);
+    }
+}
+
+static int reports(struct loop *l)
+{
+    return __atomic_load_n(&l->nreports, __ATOMIC_ACQUIRE);
+}
+
+static void stop_loop(struct loop *l, pthread_t t)
+{
+    __atomic_store_n(&l->stop, true, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
 }
 
 static void *run_loop(void *arg)
 {
     struct loop *l = arg;
 
-    while (!l->stop) {
+    while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
         int fds[MODEL_GATEWAY_FDS];
         struct pollfd p[MODEL_GATEWAY_FDS];
         size_t n = model_gateway_fds(l->g, fds, MODEL_GATEWAY_FDS);
@@ -137,10 +151,9 @@ static void test_model_gateway_forwards_streams_and_reports(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&up.requests), "Authorization: Bearer sk-real-123"));
     CU_ASSERT_PTR_NULL(strstr(buf_str(&up.requests), GATEWAY_PLACEHOLDER_KEY));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&up.requests), "\"include_usage\":true"));
-    for (int i = 0; i < 100 && l.nreports < 2; i++)
+    for (int i = 0; i < 100 && reports(&l) < 2; i++)
         usleep(20000);
-    l.stop = true;
-    pthread_join(t, NULL);
+    stop_loop(&l, t);
     CU_ASSERT_EQUAL_FATAL(l.nreports, 2);
     CU_ASSERT_EQUAL(l.reports[0].event, MODEL_GATEWAY_CALL);
     CU_ASSERT_EQUAL(l.reports[0].status, 200);
@@ -178,10 +191,9 @@ static void test_model_gateway_without_route_refuses(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), " 503 "));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "\"type\":\"error\"")); /* Anthropic's shape */
     close(cfd);
-    for (int i = 0; i < 100 && l.nreports < 1; i++)
+    for (int i = 0; i < 100 && reports(&l) < 1; i++)
         usleep(20000);
-    l.stop = true;
-    pthread_join(t, NULL);
+    stop_loop(&l, t);
     CU_ASSERT_EQUAL(l.nreports, 1);
     model_gateway_free(l.g);
     close(lfd);
