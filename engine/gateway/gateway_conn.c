@@ -406,20 +406,58 @@ static bool hop_by_hop(const char *line, size_t n)
     return false;
 }
 
+/* How the answer's body is delimited upstream: its Content-Length (-1: none), close. */
+static void upstream_framing(const char *p, const char *end, int64_t *ret_length, bool *ret_close)
+{
+    *ret_length = -1;
+    *ret_close = false;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        uint64_t v;
+        char num[24];
+
+        while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == '\n' || p[n - 1] == ' '))
+            n--;
+        if (n > 15 && strncasecmp(p, "content-length:", 15) == 0) {
+            size_t k = 15;
+            while (k < n && p[k] == ' ')
+                k++;
+            snprintf(num, sizeof(num), "%.*s", (int)(n - k < 23 ? n - k : 23), p + k);
+            if (util_parse_u64(num, 0, INT64_MAX, &v) == 0)
+                *ret_length = (int64_t)v;
+        } else if (n > 11 && strncasecmp(p, "connection:", 11) == 0 &&
+                   memmem(p + 11, n - 11, "close", 5)) {
+            *ret_close = true;
+        } else if (n > 18 && strncasecmp(p, "transfer-encoding:", 18) == 0) {
+            *ret_length = -2; /* chunked (or another coding): never a length */
+        }
+        p = nl ? nl + 1 : end;
+    }
+}
+
+/*
+ * The answer's head for the sandbox. Its body keeps the upstream's framing where HTTP/1.1 lets
+ * it: a Content-Length stays (the body is relayed as is), a body the upstream ends by closing
+ * ends the same way; otherwise (chunked upstream, HTTP/2) it is chunked.
+ */
 static int on_head(void *ctx, long status, const char *lines, size_t len)
 {
     struct gateway_conn *c = ctx;
     const char *p = lines, *end = lines + len;
-    bool sse = false;
+    bool sse = false, up_close;
     struct buf h;
     int r;
 
     c->rep.status = status;
     c->rep.first_byte_ms = util_now_ms() - c->t0;
     c->no_body = status == 204 || status == 304 || strcmp(c->req.method, "HEAD") == 0;
-    c->chunked_out = c->req.minor == 1 && !c->no_body;
-    if (c->req.minor == 0)
-        c->req.keep_alive = false;
+    upstream_framing(lines, end, &c->out_length, &up_close);
+    if (c->req.minor == 0 || (!c->no_body && c->out_length == -1 && up_close))
+        c->req.keep_alive = false; /* close-delimited, as upstream */
+    if (c->out_length < 0)
+        c->out_length = -1;
+    c->chunked_out = c->req.minor == 1 && !c->no_body && c->out_length < 0 && c->req.keep_alive;
     buf_init(&h, HTTPC_HEAD_MAX + 256);
     buf_printf(&h, "HTTP/1.%d %ld %s\r\n", c->req.minor, status, reason_phrase(status));
     while (p < end) {
@@ -439,6 +477,8 @@ static int on_head(void *ctx, long status, const char *lines, size_t len)
     }
     if (c->chunked_out)
         buf_append_str(&h, "Transfer-Encoding: chunked\r\n");
+    else if (c->out_length >= 0)
+        buf_printf(&h, "Content-Length: %lld\r\n", (long long)c->out_length);
     else if (c->no_body)
         buf_append_str(&h, "Content-Length: 0\r\n");
     buf_printf(&h, "Connection: %s\r\n\r\n", c->req.keep_alive ? "keep-alive" : "close");
@@ -460,9 +500,14 @@ static int on_data(void *ctx, const struct httpc_response *res, const char *data
 
     (void)res;
     c->rep.bytes_down += len;
-    /* the call is reported before the harness has the bytes that end it */
+    /* the call is reported before the harness has the bytes that end it: the stream's usage
+     * event, or the last byte of a body with a length */
     if (gateway_usage_feed(&c->usage, data, len))
         report_call(c);
+    if (c->out_length >= 0 && (int64_t)c->rep.bytes_down >= c->out_length) {
+        gateway_usage_finish(&c->usage);
+        report_call(c);
+    }
     if (c->no_body)
         return 0;
     if (!c->chunked_out) {
@@ -529,7 +574,8 @@ static bool forward(struct gateway_conn *c, const struct gateway_route *route,
     buf_release(&url);
     if (r == 0)
         httpc_response_release(&res);
-    gateway_usage_finish(&c->usage);
+    if (!c->reported)
+        gateway_usage_finish(&c->usage);
     if (r < 0) {
         c->rep.error = r;
         snprintf(c->rep.why, sizeof(c->rep.why), "model endpoint: %.200s", err);
@@ -569,6 +615,7 @@ bool gateway_conn_serve(struct gateway_conn *c)
     c->rep.first_byte_ms = -1;
     c->t0 = util_now_ms();
     c->head_sent = c->chunked_out = c->no_body = c->reported = false;
+    c->out_length = -1;
     query = memchr(c->req.target, '?', c->req.target_len);
     c->api = gateway_api_of_path(c->req.target,
                                  query ? (size_t)(query - c->req.target) : c->req.target_len);

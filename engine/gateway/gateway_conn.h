@@ -29,6 +29,7 @@ struct gateway_conn {
     struct gateway_usage usage;
     struct model_gateway_report rep;
     int64_t t0;
+    int64_t out_length; /* the answer's Content-Length to the sandbox, -1 when none */
     bool head_sent, chunked_out, no_body, reported, gone;
 };
 

@@ -1,7 +1,8 @@
 /*
  * model_gateway — a gateway on a loopback listener, its poll loop in a thread, forwarding to a
- * canned upstream: the real key goes upstream, the stream comes back chunked, the call is
- * reported with its usage, a refused call is answered and reported, nothing is left.
+ * canned upstream: the real key goes upstream, the stream comes back as it was sent (its
+ * framing kept), the call is reported with its usage, a refused call is answered and reported,
+ * nothing is left.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,7 +105,10 @@ static void test_model_gateway_forwards_streams_and_reports(void)
         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":30,\"completion_tokens\":7}}\n\n"
         "data: [DONE]\n\n";
     char reply[1024];
-    struct canned_reply replies[1] = {{reply, 0}};
+    static const char chunked[] =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "1a\r\n{\"usage\":{\"prompt_tokens\":\r\n19\r\n3,\"completion_tokens\":4}}\r\n0\r\n\r\n";
+    struct canned_reply replies[2] = {{reply, 0}, {chunked, 0}};
     struct canned_server up;
     struct loop l = {0};
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -119,7 +123,7 @@ static void test_model_gateway_forwards_streams_and_reports(void)
     snprintf(reply, sizeof(reply),
              "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %zu\r\n\r\n%s",
              strlen(sse), sse);
-    CU_ASSERT_EQUAL_FATAL(canned_start(&up, replies, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(canned_start(&up, replies, 2), 0);
     snprintf(upstream, sizeof(upstream), "http://127.0.0.1:%d/v1", up.port);
     lfd = listener(&port);
     CU_ASSERT_FATAL(lfd >= 0);
@@ -137,24 +141,33 @@ static void test_model_gateway_forwards_streams_and_reports(void)
              "Bearer " GATEWAY_PLACEHOLDER_KEY "\r\nContent-Type: application/json\r\n"
              "Content-Length: %zu\r\n\r\n%s",
              strlen(body), body);
-    exchange(cfd, req, "\r\n0\r\n\r\n", &out);
+    exchange(cfd, req, "data: [DONE]\n\n", &out);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "HTTP/1.1 200 OK\r\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "Transfer-Encoding: chunked\r\n"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "data: [DONE]"));
-    CU_ASSERT_PTR_NULL(strstr(buf_str(&out), "Content-Length"));
+    /* the upstream's framing kept: its Content-Length, the body as it came */
+    snprintf(req, sizeof(req), "Content-Length: %zu\r\n", strlen(sse));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), req));
+    CU_ASSERT_PTR_NULL(strstr(buf_str(&out), "Transfer-Encoding"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), sse));
     /* a call outside the endpoint, on the same kept-alive connection: refused */
     exchange(cfd, "GET /admin HTTP/1.1\r\nHost: x\r\n\r\n", "}}", &out);
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "HTTP/1.1 403 Forbidden\r\n"));
+    /* a chunked upstream answer goes on chunked (its pieces as they came) */
+    snprintf(req, sizeof(req),
+             "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    exchange(cfd, req, "\r\n0\r\n\r\n", &out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "Transfer-Encoding: chunked\r\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&out), "\"completion_tokens\":4"));
     close(cfd);
     canned_stop(&up);
     /* the upstream got the real key and a stream that reports its usage */
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&up.requests), "Authorization: Bearer sk-real-123"));
     CU_ASSERT_PTR_NULL(strstr(buf_str(&up.requests), GATEWAY_PLACEHOLDER_KEY));
     CU_ASSERT_PTR_NOT_NULL(strstr(buf_str(&up.requests), "\"include_usage\":true"));
-    for (int i = 0; i < 100 && reports(&l) < 2; i++)
+    for (int i = 0; i < 100 && reports(&l) < 3; i++)
         usleep(20000);
     stop_loop(&l, t);
-    CU_ASSERT_EQUAL_FATAL(l.nreports, 2);
+    CU_ASSERT_EQUAL_FATAL(l.nreports, 3);
     CU_ASSERT_EQUAL(l.reports[0].event, MODEL_GATEWAY_CALL);
     CU_ASSERT_EQUAL(l.reports[0].status, 200);
     CU_ASSERT_TRUE(l.reports[0].stream);
@@ -164,6 +177,10 @@ static void test_model_gateway_forwards_streams_and_reports(void)
     CU_ASSERT_STRING_EQUAL(l.reports[0].model, "fake-model");
     CU_ASSERT_EQUAL(l.reports[1].event, MODEL_GATEWAY_REFUSED);
     CU_ASSERT_EQUAL(l.reports[1].status, 403);
+    CU_ASSERT_EQUAL(l.reports[2].event, MODEL_GATEWAY_CALL);
+    CU_ASSERT_FALSE(l.reports[2].stream);
+    CU_ASSERT_EQUAL(l.reports[2].usage.input, 3);
+    CU_ASSERT_EQUAL(l.reports[2].usage.output, 4);
     CU_ASSERT_EQUAL(model_gateway_active(l.g), 0);
     model_gateway_free(l.g);
     close(lfd);
