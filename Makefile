@@ -24,7 +24,7 @@
 CC      ?= gcc
 BUILD   ?= build
 CFLAGS  ?= -O2 -g
-PKGS    := fcgi libcurl json-c openssl libseccomp
+PKGS    := fcgi libcurl json-c openssl libseccomp hiredis
 
 WARN := -Wall -Wextra -Wshadow -Wconversion -Wstrict-prototypes -Wmissing-prototypes \
         -Wformat=2 -Wvla -Wpointer-arith -Wundef -fno-common $(if $(WERROR),-Werror)

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,21 +15,27 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/fstree.h"
 #include "base/util.h"
+#include "engine_cluster.h"
 #include "environment/environment.h"
 #include "environment/spare.h"
 #include "harness/harness.h"
 #include "provider/provider.h"
 #include "sandbox/host.h"
 #include "sandbox/uid.h"
+#include "session/kept.h"
 #include "session/pool.h"
 #include "telemetry/metrics.h"
+#include "turn/journal_sweep.h"
 
 /* a rebuilt table's old keepers were told to stop: their remote sandboxes go first */
 #define SANDBOX_SWEEP_GRACE_MS 5000
 /* keepers told to stop at shutdown get this long before SIGKILL */
 #define DESTROY_WAIT_MS 5000
 #define RECENT_VIEWS 64
+/* how often (at most) the master looks for kept harness states past their TTL (kept.h) */
+#define KEPT_SWEEP_MS 60000
 
 _Static_assert(ADMIN_WORKERS_MAX * 2 == POOL_WORKERS_MAX, "half the in-flight entries");
 
@@ -37,7 +44,8 @@ struct admin {
     struct sandbox_host host;
     char instance[64];
     uint32_t slots;
-    bool keepers_stopped; /* an old table was rebuilt: its keepers were told to stop */
+    bool keepers_stopped;    /* an old table was rebuilt: its keepers were told to stop */
+    int64_t next_kept_sweep; /* monotonic ms */
     struct pool_reclaimed
         *scratch; /* one entry per slot, sized at start: no malloc near the lock */
 };
@@ -292,6 +300,84 @@ int admin_sweep_envs(const struct admin *a)
     return sandbox_host_sweep(&a->host, env_in_use, (void *)a);
 }
 
+int admin_turns_sweep(const struct admin *a)
+{
+    struct journal_sweep_stats st;
+    int r;
+
+    if (!a->cfg->turns.dir[0])
+        return 0;
+    r = journal_sweep_run(a->cfg->turns.dir, &a->cfg->turns, util_wall_ms(), &st);
+    if (r < 0)
+        return r;
+    return (int)(st.expired + st.abandoned + st.evicted);
+}
+
+int admin_turns_dir(const char *instance, char *out, size_t outlen)
+{
+    return engine_turns_dir(instance, out, outlen);
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const struct journal_entry *x = a, *y = b;
+
+    return (x->meta.created_ms < y->meta.created_ms) - (x->meta.created_ms > y->meta.created_ms);
+}
+
+json_object *admin_turns_json(const char *dir)
+{
+    json_object *doc = json_object_new_object(), *list = json_object_new_array();
+    struct journal_entry *v = NULL;
+    int64_t now = util_wall_ms();
+    size_t n = 0;
+
+    if (!doc || !list) {
+        json_object_put(doc);
+        json_object_put(list);
+        return NULL;
+    }
+    json_object_object_add(doc, "turns", list);
+    if (journal_sweep_list(dir, false, &v, &n) < 0)
+        return doc;
+    qsort(v, n, sizeof(*v), newest_first);
+    for (size_t i = 0; i < n; i++) {
+        const struct journal_entry *e = &v[i];
+        json_object *o = json_object_new_object();
+        const char *state = e->meta.state == JOURNAL_DONE ? "done"
+                            : e->writer_alive             ? "running"
+                                                          : "orphaned";
+
+        json_object_object_add(o, "turnId", json_object_new_string(e->meta.turn_id));
+        json_object_object_add(o, "projectId", json_object_new_string(e->meta.project_id));
+        json_object_object_add(o, "sessionKey", json_object_new_string(e->meta.session_key));
+        json_object_object_add(o, "seq", json_object_new_int64((int64_t)e->last_seq));
+        json_object_object_add(o, "ageMs", json_object_new_int64(now - e->meta.created_ms));
+        json_object_object_add(o, "state", json_object_new_string(state));
+        json_object_object_add(o, "detached", json_object_new_boolean(e->meta.detached));
+        json_object_object_add(o, "pid", json_object_new_int(e->meta.pid));
+        json_object_object_add(o, "bytes", json_object_new_int64((int64_t)e->bytes));
+        json_object_array_add(list, o);
+    }
+    free(v);
+    return doc;
+}
+
+int admin_kept_sweep(struct admin *a)
+{
+    const struct engine_config *cfg = a->cfg;
+    int64_t now = util_now_ms(), every;
+
+    if (now < a->next_kept_sweep || !cfg->state_dir)
+        return 0;
+    /* a short TTL is kept to within about half of it */
+    every = KEPT_SWEEP_MS;
+    if ((int64_t)(cfg->kept.ttl_ms / 2) < every)
+        every = cfg->kept.ttl_ms / 2 > 1000 ? (int64_t)(cfg->kept.ttl_ms / 2) : 1000;
+    a->next_kept_sweep = now + every;
+    return kept_sweep(cfg->state_dir, &cfg->kept, util_wall_ms());
+}
+
 void admin_inflight_release(struct admin *a, pid_t pid)
 {
     if (a->cfg->pool)
@@ -357,6 +443,9 @@ void admin_table_close(struct admin *a)
     a->cfg->pool = NULL;
     epoch_key_path(a, path, sizeof(path));
     (void)unlink(path);
+    /* the turn journals go with the table (a crashed master's stay for its successor) */
+    if (a->cfg->turns.dir[0])
+        (void)fstree_remove(a->cfg->turns.dir);
 }
 
 void admin_close(struct admin *a, bool clean_stop)
@@ -587,8 +676,11 @@ int admin_check(struct pool *p, char *err, size_t errlen)
 
 int admin_metrics_render(const struct engine_config *cfg, struct buf *out)
 {
+    int r;
+
     buf_init(out, METRICS_TEXT_MAX);
     if (!cfg->pool)
         return -ENOENT;
-    return pool_metrics_render(cfg->pool, out);
+    r = pool_metrics_render(cfg->pool, out);
+    return r < 0 ? r : engine_cluster_metrics(cfg, out);
 }

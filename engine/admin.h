@@ -98,6 +98,21 @@ int admin_env_remove(const struct admin *a, const char *env_dir);
  * their cgroups, workspace mounts and folders. How many, or -errno.
  */
 int admin_sweep_envs(const struct admin *a);
+/*
+ * The turn journals (AGENT_RUNNER_TURN_JOURNAL_DIR, turn/journal_sweep.h): remove the expired
+ * and abandoned ones and keep their total under AGENT_RUNNER_TURN_JOURNAL_TOTAL_BYTES. How
+ * many were removed, or -errno.
+ */
+int admin_turns_sweep(const struct admin *a);
+/* The default journal folder of an instance (engine_turns_dir); -ENAMETOOLONG. */
+int admin_turns_dir(const char *instance, char *out, size_t outlen);
+/*
+ * At most once a minute (every TTL / 2 for a TTL under two minutes, at least a second apart):
+ * remove the kept harness states (session/kept.h) neither saved nor
+ * loaded for AGENT_RUNNER_SESSION_STATE_TTL_MS, and hold the store to its total bound. How many
+ * were removed, or -errno.
+ */
+int admin_kept_sweep(struct admin *a);
 /* The in-flight entry of worker pid (0: of every process that is gone) is freed: what it had
  * admitted is not in flight any more. */
 void admin_inflight_release(struct admin *a, pid_t pid);
@@ -137,6 +152,43 @@ pid_t admin_spare_shed(const struct engine_config *cfg);
 int admin_spare_make(const struct engine_config *cfg, enum harness_kind kind, char *err,
                      size_t errlen);
 
+/* ---- the master: several hosts (engine/cluster/cluster_master.h) -------------------------- */
+
+struct admin_cluster; /* the master's hold on the coordination plane (opaque) */
+
+/* What a tick did, for the master's log. */
+struct admin_cluster_tick {
+    bool ran;        /* it was due */
+    bool up;         /* Redis answered */
+    bool changed;    /* up changed since the tick before */
+    char error[256]; /* !up: why (never the password) */
+    uint32_t held, members, asserted, released, conflicts;
+    char conflict_key[272]; /* the first environment killed as owned elsewhere */
+    char conflict_owner[64];
+};
+
+/* The master's cluster side (cfg->pool attached): 0 with *ret, 1 without a cluster (*ret
+ * NULL), -ENOMEM. runs_max goes into the member record. */
+int admin_cluster_new(const struct engine_config *cfg, uint64_t runs_max,
+                      struct admin_cluster **ret);
+/* Register, refresh and reconcile when due (README "Several hosts"). */
+void admin_cluster_tick(struct admin_cluster *ac, struct admin_cluster_tick *rep);
+/* Milliseconds until the next tick is due. */
+int64_t admin_cluster_due_ms(const struct admin_cluster *ac);
+/* In a child the master forked: let go of the master's Redis connection (nothing is sent). */
+void admin_cluster_after_fork(struct admin_cluster *ac);
+/* Free; leave: release every owner key held here and the member record (a clean stop). NULL is
+ * a no-op. */
+void admin_cluster_free(struct admin_cluster *ac, bool leave);
+/*
+ * agent-runner-ctl cluster: the cluster's settings read through get (the runner's environment),
+ * its live members and, for each, whether it is this instance. A new object in *ret, 1 when
+ * AGENT_RUNNER_REDIS_URL is not set, -EINVAL with err (a setting), other -errno with err
+ * (Redis unreachable).
+ */
+int admin_cluster_members(engine_getenv_fn get, void *ctx, json_object **ret, char *err,
+                          size_t errlen);
+
 /* ---- agent-runner-ctl --------------------------------------------------------------------- */
 
 /*
@@ -154,6 +206,13 @@ void admin_detach(struct pool *p);
  * turns). A new object, NULL on ENOMEM.
  */
 json_object *admin_sessions_json(const struct pool *p);
+/*
+ * agent-runner-ctl turns: {"turns": [...]}, the running and journaled turns under dir
+ * (turnId, projectId, sessionKey, seq: the last record's, ageMs, state: running | done |
+ * orphaned (no live writer), detached, pid, bytes), newest first. A new object, NULL on
+ * ENOMEM; an empty list when there is no journal folder.
+ */
+json_object *admin_turns_json(const char *dir);
 /* {"instance", "masterPid", "slots", "used", "parked", "repairs", "counters": {...}}. */
 json_object *admin_stats_json(const struct pool *p);
 /* Drain and tear down key's session (waits): 1 killed, 0 no such session, -errno. */

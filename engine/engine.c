@@ -12,12 +12,15 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "agenta/heartbeat.h"
 #include "agenta/platform.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "engine_keep.h"
 #include "engine_start.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
+#include "engine_turns.h"
 #include "environment/environment.h"
 #include "request/request.h"
 #include "telemetry/metrics.h"
@@ -86,6 +89,11 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
     return environment_kill(cfg->pool, key, reason);
 }
 
+int engine_forget_session(const struct engine_config *cfg, const char *key)
+{
+    return cfg->state_dir ? kept_remove(cfg->state_dir, key) : 0;
+}
+
 /* ---- after a turn ------------------------------------------------------------------------- */
 
 /* The history fingerprint the session has after this turn (its tool calls included). */
@@ -145,23 +153,27 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     uint8_t next_fp[IDENTITY_DIGEST_LEN];
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
+    bool kept; /* someone takes the output: a detached turn counts as taken */
 
     note_usage_mismatch(t, res, out);
     platform_agent_session(t->plat, env->acp_session);
-    /* the client must still be there for a session run to be kept: ask before deciding */
+    /* the client (or a follower) must still be there for a session run to be kept: ask first */
     event_stream_flush(es);
-    (void)event_stream_client_alive(es);
+    kept = t->req->detached || t->adopted || engine_turns_audience(t, es);
     if (env->limit)
         reason = TEARDOWN_SANDBOX_LIMIT;
     else if (env->keeper_lost)
         reason = TEARDOWN_KEEPER_DIED;
     else if (turn_rc < 0 || env->harness_exited)
         reason = TEARDOWN_FAILED_TURN;
-    else if (es->client_gone && t->client_gone_cancels)
+    else if (!kept && t->client_gone_cancels)
         reason = TEARDOWN_ABORTED;
+    /* a turn that ended well: the harness's own session state is kept (engine_keep.h) */
+    if (t->key[0] && res->ok && reason == TEARDOWN_PER_TURN && !awaiting &&
+        next_history_fp(t, res, next_fp))
+        engine_keep_save(t, env, next_fp);
     if (t->key[0] && env->has_slot && res->ok && reason == TEARDOWN_PER_TURN &&
-        cfg->session_pool_max > 0 &&
-        (awaiting || (policy->mode == LIFECYCLE_WARM && !es->client_gone)))
+        cfg->session_pool_max > 0 && (awaiting || (policy->mode == LIFECYCLE_WARM && kept)))
         park = next_history_fp(t, res, next_fp);
     if (park) {
         struct pool_park pk = {.config_fp = t->config_fp,
@@ -260,11 +272,13 @@ struct cancel_probe {
     struct event_stream *es;
     bool on_client_gone;
     struct platform *plat;
+    const struct engine_turn *t;
 };
 
 /*
- * /cancel sets the slot's flag; a client that went away cancels a run without a session; the
- * platform takes a turn back with its heartbeat.
+ * /cancel sets the slot's flag; a client that went away cancels a run without a session
+ * (unless it is detached, adopted, followed by a reattached reader, or still in its grace
+ * window); the platform takes a turn back with its heartbeat.
  */
 static bool should_cancel(void *ctx)
 {
@@ -274,7 +288,13 @@ static bool should_cancel(void *ctx)
         return true;
     if (platform_interrupted(c->plat))
         return true;
-    return c->on_client_gone && !event_stream_client_alive(c->es);
+    return c->on_client_gone && !engine_turns_audience(c->t, c->es);
+}
+
+/* A gone client cancels the turn (a run without a session that is not detached). */
+static bool cancels_on_client_gone(const struct engine_turn *t)
+{
+    return t->client_gone_cancels && !t->req->detached && !t->adopted;
 }
 
 static enum permission stored_decision(void *ctx, const char *tool, json_object *args)
@@ -353,8 +373,13 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
         res->session_id = util_xstrdup(env->acp_session);
     event_emit(es, event_data_phase("environment_starting"));
     event_emit(es, event_environment_ready(false));
-    probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = true, .es = es,
-                                  .on_client_gone = t->client_gone_cancels, .plat = t->plat};
+    probe = (struct cancel_probe){.pool = cfg->pool,
+                                  .h = env->h,
+                                  .has_slot = true,
+                                  .es = es,
+                                  .on_client_gone = cancels_on_client_gone(t),
+                                  .plat = t->plat,
+                                  .t = t};
     if (!resume) {
         prompt = transcript_prompt(t->req, false, res->caps.images);
         platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt,
@@ -369,6 +394,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     } else {
         opt.retry_if_silent = true;
     }
+    engine_turns_register(t, env, es, res, &policy, resume);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
@@ -387,7 +413,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
 }
 
 static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_result *res,
-                     bool *limit, enum teardown_reason why)
+                     bool *limit, enum teardown_reason why, struct engine_keep *keep)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
@@ -409,7 +435,9 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
         fail_done(es, res, err, "runner_error");
         return;
     }
+    t->keep = keep;
     r = engine_start_environment(t, es, why, &env, limit, err, sizeof(err), &code);
+    t->keep = NULL;
     if (r < 0) {
         fail_done(es, res, err, code);
         return;
@@ -419,18 +447,25 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
-    event_emit(es, event_environment_ready(env->from_spare));
+    event_emit(es, event_environment_ready_cold(env->from_spare,
+                                                engine_keep_resume_name(keep->resume), keep->note));
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
-    else
-        prompt = transcript_prompt(req, req->nmessages > 1, res->caps.images);
-    platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1,
-                         prompt, es);
-    probe = (struct cancel_probe){.pool = cfg->pool, .h = env->h, .has_slot = env->has_slot,
-                                  .es = es, .on_client_gone = t->client_gone_cancels,
-                                  .plat = t->plat};
+    else /* a loaded session holds the conversation: only the new message, as when warm */
+        prompt = transcript_prompt(req, req->nmessages > 1 && keep->resume != KEEP_LOAD,
+                                   res->caps.images);
+    platform_attachments(t->plat, req, env->paths.workspace, &res->caps, req->nmessages > 1, prompt,
+                         es);
+    probe = (struct cancel_probe){.pool = cfg->pool,
+                                  .h = env->h,
+                                  .has_slot = env->has_slot,
+                                  .es = es,
+                                  .on_client_gone = cancels_on_client_gone(t),
+                                  .plat = t->plat,
+                                  .t = t};
     opt = turn_options(t, prompt, &probe);
     opt.tools = engine_tools_init(&hooks, t, env);
+    engine_turns_register(t, env, es, res, &t->policy, false);
     environment_turn_env(env, &te);
     r = run_turn_prompt(&te, &opt, es, res, &out);
     json_object_put(prompt);
@@ -499,15 +534,22 @@ static void result_identity(const struct engine_turn *t, struct run_result *res,
 void engine_run(struct engine_turn *t, struct event_stream *es, struct run_result *res)
 {
     const struct engine_config *cfg = t->cfg;
-    struct pool_judge judge = {.idle = judge_idle, .parked = judge_parked, .ctx = t};
+    struct pool_judge judge = {
+        .idle = judge_idle, .parked = judge_parked, .ctx = t, .refuse_busy = cfg->cluster != NULL};
     struct pool_lookup *lk = calloc(1, sizeof(*lk));
     enum teardown_reason why = TEARDOWN_NONE;
     int64_t started = util_now_ms();
     struct observers obs = {.trace = NULL};
+    size_t nmessages = t->req->nmessages; /* before a platform rebuild */
+    struct engine_keep keep;
     struct trace_run *trace;
     char trace_id[33];
     bool limit = false, resume, refused = false;
 
+    if (es->streaming) {
+        engine_turns_journal_open(t, es);
+        es->keepalive_ms = cfg->turns.keepalive_ms;
+    }
     trace = trace_run_start(t->req, t->plan.model_name, trace_id);
     t->trace = trace;
     result_identity(t, res, trace_id);
@@ -538,13 +580,20 @@ void engine_run(struct engine_turn *t, struct event_stream *es, struct run_resul
     } else if (lk && lk->outcome == POOL_LOOKUP_REFUSE) {
         refuse_stale_answer(lk, es, res);
         goto out;
+    } else if (lk && lk->outcome == POOL_LOOKUP_BUSY) {
+        /* several hosts: the owner runs one turn of a session at a time */
+        fail_done(es, res, HEARTBEAT_REFUSED_MESSAGE, HEARTBEAT_REFUSED_CODE);
+        goto out;
     } else if (lk && lk->outcome == POOL_LOOKUP_EVICT) {
         why = lk->reason;
         evict_lookup(cfg, lk, lk->reason);
     }
     trace_run_environment(trace, "cold");
-    if (rebuild_history(t, es, res) == 0)
-        run_cold(t, es, res, &limit, why);
+    if (rebuild_history(t, es, res) == 0) {
+        engine_keep_plan(t, t->req->nmessages > nmessages, &keep);
+        run_cold(t, es, res, &limit, why, &keep);
+        engine_keep_release(&keep);
+    }
 out:
     free(lk);
     count_outcome(t, es, res, limit, started);
@@ -559,6 +608,43 @@ out:
     else
         trace_run_finish(trace, res);
     collect_events(es, res);
+}
+
+void engine_run_adopted(struct engine_turn *t, struct environment *env,
+                        const struct engine_adopted *ad, struct event_stream *es,
+                        struct run_result *res)
+{
+    const struct engine_config *cfg = t->cfg;
+    int64_t started = util_now_ms();
+    struct engine_tools hooks;
+    struct cancel_probe probe;
+    struct turn_env te;
+    struct turn_outcome out;
+    struct turn_options opt;
+    bool limit;
+    int r;
+
+    t->adopted = true;
+    result_identity(t, res, ad->trace_id);
+    turn_caps_from_bits(ad->caps, &res->caps);
+    if (!res->session_id)
+        res->session_id = util_xstrdup(env->acp_session);
+    if (ad->next_id > env->next_id)
+        env->next_id = ad->next_id;
+    engine_stream_before_waits(env, es);
+    probe = (struct cancel_probe){
+        .pool = cfg->pool, .h = env->h, .has_slot = env->has_slot, .es = es, .t = t};
+    opt = turn_options(t, NULL, &probe);
+    opt.tools = engine_tools_init(&hooks, t, env);
+    opt.adopt_prompt_id = ad->prompt_id;
+    environment_turn_env(env, &te);
+    r = run_turn_prompt(&te, &opt, es, res, &out);
+    r = after_turn_limits(env, es, res, &out, r);
+    limit = out.limit_tripped;
+    finish_environment(t, env, es, res, r, &out, &ad->policy);
+    environment_free(env);
+    emit_done(es, res);
+    count_outcome(t, es, res, limit, started);
 }
 
 static bool always(void *ctx)

@@ -37,6 +37,7 @@
 
 struct engine_turn;  /* a prepared turn (opaque) */
 struct event_stream; /* turn/events.h */
+struct event_sink;   /* turn/events.h */
 
 /* A session key ("<projectId>:<sessionId>"), NUL included, fits this many bytes. */
 #define ENGINE_KEY_MAX 272
@@ -67,6 +68,12 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
                         enum teardown_reason reason);
 
 /*
+ * Remove the session's kept harness state (session/kept.h): /kill, unless it asks to end the
+ * environment only. 1 when there was one, 0 when not, -errno.
+ */
+int engine_forget_session(const struct engine_config *cfg, const char *key);
+
+/*
  * POST /cancel: stop the session's current turn but keep its environment warm. A running turn
  * is flagged (it sends session/cancel and ends with stopReason cancelled); a turn parked on
  * approvals gets its gates answered "cancelled". -ENOENT when the session is not held here.
@@ -75,6 +82,27 @@ int engine_kill_session(const struct engine_config *cfg, const char *key,
 int engine_cancel_session(const struct engine_config *cfg, const char *key,
                           const char *target_turn);
 
+/* ---- a streamed turn's records after its connection (engine_turns.h) --------------------- */
+
+struct engine_follow; /* a reader of one turn's journal (opaque) */
+
+/*
+ * GET /turns/{turnId}/events?after=N: open the journal of the turn turn_id of project_id
+ * (NULL or "": a turn that had none) for its records with seq > after. -ENOENT when there is
+ * no such turn here (unknown, expired, another project's), -ERANGE when the journal no longer
+ * holds seq after + 1 (*ret_oldest: the oldest it holds).
+ */
+int engine_follow_open(const struct engine_config *cfg, const char *turn_id, const char *project_id,
+                       uint64_t after, struct engine_follow **ret, uint64_t *ret_oldest);
+/*
+ * Write the records to sink (each one NDJSON line, flushed), then follow the live turn until
+ * its result record. When the turn's worker died, this worker carries the turn on (the keeper
+ * holds the harness; engine_turns.h). Returns at the result, when the sink's client went away,
+ * or when the reader fell behind the journal's bound (the stream then ends without a result).
+ */
+void engine_follow_run(struct engine_follow *f, const struct event_sink *sink);
+void engine_follow_free(struct engine_follow *f);
+
 /* The name of a harness as the logs and agent-runner-ctl show it ("unknown" for none). */
 const char *engine_harness_name(enum harness_kind kind);
 
@@ -82,7 +110,8 @@ const char *engine_harness_name(enum harness_kind kind);
 
 /*
  * Once per worker process, before its first run (platform mode: the shared folder of the
- * "records incomplete" marks). -ENAMETOOLONG when the state folder is too long for it.
+ * "records incomplete" marks; the scan that carries on turns whose worker died, once a few
+ * seconds, engine_turns.h). -ENAMETOOLONG when the state folder is too long for it.
  */
 int engine_worker_start(const struct engine_config *cfg);
 /* At worker shutdown: wait until deadline_ms (monotonic) for queued platform calls; -ETIMEDOUT. */
@@ -138,6 +167,78 @@ bool engine_sandbox_facts(const struct engine_config *cfg, struct engine_sandbox
  */
 json_object *engine_subscription_status(const struct engine_config *cfg);
 
+/* ---- several hosts (README "Several hosts"; engine/cluster) ------------------------------- */
+
+/* Whether AGENT_RUNNER_REDIS_URL made this runner a member of a cluster. */
+bool engine_cluster_on(const struct engine_config *cfg);
+
+/* What a request is about, for routing it to the member that owns it. */
+struct engine_subject {
+    const char *session_key; /* "<projectId>:<sessionId>" (NULL: a turn, or nothing) */
+    /* a /run: its turn id (recorded as run by the session's owner); without a session key and
+     * may_claim: the turn the request is about (routed to the member that ran it) */
+    const char *turn_id;
+    bool may_claim; /* a /run: a session nobody owns is claimed here; without one: run here */
+    /* /kill, /cancel, a reattach: refused with a JSON error, counted apart from turns */
+    bool control;
+};
+
+/* Where a forwarded request's answer goes (the front's response). */
+struct engine_forward_io {
+    /* once; turn_id: the owner's X-Agent-Runner-Turn (NULL: none); <0 client gone */
+    int (*start)(void *ctx, int status, const char *content_type, const char *turn_id);
+    int (*write)(void *ctx, const char *data, size_t len); /* <0 client gone */
+    int (*flush)(void *ctx);
+    bool (*alive)(void *ctx); /* may be NULL */
+    void *ctx;
+};
+
+/* The request as it came, to forward it unchanged. */
+struct engine_forward_req {
+    const char *method;
+    const char *path; /* with its query string */
+    const char *body;
+    size_t body_len;
+    const char *accept;
+    const char *request_id;
+    const char *token;        /* the runner's token (every member has the same) */
+    const char *forwarded_by; /* the X-Agent-Runner-Forwarded header: NULL from a client */
+    bool ndjson;
+};
+
+enum engine_dispatch {
+    ENGINE_DISPATCH_LOCAL = 0, /* run it here */
+    ENGINE_DISPATCH_DONE,      /* forwarded to its owner; the answer went through io */
+    ENGINE_DISPATCH_REFUSED,   /* answer ret: status, code, message */
+};
+
+struct engine_refusal {
+    int status;
+    char code[48];
+    char message[512];
+};
+
+/*
+ * Several hosts: run the request here, or forward it to the member that owns its session and
+ * relay the answer (a peer that does not answer is retried until its owner key could have
+ * expired and the session been claimed here). Without a cluster: LOCAL, nothing else done.
+ * Counted in /metrics (agent_runner_cluster_*).
+ */
+enum engine_dispatch engine_cluster_dispatch(const struct engine_config *cfg,
+                                             const struct engine_subject *s,
+                                             const struct engine_forward_req *fw,
+                                             const struct engine_forward_io *io,
+                                             struct engine_refusal *ret);
+/* /health "cluster": {"member","group","state","members":[{name,url,capacity,load,...}]}; a
+ * new object, NULL without a cluster. */
+json_object *engine_cluster_describe(const struct engine_config *cfg);
+/* /readyz: "ok", "degraded" (Redis unreachable: sessions are served here), NULL without one. */
+const char *engine_cluster_state(const struct engine_config *cfg);
+/* The cluster's group (AGENT_RUNNER_CLUSTER_GROUP), NULL without a cluster. */
+const char *engine_cluster_group(const struct engine_config *cfg);
+/* For the start-up log: the cluster's settings (never the Redis password). */
+void engine_config_cluster_text(const struct engine_config *cfg, char *out, size_t outlen);
+
 /* ---- settings ----------------------------------------------------------------------------- */
 
 /* A getenv(3)-like accessor: the value of name, or NULL. */
@@ -161,5 +262,10 @@ void engine_config_spares_text(const struct engine_config *cfg, char *out, size_
 void engine_config_platform_text(const struct engine_config *cfg, char *out, size_t outlen);
 /* The session table's shared-memory name of an instance; -ENAMETOOLONG when it does not fit. */
 int engine_table_name(const char *instance, char *out, size_t outlen);
+/*
+ * The default folder of an instance's turn journals, beside its session table in the tmpfs of
+ * /dev/shm ("/dev/shm/agent-runner.<instance>.turns"); -ENAMETOOLONG when it does not fit.
+ */
+int engine_turns_dir(const char *instance, char *out, size_t outlen);
 
 #endif

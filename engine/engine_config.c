@@ -11,6 +11,7 @@
 
 #include "agenta/agenta_api.h"
 #include "base/util.h"
+#include "engine_cluster.h"
 #include "environment/spare.h"
 #include "session/pool.h"
 #include "tools/tool_runner.h"
@@ -147,6 +148,66 @@ static int read_gateway(struct engine_config *cfg, const struct lookup *l, char 
     return 0;
 }
 
+/* One number setting: its default when unset; -EINVAL naming it when out of [min, max]. */
+static int read_u64(const struct lookup *l, const char *name, uint64_t def, uint64_t min,
+                    uint64_t max, uint64_t *ret, char *err, size_t errlen)
+{
+    const char *v = setting(l, name);
+
+    *ret = def;
+    if (v && util_parse_u64(v, min, max, ret) < 0)
+        return util_fail(-EINVAL, err, errlen, "%s: expected a whole number from %llu to %llu",
+                         name, (unsigned long long)min, (unsigned long long)max);
+    return 0;
+}
+
+/* Where the journals live: AGENT_RUNNER_TURN_JOURNAL_DIR, else beside the session table. */
+static int read_turns_dir(struct turn_settings *ts, const struct lookup *l, char *err,
+                          size_t errlen)
+{
+    const char *dir = setting(l, "AGENT_RUNNER_TURN_JOURNAL_DIR");
+    const char *instance = setting(l, "AGENT_RUNNER_INSTANCE");
+
+    if (dir && (dir[0] != '/' || strlen(dir) >= sizeof(ts->dir) - 64))
+        return util_fail(-EINVAL, err, errlen,
+                         "AGENT_RUNNER_TURN_JOURNAL_DIR: an absolute path of at most %zu bytes",
+                         sizeof(ts->dir) - 64);
+    if (dir) {
+        snprintf(ts->dir, sizeof(ts->dir), "%s", dir);
+        return 0;
+    }
+    return engine_turns_dir(instance ? instance : "default", ts->dir, sizeof(ts->dir)) < 0
+               ? util_fail(-EINVAL, err, errlen, "AGENT_RUNNER_INSTANCE: too long")
+               : 0;
+}
+
+/* Streamed turns that outlive their connection (struct turn_settings). */
+static int read_turns(struct turn_settings *ts, const struct lookup *l, char *err, size_t errlen)
+{
+    static const uint64_t day = 86400000ull, gib = 1ull << 30;
+    int r = read_turns_dir(ts, l, err, errlen);
+
+    if (r < 0)
+        return r;
+    if ((r = read_u64(l, "AGENT_RUNNER_TURN_JOURNAL_MS", 600000, 0, day, &ts->keep_ms, err,
+                      errlen)) < 0 ||
+        (r = read_u64(l, "AGENT_RUNNER_TURN_JOURNAL_BYTES", 8u << 20, 8192, 4 * gib,
+                      &ts->turn_bytes, err, errlen)) < 0 ||
+        (r = read_u64(l, "AGENT_RUNNER_TURN_JOURNAL_TOTAL_BYTES", 256u << 20, 8192, 64 * gib,
+                      &ts->total_bytes, err, errlen)) < 0 ||
+        (r = read_u64(l, "AGENT_RUNNER_STREAM_KEEPALIVE_MS", 15000, 0, day, &ts->keepalive_ms, err,
+                      errlen)) < 0 ||
+        (r = read_u64(l, "AGENT_RUNNER_REATTACH_GRACE_MS", 0, 0, day, &ts->grace_ms, err, errlen)) <
+            0 ||
+        (r = read_u64(l, "AGENT_RUNNER_TURN_ADOPT_MS", 30000, 1000, 600000, &ts->adopt_ms, err,
+                      errlen)) < 0)
+        return r;
+    if (ts->keepalive_ms && ts->keepalive_ms < 100)
+        return util_fail(-EINVAL, err, errlen,
+                         "AGENT_RUNNER_STREAM_KEEPALIVE_MS: 0 (off) or at least 100");
+    return 0;
+}
+
 int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ctx, char *err,
                        size_t errlen)
 {
@@ -157,6 +218,9 @@ int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ct
     r = read_test_resolve(cfg, &l, err, errlen);
     if (r < 0)
         return r;
+    r = read_turns(&cfg->turns, &l, err, errlen);
+    if (r < 0)
+        return r;
     spares = setting(&l, "AGENT_RUNNER_SPARES");
     if (spare_settings_parse(spares ? spares : SPARE_SETTINGS_DEFAULT, &cfg->spares, err, errlen) <
         0)
@@ -164,6 +228,9 @@ int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ct
     r = read_agenta(cfg, &l, err, errlen);
     if (r == 0)
         r = read_gateway(cfg, &l, err, errlen);
+    if (r < 0)
+        return r;
+    r = engine_cluster_config_read(cfg, get, ctx, err, errlen);
     if (r < 0)
         return r;
     run_limits_config_normalize(&cfg->limits);
@@ -178,6 +245,7 @@ void engine_config_release(struct engine_config *cfg)
     cfg->agenta = NULL;
     json_object_put(cfg->gateway.prices);
     cfg->gateway.prices = NULL;
+    engine_cluster_config_release(cfg);
 }
 
 void engine_config_spares_text(const struct engine_config *cfg, char *out, size_t outlen)
@@ -219,4 +287,14 @@ void engine_config_platform_text(const struct engine_config *cfg, char *out, siz
 int engine_table_name(const char *instance, char *out, size_t outlen)
 {
     return pool_shm_name(instance, out, outlen);
+}
+
+int engine_turns_dir(const char *instance, char *out, size_t outlen)
+{
+    char table[128];
+
+    if (pool_shm_name(instance, table, sizeof(table)) < 0 ||
+        snprintf(out, outlen, "/dev/shm%s.turns", table) >= (int)outlen)
+        return -ENAMETOOLONG;
+    return 0;
 }

@@ -113,7 +113,7 @@ static bool turn_gateway(const struct engine_config *cfg, const struct run_reque
            !harness_gateway_refusal(req);
 }
 
-/* The sandbox plan of the turn's harness, its channel token and the run's tools in it. */
+/* The sandbox plan of the turn's harness, its model route and the run's tools in it. */
 static int turn_plan(struct engine_turn *t, const struct harness_paths *paths,
                      const struct provider_ops *provider, char *err, size_t errlen)
 {
@@ -130,12 +130,6 @@ static int turn_plan(struct engine_turn *t, const struct harness_paths *paths,
     r = t->harness->plan(paths, req, &t->plan, err, errlen);
     if (r == 0 && t->plan.gateway)
         r = harness_gateway_route(&t->plan, req, &cfg->gateway, err, errlen);
-    if (r == 0) {
-        r = harness_channel_token(&t->plan);
-        if (r < 0)
-            snprintf(err, errlen, "cannot make the channel token: %s", ar_strerror(r));
-    }
-    /* after the token: the agenta-tools server's environment carries it */
     if (r == 0 && tool_runner_any(t->tools))
         harness_add_runner_tools(&t->plan, req->harness, cfg->tools.mcp_bin,
                                  TOOL_RUNNER_TOOLS_FILE);

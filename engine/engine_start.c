@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agenta/heartbeat.h"
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "engine_keep.h"
 #include "sandbox/host.h"
 #include "telemetry/metrics.h"
 #include "telemetry/trace.h"
@@ -36,12 +38,28 @@ static int open_session(const struct engine_turn *t, struct environment *env, ch
                         size_t errlen)
 {
     struct turn_session sess = {.agent_caps = NULL, .mcp_servers = t->plan.session_mcp};
+    struct engine_keep *k = t->keep;
     struct turn_env te;
     int r;
 
+    /* a kept session: its files into the new sandbox (no agent code has run there yet) */
+    if (k && k->resume == KEEP_LOAD) {
+        r = engine_keep_restore(t, env, k, err, errlen);
+        if (r < 0)
+            engine_keep_fall_back(k, "the kept files could not be restored (%s)", err);
+        else
+            sess.load_id = k->st.acp_session;
+    }
     environment_turn_env(env, &te);
     r = run_turn_open_session(&te, t->plan.model_id, t->cfg->model_strict,
                               util_now_ms() + (int64_t)t->cfg->harness_init_ms, &sess, err, errlen);
+    if (k && k->resume == KEEP_LOAD && sess.load_failed) {
+        /* the harness may be half-way into the load: another environment replays */
+        engine_keep_fall_back(k, "%s", err);
+        k->load_failed = true;
+    } else if (k && k->resume == KEEP_LOAD && r == 0 && !sess.loaded) {
+        engine_keep_fall_back(k, "the harness does not advertise loadSession");
+    }
     if (env->agent_caps)
         json_object_put(env->agent_caps);
     env->agent_caps = sess.agent_caps;
@@ -97,9 +115,9 @@ static int start_from_spare(struct engine_turn *t, struct event_stream *es,
     return 0;
 }
 
-int engine_start_environment(struct engine_turn *t, struct event_stream *es,
-                             enum teardown_reason why, struct environment **ret, bool *ret_limit,
-                             char *err, size_t errlen, const char **ret_code)
+static int start_once(struct engine_turn *t, struct event_stream *es, enum teardown_reason why,
+                      struct environment **ret, bool *ret_limit, char *err, size_t errlen,
+                      const char **ret_code)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
@@ -108,7 +126,6 @@ int engine_start_environment(struct engine_turn *t, struct event_stream *es,
     int64_t spawn_start = util_now_ns();
     int r;
 
-    metrics_cold_start(pool_metrics(cfg->pool), (unsigned)why);
     if (t->spare_ok) {
         r = start_from_spare(t, es, &env, err, errlen);
         if (r == 0) {
@@ -120,9 +137,17 @@ int engine_start_environment(struct engine_turn *t, struct event_stream *es,
         }
         if (r != -ENOENT && r != -EEXIST)
             log_info("a spare could not serve the session, starting cold: %s", err);
+        if (t->keep)
+            t->keep->load_failed = false; /* the cold start below replays */
     }
     r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
                             why != TEARDOWN_NONE, &env, err, errlen);
+    if (r == -EEXIST && cfg->cluster) {
+        /* several hosts: one turn of a session at a time, everywhere (as engine_run refuses) */
+        snprintf(err, errlen, "%s", HEARTBEAT_REFUSED_MESSAGE);
+        *ret_code = HEARTBEAT_REFUSED_CODE;
+        return -EBUSY;
+    }
     if (r == -EEXIST) {
         /* another request of the session got there first: run without a seat */
         t->key[0] = '\0';
@@ -160,4 +185,20 @@ int engine_start_environment(struct engine_turn *t, struct event_stream *es,
     }
     *ret = env;
     return 0;
+}
+
+int engine_start_environment(struct engine_turn *t, struct event_stream *es,
+                             enum teardown_reason why, struct environment **ret, bool *ret_limit,
+                             char *err, size_t errlen, const char **ret_code)
+{
+    int r;
+
+    metrics_cold_start(pool_metrics(t->cfg->pool), (unsigned)why);
+    r = start_once(t, es, why, ret, ret_limit, err, errlen, ret_code);
+    if (r < 0 && t->keep && t->keep->load_failed) {
+        /* session/load failed: that environment is gone, a fresh one replays instead */
+        t->keep->load_failed = false;
+        r = start_once(t, es, why, ret, ret_limit, err, errlen, ret_code);
+    }
+    return r;
 }

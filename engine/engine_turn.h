@@ -18,6 +18,7 @@
 #include "session/identity.h"
 #include "session/pool.h"
 
+struct engine_keep;
 struct platform;
 struct tool_runner;
 struct trace_run;
@@ -38,6 +39,8 @@ struct engine_turn {
     bool tools_file;                /* the sandbox's tool list is in the plan */
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
     bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
+    bool adopted;  /* carried on from a dead worker (engine_turns.h): runs as if detached */
+    struct engine_keep *keep; /* a cold start's use of the kept harness state (engine_keep.h) */
 };
 
 #endif

@@ -4,6 +4,7 @@
  * /health, /readyz and /subscription-status answer with.
  */
 #include "engine.h"
+#include "engine_turns.h"
 
 #include <errno.h>
 #include <string.h>
@@ -18,7 +19,11 @@
 
 int engine_worker_start(const struct engine_config *cfg)
 {
-    return platform_worker_start(cfg);
+    int r = platform_worker_start(cfg);
+
+    if (r == 0)
+        r = engine_turns_start(cfg);
+    return r;
 }
 
 int engine_worker_stop(int64_t deadline_ms)

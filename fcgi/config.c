@@ -58,6 +58,12 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
     {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
+    {"AGENT_RUNNER_SESSION_STATE_MAX_BYTES", K_U64, EOFF(kept.max_bytes), "16777216", 0,
+     4096 * MiB},
+    {"AGENT_RUNNER_SESSION_STATE_TOTAL_BYTES", K_U64, EOFF(kept.total_bytes), "2147483648", 0,
+     1024 * 1024 * MiB},
+    {"AGENT_RUNNER_SESSION_STATE_TTL_MS", K_U64, EOFF(kept.ttl_ms), "604800000", 1000,
+     31536000000ull},
     {"AGENT_RUNNER_MCP_BIN", K_STR, OFF(mcp_bin), "", 0, 0},
     {"AGENT_RUNNER_MCP_HOST_ALLOWLIST", K_STR, OFF(mcp_allowlist), "", 0, 0},
     {"AGENT_RUNNER_TOOLS_CA_FILE", K_STR, OFF(tools_ca_file), "", 0, 0},
@@ -325,6 +331,8 @@ void config_log(const struct runner_config *cfg)
              cfg->engine.tools.test_resolve ? ", TEST resolver override on" : "");
     engine_config_platform_text(&cfg->engine, text, sizeof(text));
     log_info("config: %s", text);
+    engine_config_cluster_text(&cfg->engine, text, sizeof(text));
+    log_info("config: several hosts: %s", text);
 }
 
 void config_release(struct runner_config *cfg)

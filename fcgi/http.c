@@ -23,6 +23,10 @@ static const char *reason_of(int status)
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 410:
+        return "Gone";
+    case 409:
+        return "Conflict";
     case 413:
         return "Payload Too Large";
     case 429:
@@ -128,11 +132,97 @@ void http_error(struct http_req *h, int status, const char *msg)
     json_object_put(o);
 }
 
-void http_stream_start(struct http_req *h)
+/* The extra headers of a stream: unbuffered, and the turn it is (when one fits). */
+static void stream_headers(char *out, size_t outlen, const char *turn_id)
 {
-    put_headers(h, 200, "application/x-ndjson", "X-Accel-Buffering: no\r\n");
+    /* a turn id has no control characters (request.c, cluster_relay.c) */
+    if (turn_id && strlen(turn_id) < outlen - 64)
+        snprintf(out, outlen, "X-Accel-Buffering: no\r\nX-Agent-Runner-Turn: %s\r\n", turn_id);
+    else
+        snprintf(out, outlen, "X-Accel-Buffering: no\r\n");
+}
+
+void http_start(struct http_req *h, int status, const char *content_type, const char *turn_id)
+{
+    bool ndjson = strcmp(content_type, "application/x-ndjson") == 0;
+    char extra[256];
+
+    stream_headers(extra, sizeof(extra), turn_id);
+    put_headers(h, status, content_type, ndjson ? extra : NULL);
     if (FCGX_FFlush(h->fr->out) < 0)
         h->client_gone = true;
+}
+
+void http_stream_start(struct http_req *h, const char *turn_id)
+{
+    char extra[256];
+
+    stream_headers(extra, sizeof(extra), turn_id);
+    put_headers(h, 200, "application/x-ndjson", extra);
+    if (FCGX_FFlush(h->fr->out) < 0)
+        h->client_gone = true;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Decode n bytes of a query component into out (outlen with its NUL). */
+static int query_decode(const char *s, size_t n, char *out, size_t outlen)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+
+        if (c == '+') {
+            c = ' ';
+        } else if (c == '%') {
+            int hi = i + 2 < n ? hex_digit(s[i + 1]) : -1; /* both digits must be there */
+            int lo = i + 2 < n ? hex_digit(s[i + 2]) : -1;
+
+            if (hi < 0 || lo < 0 || hi * 16 + lo == 0)
+                return -EINVAL;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (o + 1 >= outlen)
+            return -E2BIG;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+int http_query_get(const char *query, const char *name, char *out, size_t outlen)
+{
+    size_t nlen = strlen(name);
+    const char *p = query;
+
+    if (!query || outlen == 0 || nlen == 0)
+        return 0;
+    while (*p) {
+        const char *end = strchr(p, '&'), *eq;
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+
+        eq = memchr(p, '=', len);
+        if ((size_t)((eq ? eq : p + len) - p) == nlen && memcmp(p, name, nlen) == 0) {
+            int r = eq ? query_decode(eq + 1, len - nlen - 1, out, outlen)
+                       : query_decode("", 0, out, outlen);
+            return r < 0 ? r : 1;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return 0;
 }
 
 bool http_client_alive(void *ctx)

@@ -51,8 +51,22 @@ int http_read_body(struct http_req *h, uint64_t max, struct buf *out);
 void http_json(struct http_req *h, int status, json_object *body);
 /* {"ok":false,"error":msg} */
 void http_error(struct http_req *h, int status, const char *msg);
-/* 200 + NDJSON headers (Content-Type, Cache-Control, X-Accel-Buffering). */
-void http_stream_start(struct http_req *h);
+/*
+ * 200 + NDJSON headers (Content-Type, Cache-Control, X-Accel-Buffering), and
+ * X-Agent-Runner-Turn: turn_id when the stream is a turn's (turn_id not NULL).
+ */
+void http_stream_start(struct http_req *h, const char *turn_id);
+/*
+ * The value of the query parameter name in query (a QUERY_STRING: "a=1&b=x%20y"), percent- and
+ * '+'-decoded into out: 1 when present, 0 when not, -E2BIG when it does not fit outlen (NUL
+ * included), -EINVAL when it is not well encoded (a bad %XX, or a NUL once decoded). The first
+ * of repeated names wins; an empty name is never present. Pure (the fuzz target fuzz_http_query
+ * drives it).
+ */
+int http_query_get(const char *query, const char *name, char *out, size_t outlen);
+/* A relayed answer's headers: its status and content type (NDJSON: unbuffered, and
+ * X-Agent-Runner-Turn: turn_id when not NULL), flushed. */
+void http_start(struct http_req *h, int status, const char *content_type, const char *turn_id);
 /* Event sink probe: false once nginx closed the connection (the client went away). */
 bool http_client_alive(void *ctx);
 /* Event sink callbacks: buffer one line; push the buffered lines out. -1 once the client is

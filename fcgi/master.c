@@ -52,7 +52,8 @@ struct master {
     int sig_fd;
     bool draining;
     int64_t drain_deadline;
-    struct spares spares; /* pre-started environments (spares.h) */
+    struct spares spares;          /* pre-started environments (spares.h) */
+    struct admin_cluster *cluster; /* several hosts (NULL: one host) */
 };
 
 static void usage(void)
@@ -117,6 +118,7 @@ static pid_t spawn_worker(struct master *m, unsigned index)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(m->sig_fd);
+        admin_cluster_after_fork(m->cluster);
         status = worker_main(&m->cfg, index);
         _exit(status);
     }
@@ -245,10 +247,21 @@ static void reclaimed_one(void *ctx, const char *env_dir, bool keeper)
     reclaim_env(ctx, env_dir);
 }
 
-/* Reclaim the slots of dead keepers and of workers that died before their keeper started. */
+/*
+ * Reclaim the slots of dead keepers and of workers that died before their keeper started; sweep
+ * the turn journals and the kept harness states.
+ */
 static void sweep(struct master *m)
 {
+    int n;
+
     (void)admin_reclaim_dead(m->adm, reclaimed_one, m);
+    n = admin_turns_sweep(m->adm); /* expired and abandoned turn journals, the total's cap */
+    if (n > 0)
+        log_debug("removed %d turn journals", n);
+    n = admin_kept_sweep(m->adm);
+    if (n > 0)
+        log_info("removed %d kept harness states (expired or over the total bound)", n);
 }
 
 /*
@@ -313,6 +326,25 @@ static int setup_signals(struct master *m)
     return m->sig_fd < 0 ? m->sig_fd : 0;
 }
 
+/* Several hosts: register, refresh the sessions' owner keys, reconcile (admin.h). */
+static void cluster_tick(struct master *m)
+{
+    struct admin_cluster_tick t;
+
+    admin_cluster_tick(m->cluster, &t);
+    if (!t.ran)
+        return;
+    if (t.changed && t.up)
+        log_info("cluster: Redis reachable: %u members, %u sessions held here (%u re-asserted)",
+                 t.members, t.held, t.asserted);
+    else if (t.changed)
+        log_warn("cluster degraded: %s; serving this host's sessions and new ones here", t.error);
+    if (t.conflicts)
+        log_info("cluster: %u environments here belong to sessions another member owns now "
+                 "(e.g. '%s' owned by '%s'): killed (owner-moved)",
+                 t.conflicts, t.conflict_key, t.conflict_owner);
+}
+
 static void loop(struct master *m)
 {
     int64_t next_sweep = util_now_ms() + SWEEP_MS;
@@ -336,6 +368,8 @@ static void loop(struct master *m)
         }
         if (spares_timeout_ms(&m->spares) >= 0 && spares_timeout_ms(&m->spares) < timeout)
             timeout = spares_timeout_ms(&m->spares);
+        if (m->cluster && admin_cluster_due_ms(m->cluster) < timeout)
+            timeout = (int)admin_cluster_due_ms(m->cluster);
         if (timeout < 0)
             timeout = 0;
         if (poll(&p, 1, timeout) == -1 && errno != EINTR)
@@ -350,6 +384,7 @@ static void loop(struct master *m)
         }
         reap(m);
         spares_tick(&m->spares, m->draining);
+        cluster_tick(m);
         if (util_now_ms() >= next_sweep) {
             sweep(m);
             admin_inflight_release(m->adm, 0);
@@ -376,8 +411,14 @@ static void log_sandbox(const struct engine_config *cfg)
         log_error("sandboxes cannot start: %s", sf.net_why);
 }
 
+/* Several hosts: the scope every member finds a session's kept Daytona sandbox in. */
+static char daytona_scope[96];
+
 static const char *env_get(const char *name)
 {
+    /* the providers read their settings (and keepers get them) through here */
+    if (daytona_scope[0] && strcmp(name, "AGENT_RUNNER_DAYTONA_POOL_SCOPE") == 0 && !getenv(name))
+        return daytona_scope;
     return getenv(name);
 }
 
@@ -394,6 +435,9 @@ static int prepare(struct master *m, int argc, char **argv)
     }
     if (parse_args(m, argc, argv) < 0)
         return 2;
+    if (engine_cluster_group(&m->cfg.engine))
+        snprintf(daytona_scope, sizeof(daytona_scope), "cluster:%s",
+                 engine_cluster_group(&m->cfg.engine));
     /* sandbox providers with settings of their own (Daytona); workers inherit them */
     r = admin_providers_configure(env_get, err, sizeof(err));
     if (r < 0) {
@@ -447,6 +491,12 @@ static void start_serving(struct master *m)
 {
     int r;
 
+    /* several hosts: registered, and the adopted table's sessions reconciled, before serving */
+    r = admin_cluster_new(&m->cfg.engine, m->cfg.runs_max, &m->cluster);
+    if (r < 0)
+        log_error("cluster: cannot start: %s", strerror(-r));
+    if (m->cluster)
+        cluster_tick(m);
     for (unsigned i = 0; i < m->nworkers; i++) {
         if (spawn_worker(m, i) < 0) {
             log_error("cannot fork worker %u: %s", i, strerror(errno));
@@ -472,6 +522,9 @@ static void stop(struct master *m)
     /* every spare's keeper is in the table before admin_destroy_all looks */
     spares_stop(&m->spares);
     log_info("destroyed %u environments", admin_destroy_all(m->adm));
+    /* several hosts: the sessions' owner keys and this member's record go */
+    admin_cluster_free(m->cluster, true);
+    m->cluster = NULL;
     sweep(m);
     admin_table_close(m->adm);
     final_sweep(m);

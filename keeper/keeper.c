@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "keeper_loop.h"
@@ -120,6 +121,7 @@ int keeper_main(int argc, char **argv)
     keeper_channel_init(&k.channel);
     k.listen_fd = k.client_fd = k.sig_fd = k.child_in = k.child_out = k.child_err = -1;
     k.proc.exit_fd = -1;
+    k.proc.channel_fd = -1;
     k.log_fd = -1;
     log_setup("keeper", LOG_LEVEL_INFO);
     log_level_from_env("AGENT_RUNNER_LOG_LEVEL");
@@ -137,7 +139,6 @@ int keeper_main(int argc, char **argv)
     }
     log_ctx_set(NULL, k.spec.session_key, NULL, k.spec.harness);
     k.env_dir = k.spec.env_dir;
-    log_redact_add(k.spec.channel_token);
     k.socket_path = k.spec.socket;
     k.idle_ms = (int64_t)k.spec.idle_ms;
     attach_ms = (int64_t)k.spec.attach_timeout_ms;
@@ -183,11 +184,19 @@ int keeper_main(int argc, char **argv)
     k.proc.on_egress = keeper_model_egress;
     k.proc.on_model = keeper_model_report;
     k.proc.ctx = &k;
-    r = keeper_channel_open(&k.channel, k.env_dir, k.spec.channel_token,
-                            &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out},
-                            err, sizeof(err));
+    /* the harness's end of the channel: inherited into a local sandbox, relayed into a remote
+     * one (keeper_channel.h); a held turn keeps the lines meant for its worker (keeper_turn.h) */
+    r = keeper_channel_open(
+        &k.channel, k.env_dir, keeper_channel_role_of(jsonx_str(k.spec.sandbox, "channel")),
+        jsonx_get(k.spec.sandbox, "channelRelay") != NULL,
+        &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out, &k.turn.held,
+                                        keeper_turn_keep_tool, &k},
+        &k.proc.channel_fd, err, sizeof(err));
     if (r == 0)
         r = start_sandbox(&k, err, sizeof(err));
+    if (k.proc.channel_fd >= 0)
+        close(k.proc.channel_fd); /* the sandbox has it now (or never will) */
+    k.proc.channel_fd = -1;
     if (r < 0) {
         /* nothing is left once the worker reads the error (it removes nothing itself) */
         keeper_teardown(&k);

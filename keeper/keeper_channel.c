@@ -17,6 +17,8 @@
 #include "proto/tool_channel.h"
 
 #define REPLY_MAX (64u * 1024)
+/* idle buffers above this are given back (conn_trim) */
+#define KEEPER_CHANNEL_TRIM (256u * 1024)
 
 void keeper_channel_init(struct keeper_channel *kc)
 {
@@ -26,19 +28,35 @@ void keeper_channel_init(struct keeper_channel *kc)
     kc->next_serial = 1;
 }
 
-int keeper_channel_open(struct keeper_channel *kc, const char *env_dir, const char *token,
-                        const struct keeper_channel_worker *w, char *err, size_t errlen)
+enum keeper_channel_role keeper_channel_role_of(const char *name)
+{
+    if (name && strcmp(name, "harness") == 0)
+        return KEEPER_CHANNEL_HARNESS;
+    if (name && strcmp(name, "tools") == 0)
+        return KEEPER_CHANNEL_TOOLS;
+    return KEEPER_CHANNEL_NONE;
+}
+
+static void conn_add(struct keeper_channel *kc, int fd, enum keeper_channel_role role)
+{
+    struct keeper_channel_conn *c = &kc->conns[kc->nconns++];
+
+    c->fd = fd;
+    c->serial = kc->next_serial++;
+    c->role = role;
+    c->hello = false;
+    c->deadline = role == KEEPER_CHANNEL_NONE ? util_now_ms() + KEEPER_CHANNEL_STRANGER_MS : 0;
+    acp_lines_init(&c->in, role == KEEPER_CHANNEL_NONE ? KEEPER_CHANNEL_STRANGER_LINE
+                                                       : TOOL_CHANNEL_LINE_MAX);
+    buf_init(&c->out, KEEPER_CHANNEL_OUT_MAX);
+}
+
+/* A relayed sandbox's socket: only the keeper's own relay pump connects to it. */
+static int open_listener(struct keeper_channel *kc, const char *env_dir, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd, r;
 
-    if (!token || strlen(token) < TOOL_CHANNEL_TOKEN_LEN ||
-        strlen(token) > TOOL_CHANNEL_TOKEN_MAX) {
-        snprintf(err, errlen, "tool channel: the environment's token must be %d-%d bytes",
-                 TOOL_CHANNEL_TOKEN_LEN, TOOL_CHANNEL_TOKEN_MAX);
-        return -EINVAL;
-    }
-    memcpy(kc->token, token, strlen(token) + 1);
     if ((size_t)snprintf(kc->dir, sizeof(kc->dir), "%s/%s", env_dir, KEEPER_CHANNEL_DIR) >=
             sizeof(kc->dir) ||
         (size_t)snprintf(kc->path, sizeof(kc->path), "%s/%s", kc->dir, KEEPER_CHANNEL_SOCKET) >=
@@ -47,27 +65,52 @@ int keeper_channel_open(struct keeper_channel *kc, const char *env_dir, const ch
                  env_dir);
         return -ENAMETOOLONG;
     }
-    /* 0711: the sandbox's uid may pass through to the socket, not list or change the folder */
-    if (mkdir(kc->dir, 0711) == -1 && errno != EEXIST) {
+    if (mkdir(kc->dir, 0700) == -1 && errno != EEXIST) {
         r = -errno;
         snprintf(err, errlen, "tool channel: mkdir '%s': %s", kc->dir, strerror(-r));
         return r;
     }
-    if (chmod(kc->dir, 0711) == -1) {
+    if (chmod(kc->dir, 0700) == -1) {
         r = -errno;
         snprintf(err, errlen, "tool channel: chmod '%s': %s", kc->dir, strerror(-r));
         return r;
     }
-    /* 0666: connecting needs write permission on the socket, whatever uid the sandbox has */
-    /* a backlog for every connection at once: a remote sandbox's relay connects them in a
-     * burst (daytona_relay), before this loop accepts any */
-    fd = util_unix_listen(kc->path, 0666, 2 * KEEPER_CHANNEL_CONNS_MAX);
+    /* a backlog for every connection at once: the relay connects them in a burst
+     * (daytona_relay), before this loop accepts any */
+    fd = util_unix_listen(kc->path, 0600, 2 * KEEPER_CHANNEL_CONNS_MAX);
     if (fd < 0) {
         snprintf(err, errlen, "tool channel: cannot listen on '%s': %s", kc->path, strerror(-fd));
         return fd;
     }
     kc->listen_fd = fd;
+    return 0;
+}
+
+int keeper_channel_open(struct keeper_channel *kc, const char *env_dir,
+                        enum keeper_channel_role role, bool relayed,
+                        const struct keeper_channel_worker *w, int *ret_fd, char *err,
+                        size_t errlen)
+{
+    int pair[2], r;
+
     kc->worker = *w;
+    *ret_fd = -1;
+    if (relayed) {
+        r = open_listener(kc, env_dir, err, errlen);
+        if (r == 0)
+            kc->first = role;
+        return r;
+    }
+    if (role == KEEPER_CHANNEL_NONE)
+        return 0;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == -1) {
+        r = -errno;
+        snprintf(err, errlen, "tool channel: socketpair: %s", strerror(-r));
+        return r;
+    }
+    util_set_nonblock(pair[0]);
+    conn_add(kc, pair[0], role);
+    *ret_fd = pair[1];
     return 0;
 }
 
@@ -127,29 +170,69 @@ static bool warn_allowed(struct keeper_channel *kc)
     return ok;
 }
 
-/* Queue an encoded line (it ends in '\n') to connection c; a connection that does not read is
- * dropped at KEEPER_CHANNEL_OUT_MAX rather than growing without bound. */
-static void conn_queue(struct keeper_channel_conn *c, const struct buf *line)
+/* What the channel holds in memory now: every connection's line and answer buffers. */
+static size_t buffered(const struct keeper_channel *kc)
 {
-    if (buf_append(&c->out, line->data, line->len) < 0) {
-        log_warn("tool channel: a connection does not read its answers: dropping it");
-        shutdown(c->fd, SHUT_RDWR);
+    size_t n = 0;
+
+    for (size_t i = 0; i < kc->nconns; i++)
+        n += kc->conns[i].in.in.cap + kc->conns[i].out.cap;
+    return n;
+}
+
+/* Give back what a connection's idle buffers hold beyond a read's worth (a big line or answer
+ * that went through leaves its allocation behind otherwise). */
+static void conn_trim(struct keeper_channel_conn *c)
+{
+    if (c->in.in.len == 0 && c->in.in.cap > KEEPER_CHANNEL_TRIM) {
+        size_t max = c->in.in.max;
+
+        buf_release(&c->in.in);
+        buf_init(&c->in.in, max);
+        c->in.scanned = 0;
+    }
+    if (c->out.len == 0 && c->out.cap > KEEPER_CHANNEL_TRIM) {
+        buf_release(&c->out);
+        buf_init(&c->out, KEEPER_CHANNEL_OUT_MAX);
     }
 }
 
-static void answer_error(struct keeper_channel_conn *c, json_object *id, int code,
-                         const char *message)
+/* Drop connection c for going over a bound (what: which), logged through the limiter. */
+static void conn_over(struct keeper_channel *kc, struct keeper_channel_conn *c, const char *what)
+{
+    kc->over++;
+    if (warn_allowed(kc))
+        log_warn("tool channel: %s: dropping the connection", what);
+    shutdown(c->fd, SHUT_RDWR);
+    c->deadline = 1; /* closed at the next keeper_channel_handle */
+}
+
+/* Queue an encoded line (it ends in '\n') to connection c; a connection that does not read,
+ * or whose answers would take the channel over KEEPER_CHANNEL_BUFFERED_MAX, is dropped. */
+static void conn_queue(struct keeper_channel *kc, struct keeper_channel_conn *c,
+                       const struct buf *line)
+{
+    if (c->deadline == 1)
+        return; /* being dropped */
+    if (buffered(kc) - c->out.cap + c->out.len + line->len > KEEPER_CHANNEL_BUFFERED_MAX)
+        conn_over(kc, c, "the channel's buffers are full");
+    else if (buf_append(&c->out, line->data, line->len) < 0)
+        conn_over(kc, c, "a connection does not read its answers");
+}
+
+static void answer_error(struct keeper_channel *kc, struct keeper_channel_conn *c, json_object *id,
+                         int code, const char *message)
 {
     struct buf out;
 
     buf_init(&out, REPLY_MAX);
     if (acp_encode_error(&out, id, code, message) == 0)
-        conn_queue(c, &out);
+        conn_queue(kc, c, &out);
     buf_release(&out);
 }
 
 /* The keeper's own answer to a request, as when no worker is attached. */
-static void answer_alone(struct keeper_channel_conn *c, json_object *id,
+static void answer_alone(struct keeper_channel *kc, struct keeper_channel_conn *c, json_object *id,
                          enum tool_channel_kind kind)
 {
     struct buf out;
@@ -166,21 +249,43 @@ static void answer_alone(struct keeper_channel_conn *c, json_object *id,
                                             "tool call",
                                             true);
     if (r == 0)
-        conn_queue(c, &out);
+        conn_queue(kc, c, &out);
     buf_release(&out);
+}
+
+static bool worker_holding(const struct keeper_channel *kc)
+{
+    return kc->worker.holding && *kc->worker.holding;
 }
 
 static bool worker_attached(const struct keeper_channel *kc)
 {
-    return kc->worker.fd && *kc->worker.fd >= 0 && !*kc->worker.gone;
+    return (kc->worker.fd && *kc->worker.fd >= 0 && !*kc->worker.gone) || worker_holding(kc);
 }
 
-/* Queue one "@tool <json>" line to the worker: -E2BIG when its queue is full. */
+/* Queue one "@tool <json>" line to the worker (held: only kept): -E2BIG when its queue is full. */
 static int to_worker(struct keeper_channel *kc, const char *json, size_t len)
 {
     struct keeper_msg m = {.kind = KEEPER_MSG_TOOL, .payload = json, .payload_len = len};
+    struct buf *out = kc->worker.out;
+    size_t mark = out->len;
+    int r = 0;
 
-    return keeper_proto_encode(&m, kc->worker.out);
+    if (!worker_holding(kc))
+        r = keeper_proto_encode(&m, out);
+    else if (kc->worker.keep) {
+        struct buf line;
+
+        buf_init(&line, TOOL_CHANNEL_LINE_MAX + 16);
+        r = keeper_proto_encode(&m, &line);
+        if (r == 0)
+            kc->worker.keep(kc->worker.ctx, line.data, line.len);
+        buf_release(&line);
+        return r;
+    }
+    if (r == 0 && kc->worker.keep)
+        kc->worker.keep(kc->worker.ctx, out->data + mark, out->len - mark);
+    return r;
 }
 
 /* msg as one line with its id replaced by id (the root is changed in place). */
@@ -202,13 +307,13 @@ static void relay_request(struct keeper_channel *kc, struct keeper_channel_conn 
     int64_t id;
 
     if (kc->npending >= KEEPER_CHANNEL_PENDING_MAX) {
-        answer_error(c, m->id, -32000, "agent-runner: too many tool requests are open");
+        answer_error(kc, c, m->id, -32000, "agent-runner: too many tool requests are open");
         return;
     }
     p = &kc->pending[kc->npending];
     p->orig_id = strdup(jsonx_text(m->id, NULL));
     if (!p->orig_id) {
-        answer_alone(c, m->id, kind);
+        answer_alone(kc, c, m->id, kind);
         return;
     }
     id = kc->next_id++;
@@ -218,50 +323,61 @@ static void relay_request(struct keeper_channel *kc, struct keeper_channel_conn 
     kc->npending++;
     if (relay_with_id(kc, m->root, json_object_new_int64(id)) < 0) {
         pending_drop(kc, kc->npending - 1);
-        answer_alone(c, m->id, kind);
+        answer_alone(kc, c, m->id, kind);
     }
 }
 
-/* got equals the environment's token, in time that does not depend on where they differ */
-static bool token_matches(const struct keeper_channel *kc, const char *got)
+/* Whether a role may send a message of kind (a stranger may send nothing). */
+static bool role_allows(enum keeper_channel_role role, enum tool_channel_kind kind)
 {
-    size_t n = strlen(kc->token);
-    unsigned char diff = 0;
+    if (role == KEEPER_CHANNEL_HARNESS)
+        return true;
+    return role == KEEPER_CHANNEL_TOOLS &&
+           (kind == TOOL_CHANNEL_HELLO || kind == TOOL_CHANNEL_CALL);
+}
 
-    if (!got || strlen(got) != n)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)(kc->token[i] ^ got[i]);
-    return diff == 0;
+/* A refusal the sandbox provoked: counted, answered with why, logged through the limiter. */
+static void refuse(struct keeper_channel *kc, struct keeper_channel_conn *c, json_object *id,
+                   const char *why)
+{
+    kc->refused++;
+    answer_error(kc, c, id, KEEPER_CHANNEL_UNAUTHORIZED, why);
+    if (warn_allowed(kc))
+        log_warn("tool channel: refused: %s", why);
 }
 
 /*
- * The authentication gate: a connection is taken at its word only after a hello with the
- * environment's token. False when the line ends the connection (it was answered with an
- * error naming the problem); a good hello marks c authenticated and loses its token, which
- * never travels further.
+ * The gate before the relay. False when the line ends the connection (it was answered with an
+ * error naming the problem): anything from a stranger, anything but a hello first. A request
+ * its role may not send is answered with an error (true, *ret_done); such a notification is
+ * dropped.
  */
-static bool authenticate(struct keeper_channel *kc, struct keeper_channel_conn *c,
-                         const struct acp_msg *m, const struct tool_channel_msg *tm, int decoded)
+static bool admit(struct keeper_channel *kc, struct keeper_channel_conn *c, const struct acp_msg *m,
+                  const struct tool_channel_msg *tm, int decoded, bool *ret_done)
 {
-    const char *why;
+    json_object *id = m->kind == ACP_REQUEST ? m->id : NULL;
 
-    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO && token_matches(kc, tm->token)) {
-        c->authed = true;
-        json_object_object_del(m->params, "token");
+    *ret_done = false;
+    if (c->role == KEEPER_CHANNEL_NONE) {
+        refuse(kc, c, id, KEEPER_CHANNEL_STRANGER);
+        return false;
+    }
+    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO) {
+        c->hello = true;
         return true;
     }
-    if (decoded == 0 && tm->kind == TOOL_CHANNEL_HELLO)
-        why = tm->token ? "channel: wrong token" : KEEPER_CHANNEL_HELLO_FIRST;
-    else if (c->authed)
-        return true;
-    else
-        why = KEEPER_CHANNEL_HELLO_FIRST;
-    kc->refused++;
-    answer_error(c, m->kind == ACP_REQUEST ? m->id : NULL, KEEPER_CHANNEL_UNAUTHORIZED, why);
-    if (warn_allowed(kc))
-        log_warn("tool channel: refusing a connection: %s", why);
-    return false;
+    if (!c->hello) {
+        refuse(kc, c, id, KEEPER_CHANNEL_HELLO_FIRST);
+        return false;
+    }
+    if (decoded == 0 && !role_allows(c->role, tm->kind)) {
+        *ret_done = true;
+        if (id)
+            refuse(kc, c, id, KEEPER_CHANNEL_TOOLS_ONLY);
+        else
+            kc->refused++;
+    }
+    return true;
 }
 
 /* One line of connection c; false when the connection is to be closed. */
@@ -271,28 +387,32 @@ static bool on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, co
     struct tool_channel_msg tm;
     struct acp_msg m;
     char err[256];
+    bool done;
     int r;
 
     if (acp_decode(line, len, &m, err, sizeof(err)) < 0) {
         kc->dropped++;
-        if (!c->authed) {
-            kc->refused++;
-            answer_error(c, NULL, KEEPER_CHANNEL_UNAUTHORIZED, KEEPER_CHANNEL_HELLO_FIRST);
+        if (c->role == KEEPER_CHANNEL_NONE || !c->hello) {
+            refuse(kc, c, NULL,
+                   c->role == KEEPER_CHANNEL_NONE ? KEEPER_CHANNEL_STRANGER
+                                                  : KEEPER_CHANNEL_HELLO_FIRST);
             return false;
         }
-        answer_error(c, NULL, ACP_INVALID_REQUEST, err);
+        answer_error(kc, c, NULL, ACP_INVALID_REQUEST, err);
         return true;
     }
     memset(&tm, 0, sizeof(tm));
     r = tool_channel_decode(&m, &tm, err, sizeof(err));
-    if (!authenticate(kc, c, &m, &tm, r)) {
+    if (!admit(kc, c, &m, &tm, r, &done)) {
         acp_msg_release(&m);
         return false;
     }
-    if (r == -EBADMSG) {
+    if (done) {
+        /* refused for its role: answered already */
+    } else if (r == -EBADMSG) {
         kc->dropped++; /* a response: the runner asked nothing */
     } else if (r < 0 && m.kind == ACP_REQUEST) {
-        answer_error(c, m.id, r == -ENOENT ? ACP_METHOD_NOT_FOUND : ACP_INVALID_PARAMS, err);
+        answer_error(kc, c, m.id, r == -ENOENT ? ACP_METHOD_NOT_FOUND : ACP_INVALID_PARAMS, err);
     } else if (r < 0) {
         kc->dropped++; /* an unknown notification */
     } else if (m.kind == ACP_NOTIFICATION) {
@@ -301,13 +421,22 @@ static bool on_line(struct keeper_channel *kc, struct keeper_channel_conn *c, co
     } else if (worker_attached(kc)) {
         relay_request(kc, c, &m, tm.kind);
     } else {
-        answer_alone(c, m.id, tm.kind);
+        answer_alone(kc, c, m.id, tm.kind);
     }
     acp_msg_release(&m);
     return true;
 }
 
 static bool conn_flush(struct keeper_channel *kc, size_t i);
+
+/* Connection i went over a bound while reading: closed, logged through the limiter. */
+static void conn_read_over(struct keeper_channel *kc, size_t i, const char *what)
+{
+    kc->over++;
+    if (warn_allowed(kc))
+        log_warn("tool channel: %s: dropping the connection", what);
+    conn_close(kc, i);
+}
 
 static void conn_read(struct keeper_channel *kc, size_t i)
 {
@@ -319,10 +448,25 @@ static void conn_read(struct keeper_channel *kc, size_t i)
 
     if (n == -EAGAIN)
         return;
+    if (n == -E2BIG) {
+        conn_read_over(kc, i, "a line is too long");
+        return;
+    }
     if (n <= 0) {
         if (n < 0 && n != -ECONNRESET)
             log_debug("tool channel: dropping a connection: %s", strerror((int)-n));
         conn_close(kc, i);
+        return;
+    }
+    if (c->role == KEEPER_CHANNEL_NONE) {
+        /* a stranger says nothing the keeper listens to: whatever came, it is refused */
+        refuse(kc, c, NULL, KEEPER_CHANNEL_STRANGER);
+        if (conn_flush(kc, i))
+            conn_close(kc, i);
+        return;
+    }
+    if (buffered(kc) > KEEPER_CHANNEL_BUFFERED_MAX) {
+        conn_read_over(kc, i, "the channel's buffers are full");
         return;
     }
     while ((r = acp_lines_next(&c->in, &line, &len)) == 1) {
@@ -337,11 +481,10 @@ static void conn_read(struct keeper_channel *kc, size_t i)
         }
     }
     if (r < 0) {
-        if (warn_allowed(kc))
-            log_warn("tool channel: a line exceeds %u bytes: dropping its connection",
-                     TOOL_CHANNEL_LINE_MAX);
-        conn_close(kc, i);
+        conn_read_over(kc, i, "a line is too long");
+        return;
     }
+    conn_trim(c);
 }
 
 /* Write what is queued; false when the connection broke (it is closed then). */
@@ -362,29 +505,27 @@ static bool conn_flush(struct keeper_channel *kc, size_t i)
         }
         buf_consume(&c->out, (size_t)n);
     }
+    conn_trim(c);
     return true;
 }
 
 static void accept_conn(struct keeper_channel *kc)
 {
-    struct keeper_channel_conn *c;
     int fd = accept4(kc->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
     if (fd == -1)
         return;
     if (kc->nconns >= KEEPER_CHANNEL_CONNS_MAX) {
+        kc->refused++;
         if (warn_allowed(kc))
             log_warn("tool channel: %d connections are open: refusing another",
                      KEEPER_CHANNEL_CONNS_MAX);
         close(fd);
         return;
     }
-    c = &kc->conns[kc->nconns++];
-    c->fd = fd;
-    c->serial = kc->next_serial++;
-    c->authed = false;
-    acp_lines_init(&c->in, TOOL_CHANNEL_LINE_MAX);
-    buf_init(&c->out, KEEPER_CHANNEL_OUT_MAX);
+    /* the relay's first connection is the harness's; every later one a stranger */
+    conn_add(kc, fd, kc->first);
+    kc->first = KEEPER_CHANNEL_NONE;
 }
 
 size_t keeper_channel_pollfds(struct keeper_channel *kc, struct pollfd *p, size_t max, bool reading)
@@ -392,12 +533,11 @@ size_t keeper_channel_pollfds(struct keeper_channel *kc, struct pollfd *p, size_
     size_t n = 0;
 
     kc->npolled = 0;
-    if (kc->listen_fd < 0)
+    if (max == 0)
         return 0;
-    if (n < max) {
-        p[n] = (struct pollfd){.fd = kc->listen_fd, .events = POLLIN};
-        kc->polled[n++] = kc->listen_fd;
-    }
+    /* slot 0 is the listener's, -1 (ignored by poll) when there is none */
+    p[n] = (struct pollfd){.fd = kc->listen_fd, .events = POLLIN};
+    kc->polled[n++] = kc->listen_fd;
     for (size_t i = 0; i < kc->nconns && n < max; i++) {
         struct keeper_channel_conn *c = &kc->conns[i];
         short ev = (short)((reading ? POLLIN : 0) | (c->out.len ? POLLOUT : 0));
@@ -409,12 +549,40 @@ size_t keeper_channel_pollfds(struct keeper_channel *kc, struct pollfd *p, size_
     return n;
 }
 
+void keeper_channel_timeout(const struct keeper_channel *kc, int64_t now, int *timeout_ms)
+{
+    for (size_t i = 0; i < kc->nconns; i++) {
+        int64_t left = kc->conns[i].deadline - now;
+
+        if (!kc->conns[i].deadline)
+            continue;
+        if (left < 0)
+            left = 0;
+        if (*timeout_ms < 0 || left < *timeout_ms)
+            *timeout_ms = (int)left;
+    }
+}
+
 static ssize_t conn_index(const struct keeper_channel *kc, int fd)
 {
     for (size_t i = 0; i < kc->nconns; i++)
         if (kc->conns[i].fd == fd)
             return (ssize_t)i;
     return -1;
+}
+
+/* Close the connections whose deadline passed: silent strangers, dropped ones. */
+static void expire(struct keeper_channel *kc, int64_t now)
+{
+    for (size_t i = kc->nconns; i-- > 0;) {
+        struct keeper_channel_conn *c = &kc->conns[i];
+
+        if (!c->deadline || c->deadline > now)
+            continue;
+        if (c->role == KEEPER_CHANNEL_NONE && c->deadline != 1)
+            kc->refused++; /* said nothing in time */
+        conn_close(kc, i);
+    }
 }
 
 void keeper_channel_handle(struct keeper_channel *kc, const struct pollfd *p, size_t n)
@@ -434,7 +602,8 @@ void keeper_channel_handle(struct keeper_channel *kc, const struct pollfd *p, si
     for (size_t i = kc->nconns; i-- > 0;)
         if (kc->conns[i].out.len)
             (void)conn_flush(kc, i);
-    if (n > 0 && kc->npolled > 0 && (p[0].revents & POLLIN))
+    expire(kc, util_now_ms());
+    if (n > 0 && kc->npolled > 0 && kc->listen_fd >= 0 && (p[0].revents & POLLIN))
         accept_conn(kc);
 }
 
@@ -464,6 +633,8 @@ void keeper_channel_from_worker(struct keeper_channel *kc, const char *json, siz
         acp_msg_release(&m);
         return;
     }
+    if (kc->pending[i].kind == TOOL_CHANNEL_CALL)
+        kc->calls_answered++;
     c = conn_of(kc, kc->pending[i].conn);
     if (c && jsonx_parse(kc->pending[i].orig_id, strlen(kc->pending[i].orig_id), 4, &orig, err,
                          sizeof(err)) == 0) {
@@ -475,7 +646,7 @@ void keeper_channel_from_worker(struct keeper_channel *kc, const char *json, siz
         text = jsonx_text(m.root, &tlen);
         buf_init(&out, TOOL_CHANNEL_LINE_MAX);
         if (buf_append(&out, text, tlen) == 0 && buf_append_char(&out, '\n') == 0)
-            conn_queue(c, &out);
+            conn_queue(kc, c, &out);
         buf_release(&out);
     }
     pending_drop(kc, i);
@@ -492,7 +663,7 @@ void keeper_channel_detached(struct keeper_channel *kc)
 
         c = conn_of(kc, p->conn);
         if (c && jsonx_parse(p->orig_id, strlen(p->orig_id), 4, &id, err, sizeof(err)) == 0) {
-            answer_alone(c, id, (enum tool_channel_kind)p->kind);
+            answer_alone(kc, c, id, (enum tool_channel_kind)p->kind);
             json_object_put(id);
         }
         pending_drop(kc, i);

@@ -69,6 +69,10 @@ int keeper_loop(struct keeper *k)
         }
         if (k->deadline) {
             int64_t left = k->deadline - util_now_ms();
+            if (left <= 0 && k->turn.held) {
+                keeper_relay_abandon(k);
+                continue;
+            }
             if (left <= 0) {
                 log_info("idle deadline passed: tearing down");
                 k->reason = k->awaiting ? TEARDOWN_APPROVAL_EXPIRY : TEARDOWN_IDLE_EXPIRY;
@@ -76,6 +80,7 @@ int keeper_loop(struct keeper *k)
             }
             timeout = left > 60000 ? 60000 : (int)left;
         }
+        keeper_channel_timeout(&k->channel, util_now_ms(), &timeout);
         iprov = np;
         nprov = provider_fds(k, p + np, &timeout);
         np += nprov;

@@ -8,6 +8,7 @@
 
 #include "base/jsonx.h"
 #include "base/util.h"
+#include "keeper_relay.h"
 #include "keeper_state.h"
 #include "session/pool.h"
 
@@ -55,7 +56,7 @@ static void send_line(struct keeper *k, const char *payload)
     struct keeper_msg m = {
         .kind = KEEPER_MSG_MODEL, .payload = payload, .payload_len = strlen(payload)};
 
-    keeper_control_to_client(k, &m);
+    keeper_relay_to_worker(k, &m); /* a turn in flight keeps it for an adopter */
 }
 
 void keeper_model_report(void *ctx, const struct model_gateway_report *r)
@@ -81,7 +82,7 @@ void keeper_model_report(void *ctx, const struct model_gateway_report *r)
     line = encode(r);
     if (!line)
         return;
-    if (k->client_fd >= 0) {
+    if (k->client_fd >= 0 || k->turn.held) {
         send_line(k, line);
         free(line);
     } else if (m->npending < KEEPER_MODEL_PENDING_MAX) {

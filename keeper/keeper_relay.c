@@ -18,16 +18,15 @@
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
 
-static void queue(struct buf *q, const char *data, size_t len)
-{
-    if (buf_append(q, data, len) < 0 || buf_append_char(q, '\n') < 0)
-        log_warn("dropping a %zu-byte line: queue full", len);
-}
-
 static void to_child(struct keeper *k, const char *line, size_t len)
 {
-    if (k->child_in >= 0)
-        queue(&k->child_stdin, line, len);
+    /* a harness that does not read its stdin fills this queue: limited */
+    if (k->child_in < 0)
+        return;
+    if ((buf_append(&k->child_stdin, line, len) < 0 ||
+         buf_append_char(&k->child_stdin, '\n') < 0) &&
+        keeper_sandbox_log_allowed(k))
+        log_warn("dropping a %zu-byte line: queue full", len);
 }
 
 static void encode_to_child(struct keeper *k, struct buf *line)
@@ -69,7 +68,8 @@ static void answer_alone(struct keeper *k, struct acp_msg *m)
         json_object_object_add(res, "outcome", outcome);
         acp_encode_result(&out, m->id, res);
         json_object_put(res);
-        log_info("rejected a permission request between turns");
+        if (keeper_sandbox_log_allowed(k))
+            log_info("rejected a permission request between turns");
     } else if (m->kind == ACP_REQUEST) {
         char msg[160];
         snprintf(msg, sizeof(msg), "Method not found: %.120s", m->method);
@@ -89,16 +89,38 @@ static void answer_alone(struct keeper *k, struct acp_msg *m)
     encode_to_child(k, &out);
 }
 
+void keeper_relay_to_worker(struct keeper *k, const struct keeper_msg *m)
+{
+    size_t mark = k->client_out.len;
+    int r;
+
+    if (k->turn.held) {
+        struct buf kept;
+
+        buf_init(&kept, m->payload_len + 32);
+        if (keeper_proto_encode(m, &kept) == 0)
+            keeper_turn_keep(k, kept.data, kept.len);
+        buf_release(&kept);
+        return;
+    }
+    if (k->client_fd < 0)
+        return;
+    r = keeper_proto_encode(m, &k->client_out);
+    if (r == -E2BIG && keeper_sandbox_log_allowed(k))
+        log_warn("dropping a %zu-byte '%s' line: queue full", m->payload_len,
+                 keeper_proto_kind_name(m->kind));
+    if (r < 0)
+        k->dropped++;
+    else
+        keeper_turn_keep(k, k->client_out.data + mark, k->client_out.len - mark);
+}
+
 /* A harness line for the worker: only an ACP line (one that cannot pose as a control line). */
 static void relay_to_client(struct keeper *k, const char *line, size_t len)
 {
     struct keeper_msg m = {.kind = KEEPER_MSG_ACP, .payload = line, .payload_len = len};
-    int r = keeper_proto_encode(&m, &k->client_out);
 
-    if (r == -E2BIG)
-        log_warn("dropping a %zu-byte line: queue full", len);
-    if (r < 0)
-        k->dropped++;
+    keeper_relay_to_worker(k, &m);
 }
 
 static void on_child_line(struct keeper *k, char *line, size_t len)
@@ -106,7 +128,7 @@ static void on_child_line(struct keeper *k, char *line, size_t len)
     struct acp_msg m;
     char err[128];
 
-    if (k->client_fd >= 0) {
+    if (k->client_fd >= 0 || k->turn.held) {
         if (strstr(line, "\"method\"") && strstr(line, "\"id\"") &&
             acp_decode(line, len, &m, err, sizeof(err)) == 0) {
             if (m.kind == ACP_REQUEST && k->npending < PENDING_MAX)
@@ -150,14 +172,15 @@ static void track_client_request(struct keeper *k, const char *line, size_t len)
     acp_msg_release(&m);
 }
 
-/* The worker answered a relayed request: it is no longer pending. */
-static void forget_pending(struct keeper *k, const char *line, size_t len)
+/* The worker answered a relayed request: it is no longer pending (true when it was). */
+static bool forget_pending(struct keeper *k, const char *line, size_t len)
 {
     struct acp_msg m, p;
     char err[128];
+    bool found = false;
 
     if (acp_decode(line, len, &m, err, sizeof(err)) < 0)
-        return;
+        return false;
     for (size_t i = 0; m.kind == ACP_RESPONSE && i < k->npending; i++) {
         if (acp_decode(k->pending[i], strlen(k->pending[i]), &p, err, sizeof(err)) < 0)
             continue;
@@ -165,11 +188,13 @@ static void forget_pending(struct keeper *k, const char *line, size_t len)
             free(k->pending[i]);
             k->pending[i] = k->pending[--k->npending];
             acp_msg_release(&p);
+            found = true;
             break;
         }
         acp_msg_release(&p);
     }
     acp_msg_release(&m);
+    return found;
 }
 
 /*
@@ -211,16 +236,28 @@ static bool claim(struct keeper *k, const struct keeper_msg *m)
 static bool on_client_line(struct keeper *k, char *line, size_t len)
 {
     struct keeper_msg m;
+    bool answered;
 
     if (keeper_proto_decode(line, len, &m) < 0) {
         log_debug("dropping a malformed worker line");
         return true;
     }
+    /* a held turn is for a worker that adopts it; anyone else ends the hold first */
+    if (k->turn.held && m.kind != KEEPER_MSG_ADOPT)
+        keeper_relay_abandon(k);
     switch (m.kind) {
     case KEEPER_MSG_DESTROY:
+        keeper_turn_end(k);
         return false;
+    case KEEPER_MSG_TURN:
+        keeper_turn_begin(k, m.payload, m.payload_len);
+        return true;
+    case KEEPER_MSG_ADOPT:
+        keeper_turn_adopt(k, m.payload, m.payload_len);
+        return true;
     case KEEPER_MSG_PARK:
     case KEEPER_MSG_AWAIT:
+        keeper_turn_end(k);
         /* idle, or a prompt that waits on an approval (kept in flight) */
         k->idle_ms = (int64_t)m.ms;
         k->per_turn = false;
@@ -237,8 +274,12 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
         return true;
     case KEEPER_MSG_ACP:
         track_client_request(k, line, len);
-        if (k->npending && !strstr(line, "\"method\""))
-            forget_pending(k, line, len);
+        answered = k->npending && !strstr(line, "\"method\"") && forget_pending(k, line, len);
+        /* an adopted turn's replay answers again what the dead worker answered: dropped */
+        if (k->turn.adopted && !answered && !strstr(line, "\"method\"")) {
+            log_debug("dropping an answer to a request that is no longer open");
+            return true;
+        }
         to_child(k, line, len);
         return true;
     case KEEPER_MSG_CLAIM:
@@ -269,6 +310,18 @@ static void cancel_in_flight(struct keeper *k)
     keeper_slot_mark_broken(k);
 }
 
+void keeper_relay_abandon(struct keeper *k)
+{
+    keeper_turn_end(k);
+    answer_pending(k, false);
+    cancel_in_flight(k);
+    keeper_slot_orphaned(k);
+    keeper_channel_detached(&k->channel);
+    keeper_sandbox_busy(k, false);
+    k->deadline = util_now_ms() + (k->per_turn ? 1 : k->idle_ms);
+    log_info("the held turn was not adopted in time: cancelled");
+}
+
 void keeper_relay_client_gone(struct keeper *k)
 {
     if (k->client_fd < 0)
@@ -277,6 +330,9 @@ void keeper_relay_client_gone(struct keeper *k)
     k->client_fd = -1;
     acp_lines_release(&k->client_in);
     buf_release(&k->client_out);
+    if (!k->parked && keeper_turn_hold(k))
+        return; /* the harness goes on; its open requests wait for the adopter */
+    keeper_turn_end(k);
     answer_pending(k, false);
     if (!k->parked) {
         cancel_in_flight(k);
@@ -307,7 +363,8 @@ void keeper_relay_accept(struct keeper *k)
     k->client_fd = fd;
     k->parked = false;
     k->awaiting = false;
-    k->deadline = 0;
+    if (!k->turn.held)
+        k->deadline = 0; /* a held turn's window runs until "#adopt" */
     keeper_sandbox_busy(k, true);
     acp_lines_init(&k->client_in, ACP_LINE_MAX_DEFAULT);
     buf_init(&k->client_out, KEEPER_QUEUE_MAX);

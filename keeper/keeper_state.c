@@ -19,6 +19,16 @@ void keeper_sandbox_busy(struct keeper *k, bool busy)
         k->provider->busy(&k->proc, busy);
 }
 
+bool keeper_sandbox_log_allowed(struct keeper *k)
+{
+    uint64_t dropped;
+    bool ok = log_budget_take(&k->sandbox_logs, KEEPER_SANDBOX_LOGS_PER_S, &dropped);
+
+    if (dropped)
+        log_warn("%llu more lines the harness provoked not logged", (unsigned long long)dropped);
+    return ok;
+}
+
 /* A control line to the attached worker. */
 void keeper_control_to_client(struct keeper *k, const struct keeper_msg *m)
 {

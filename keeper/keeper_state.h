@@ -16,6 +16,7 @@
 #include "egress_report.h"
 #include "keeper_channel.h"
 #include "keeper_model.h"
+#include "keeper_turn.h"
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
 #include "provider/provider.h"
@@ -65,9 +66,18 @@ struct keeper {
     /* harness requests relayed to the attached worker and not answered yet */
     char *pending[PENDING_MAX];
     size_t npending;
-    struct keeper_channel channel; /* the sandbox's tool channel, relayed as "@tool" lines */
-    struct keeper_model model;     /* the sandbox's model calls, to the worker as "#model" */
+    struct keeper_channel channel;  /* the sandbox's tool channel, relayed as "@tool" lines */
+    struct keeper_model model;      /* the sandbox's model calls, to the worker as "#model" */
+    struct keeper_turn turn;        /* the turn on the worker, held when it dies (keeper_turn.h) */
+    struct log_budget sandbox_logs; /* keeper_sandbox_log_allowed's budget */
 };
+
+/*
+ * Whether a line the sandbox's harness can provoke (a full queue, a request between turns) may
+ * be logged now: at most KEEPER_SANDBOX_LOGS_PER_S a second, the rest summed in one line.
+ */
+#define KEEPER_SANDBOX_LOGS_PER_S 5
+bool keeper_sandbox_log_allowed(struct keeper *k);
 
 /*
  * A remote provider keeps its sandbox alive while a turn is in flight (a worker attached, or

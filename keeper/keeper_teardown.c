@@ -111,4 +111,5 @@ void keeper_teardown(struct keeper *k)
     remove_env(k, true);
     acp_lines_release(&k->client_in);
     buf_release(&k->client_out);
+    keeper_turn_end(k);
 }

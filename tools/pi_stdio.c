@@ -8,12 +8,17 @@
  *       socket through /proc/<pid>/fd or a path). spare: waits for pi's answer to a get_state
  *       first (a spare is ready only once pi is). Leaves a holder process with pi's ends and a
  *       listening socket at PI_STDIO_SOCK, then execs pi-acp, so pi's start runs alongside
- *       pi-acp's start, initialize and session/new instead of after them.
+ *       pi-acp's start, initialize and session/new instead of after them. The keeper
+ *       channel the sandbox inherited ($RUNNER_CHANNEL_FD, keeper/keeper_channel.h) goes to pi
+ *       alone, as its descriptor 3 (pi's extension takes it; Node marks it close-on-exec, so
+ *       pi's tools never have it); pi-acp and the holder never do.
  *   agent-runner-pi-stdio [anything else]  (PI_ACP_PI_COMMAND: pi-acp starting "pi")
  *       Attach: connect once, receive pi's ends and the mode (SCM_RIGHTS); the holder then
  *       removes the socket and exits, so nothing else can ever attach. A spare's pi is told
  *       `new_session` (it re-reads the configuration the runner wrote at the claim) and its
  *       answer awaited. Then relay: our stdin -> pi, pi -> our stdout, pi's stderr -> ours.
+ *       With `--session <file>` (pi-acp's session/load), pi is told `switch_session` to that
+ *       file (a session file the runner restored into the home) and its answer awaited first.
  *       When pi is gone, pi-acp (our parent) is stopped: pi-acp 0.0.24 fails only pending
  *       commands when its pi exits and would wait forever for the end of the prompt; the
  *       runner sees the harness exit and ends the turn. When pi-acp closes our stdin, pi's
@@ -41,10 +46,14 @@
 #define PI_STDIO_SOCK PI_STDIO_DIR "/sock"
 #define READY_ID "runner-spare-ready"
 #define CLAIM_ID "runner-spare-claim"
+#define LOAD_ID "runner-load"
+#define LOAD_TIMEOUT_MS 60000
 #define READY_TIMEOUT_MS 120000
 #define CLAIM_TIMEOUT_MS 20000
 #define LINE_MAX_BYTES (1 << 20)
 #define RELAY_BUF 65536
+#define PI_CHANNEL_FD 3 /* the keeper channel in pi: low, so Node marks it close-on-exec */
+#define PI_CHANNEL_FD_TEXT "3"
 
 /* Control data for two descriptors, aligned for struct cmsghdr. */
 union fd_cmsg {
@@ -141,6 +150,40 @@ static int send_command(int fd, const char *type, const char *id)
     return write_all(fd, cmd, (size_t)n);
 }
 
+/* pi's switch_session to path: the path as a JSON string (it is pi-acp's, from our argv). */
+static int send_switch(int fd, const char *path)
+{
+    size_t cap = strlen(path) * 6 + 128, n;
+    char *cmd = malloc(cap);
+    int r;
+
+    if (!cmd)
+        return -ENOMEM;
+    n = (size_t)snprintf(cmd, cap,
+                         "{\"type\":\"switch_session\",\"id\":\"" LOAD_ID "\",\"sessionPath\":\"");
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            n += (size_t)snprintf(cmd + n, cap - n, "\\%c", *p);
+        else if (*p < 0x20)
+            n += (size_t)snprintf(cmd + n, cap - n, "\\u%04x", *p);
+        else
+            cmd[n++] = (char)*p;
+    }
+    n += (size_t)snprintf(cmd + n, cap - n, "\"}\n");
+    r = write_all(fd, cmd, n);
+    free(cmd);
+    return r;
+}
+
+/* pi-acp's `pi --mode rpc ... --session <file>`: the file, or NULL. */
+static const char *session_arg(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--session") == 0)
+            return argv[i + 1];
+    return NULL;
+}
+
 static int listen_socket(void)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -195,11 +238,37 @@ static void hold(int lfd, int io, int er, char mode)
     _exit(sendmsg(conn, &m, MSG_NOSIGNAL) == 1 ? 0 : 1);
 }
 
+/* The inherited keeper channel ($RUNNER_CHANNEL_FD, removed from the environment), or -1. */
+static int take_channel(void)
+{
+    const char *v = getenv("RUNNER_CHANNEL_FD");
+    struct stat st;
+    int fd = 0;
+
+    for (const char *p = v; p && *p && fd < 4096; p++)
+        fd = *p >= '0' && *p <= '9' ? fd * 10 + (*p - '0') : 4096;
+    unsetenv("RUNNER_CHANNEL_FD");
+    if (!v || fd < 3 || fd >= 4096 || fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return -1;
+    return fd;
+}
+
+/* In pi's child: the channel at descriptor 3, open across exec, named in pi's environment. */
+static void give_channel(int chan)
+{
+    if (chan < 0)
+        return;
+    if (chan == PI_CHANNEL_FD ? fcntl(chan, F_SETFD, 0) < 0 : dup2(chan, PI_CHANNEL_FD) < 0)
+        _exit(127);
+    setenv("RUNNER_CHANNEL_FD", PI_CHANNEL_FD_TEXT, 1);
+}
+
 /* argv: cold|spare -- <pi argv...> -- <pi-acp argv...> */
 static int start(int argc, char **argv)
 {
     char **pi, **acp;
-    int io[2], er[2], lfd, i;
+    int io[2], er[2], lfd, i, chan;
     bool spare;
     pid_t pid;
 
@@ -218,6 +287,7 @@ static int start(int argc, char **argv)
     }
     argv[i] = NULL;
     acp = argv + i + 1;
+    chan = take_channel();
     lfd = listen_socket();
     if (lfd < 0)
         die("listening socket " PI_STDIO_SOCK, -lfd);
@@ -231,11 +301,14 @@ static int start(int argc, char **argv)
         /* pi: dup2 clears close-on-exec on 0, 1, 2; everything else closes at exec */
         if (dup2(io[1], 0) < 0 || dup2(io[1], 1) < 0 || dup2(er[1], 2) < 0)
             _exit(127);
+        give_channel(chan);
         execv(pi[0], pi);
         _exit(127);
     }
     close(io[1]);
     close(er[1]);
+    if (chan >= 0)
+        close(chan);
     if (spare) {
         int r = send_command(io[0], "get_state", READY_ID);
 
@@ -307,7 +380,7 @@ static int pump(int from, int to, char *buf)
     return write_all(to, buf, (size_t)n) < 0 ? PUMP_WRITE_ERR : PUMP_OK;
 }
 
-static int attach(void)
+static int attach(const char *session)
 {
     struct pollfd p[3];
     char mode = 0, *buf = malloc(RELAY_BUF);
@@ -329,6 +402,15 @@ static int attach(void)
         if (r < 0) {
             fprintf(stderr, "spare: pi did not take the session's configuration (%s)\n",
                     strerror(-r));
+            return 1;
+        }
+    }
+    if (session) {
+        r = send_switch(io, session);
+        if (r == 0)
+            r = await_answer(io, LOAD_ID, LOAD_TIMEOUT_MS);
+        if (r < 0) {
+            fprintf(stderr, "pi did not load the session (%s)\n", strerror(-r));
             return 1;
         }
     }
@@ -376,5 +458,5 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && strcmp(argv[1], "start") == 0)
         return start(argc - 2, argv + 2);
-    return attach();
+    return attach(session_arg(argc, argv));
 }

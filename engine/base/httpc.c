@@ -206,11 +206,21 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
     size_t len = size * n, room = b->max - b->len, take = len;
     int r;
 
-    if (x->rq->discard_body)
+    if (x->rq->discard_body) {
+        /* nothing kept; a streaming caller (on_data) still sees every piece */
+        if (!x->head_done) {
+            x->head_done = true;
+            head_info(x);
+        }
+        if (x->rq->on_data && len > 0) {
+            r = x->rq->on_data(x->rq->on_data_ctx, x->res, ptr, len);
+            if (r != 0) {
+                x->data_error = r < 0 ? r : 0;
+                x->res->stopped = r > 0;
+                return 0;
+            }
+        }
         return len;
-    if (x->rq->stream_body) {
-        room = len; /* nothing kept: the callback takes it all */
-        take = len;
     }
     if (len > room) {
         if (!x->rq->truncate_ok) {
@@ -219,7 +229,7 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ctx)
         }
         take = room;
     }
-    if (take > 0 && !x->rq->stream_body && buf_append(b, ptr, take) < 0) {
+    if (take > 0 && buf_append(b, ptr, take) < 0) {
         x->data_error = -ENOMEM;
         return 0;
     }
@@ -620,7 +630,7 @@ int httpc_perform(CURL *h, const struct httpc_request *rq, struct httpc_response
     memset(&res, 0, sizeof(res));
     buf_init(&res.body, rq->max_body);
     buf_init(&x.head, HTTPC_HEAD_MAX);
-    if (!rq->url || (rq->max_body == 0 && !rq->discard_body && !rq->stream_body))
+    if (!rq->url || (rq->max_body == 0 && !rq->discard_body))
         return util_fail(-EINVAL, err, errlen, "invalid request");
     r = header_list(rq, &headers);
     if (r < 0)

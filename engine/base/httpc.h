@@ -9,7 +9,8 @@
  *   - a response body read into a buffer with a hard cap set per request: past it the exchange
  *     fails with -E2BIG, or with truncate_ok stops and flags `truncated`; never a silent cut.
  *     The body may also be streamed to a callback as it arrives (kept too, or only streamed:
- *     stream_body), or discarded; the head may go to a callback before the body (on_head);
+ *     discard_body, no copy and no cap: the caller bounds what it keeps); the head may go to a
+ *     callback before the body (on_head);
  *   - retries only when the caller asks (struct httpc_retry): which statuses and which
  *     transport failures are retried, the backoff between attempts, and whether the server's
  *     Retry-After (delay-seconds or an HTTP-date) sets the wait;
@@ -97,7 +98,7 @@ struct httpc_request {
     uint64_t connect_timeout_ms; /* 0 = the total timeout */
     size_t max_body;             /* response body cap in bytes (> 0 unless discard_body) */
     bool truncate_ok;            /* at the cap: stop and flag `truncated` instead of failing */
-    bool discard_body;           /* read the body and keep nothing */
+    bool discard_body;           /* keep nothing: the body goes to on_data only, as it arrives */
     const char *bearer;          /* sent as "Authorization: Bearer <bearer>", or NULL */
     const char *user_agent;      /* or NULL for none */
     const char *ca_file;         /* a PEM bundle to verify https against instead of the system's */
@@ -110,9 +111,6 @@ struct httpc_request {
     void *abort_ctx;
     httpc_data_fn on_data; /* or NULL */
     void *on_data_ctx;
-    /* the body goes to on_data only, as it arrives: never into res->body (no copy, no cap; the
-     * caller bounds what it keeps). A stream relayed unbuffered (the model gateway) */
-    bool stream_body;
     httpc_head_fn on_head; /* or NULL; called with on_data_ctx */
     struct httpc_retry retry;
 };

@@ -104,6 +104,16 @@ void log_redact_clear(void)
     redact_lost = 0;
 }
 
+bool log_redact_found(const void *data, size_t len)
+{
+    if (redact_lost)
+        return true;
+    for (int i = 0; i < nredact; i++)
+        if (memmem(data, len, redact[i], strlen(redact[i])))
+            return true;
+    return false;
+}
+
 static void json_escape_into(struct buf *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

@@ -41,6 +41,11 @@ void log_redact_add(const char *secret);
 void log_redact_clear(void);
 /* A malloc'ed copy of s, at most max bytes, with this thread's secrets replaced. */
 char *log_redact_copy(const char *s, size_t max);
+/*
+ * Whether data holds one of this thread's secrets (true too when a secret could not be
+ * registered: then nothing can be vouched for). For stores that must never hold a credential.
+ */
+bool log_redact_found(const void *data, size_t len);
 
 /*
  * A budget of log lines for what a hostile party can provoke (a sandbox looping on refused

@@ -310,6 +310,7 @@ static const char *const teardown_names[TEARDOWN_COUNT] = {
     [TEARDOWN_SUPERSEDED] = "superseded",
     [TEARDOWN_SANDBOX_LIMIT] = "sandbox-limit",
     [TEARDOWN_KEEPER_DIED] = "keeper-died",
+    [TEARDOWN_OWNER_MOVED] = "owner-moved",
 };
 
 const char *teardown_reason_name(enum teardown_reason r)

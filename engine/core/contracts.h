@@ -64,8 +64,6 @@ enum ar_error {
 /* Paths inside every sandbox, whatever the provider. */
 #define SANDBOX_WORKSPACE "/workspace"          /* the workspace: the only host-writable place */
 #define SANDBOX_HOME "/home/agent"              /* the harness's private home (a tmpfs) */
-#define SANDBOX_CHANNEL_DIR "/run/agent-runner" /* the keeper channel folder (read-only) */
-#define SANDBOX_CHANNEL SANDBOX_CHANNEL_DIR "/channel.sock" /* RUNNER_CHANNEL */
 
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);
@@ -307,6 +305,12 @@ struct run_request {
 
     enum lifecycle_mode lifecycle_mode;
     uint64_t lifecycle_idle_ms; /* 0 = unset */
+    bool detached; /* Agenta's `detached`: the turn goes on when its client disconnects */
+
+    /* the body as received (borrowed from the caller of request_parse, which keeps it while
+     * the turn runs): a worker that adopts the turn after its worker died parses it again */
+    const char *body;
+    size_t body_len;
 
     char turn_id_buf[40]; /* minted when the request has none */
 };
@@ -411,6 +415,7 @@ enum teardown_reason {
     TEARDOWN_SUPERSEDED,
     TEARDOWN_SANDBOX_LIMIT, /* the sandbox hit its memory, pids or disk limit */
     TEARDOWN_KEEPER_DIED,   /* the keeper process died (killed): the master reclaimed it */
+    TEARDOWN_OWNER_MOVED,   /* several hosts: another member owns the session now */
     TEARDOWN_COUNT,
 };
 
@@ -460,8 +465,24 @@ struct run_limits_config {
     uint64_t tool_call_ms;
 };
 
+/*
+ * Streamed turns that outlive their connection (turn/journal.h, engine_turns.c): the journal
+ * of numbered records, reattach, keepalives. keep_ms 0 disables the journal (and with it
+ * reattach and the hand-over of a dead worker's turn).
+ */
+struct turn_settings {
+    char dir[256];         /* where the journals are (a tmpfs: /dev/shm/<table>.turns) */
+    uint64_t keep_ms;      /* a finished turn's journal is kept this long */
+    uint64_t turn_bytes;   /* one turn's journal holds at most about this much */
+    uint64_t total_bytes;  /* all journals together (the master's sweep) */
+    uint64_t keepalive_ms; /* a stream silent this long gets a keepalive record (0: never) */
+    uint64_t grace_ms;     /* a gone client's turn waits this long for a reattach */
+    uint64_t adopt_ms;     /* a dead worker's turn waits this long for a worker to adopt it */
+};
+
 struct pool;
 struct agenta_config;
+struct cluster_config;
 struct sandbox_host;
 struct tool_runner_resolve;
 
@@ -495,8 +516,18 @@ struct model_gateway_config {
                                    cacheRead?, cacheWrite?} USD per million tokens}, or NULL */
 };
 
+/*
+ * A session's harness state kept outside its environment (session/kept.h;
+ * AGENT_RUNNER_SESSION_STATE_*): the bounds of the store under <state_dir>/kept.
+ */
+struct kept_config {
+    uint64_t max_bytes;   /* one session's state at most (0: nothing is kept) */
+    uint64_t total_bytes; /* every session's state together at most */
+    uint64_t ttl_ms;      /* a state neither saved nor loaded for this long is removed */
+};
+
 struct engine_config {
-    const char *state_dir;      /* envs/ lives here */
+    const char *state_dir;      /* envs/ and kept/ live here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
     const char *scripted_agent; /* test agent binary or NULL */
     const char *keeper_bin;     /* agent-runner-keeper */
@@ -521,9 +552,13 @@ struct engine_config {
     struct tools_config tools;      /* runner-executed tools: the MCP bridge, SSRF allowlist */
     /* platform mode (engine/agenta/platform.h): Agenta's API, NULL when it is not configured */
     const struct agenta_config *agenta;
+    /* several hosts (engine/cluster/cluster.h): NULL without AGENT_RUNNER_REDIS_URL */
+    const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
-    struct model_gateway_config gateway;
+    struct model_gateway_config gateway; /* the model gateway (gateway/model_gateway.h) */
+    struct turn_settings turns;   /* journal, reattach, keepalives (engine_config_read) */
+    struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };
 
 #endif

@@ -280,6 +280,60 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
     }
 }
 
+/* One control line to the keeper. */
+static int send_control(struct environment *env, const struct keeper_msg *m)
+{
+    struct buf line;
+    int r;
+
+    buf_init(&line, m->payload_len + 64);
+    r = keeper_proto_encode(m, &line);
+    if (r == 0)
+        r = environment_send(env, &line);
+    buf_release(&line);
+    return r;
+}
+
+int environment_turn_begin(struct environment *env, const char *json, size_t len)
+{
+    struct keeper_msg m = {.kind = KEEPER_MSG_TURN, .payload = json, .payload_len = len};
+
+    return send_control(env, &m);
+}
+
+int environment_turn_adopt(struct environment *env, const char *turn_id, char **ret, char *err,
+                           size_t errlen)
+{
+    struct keeper_msg m = {
+        .kind = KEEPER_MSG_ADOPT, .payload = turn_id, .payload_len = strlen(turn_id)};
+    int64_t deadline = util_now_ms() + 5000;
+    char *line = NULL;
+    size_t len;
+    int r;
+
+    r = send_control(env, &m);
+    if (r < 0)
+        return util_fail(r, err, errlen, "the keeper is gone");
+    for (;;) {
+        r = env_link_read_line(env->fd, &env->lines, deadline, &line, &len, NULL);
+        if (r < 0)
+            return util_fail(r, err, errlen, "the keeper did not answer the adoption: %s",
+                             strerror(-r));
+        if (keeper_proto_decode(line, len, &m) == 0 &&
+            (m.kind == KEEPER_MSG_TURN || m.kind == KEEPER_MSG_NOTURN))
+            break;
+        free(line); /* nothing else comes before the answer; skipped if it does */
+    }
+    if (m.kind == KEEPER_MSG_NOTURN) {
+        free(line);
+        return util_fail(-ENOENT, err, errlen, "the keeper holds no such turn");
+    }
+    memmove(line, m.payload, m.payload_len);
+    line[m.payload_len] = '\0';
+    *ret = line;
+    return 0;
+}
+
 int environment_park(struct environment *env, uint64_t window_ms, bool awaiting)
 {
     struct buf line;

@@ -94,6 +94,19 @@ int environment_request(struct environment *env, const char *method, json_object
 int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret);
 
 /*
+ * "#turn <json>" (keeper_proto.h): this worker's turn sends its prompt next; the keeper keeps
+ * what it relays from now on and holds the turn for an adopter if this worker dies.
+ */
+int environment_turn_begin(struct environment *env, const char *json, size_t len);
+/*
+ * Adopt the turn turn_id the keeper holds (its worker died): *ret is the JSON its worker gave
+ * "#turn" (malloc'd, the caller frees it); the lines the keeper relayed since then follow as
+ * the harness's. -ENOENT when the keeper holds no such turn, -errno; err says why.
+ */
+int environment_turn_adopt(struct environment *env, const char *turn_id, char **ret, char *err,
+                           size_t errlen);
+
+/*
  * Keep it alive for window_ms and detach; awaiting: a prompt waits on approvals (its expiry is
  * approval-expiry). The slot must already be parked by the caller.
  */

@@ -83,9 +83,9 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
         .generation = env->h.generation,
         .session_key = key,
         .harness = harness_kind_name(req->harness),
-        .channel_token = plan->channel_token,
     };
-    char channel[sizeof(env->paths.dir) + 16];
+    /* who speaks the keeper channel in the sandbox: the keeper makes that connection */
+    const char *channel = plan->channel_env ? "harness" : plan->session_mcp ? "tools" : NULL;
     int r = -ENOMEM;
 
     if (confine) {
@@ -99,10 +99,10 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
     spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
                                                 cfg->sandbox ? &cfg->sandbox->cfg : NULL);
     if (spec.sandbox) {
-        snprintf(channel, sizeof(channel), "%s/%s", env->paths.dir, KEEPER_CHANNEL_DIR);
-        json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
-        /* a remote sandbox cannot bind the socket in: a relay in it carries the channel */
-        if (env->provider->caps.remote && cfg->harness_dir)
+        if (channel)
+            json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
+        /* a remote sandbox cannot inherit the connection: a relay in it carries the channel */
+        if (channel && env->provider->caps.remote && cfg->harness_dir)
             json_object_object_add(spec.sandbox, "channelRelay",
                                    json_object_new_string(cfg->harness_dir));
         r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;

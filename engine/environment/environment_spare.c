@@ -90,9 +90,6 @@ int environment_start_spare(const struct engine_config *cfg, enum harness_kind k
     sandbox_plan_init(&plan);
     plan.form = PLAN_SPARE;
     r = harness->plan(&paths, &req, &plan, err, errlen);
-    /* the spare's pi says hello with it from its start; a claim keeps the spare's token */
-    if (r == 0)
-        r = harness_channel_token(&plan);
     if (r < 0)
         goto out;
     /* the keeper waits a spare's TTL for its claim (its attach deadline) */

@@ -1,20 +1,17 @@
 #include "environment/spare.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <unistd.h>
 
 #include "base/jsonx.h"
 #include "base/util.h"
+#include "environment/env_home.h"
 #include "harness/harness.h"
 #include "request/request.h"
-
-#define SANDBOX_DEPTH 2
 
 bool spare_harness_supported(enum harness_kind kind)
 {
@@ -151,70 +148,16 @@ int spare_placeholder_request(enum harness_kind kind, struct run_request *ret, c
     return request_parse(body, strlen(body), &lim, ret, err, errlen);
 }
 
-/* The first child of pid (/proc/<pid>/task/<pid>/children), or -ENOENT. */
-static pid_t first_child(pid_t pid)
-{
-    char path[64], *text = NULL;
-    uint64_t child;
-    pid_t r = -ENOENT;
-
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    if (util_read_file(path, 4096, &text, NULL) < 0)
-        return -ENOENT;
-    text[strcspn(text, " \n")] = '\0';
-    if (text[0] && util_parse_u64(text, 1, INT32_MAX, &child) == 0)
-        r = (pid_t)child;
-    free(text);
-    return r;
-}
-
-/*
- * The sandbox's command (pi-acp for pi): bubblewrap's grandchild below sandbox_pid (bubblewrap
- * forks the sandbox's pid 1, which forks the command), a process inside the sandbox's mount
- * namespace. Never deeper: a process the command started may be gone (a zombie has no root).
- */
-static pid_t inner_pid(pid_t sandbox_pid)
-{
-    pid_t pid = sandbox_pid;
-
-    for (int depth = 0; depth < SANDBOX_DEPTH; depth++) {
-        pid = first_child(pid);
-        if (pid < 0)
-            return -ENOENT;
-    }
-    return pid;
-}
-
-/* The fs identity of this thread only (setfsuid is per thread; glibc does not broadcast it). */
-static int become(uid_t uid, gid_t gid)
-{
-    setfsgid(gid);
-    setfsuid(uid);
-    if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid)
-        return -EPERM;
-    return 0;
-}
-
 int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object *files, char *err,
                            size_t errlen)
 {
-    uid_t old_uid = (uid_t)setfsuid((uid_t)-1);
-    gid_t old_gid = (gid_t)setfsgid((gid_t)-1);
-    char root[96];
-    pid_t pid;
+    struct sandbox_uid_ids ids = {.uid = uid, .gid = gid};
+    struct env_home home;
     int r;
 
-    pid = inner_pid(sandbox_pid);
-    if (pid < 0) {
-        snprintf(err, errlen, "spare: no process runs in the sandbox of pid %d", (int)sandbox_pid);
-        return -ESRCH;
-    }
-    snprintf(root, sizeof(root), "/proc/%d/root" SANDBOX_HOME, (int)pid);
-    r = become(uid, gid);
-    if (r < 0) {
-        snprintf(err, errlen, "spare: cannot write as uid %u", (unsigned)uid);
-        goto out;
-    }
+    r = env_home_enter(sandbox_pid, &ids, &home, err, errlen);
+    if (r < 0)
+        return r;
     for (size_t i = 0; files && i < json_object_array_length(files); i++) {
         json_object *f = json_object_array_get_idx(files, i);
         const char *path = jsonx_str(f, "path");
@@ -225,17 +168,14 @@ int spare_write_home_files(pid_t sandbox_pid, uid_t uid, gid_t gid, json_object 
             continue;
         if (strncmp(path, SANDBOX_HOME "/", n) != 0)
             continue; /* /etc/passwd, /etc/group: the same in every environment */
-        r = util_write_file_beneath(root, path + n, json_object_get_string(content),
+        r = util_write_file_beneath(home.root, path + n, json_object_get_string(content),
                                     (size_t)json_object_get_string_len(content),
                                     mode ? (mode_t)(json_object_get_int(mode) & 0777) : 0600);
         if (r < 0) {
             snprintf(err, errlen, "spare: cannot write %.200s: %s", path, strerror(-r));
-            goto out;
+            break;
         }
     }
-    r = 0;
-out:
-    setfsuid(old_uid);
-    setfsgid(old_gid);
+    env_home_leave(&home);
     return r;
 }

@@ -132,9 +132,17 @@ static int claude_plan(const struct harness_paths *paths, const struct run_reque
     return 0;
 }
 
+/* Claude Code's session logs: $CLAUDE_CONFIG_DIR/projects/<cwd with / as ->/<session id>.jsonl,
+ * which claude-agent-acp's session/load resumes (its login, .credentials.json, lies outside).
+ * The CLI queues its log lines and appends them every 100 ms (FLUSH_INTERVAL_MS of its session
+ * storage), after the prompt's answer. */
+static const struct harness_keep claude_keep = {
+    .dirs = {".claude/projects", NULL}, .suffix = ".jsonl", .settle_ms = 300};
+
 const struct harness_ops harness_claude = {
     .kind = HARNESS_CLAUDE,
     .name = "claude",
     .installed = claude_installed,
     .plan = claude_plan,
+    .keep = &claude_keep,
 };

@@ -235,10 +235,17 @@ static bool codex_is_noise(const char *text)
            strstr(text, "` not found. Defaulting to fallback metadata") != NULL;
 }
 
+/* codex's rollouts: $CODEX_HOME/sessions/<yyyy>/<mm>/<dd>/rollout-<time>-<thread id>.jsonl,
+ * which codex-acp's session/load resumes (its login, auth.json, and its databases lie outside).
+ * Its rollout writer has flushed the turn by the time the prompt is answered. */
+static const struct harness_keep codex_keep = {
+    .dirs = {".codex/sessions", NULL}, .suffix = ".jsonl", .settle_ms = 0};
+
 const struct harness_ops harness_codex = {
     .kind = HARNESS_CODEX,
     .name = "codex",
     .installed = codex_installed,
     .plan = codex_plan,
     .is_noise = codex_is_noise,
+    .keep = &codex_keep,
 };

@@ -124,7 +124,6 @@ void harness_base_env(struct sandbox_plan *plan, const char *extra_path)
     harness_setenv(plan, "LANG", "C.UTF-8");
     harness_setenv(plan, "TERM", "dumb");
     harness_setenv(plan, "TMPDIR", "/tmp");
-    harness_setenv(plan, "RUNNER_CHANNEL", SANDBOX_CHANNEL);
     harness_add_file(plan, "/etc/passwd",
                      "root:x:0:0:root:/root:/usr/sbin/nologin\n"
                      "agent:x:1000:1000:agent:" SANDBOX_HOME ":/bin/bash\n"
@@ -161,18 +160,6 @@ bool harness_plan_allows_all(json_object *permissions)
             return false;
     }
     return true;
-}
-
-int harness_channel_token(struct sandbox_plan *plan)
-{
-    int r = util_random_hex(plan->channel_token, HARNESS_CHANNEL_TOKEN_LEN / 2);
-
-    if (r < 0)
-        return r;
-    log_redact_add(plan->channel_token);
-    if (plan->channel_env)
-        harness_setenv(plan, "RUNNER_CHANNEL_TOKEN", plan->channel_token);
-    return 0;
 }
 
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req)
@@ -382,6 +369,20 @@ static json_object *env_var(const char *name, const char *value)
     return v;
 }
 
+/* argv becomes [mcp_bin, "hold", "--", argv...]: the holder keeps the channel for the server. */
+static void hold_argv(struct sandbox_plan *plan, const char *mcp_bin)
+{
+    json_object *argv = json_object_new_array();
+
+    json_object_array_add(argv, json_object_new_string(mcp_bin));
+    json_object_array_add(argv, json_object_new_string("hold"));
+    json_object_array_add(argv, json_object_new_string("--"));
+    for (size_t i = 0; i < json_object_array_length(plan->argv); i++)
+        json_object_array_add(argv, json_object_get(json_object_array_get_idx(plan->argv, i)));
+    json_object_put(plan->argv);
+    plan->argv = argv;
+}
+
 void harness_add_runner_tools(struct sandbox_plan *plan, enum harness_kind kind,
                               const char *mcp_bin, const char *tools_file)
 {
@@ -392,11 +393,9 @@ void harness_add_runner_tools(struct sandbox_plan *plan, enum harness_kind kind,
         return;
     }
     json_object_array_add(plan->ro_binds, json_object_new_string(mcp_bin));
+    hold_argv(plan, mcp_bin);
     env = json_object_new_array();
     json_object_array_add(env, env_var("RUNNER_TOOLS_FILE", tools_file));
-    json_object_array_add(env, env_var("RUNNER_CHANNEL", SANDBOX_CHANNEL));
-    /* the server reads and unsets it; never on its command line */
-    json_object_array_add(env, env_var("RUNNER_CHANNEL_TOKEN", plan->channel_token));
     args = json_object_new_array();
     server = json_object_new_object();
     json_object_object_add(server, "name", json_object_new_string(RUN_TOOLS_MCP_NAME));

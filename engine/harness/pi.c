@@ -11,7 +11,8 @@
  * selection).
  *
  * pi-acp starts pi through PI_ACP_PI_COMMAND: pi on the pinned Node with agent-runner's
- * extension as its only extension, which reaches the keeper channel at RUNNER_CHANNEL. With
+ * extension as its only extension, which speaks the keeper channel pi inherits (RUNNER_CHANNEL_FD;
+ * on Daytona the relay's socket, RUNNER_CHANNEL). With
  * RUNNER_GATE_BUILTINS=1 (whenever the plan does not allow all of pi's built-ins) every tool
  * call waits for the runner's tool/permission answer. In a local sandbox the sandbox command is
  * agent-runner-pi-stdio (tools/pi_stdio.c, bound read-only): pi starts at once on socket
@@ -147,7 +148,7 @@ static void pi_launch_env(const struct harness_paths *paths, const struct run_re
     else
         snprintf(launch, sizeof(launch), "%s/" PI_EXTENSION_BIN "/pi-launch", paths->harness_dir);
     harness_setenv(plan, "PI_ACP_PI_COMMAND", launch);
-    plan->channel_env = true; /* the extension takes the token (harnesses/extension) */
+    plan->channel_env = true; /* the extension speaks the channel (harnesses/extension) */
     plan->channel_gating = harness_pi_gating_active(req->permissions);
     if (plan->form == PLAN_COLD) {
         if (plan->channel_gating)
@@ -391,9 +392,15 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     return 0;
 }
 
+/* pi's session files: <agent dir>/sessions/--<cwd>--/<time>_<id>.jsonl; pi-acp's session/load
+ * finds the file by the id in its header line (the map pi-acp keeps beside it is not needed) */
+static const struct harness_keep pi_keep = {.dirs = {".pi/agent/sessions", NULL},
+                                            .suffix = ".jsonl"};
+
 const struct harness_ops harness_pi = {
     .kind = HARNESS_PI,
     .name = "pi",
     .installed = pi_installed,
     .plan = pi_plan,
+    .keep = &pi_keep,
 };

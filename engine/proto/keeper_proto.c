@@ -36,7 +36,6 @@
 #define K_CTRL "ctrl"
 #define K_EGRESS "egress"
 #define K_GATEWAY "modelGateway"
-#define K_CHANNEL_TOKEN "channelToken"
 
 #define TOOL_TAG "@" KEEPER_PROTO_CHANNEL_TOOL " "
 
@@ -57,6 +56,9 @@ static const struct verb {
     {KEEPER_MSG_READY, "ready", PIDS},
     {KEEPER_MSG_ERROR, "error", PAYLOAD},
     {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
+    {KEEPER_MSG_TURN, "#turn", PAYLOAD},
+    {KEEPER_MSG_ADOPT, "#adopt", PAYLOAD},
+    {KEEPER_MSG_NOTURN, "#noturn", NONE},
     {KEEPER_MSG_MODEL, "#model", PAYLOAD},
     {KEEPER_MSG_MODEL_SYNC, "#model-sync", NONE},
     {KEEPER_MSG_MODEL_SYNCED, "#model-synced", NONE},
@@ -279,8 +281,6 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
         json_object_object_add(o, K_GENERATION, json_object_new_int64(s->generation));
     }
     json_object_object_add(o, K_SANDBOX, json_object_get(s->sandbox));
-    if (s->channel_token)
-        json_object_object_add(o, K_CHANNEL_TOKEN, json_object_new_string(s->channel_token));
     if (s->session_key)
         json_object_object_add(o, K_SESSION, json_object_new_string(s->session_key));
     if (s->harness)
@@ -383,16 +383,6 @@ static int spec_confine(json_object *o, struct keeper_spec *s, char *err, size_t
     return 0;
 }
 
-/* The channel secret: KEEPER_SPEC_TOKEN_MIN..KEEPER_SPEC_TOKEN_MAX lower-case hex digits. */
-static bool spec_token_ok(const char *t)
-{
-    size_t n = t ? strlen(t) : 0;
-
-    if (n < KEEPER_SPEC_TOKEN_MIN || n > KEEPER_SPEC_TOKEN_MAX)
-        return false;
-    return strspn(t, "0123456789abcdef") == n;
-}
-
 static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size_t errlen)
 {
     json_object *pt = jsonx_get(root, K_PER_TURN);
@@ -477,13 +467,6 @@ int keeper_spec_decode(const char *text, size_t len, struct keeper_spec *ret, ch
     r = spec_fields(root, &s, err, errlen);
     if (r < 0)
         goto out;
-    s.channel_token = jsonx_str(root, K_CHANNEL_TOKEN);
-    if (!spec_token_ok(s.channel_token)) {
-        snprintf(err, errlen, "keeper spec: %s must be %d-%d lower-case hex digits",
-                 K_CHANNEL_TOKEN, KEEPER_SPEC_TOKEN_MIN, KEEPER_SPEC_TOKEN_MAX);
-        r = -EINVAL;
-        goto out;
-    }
     s.root = root;
     root = NULL;
     *ret = s;

@@ -13,8 +13,8 @@
  *             worker from the harness's stdout. A harness line that does not start with '{'
  *             is never relayed (it could otherwise pose as a control line).
  *   '@'       a tagged channel line "@<channel> <json>". Channel "tool" (KEEPER_MSG_TOOL)
- *             carries JSON-RPC between the sandbox's tool channel (a unix socket the keeper
- *             binds into the sandbox) and the attached worker, in both directions: permission
+ *             carries JSON-RPC between the sandbox's tool channel (a socket the keeper hands
+ *             the harness side) and the attached worker, in both directions: permission
  *             requests and notifications from the pi extension / the agenta-tools MCP server,
  *             and the worker's answers (keeper_channel.h: requests carry keeper-wide ids).
  *   '#'       a control line:
@@ -32,6 +32,15 @@
  *                                        ends the environment with "#fail"
  *                       "#model-sync"    answer "#model-synced" once every "#model" line of a
  *                                        call reported so far is written ahead of it
+ *                       "#turn <json>"   a turn's prompt follows: keep what is relayed to the
+ *                                        worker from now on, and if the worker vanishes before
+ *                                        the turn ends, hold the turn (the harness goes on,
+ *                                        its requests wait) for a worker that adopts it; the
+ *                                        JSON is the worker's own (engine_turns.c) except
+ *                                        "turnId" and "adoptMs" (how long to hold it)
+ *                       "#adopt <turnId>" adopt the held turn: the keeper answers "#turn" with
+ *                                        the JSON it was given, then every line it relayed
+ *                                        since, then goes on relaying; or "#noturn"
  *     keeper -> worker  "#hello <keeper-pid> <sandbox-pid>"   on attach
  *                       "#model <json>"  one model call through the sandbox's model gateway
  *                                        (keeper/keeper_model.h): what the runner measured
@@ -41,6 +50,8 @@
  *                       "#fail <message>" the keeper ends the environment for a reason of
  *                                        its own ("harness output line over N bytes"); the
  *                                        socket closes after its teardown
+ *                       "#turn <json>"   (answering "#adopt") the held turn, replay follows
+ *                       "#noturn"        (answering "#adopt") no such turn is held
  *
  * Decoding never allocates: a decoded message points into the line it came from. Numbers are
  * parsed strictly (util_parse_u64 bounds); anything else is -EBADMSG, which both sides skip.
@@ -66,8 +77,8 @@
 #define KEEPER_PROTO_EXIT_MAX 1000u
 #define KEEPER_PROTO_CHANNEL_TOOL "tool"
 #define KEEPER_PROTO_LINE_MAX 4096 /* a control or start line (not ACP / tool lines) */
-/* The keeper channel's socket: <env_dir>/KEEPER_CHANNEL_DIR/KEEPER_CHANNEL_SOCKET on the host,
- * the folder bound read-only into the sandbox (keeper/keeper_channel.h). */
+/* A remote sandbox's keeper channel socket: <env_dir>/KEEPER_CHANNEL_DIR/KEEPER_CHANNEL_SOCKET
+ * on the host, reached only by the keeper's own relay pump (keeper/keeper_channel.h). */
 #define KEEPER_CHANNEL_DIR "channel"
 #define KEEPER_CHANNEL_SOCKET "channel.sock"
 
@@ -87,6 +98,9 @@ enum keeper_msg_kind {
     KEEPER_MSG_MODEL, /* payload: one model call the gateway saw (JSON) */
     KEEPER_MSG_MODEL_SYNC,
     KEEPER_MSG_MODEL_SYNCED,
+    KEEPER_MSG_TURN,  /* payload: the turn's JSON (both directions) */
+    KEEPER_MSG_ADOPT, /* payload: the turn id */
+    KEEPER_MSG_NOTURN,
     KEEPER_MSG_KIND_COUNT,
 };
 
@@ -141,10 +155,7 @@ struct keeper_spec {
     const char *shm;            /* the session table's shm name */
     uint32_t slot;
     uint32_t generation;
-    json_object *sandbox; /* the sandbox description (provider/provider.h) */
-    /* the keeper channel's secret (keeper_channel.h): the harness side says it in its hello;
-     * required, KEEPER_SPEC_TOKEN_MIN..MAX lower-case hex digits; never logged */
-    const char *channel_token;
+    json_object *sandbox;    /* the sandbox description (provider/provider.h) */
     const char *session_key; /* the pool key, for the keeper's log lines (may be NULL) */
     const char *harness;     /* the harness's name, for log lines (may be NULL) */
     /* local provider: the host identity, RLIMIT_NPROC and cgroup the worker prepared */
@@ -162,7 +173,7 @@ struct keeper_spec {
 /* The spec as one JSON document appended to out. */
 int keeper_spec_encode(const struct keeper_spec *s, struct buf *out);
 /*
- * Parse and check a spec: envDir, socket, sandbox and channelToken are required, idleMs must be >
+ * Parse and check a spec: envDir, socket and sandbox are required, idleMs must be >
  * 0, a slot needs shm + slot + generation. On failure err names the problem and nothing is kept.
  * attachTimeoutMs defaults to KEEPER_SPEC_ATTACH_DEFAULT_MS, provider to "local".
  */
@@ -173,7 +184,5 @@ void keeper_spec_release(struct keeper_spec *s);
 int keeper_spec_read(int fd, struct keeper_spec *ret, char *err, size_t errlen);
 
 #define KEEPER_SPEC_ATTACH_DEFAULT_MS 30000u
-#define KEEPER_SPEC_TOKEN_MIN 32
-#define KEEPER_SPEC_TOKEN_MAX 64
 
 #endif

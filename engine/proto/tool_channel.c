@@ -181,8 +181,6 @@ int tool_channel_decode(const struct acp_msg *m, struct tool_channel_msg *ret, c
         r = short_str(m->params, "client", true, &out.client, err, errlen);
         if (r == 0)
             r = short_str(m->params, "version", false, &out.version, err, errlen);
-        if (r == 0)
-            r = short_str(m->params, "token", false, &out.token, err, errlen);
     } else if (request && strcmp(m->method, "tool/permission") == 0) {
         out.kind = TOOL_CHANNEL_PERMISSION;
         r = tool_params(m->params, "input", &out, err, errlen);
@@ -274,8 +272,7 @@ int tool_channel_encode_call_result(struct buf *out, json_object *id, const char
     return encode_result(out, id, res);
 }
 
-int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, const char *version,
-                              const char *token)
+int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, const char *version)
 {
     json_object *p = json_object_new_object();
     int r;
@@ -285,8 +282,6 @@ int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, c
     json_object_object_add(p, "client", json_object_new_string(client));
     if (version)
         json_object_object_add(p, "version", json_object_new_string(version));
-    if (token && *token)
-        json_object_object_add(p, "token", json_object_new_string(token));
     r = acp_encode_request(out, id, "hello", p);
     json_object_put(p);
     return r;

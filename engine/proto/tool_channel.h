@@ -3,15 +3,13 @@
  * runner (worker/keeper) and the sandbox side (agent-runner-mcp here; pi's extension speaks
  * the same lines in JavaScript).
  *
- * Transport: a unix stream socket inside the sandbox at $RUNNER_CHANNEL; newline-delimited
- * JSON-RPC 2.0 (the acp line codec); ids are chosen by the sandbox side. Sandbox -> runner:
+ * Transport: a unix stream socket the keeper hands the harness side (an inherited descriptor,
+ * $RUNNER_CHANNEL_FD; on a remote sandbox a relay's socket at $RUNNER_CHANNEL): no secret,
+ * the connection itself is the capability (keeper_channel.h). Newline-delimited JSON-RPC 2.0
+ * (the acp line codec); ids are chosen by the sandbox side. Sandbox -> runner:
  *
- *   request  hello            {client: "pi-extension"|"agenta-tools-mcp", version, token}
- *                             -> {protocol: 1}
- *            token is the environment's channel secret ($RUNNER_CHANNEL_TOKEN, 32 hex digits):
- *            the keeper takes nothing else from a connection before a hello that carries it
- *            (keeper_channel.h), so tool code that connects on its own cannot speak for the
- *            harness.
+ *   request  hello            {client: "pi-extension"|"agenta-tools-mcp", version}
+ *                             -> {protocol: 1}    (first on every connection)
  *   request  tool/permission  {toolCallId, toolName, input}
  *                             -> {outcome: "allow"} | {outcome: "deny", message}
  *                                | {outcome: "cancelled"}          (may take minutes)
@@ -45,8 +43,6 @@
 #define TOOL_CHANNEL_LINE_MAX (8u * 1024 * 1024)
 #define TOOL_CHANNEL_CALL_ID_MAX 256
 #define TOOL_CHANNEL_TOOL_NAME_MAX 128
-#define TOOL_CHANNEL_TOKEN_LEN 32 /* the channel secret: 128 random bits as hex */
-#define TOOL_CHANNEL_TOKEN_MAX 64 /* the longest token a hello may carry */
 
 #define TOOL_CHANNEL_CLIENT_PI "pi-extension"
 #define TOOL_CHANNEL_CLIENT_MCP "agenta-tools-mcp"
@@ -71,7 +67,6 @@ struct tool_channel_msg {
     json_object *id;          /* requests; NULL for notifications */
     const char *client;       /* hello */
     const char *version;      /* hello */
-    const char *token;        /* hello: the channel secret (NULL when absent) */
     const char *tool_call_id; /* permission, call */
     const char *tool_name;    /* permission, call */
     json_object *input;       /* permission: input, call: arguments; NULL = {} */
@@ -102,9 +97,7 @@ json_object *tool_channel_call_result_new(const char *text, bool is_error);
 
 /* ---- sandbox side ----------------------------------------------------------------------- */
 
-/* token: the environment's channel secret (NULL or "": none is sent) */
-int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, const char *version,
-                              const char *token);
+int tool_channel_encode_hello(struct buf *out, int64_t id, const char *client, const char *version);
 int tool_channel_encode_call(struct buf *out, int64_t id, const char *tool_call_id,
                              const char *tool_name, json_object *arguments);
 /*

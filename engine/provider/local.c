@@ -345,9 +345,10 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
                           char ***ret_argv, char ***ret_envp, int *fds, size_t maxfds,
                           size_t *ret_nfds, char *err, size_t errlen)
 {
-    static const struct local_command_opts none = {.share_net = false};
+    static const struct local_command_opts none = {.share_net = false, .channel_fd = -1};
     struct vec a = {0}, e = {0}, made = {0};
     struct sandbox_config defaults;
+    char *chan = NULL;
     json_object *arr;
     const char *workspace, *cwd;
     size_t nfds = 0;
@@ -405,9 +406,7 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
         vec_add3(&a, p, p, NULL);
     }
     vec_add3(&a, "--bind", workspace, SANDBOX_WORKSPACE);
-    /* the keeper channel: read-only, so the sandbox cannot swap the socket for its own */
-    if (jsonx_str(sb, "channel"))
-        vec_add3(&a, "--ro-bind", jsonx_str(sb, "channel"), SANDBOX_CHANNEL_DIR);
+    /* no keeper channel socket is bound in: the harness inherits its connection (local_start) */
 
     r = add_files(&a, &made, jsonx_get(sb, "files"), fds, maxfds, &nfds, err, errlen);
     if (r < 0)
@@ -433,6 +432,15 @@ int local_sandbox_command(const char *bwrap, json_object *sb, const struct local
     r = add_env(&e, jsonx_get(sb, "env"));
     if (r < 0)
         goto fail;
+    /* the keeper channel keeps its number inside: the harness side finds it here */
+    if (opts->channel_fd > STDERR_FILENO &&
+        asprintf(&chan, "RUNNER_CHANNEL_FD=%d", opts->channel_fd) < 0) {
+        r = -ENOMEM;
+        goto fail;
+    }
+    if (chan)
+        vec_add(&e, chan);
+    free(chan);
     if (a.err || e.err) {
         r = a.err ? a.err : e.err;
         snprintf(err, errlen, "sandbox: %s", strerror(-r));
@@ -506,7 +514,7 @@ static void child_fail(int fd, int step, int r)
  * cleared, RLIMIT_NPROC, no_new_privs, checked). bwrap loads the seccomp filter last.
  */
 static void child_confine(const struct keeper_spec *spec, const struct local_box *box,
-                          const int stdio[3], int status_fd)
+                          const int stdio[3], int status_fd, int chan)
 {
     struct rlimit core = {0, 0};
     sigset_t none;
@@ -519,6 +527,9 @@ static void child_confine(const struct keeper_spec *spec, const struct local_box
     setrlimit(RLIMIT_CORE, &core);
     if (dup2(stdio[0], STDIN_FILENO) == -1 || dup2(stdio[1], STDOUT_FILENO) == -1 ||
         dup2(stdio[2], STDERR_FILENO) == -1)
+        child_fail(status_fd, 0, -errno);
+    /* the keeper channel, the one descriptor bubblewrap passes on unasked */
+    if (chan > STDERR_FILENO && fcntl(chan, F_SETFD, 0) == -1)
         child_fail(status_fd, 0, -errno);
     if (box->cg.n) {
         r = sandbox_cgroup_enter(&box->cg);
@@ -609,7 +620,7 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
                        size_t errlen)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, status[2] = {-1, -1};
-    struct local_command_opts opts = {.share_net = false};
+    struct local_command_opts opts = {.share_net = false, .channel_fd = -1};
     char **argv = NULL, **envp = NULL;
     struct local_box *box = NULL;
     int fds[MAX_FILES];
@@ -624,6 +635,8 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
     r = box_new(spec, ret, &box, err, errlen);
     if (r < 0)
         return r;
+    if (ret->channel_fd > STDERR_FILENO && jsonx_str(spec->sandbox, "channel"))
+        opts.channel_fd = ret->channel_fd;
     if (box->egress) {
         opts.share_net = true;
         opts.hosts_extra = sandbox_egress_hosts(box->egress);
@@ -646,7 +659,7 @@ static int local_start(const struct keeper_spec *spec, struct provider_process *
     if (pid == 0) {
         const int stdio[3] = {in[0], out[1], errp[1]};
 
-        child_confine(spec, box, stdio, status[1]);
+        child_confine(spec, box, stdio, status[1], opts.channel_fd);
         execve(spec->bwrap, argv, envp);
         child_fail(status[1], 4, -errno);
     }

@@ -109,6 +109,8 @@ enum provider_disposition provider_disposition(bool reusable, enum teardown_reas
     if (!reusable)
         return PROVIDER_DESTROY;
     switch (reason) {
+    case TEARDOWN_OWNER_MOVED: /* another member resumed this sandbox: leave it to it */
+        return PROVIDER_KEEP_RUNNING;
     case TEARDOWN_IDLE_EXPIRY:
     case TEARDOWN_APPROVAL_EXPIRY:
     case TEARDOWN_CAPACITY_EVICTION:
@@ -182,7 +184,7 @@ void provider_lease_end(const struct provider_ops *p, struct provider_lease *lea
     char err[256] = "";
     int r;
 
-    if (d == PROVIDER_KEEP_RUNNING)
+    if (d == PROVIDER_KEEP_RUNNING && why != TEARDOWN_OWNER_MOVED)
         d = PROVIDER_STOP_AND_RETAIN;
     r = p->release(lease, d, err, sizeof(err));
     if (r < 0)

@@ -32,8 +32,11 @@
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
  *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE,
- *    "channel": host folder of the keeper channel's socket, bound read-only at
- *               SANDBOX_CHANNEL_DIR (optional),
+ *    "channel": "harness" | "tools": the harness side speaks the keeper channel (its own
+ *               process, or agent-runner-mcp); the keeper makes the connection and start()
+ *               hands it in (provider_process.channel_fd); absent: no channel (optional),
+ *    "channelRelay": the harness folder of a remote sandbox, whose relay carries the channel
+ *               (optional),
  *    "limits": {"tmpBytes": int, "homeBytes": int}   (optional; sandbox_config defaults),
  *    "lease": {...}   (remote providers only: provider_lease_describe)}
  * A remote provider maps SANDBOX_HOME and SANDBOX_WORKSPACE to folders of its own sandbox,
@@ -109,6 +112,10 @@ struct provider_process {
     /* ... and the model gateway's (a local sandbox's model calls; may be NULL) */
     model_gateway_report_fn on_model;
     void *ctx;
+    /* set by the caller before start(): the sandbox's end of the keeper channel (-1: none),
+     * a socket the local provider passes into the sandbox as an inherited descriptor named
+     * by RUNNER_CHANNEL_FD (keeper/keeper_channel.h); start() never closes it */
+    int channel_fd;
 };
 
 /* The owners a start-up sweep must never touch: every live slot of the session table. */
@@ -217,7 +224,8 @@ void provider_caps_of(const struct provider_ops *p, struct provider_caps *ret);
  * running while its session is warm, is stopped and kept when the session is still worth
  * resuming (idle or approval expiry, capacity eviction, shutdown while idle, session or
  * continuity mismatch) and destroyed otherwise (kill, failed or aborted turn, shutdown in
- * flight, harness exit, superseded, runtime mismatch).
+ * flight, harness exit, superseded, runtime mismatch). owner-moved (several hosts: another
+ * member resumed the sandbox) leaves it running, untouched, for its new owner.
  */
 enum provider_disposition provider_disposition(bool reusable, enum teardown_reason reason);
 
@@ -291,6 +299,7 @@ struct local_command_opts {
     bool share_net;          /* stay in the caller's network namespace (the sandbox's own) */
     const char *hosts_extra; /* /etc/hosts lines for the named hosts */
     const char *resolv_conf; /* /etc/resolv.conf: the keeper's name server */
+    int channel_fd;          /* > 2: the keeper channel the sandbox inherits (RUNNER_CHANNEL_FD) */
 };
 int local_sandbox_command(const char *bwrap, json_object *sandbox,
                           const struct local_command_opts *opts, char ***ret_argv, char ***ret_envp,

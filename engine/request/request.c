@@ -556,6 +556,8 @@ static int parse_root(struct rq_ctx *c, json_object *root, struct run_request *r
         return r;
     r = rq_fields(c, root, "", root_texts, ARRAY_SIZE(root_texts), req);
     if (r == 0)
+        r = rq_bool(c, root, "detached", "detached", &req->detached);
+    if (r == 0)
         r = parse_sections(c, root, req);
     if (r < 0)
         return r;
@@ -602,6 +604,8 @@ int request_parse(const char *body, size_t len, const struct request_limits *lim
         return AR_E_INVALID_REQUEST;
     }
     req.root = root;
+    req.body = body;
+    req.body_len = len;
     r = parse_root(&c, root, &req);
     if (r < 0) {
         if (r == -ENOMEM)
@@ -671,6 +675,9 @@ int request_parse_session_ref(const char *body, size_t len, struct session_ref *
     snprintf(ref.project_id, sizeof(ref.project_id), "%s", pid);
     if (tid)
         snprintf(ref.target_turn_id, sizeof(ref.target_turn_id), "%s", tid);
+    r = rq_bool(&c, root, "environmentOnly", "environmentOnly", &ref.environment_only);
+    if (r < 0)
+        goto out;
     *ret = ref;
     r = 0;
 out:

@@ -38,11 +38,12 @@ void request_limits_default(struct request_limits *lim);
 int request_parse(const char *body, size_t len, const struct request_limits *lim,
                   struct run_request *ret, char *err, size_t errlen);
 
-/* Parse {"sessionId","projectId","targetTurnId"?} of /kill and /cancel. */
+/* Parse {"sessionId","projectId","targetTurnId"?,"environmentOnly"?} of /kill and /cancel. */
 struct session_ref {
     char session_id[129];
     char project_id[129];
     char target_turn_id[129];
+    bool environment_only; /* /kill: end the environment, keep the harness's kept state */
 };
 int request_parse_session_ref(const char *body, size_t len, struct session_ref *ret, char *err,
                               size_t errlen);

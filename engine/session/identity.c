@@ -270,9 +270,10 @@ static bool is_media(const struct content_block *b)
     return b->type == BLOCK_IMAGE || (b->type == BLOCK_OTHER && b->data);
 }
 
-int identity_history_fp(const struct chat_message *messages, size_t n,
-                        const char *const *extra_tool_ids, size_t n_extra,
-                        uint8_t ret[IDENTITY_DIGEST_LEN])
+/* The history fingerprint; with_tools false leaves the tool-call ids out (identity_user_fp). */
+static int history_fp(const struct chat_message *messages, size_t n,
+                      const char *const *extra_tool_ids, size_t n_extra, bool with_tools,
+                      uint8_t ret[IDENTITY_DIGEST_LEN])
 {
     json_object *doc = json_object_new_object(), *texts = json_object_new_array();
     json_object *attachments = json_object_new_array(), *media = json_object_new_array();
@@ -340,12 +341,28 @@ int identity_history_fp(const struct chat_message *messages, size_t n,
     json_object_object_add(doc, "userTexts", texts);
     json_object_object_add(doc, "userAttachmentIds", attachments);
     json_object_object_add(doc, "userInlineMedia", media);
-    json_object_object_add(doc, "toolCallIds", tool_ids);
+    if (with_tools)
+        json_object_object_add(doc, "toolCallIds", tool_ids);
+    else
+        json_object_put(tool_ids);
     json_object_object_add(doc, "promptCount", json_object_new_int(prompts));
     r = digest_of(doc, ret);
     json_object_put(doc);
     json_object_put(seen);
     return r;
+}
+
+int identity_history_fp(const struct chat_message *messages, size_t n,
+                        const char *const *extra_tool_ids, size_t n_extra,
+                        uint8_t ret[IDENTITY_DIGEST_LEN])
+{
+    return history_fp(messages, n, extra_tool_ids, n_extra, true, ret);
+}
+
+int identity_user_fp(const struct chat_message *messages, size_t n,
+                     uint8_t ret[IDENTITY_DIGEST_LEN])
+{
+    return history_fp(messages, n, NULL, 0, false, ret);
 }
 
 int identity_credential_epoch(const struct run_request *req, const uint8_t key[IDENTITY_KEY_LEN],

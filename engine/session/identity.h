@@ -54,6 +54,14 @@ int identity_history_fp(const struct chat_message *messages, size_t n,
                         const char *const *extra_tool_ids, size_t n_extra,
                         uint8_t ret[IDENTITY_DIGEST_LEN]);
 
+/*
+ * The user side of a history only (user texts, media, attachment ids, prompt count; no tool-call
+ * ids): what a history rebuilt from another record of the conversation (platform mode's record
+ * log, whose tool-call ids are its own) still shares with the conversation a harness kept.
+ */
+int identity_user_fp(const struct chat_message *messages, size_t n,
+                     uint8_t ret[IDENTITY_DIGEST_LEN]);
+
 int identity_credential_epoch(const struct run_request *req, const uint8_t key[IDENTITY_KEY_LEN],
                               uint8_t ret[IDENTITY_DIGEST_LEN]);
 

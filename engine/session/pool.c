@@ -370,6 +370,21 @@ int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
     return r;
 }
 
+int pool_session_adopt(struct pool *p, struct pool_handle h, const char *turn_id, pid_t dead,
+                       pid_t owner)
+{
+    int r = 0;
+
+    WITH_SLOT(p, h, s, {
+        if (s->state != SLOT_BUSY || s->owner_pid != (int32_t)dead ||
+            strncmp(s->owner_turn, turn_id, sizeof(s->owner_turn) - 1) != 0)
+            r = -ESTALE;
+        else
+            s->owner_pid = (int32_t)owner;
+    });
+    return r;
+}
+
 int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason)
 {
     WITH_SLOT(p, h, s, { (void)s; pool_drain_locked(p, h, reason); });
@@ -443,6 +458,10 @@ static void lookup_locked(struct pool *p, int i, const struct pool_judge *judge,
         lk->reason = (enum teardown_reason)s->last_teardown;
         return;
     default: /* starting or busy: a newer request for the session supersedes it */
+        if (judge->refuse_busy) {
+            lk->outcome = POOL_LOOKUP_BUSY;
+            return;
+        }
         lk->reason = TEARDOWN_SUPERSEDED;
         break;
     }
@@ -631,6 +650,28 @@ int pool_session_present(struct pool *p, const char *key)
     i = pool_find_locked(p, key);
     pool_unlock(p);
     return i >= 0;
+}
+
+int pool_session_keys(struct pool *p, struct pool_key_entry *out, size_t max)
+{
+    size_t n = 0;
+    int r = pool_lock(p);
+
+    if (r < 0)
+        return r;
+    for (uint32_t i = 0; i < p->hdr->nslots && n < max; i++) {
+        const struct pool_slot *s = &p->slots[i];
+
+        if (s->state == SLOT_FREE || s->state == SLOT_SPARE || !s->key[0] ||
+            (s->flags & SLOT_F_SPARE))
+            continue;
+        out[n].h = pool_handle_of(p, i);
+        out[n].state = s->state;
+        memcpy(out[n].key, s->key, sizeof(out[n].key));
+        n++;
+    }
+    pool_unlock(p);
+    return (int)n;
 }
 
 /* ---- the master ---------------------------------------------------------------------------- */

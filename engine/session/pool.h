@@ -53,6 +53,20 @@ enum pool_counter {
     PC_MODEL_CALLS,    /* model calls a sandbox's model gateway forwarded */
     PC_MODEL_REFUSED,  /* ... and refused */
     PC_USAGE_MISMATCH, /* turns whose harness-reported usage differed from the measured one */
+    /* several hosts (engine/cluster): requests by where they ran, and the master's gauges */
+    PC_CLUSTER_TURNS_LOCAL,         /* turns received from a client and run here */
+    PC_CLUSTER_TURNS_FORWARDED,     /* turns forwarded to their owner */
+    PC_CLUSTER_TURNS_RECEIVED,      /* turns a peer forwarded here */
+    PC_CLUSTER_CONTROL_LOCAL,       /* /kill, /cancel acted on here */
+    PC_CLUSTER_CONTROL_FORWARDED,   /* /kill, /cancel forwarded to the owner */
+    PC_CLUSTER_CONTROL_RECEIVED,    /* /kill, /cancel a peer forwarded here */
+    PC_CLUSTER_REFUSED_LOOP,        /* a forwarded request for a session owned by a third member */
+    PC_CLUSTER_REFUSED_UNREACHABLE, /* the owner did not answer until its key could expire */
+    PC_CLUSTER_CONFLICTS,           /* environments killed here: their session is owned elsewhere */
+    PC_CLUSTER_REDIS_ERRORS,        /* Redis exchanges that failed (the request ran locally) */
+    PC_CLUSTER_STATE,               /* gauge: 0 off, 1 ok, 2 degraded (Redis unreachable) */
+    PC_CLUSTER_MEMBERS,             /* gauge: live members the master last saw */
+    PC_CLUSTER_LOAD,                /* gauge: sessions this member holds */
 };
 
 struct pool_handle {
@@ -67,7 +81,7 @@ struct pool_session {
     bool per_turn;
     bool history_broken;
     bool cancel;
-    bool spare; /* a spare (SLOT_SPARE, or being built for one) */
+    bool spare;      /* a spare (SLOT_SPARE, or being built for one) */
     bool from_spare; /* a session that claimed a spare */
     uint32_t turns;
     uint8_t harness;
@@ -164,8 +178,7 @@ struct pool_reservation {
 };
 
 /* Reserve a slot (SLOT_STARTING). -EEXIST, -ENOSPC, -ENAMETOOLONG as pool_reserve_locked. */
-int pool_session_reserve(struct pool *p, const struct pool_reservation *r,
-                         struct pool_handle *ret);
+int pool_session_reserve(struct pool *p, const struct pool_reservation *r, struct pool_handle *ret);
 int pool_session_set_env_dir(struct pool *p, struct pool_handle h, const char *env_dir);
 /* The keeper of h started: its pid, start time and the sandbox's pid. */
 int pool_session_set_keeper(struct pool *p, struct pool_handle h, pid_t keeper_pid,
@@ -180,6 +193,12 @@ int pool_session_get_owned(struct pool *p, struct pool_handle h, pid_t owner,
 /* Self-locking pool_drain_locked / pool_free_locked. */
 int pool_session_drain(struct pool *p, struct pool_handle h, uint8_t reason);
 int pool_session_free(struct pool *p, struct pool_handle h, uint8_t reason);
+/*
+ * A busy slot whose turn turn_id was run by dead (a process that is gone: its turn is taken
+ * over, engine_turns.c) is owned by owner from now on. -ESTALE when h is not that turn's.
+ */
+int pool_session_adopt(struct pool *p, struct pool_handle h, const char *turn_id, pid_t dead,
+                       pid_t owner);
 /* The reason h was drained with (TEARDOWN_NONE when it was not), or -ESTALE. */
 int pool_session_teardown_reason(struct pool *p, struct pool_handle h);
 /* A turn died mid-way: the next turn replays cold. */
@@ -197,6 +216,7 @@ enum pool_lookup_outcome {
     POOL_LOOKUP_RESUME,   /* a slot awaiting approval, checked out for the caller */
     POOL_LOOKUP_EVICT,    /* a slot that cannot take the turn: drained with the reason */
     POOL_LOOKUP_REFUSE,   /* a slot awaiting approval the request must not disturb: left as is */
+    POOL_LOOKUP_BUSY,     /* refuse_busy: the session runs a turn (or starts): left as is */
 };
 
 /*
@@ -211,6 +231,8 @@ struct pool_judge {
     enum teardown_reason (*idle)(void *ctx, const struct pool_session *s);
     enum teardown_reason (*parked)(void *ctx, struct pool_session *s);
     void *ctx;
+    /* several hosts: a busy or starting slot refuses the turn instead of being superseded */
+    bool refuse_busy;
 };
 
 struct pool_lookup {
@@ -221,7 +243,8 @@ struct pool_lookup {
 
 /*
  * Dispatch for a turn of key: a warm or resumable slot is checked out for owner/turn_id; one
- * that cannot take the turn (mismatch, draining, starting or busy: superseded) is drained.
+ * that cannot take the turn (mismatch, draining, starting or busy: superseded) is drained
+ * (with judge->refuse_busy a starting or busy one is left alone: POOL_LOOKUP_BUSY).
  */
 int pool_session_lookup(struct pool *p, const char *key, const struct pool_judge *judge,
                         pid_t owner, const char *turn_id, struct pool_lookup *ret);
@@ -238,7 +261,7 @@ struct pool_victim {
 
 /* What a finished turn leaves in its slot when it parks. */
 struct pool_park {
-    const uint8_t *config_fp;  /* IDENTITY_DIGEST_LEN bytes each */
+    const uint8_t *config_fp; /* IDENTITY_DIGEST_LEN bytes each */
     const uint8_t *history_fp;
     const uint8_t *cred_epoch;
     const char *acp_session;
@@ -259,9 +282,8 @@ struct pool_park {
  * parked; -ESTALE when h is not the caller's any more; -ENOSPC when every parked slot is busy
  * or awaiting approval (h is left as it was).
  */
-int pool_session_park(struct pool *p, struct pool_handle h, pid_t owner,
-                      const struct pool_park *pk, uint64_t parked_max,
-                      struct pool_victim *victim);
+int pool_session_park(struct pool *p, struct pool_handle h, pid_t owner, const struct pool_park *pk,
+                      uint64_t parked_max, struct pool_victim *victim);
 
 /*
  * /cancel of a session parked on approvals: check it out for owner (turn "cancel") with its
@@ -288,6 +310,15 @@ int pool_session_kill(struct pool *p, const char *key, enum teardown_reason reas
                       struct pool_victim *ret);
 /* 1 while key is in the table (its keeper has not finished its teardown), 0, or -errno. */
 int pool_session_present(struct pool *p, const char *key);
+
+/* A session's slot as the cluster's master sees it (engine/cluster/cluster_master.c). */
+struct pool_key_entry {
+    struct pool_handle h;
+    uint32_t state;
+    char key[POOL_KEY_MAX];
+};
+/* Every live slot holding a session key (spares left out), at most max: how many, or -errno. */
+int pool_session_keys(struct pool *p, struct pool_key_entry *out, size_t max);
 
 /* ---- the master and agent-runner-ctl ---------------------------------------------------- */
 
@@ -330,6 +361,8 @@ size_t pool_recent_teardowns(const struct pool *p, struct pool_teardown_view *ou
 /* ---- counters, admission, metrics (lock-free except a provider label's registration) -- */
 
 void pool_counter_add(struct pool *p, unsigned idx, uint64_t n);
+/* A gauge kept among the counters (the cluster's state, members, load: the master sets them). */
+void pool_counter_set(struct pool *p, unsigned idx, uint64_t v);
 uint64_t pool_counter_get(const struct pool *p, unsigned idx);
 /* A worker claims its in-flight entry: the index, or -ENOSPC. */
 int pool_inflight_claim(struct pool *p, pid_t pid, uint64_t start);
@@ -343,8 +376,7 @@ void pool_inflight_release(struct pool *p, pid_t pid);
 struct pool_metrics *pool_metrics(struct pool *p);
 const struct pool_metrics *pool_metrics_const(const struct pool *p);
 /* metrics_turn with the provider label registered under the lock the first time. */
-void pool_metrics_turn(struct pool *p, unsigned harness, const char *provider,
-                       unsigned outcome);
+void pool_metrics_turn(struct pool *p, unsigned harness, const char *provider, unsigned outcome);
 /* The Prometheus exposition of the table's metrics and gauges. */
 int pool_metrics_render(const struct pool *p, struct buf *out);
 

@@ -431,6 +431,12 @@ void pool_counter_add(struct pool *p, unsigned idx, uint64_t n)
         __atomic_add_fetch(&p->hdr->counters[idx], n, __ATOMIC_RELAXED);
 }
 
+void pool_counter_set(struct pool *p, unsigned idx, uint64_t v)
+{
+    if (idx < POOL_COUNTERS_MAX)
+        __atomic_store_n(&p->hdr->counters[idx], v, __ATOMIC_RELAXED);
+}
+
 uint64_t pool_counter_get(const struct pool *p, unsigned idx)
 {
     if (idx >= POOL_COUNTERS_MAX)

@@ -165,7 +165,7 @@ int mcp_bridge_channel_up(struct mcp_bridge *b)
     b->channel_error[0] = '\0';
     b->hello_id = b->next_id++;
     r = tool_channel_encode_hello(&b->to_runner, b->hello_id, TOOL_CHANNEL_CLIENT_MCP,
-                                  MCP_BRIDGE_VERSION, b->token);
+                                  MCP_BRIDGE_VERSION);
     return r;
 }
 

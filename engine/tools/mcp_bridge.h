@@ -65,9 +65,6 @@ struct mcp_bridge {
     size_t npending;
     uint64_t calls;              /* for generated toolCallIds */
     char id_salt[17];
-    /* the environment's channel secret sent in every hello ("" = none): the program reads it
-     * from $RUNNER_CHANNEL_TOKEN and removes it from its environment */
-    char token[TOOL_CHANNEL_TOKEN_MAX + 1];
     /* (re)open the channel: 0 when it is up now, else -errno and a reason in err */
     int (*reconnect)(void *ctx, char *err, size_t errlen);
     void *reconnect_ctx;

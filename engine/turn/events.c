@@ -4,9 +4,13 @@
 #include <string.h>
 
 #include "base/jsonx.h"
+#include "base/log.h"
 #include "base/util.h"
+#include "turn/journal.h"
 
 #define COALESCE_MAX RUN_OUTPUT_MAX
+#define JOURNAL_LAG_MS 1000  /* a journal nobody reads is written at least this often */
+#define READERS_CHECK_MS 50  /* a turn looks for followers at most this often */
 
 void event_stream_init(struct event_stream *es, const struct event_sink *sink)
 {
@@ -22,6 +26,7 @@ void event_stream_init(struct event_stream *es, const struct event_sink *sink)
 
 void event_stream_release(struct event_stream *es)
 {
+    journal_close(es->journal);
     if (es->collected)
         json_object_put(es->collected);
     buf_release(&es->pending);
@@ -38,6 +43,36 @@ int events_record_line(const char *kind, json_object *payload, struct buf *out)
     r = buf_printf(out, "{\"kind\":\"%s\",\"%s\":", kind, kind);
     if (r < 0)
         return r;
+    r = buf_append(out, text, n);
+    if (r < 0)
+        return r;
+    return buf_append_str(out, "}\n");
+}
+
+int events_record_line_seq(const char *kind, json_object *payload, uint64_t seq,
+                           const char *turn_id, struct buf *out)
+{
+    const char *text;
+    size_t n;
+    int r;
+
+    r = buf_printf(out, "{\"kind\":\"%s\",\"seq\":%llu,", kind, (unsigned long long)seq);
+    if (r == 0 && turn_id) {
+        json_object *id = json_object_new_string(turn_id);
+
+        text = jsonx_text(id, &n);
+        r = buf_append_str(out, "\"turnId\":");
+        if (r == 0)
+            r = buf_append(out, text, n);
+        if (r == 0)
+            r = buf_append_char(out, ',');
+        json_object_put(id);
+    }
+    if (r == 0)
+        r = buf_printf(out, "\"%s\":", kind);
+    if (r < 0)
+        return r;
+    text = jsonx_text(payload, &n);
     r = buf_append(out, text, n);
     if (r < 0)
         return r;
@@ -93,9 +128,44 @@ static int collect(struct event_stream *es, json_object *ev)
     return 0;
 }
 
+/*
+ * Number, write and journal one record (streaming). The journal is written in batches, before
+ * each flush to the client (event_stream_flush): a turn's own record the client got and the
+ * journal did not is rebuilt with the same number by a worker that adopts the turn. A
+ * keepalive is not rebuilt: it is journaled (and written) before the client gets it.
+ */
+static int deliver(struct event_stream *es, const char *kind, json_object *ev, bool own)
+{
+    uint64_t seq = ++es->seq;
+    struct buf line;
+    int r;
+
+    buf_init(&line, strcmp(kind, "result") == 0 ? RESULT_LINE_MAX + 256 : EVENT_LINE_MAX);
+    r = events_record_line_seq(kind, ev, seq, seq == 1 ? es->turn_id : NULL, &line);
+    if (r == 0 && es->journal) {
+        int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
+        if (jr == 0 && !own)
+            jr = journal_flush(es->journal);
+        if (jr < 0)
+            log_debug("turn journal: record %llu not kept: %s", (unsigned long long)seq,
+                      strerror(-jr));
+    }
+    es->last_write_ms = util_now_ms();
+    if (r == 0 && seq <= es->sink_after)
+        ; /* the client has it */
+    else if (r == 0 && !es->client_gone &&
+             es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)
+        es->client_gone = true;
+    else if (r == 0 && !es->client_gone)
+        es->unflushed = es->sink.flush != NULL;
+    if (es->client_gone && !es->client_gone_ms)
+        es->client_gone_ms = es->last_write_ms;
+    buf_release(&line);
+    return r;
+}
+
 int event_emit(struct event_stream *es, json_object *ev)
 {
-    struct buf line;
     int r = 0;
 
     if (!ev)
@@ -112,36 +182,101 @@ int event_emit(struct event_stream *es, json_object *ev)
     }
     if (!es->streaming)
         return collect(es, ev);
-    if (es->client_gone) {
-        json_object_put(ev);
+    if (++es->det <= es->skip_det) {
+        json_object_put(ev); /* rebuilt by an adoption: the dead worker delivered it */
         return 0;
     }
-    buf_init(&line, EVENT_LINE_MAX);
-    r = events_record_line("event", ev, &line);
+    r = deliver(es, "event", ev, true);
     json_object_put(ev);
-    if (r == 0 && es->sink.write_line(es->sink.ctx, line.data, line.len) < 0)
-        es->client_gone = true;
-    else if (r == 0)
-        es->unflushed = es->sink.flush != NULL;
-    buf_release(&line);
     return r == -ENOMEM ? r : 0;
 }
 
+int event_stream_result(struct event_stream *es, json_object *payload)
+{
+    int r;
+
+    if (!es->streaming || !payload)
+        return payload ? 0 : -ENOMEM;
+    r = deliver(es, "result", payload, true);
+    es->result_written = r == 0;
+    event_stream_flush(es); /* the client has its result before the journal is closed */
+    if (r == 0 && es->journal) {
+        (void)journal_finish(es->journal);
+        journal_close(es->journal); /* the writer lock goes: the turn is over */
+        es->journal = NULL;
+    }
+    return r == -ENOMEM ? r : 0;
+}
+
+int64_t event_stream_journal_due(const struct event_stream *es)
+{
+    if (!es->journal || !journal_queued(es->journal))
+        return 0;
+    return (es->journal_flushed_ms ? es->journal_flushed_ms : util_now_ms()) + JOURNAL_LAG_MS;
+}
+
+int64_t event_stream_keepalive_at(const struct event_stream *es)
+{
+    if (!es->streaming || !es->keepalive_ms || (es->client_gone && !es->journal))
+        return 0;
+    return (es->last_write_ms ? es->last_write_ms : util_now_ms()) + (int64_t)es->keepalive_ms;
+}
+
+void event_stream_keepalive(struct event_stream *es)
+{
+    json_object *ev = event_data_phase("working");
+
+    if (!ev || !es->streaming) {
+        json_object_put(ev);
+        return;
+    }
+    (void)deliver(es, "event", ev, false);
+    json_object_put(ev);
+    event_stream_flush(es);
+}
+
+/*
+ * The client's copy first (the turn's own records: their order does not matter, see deliver).
+ * The journal is written when someone follows the turn or the client is gone (they read it
+ * now), else at most once a second (agent-runner-ctl turns shows its progress), when enough
+ * is queued, and at the result: records a worker dies holding are rebuilt by the one that
+ * adopts the turn, so waiting costs nothing but the view of who reads it, and a short turn
+ * with one client pays one write for its records.
+ */
 void event_stream_flush(struct event_stream *es)
 {
-    if (!es->unflushed || es->client_gone)
-        return;
-    es->unflushed = false;
-    if (es->sink.flush(es->sink.ctx) < 0)
-        es->client_gone = true;
+    if (es->unflushed && !es->client_gone) {
+        es->unflushed = false;
+        if (es->sink.flush(es->sink.ctx) < 0) {
+            es->client_gone = true;
+            es->client_gone_ms = util_now_ms();
+        }
+    }
+    if (es->journal && journal_queued(es->journal)) {
+        int64_t now = util_now_ms();
+        bool readers = false;
+
+        if (!es->journal_flushed_ms)
+            es->journal_flushed_ms = now;
+        if (now - es->readers_checked_ms >= READERS_CHECK_MS) { /* a probe is a system call */
+            es->readers_checked_ms = now;
+            readers = journal_has_readers(es->journal);
+        }
+        if (es->client_gone || readers || now - es->journal_flushed_ms >= JOURNAL_LAG_MS) {
+            (void)journal_flush(es->journal);
+            es->journal_flushed_ms = now;
+        }
+    }
 }
 
 bool event_stream_client_alive(struct event_stream *es)
 {
     if (es->client_gone)
         return false;
-    if (es->streaming && es->sink.client_alive && !es->sink.client_alive(es->sink.ctx))
+    if (es->streaming && es->sink.client_alive && !es->sink.client_alive(es->sink.ctx)) {
         es->client_gone = true;
+        es->client_gone_ms = util_now_ms();
+    }
     return !es->client_gone;
 }
 
@@ -183,6 +318,16 @@ json_object *event_environment_ready(bool spare)
 
     json_object_object_add(json_object_object_get(ev, "data"), "spare",
                            json_object_new_boolean(spare));
+    return ev;
+}
+
+json_object *event_environment_ready_cold(bool spare, const char *resume, const char *note)
+{
+    json_object *ev = event_environment_ready(spare), *data = json_object_object_get(ev, "data");
+
+    json_object_object_add(data, "resume", json_object_new_string(resume));
+    if (note && note[0])
+        json_object_object_add(data, "resumeNote", json_object_new_string(note));
     return ev;
 }
 

@@ -4,7 +4,10 @@
  *
  * A struct event_stream has two modes:
  *   - streaming: each event is written at once as one NDJSON record
- *     {"kind":"event","event":{...}}\n through the sink, which must flush it to the client;
+ *     {"kind":"event","seq":N,"event":{...}}\n through the sink, which must flush it to the
+ *     client; records are numbered 1, 2, 3, ... within the turn (the result record too), the
+ *     first names the turn ("turnId"), and each is also kept in the turn's journal when the
+ *     stream has one (turn/journal.h), also after the client went away;
  *   - collecting (one-shot JSON path): events are kept, with message_* and thought_* deltas
  *     coalesced into single {"type":"message","text":...} / {"type":"thought",...} events.
  * The stream also records when the last event left (run limits use it) and whether the sink
@@ -36,11 +39,34 @@ struct event_sink {
     void *ctx;
 };
 
+struct journal;
+
 struct event_stream {
     struct event_sink sink;
     bool streaming;
     bool client_gone;
-    bool unflushed; /* lines written to the sink since its last flush */
+    int64_t client_gone_ms; /* monotonic, when client_gone was first seen */
+    /*
+     * Numbered records (streaming): seq is the last number given; det counts the turn's own
+     * events (a keepalive is not one: it depends on the clock, not on what the harness said).
+     * A turn adopted from a dead worker replays the harness's lines through the translator,
+     * which rebuilds the events the dead worker already delivered: those with det <= skip_det
+     * are dropped, the next one gets the number after the journal's last.
+     */
+    uint64_t seq;
+    uint64_t det;
+    uint64_t skip_det;
+    /* records with seq <= sink_after are journaled, not written: the client has them (an
+     * adoption rebuilds what the journal missed) */
+    uint64_t sink_after;
+    int64_t journal_flushed_ms; /* monotonic: the journal's last write */
+    int64_t readers_checked_ms; /* monotonic: the last look for followers */
+    const char *turn_id;        /* named in the first record (borrowed; NULL: not named) */
+    struct journal *journal;    /* owned (journal_close at release); NULL: not journaled */
+    bool result_written;        /* event_stream_result wrote the result record */
+    int64_t last_write_ms;      /* monotonic: the last record (keepalives count) */
+    uint64_t keepalive_ms;      /* 0: no keepalives */
+    bool unflushed;             /* lines written to the sink since its last flush */
     uint64_t nevents;
     int64_t first_event_ms; /* monotonic, 0 until the first event */
     int64_t last_event_ms;
@@ -62,6 +88,28 @@ void event_stream_release(struct event_stream *es);
  * client_gone and the event is dropped (the turn decides what a gone client means). */
 int event_emit(struct event_stream *es, json_object *ev);
 
+/*
+ * Streaming: the result record {"kind":"result","seq":N,"result":...}, journaled (the journal
+ * is then finished: kept for its keep window) and written through the sink, flushed. payload
+ * is borrowed. -ENOMEM, or 0 (a gone client does not fail it).
+ */
+int event_stream_result(struct event_stream *es, json_object *payload);
+
+/*
+ * Keepalives: when the stream wrote nothing for keepalive_ms, the monotonic time the next one
+ * is due (0: never); event_stream_keepalive writes one — a transient `data` agent-status event
+ * with phase `working`, journaled and numbered like any record but not one of the turn's own
+ * events (no observer sees it, run limits do not count it).
+ */
+int64_t event_stream_keepalive_at(const struct event_stream *es);
+void event_stream_keepalive(struct event_stream *es);
+/*
+ * When records wait in the journal's queue (they are written at most a second late, see
+ * event_stream_flush): the monotonic time the turn should flush again (0: nothing waits), so
+ * a follower that attaches while the turn is silent gets them within a second.
+ */
+int64_t event_stream_journal_due(const struct event_stream *es);
+
 /* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
 void event_stream_flush(struct event_stream *es);
 
@@ -73,12 +121,21 @@ json_object *event_stream_take(struct event_stream *es);
 
 /* Serialise {"kind":kind,"<kind>":payload}\n into out. payload is borrowed. */
 int events_record_line(const char *kind, json_object *payload, struct buf *out);
+/* The same numbered: {"kind":kind,"seq":seq[,"turnId":turn_id],"<kind>":payload}\n. */
+int events_record_line_seq(const char *kind, json_object *payload, uint64_t seq,
+                           const char *turn_id, struct buf *out);
 
 /* Builders: each returns a new reference (NULL only on out of memory). */
 json_object *event_new(const char *type);
 json_object *event_data_phase(const char *phase);
 /* The environment_ready phase, saying whether the environment was a claimed spare (spare.h). */
 json_object *event_environment_ready(bool spare);
+/*
+ * The environment_ready phase of a cold start: spare as above, resume how the conversation
+ * reached the harness ("new", "replay", "load"), note why a kept harness state was not loaded
+ * (NULL or "": none).
+ */
+json_object *event_environment_ready_cold(bool spare, const char *resume, const char *note);
 json_object *event_text(const char *type, const char *id, const char *delta);
 json_object *event_block(const char *type, const char *id); /* *_start / *_end */
 json_object *event_tool_call(const char *id, const char *name, json_object *input);

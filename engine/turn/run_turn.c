@@ -176,12 +176,11 @@ static int select_model(const struct turn_env *te, json_object *session_result,
     return 0;
 }
 
-int run_turn_open_session(const struct turn_env *te, const char *model_id, bool strict,
-                          int64_t deadline, struct turn_session *ret, char *err, size_t errlen)
+/* initialize: the agent's capabilities into ret->agent_caps. */
+static int initialize(const struct turn_env *te, int64_t deadline, struct turn_session *ret,
+                      char *err, size_t errlen)
 {
     json_object *params, *caps, *fs, *info, *result = NULL;
-    struct turn_env in_session;
-    const char *sid;
     int r;
 
     params = json_object_new_object();
@@ -197,7 +196,6 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
     json_object_object_add(info, "name", json_object_new_string("agent-runner"));
     json_object_object_add(info, "version", json_object_new_string(AR_VERSION));
     json_object_object_add(params, "clientInfo", info);
-    ret->channel_hello = ret->channel_gating = false;
     r = call(te, "initialize", params, deadline, &result, err, errlen, ret);
     json_object_put(params);
     if (r < 0)
@@ -206,25 +204,62 @@ int run_turn_open_session(const struct turn_env *te, const char *model_id, bool 
         json_object_put(ret->agent_caps);
     ret->agent_caps = json_object_get(jsonx_get(result, "agentCapabilities"));
     json_object_put(result);
-    result = NULL;
+    return 0;
+}
 
-    params = json_object_new_object();
+/*
+ * session/load of ret->load_id (its updates replaying the conversation are read and dropped:
+ * the client that asked already has them) or session/new; *ret_result is the answer.
+ */
+static int open_or_load(const struct turn_env *te, int64_t deadline, struct turn_session *ret,
+                        json_object **ret_result, char *err, size_t errlen)
+{
+    bool load = ret->load_id && ret->load_id[0] &&
+                json_object_get_boolean(jsonx_get(ret->agent_caps, "loadSession"));
+    json_object *params = json_object_new_object();
+    const char *sid;
+    int r;
+
+    ret->loaded = ret->load_failed = false;
+    if (load)
+        json_object_object_add(params, "sessionId", json_object_new_string(ret->load_id));
     json_object_object_add(params, "cwd",
                            json_object_new_string(te->cwd ? te->cwd : SANDBOX_WORKSPACE));
     json_object_object_add(params, "mcpServers",
                            ret->mcp_servers ? json_object_get(ret->mcp_servers)
                                             : json_object_new_array());
-    r = call(te, "session/new", params, deadline, &result, err, errlen, ret);
+    r = call(te, load ? "session/load" : "session/new", params, deadline, ret_result, err, errlen,
+             ret);
     json_object_put(params);
-    if (r < 0)
+    if (r < 0) {
+        ret->load_failed = load;
         return r;
-    sid = jsonx_str(result, "sessionId");
+    }
+    sid = load ? ret->load_id : jsonx_str(*ret_result, "sessionId");
     if (!sid || !sid[0] || strlen(sid) >= sizeof(ret->acp_session)) {
         snprintf(err, errlen, "session/new: the harness returned no usable sessionId");
-        json_object_put(result);
         return AR_E_PROTOCOL;
     }
     snprintf(ret->acp_session, sizeof(ret->acp_session), "%s", sid);
+    ret->loaded = load;
+    return 0;
+}
+
+int run_turn_open_session(const struct turn_env *te, const char *model_id, bool strict,
+                          int64_t deadline, struct turn_session *ret, char *err, size_t errlen)
+{
+    json_object *result = NULL;
+    struct turn_env in_session;
+    int r;
+
+    ret->channel_hello = ret->channel_gating = false;
+    r = initialize(te, deadline, ret, err, errlen);
+    if (r == 0)
+        r = open_or_load(te, deadline, ret, &result, err, errlen);
+    if (r < 0) {
+        json_object_put(result);
+        return r;
+    }
     in_session = *te;
     in_session.acp_session = ret->acp_session;
     r = select_model(&in_session, result, model_id, strict, deadline, err, errlen);
@@ -303,6 +338,8 @@ static void loop_start(struct turn_loop *L)
 
     if (L->opt->resume_prompt_id > 0) {
         loop_resume(L);
+    } else if (L->opt->adopt_prompt_id > 0) {
+        L->prompt_id = L->opt->adopt_prompt_id;
     } else {
         params = json_object_new_object();
         json_object_object_add(params, "sessionId", json_object_new_string(L->te->acp_session));
@@ -334,11 +371,20 @@ static void loop_check_cancel(struct turn_loop *L, int64_t now)
     log_debug("cancelling the turn");
 }
 
-/* The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll. */
+/*
+ * The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll, the
+ * stream's next keepalive, its journal's next write.
+ */
 static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
 {
     int64_t deadline = run_limits_deadline(&L->limits);
+    int64_t keepalive = event_stream_keepalive_at(L->es);
+    int64_t journal = event_stream_journal_due(L->es);
 
+    if (keepalive && (!deadline || keepalive < deadline))
+        deadline = keepalive;
+    if (journal && (!deadline || journal < deadline))
+        deadline = journal;
     if (L->quiet_until && (!deadline || L->quiet_until < deadline))
         deadline = L->quiet_until;
     if (L->cancelling && (!deadline || L->cancel_deadline < deadline))
@@ -355,8 +401,13 @@ static void finish_held(struct turn_loop *L);
 
 static void on_deadline(struct turn_loop *L, int64_t now)
 {
+    int64_t keepalive = event_stream_keepalive_at(L->es);
     int r;
 
+    if (keepalive && now >= keepalive)
+        event_stream_keepalive(L->es); /* a silent stream: proxies and clients keep it */
+    if (event_stream_journal_due(L->es) && now >= event_stream_journal_due(L->es))
+        event_stream_flush(L->es); /* what waits in the journal's queue, for its readers */
     if (turn_model_expired(L, now)) {
         finish_held(L);
         return;

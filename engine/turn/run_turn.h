@@ -35,10 +35,16 @@ struct turn_session {
     json_object *agent_caps; /* initialize's agentCapabilities (a reference, or NULL) */
     bool channel_hello;      /* the keeper channel said hello while the session opened */
     bool channel_gating;     /* ... with gating on (pi's extension gates its tools) */
+    /* in: reopen this earlier session of the harness with session/load (its files are in the
+     * sandbox) when the agent advertises loadSession; NULL or "": session/new */
+    const char *load_id;
+    bool loaded;      /* out: session/load opened load_id */
+    bool load_failed; /* out: session/load was asked and failed (the error is the return) */
 };
 
 /*
- * initialize + session/new (+ model selection) on a fresh environment, before deadline.
+ * initialize + session/new or session/load (ret->load_id) (+ model selection) on a fresh
+ * environment, before deadline. An agent without loadSession gets session/new.
  * Strict model selection: when model_id is set and the harness cannot end up on it, the turn
  * fails with AR_E_MODEL. err receives the reason. ret->agent_caps is the caller's to put.
  */

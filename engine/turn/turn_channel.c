@@ -95,14 +95,14 @@ void turn_channel_usage(json_object *params, struct run_usage *ret)
 
 void turn_channel_error(json_object *params, char *msg, size_t msglen, const char **ret_code)
 {
-    const char *m = jsonx_str(params, "message"), *code = jsonx_str(params, "code");
+    const char *m = jsonx_str(params, "message");
 
-    snprintf(msg, msglen, "%s", m && m[0] ? m : "the model call failed");
+    /* the harness's word, said as the harness's: never one of the runner's own codes */
+    snprintf(msg, msglen, "%s%s", TURN_CHANNEL_ERROR_LABEL, m && m[0] ? m : "a model call failed");
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
-    *ret_code =
-        code && strcmp(code, "model_unavailable") == 0 ? "model_unavailable" : "provider_error";
+    *ret_code = TURN_CHANNEL_ERROR_CODE;
 }
 
 int turn_channel_outside(const struct acp_msg *m, struct buf *out, bool *ret_gating)

@@ -8,8 +8,10 @@
  *                    read-only flag) and an ACP-shaped request (toolCall, options) for the
  *                    approval events; turn_channel_answer encodes allow / deny / cancelled.
  *   usage            one model call's usage (turn_channel_usage)
- *   error            a failed model call (turn_channel_error): the turn fails when it ends
- *                    without output
+ *   error            a failed model call as the harness tells it (turn_channel_error): the
+ *                    turn fails when it ends without output, with the harness's text labelled
+ *                    as the harness's and code "harness_error", never a runner code such as
+ *                    model_unavailable (what the harness says is not what the runner saw)
  *   hello            answered {protocol: 1}; its `gating` flag says pi's gate is in place
  *   tool/call        runner tools (turn_tools.h): the turn's tool_call hook, else an error
  *                    result
@@ -30,6 +32,8 @@
 #include "proto/tool_channel.h"
 
 #define TURN_CHANNEL_NO_TOOLS "agent-runner: no runner tools in this run"
+#define TURN_CHANNEL_ERROR_LABEL "the harness reported: "
+#define TURN_CHANNEL_ERROR_CODE "harness_error"
 
 /* What a gate answers: the plan's allow, its deny (or the user's), or cancelled. */
 enum turn_channel_answer { TURN_CHANNEL_ALLOW = 0, TURN_CHANNEL_DENY, TURN_CHANNEL_CANCELLED };
@@ -50,8 +54,8 @@ int turn_channel_answer(struct buf *out, const char *id_json, enum turn_channel_
  * non-negative number (anything else counts 0); total defaults to the sum of the counts.
  */
 void turn_channel_usage(json_object *params, struct run_usage *ret);
-/* An error notification: its message (made one line, capped) and its code, which is
- * "model_unavailable" or "provider_error" (anything else becomes the latter). */
+/* An error notification: its message (made one line, capped) after TURN_CHANNEL_ERROR_LABEL,
+ * and the code TURN_CHANNEL_ERROR_CODE whatever the notification's own code says. */
 void turn_channel_error(json_object *params, char *msg, size_t msglen, const char **ret_code);
 /*
  * Answer a channel request that arrives while no turn runs (a session opening): hello

@@ -75,6 +75,11 @@ struct turn_options {
     bool (*is_noise)(const char *text);
     /* a failure before any event of the turn returns AR_E_RETRY silently (warm turns) */
     bool retry_if_silent;
+    /*
+     * A turn adopted from a dead worker (engine_turns.c): its prompt (this request id) is
+     * already in flight, nothing is sent; the lines the keeper kept since arrive first.
+     */
+    int64_t adopt_prompt_id;
     /* the run's tools (tool/call on the channel); NULL: none (a call gets an error result) */
     const struct turn_tools *tools;
     enum harness_kind harness; /* how the harness names runner tools in its own reports */

@@ -10,10 +10,12 @@
  * The full protocol, with the reasons behind each rule, is in PROTOCOL.md next to this file;
  * in short:
  *
- * Channel: the unix stream socket named by $RUNNER_CHANNEL (the keeper binds it at
- * /run/agent-runner/channel.sock), newline-delimited JSON-RPC 2.0, one object per line.
- * This side chooses the request ids (integers from 1) and sends:
- *   request  hello            {client:"pi-extension", version, gating, tools, token}
+ * Channel: one unix stream socket per pi process, the connection the keeper made for the
+ * harness and pi inherited (descriptor $RUNNER_CHANNEL_FD, local sandboxes), else one opened
+ * to $RUNNER_CHANNEL (a remote sandbox's relay); newline-delimited JSON-RPC 2.0, one object
+ * per line. It holds no secret: the connection itself is the capability. This side chooses
+ * the request ids (integers from 1) and sends:
+ *   request  hello            {client:"pi-extension", version, gating, tools}
  *                             -> {protocol:1}
  *   request  tool/permission  {toolCallId, toolName, input}
  *                             -> {outcome:"allow"} | {outcome:"deny", message} | {outcome:"cancelled"}
@@ -25,10 +27,10 @@
  * times them out. Requests are answered in any order.
  *
  * Environment:
- *   RUNNER_CHANNEL        socket path; unset = no channel
- *   RUNNER_CHANNEL_TOKEN  the environment's channel secret: the keeper takes nothing from a
- *                         connection before a hello that carries it. Taken when this module
- *                         loads and deleted from process.env, so no tool pi starts inherits it
+ *   RUNNER_CHANNEL_FD     the inherited connection's descriptor number. Taken when this module
+ *                         first loads and deleted from process.env; Node made the descriptor
+ *                         close-on-exec when pi started, so no tool pi runs has it
+ *   RUNNER_CHANNEL        socket path when there is no descriptor; neither = no channel
  *   RUNNER_GATE_BUILTINS  "1": every tool call except the runner's own tools waits for
  *                         tool/permission (the built-ins read bash edit write grep find ls,
  *                         and any tool another extension adds)
@@ -54,16 +56,18 @@ const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const BUILTINS = new Set(["read", "bash", "edit", "write", "grep", "find", "ls"]);
 
 /*
- * The channel secret, taken out of the environment before pi runs any tool (a bash child
- * inherits process.env as it is at spawn). Kept on globalThis as well: pi loads the extension
- * again after a session replacement, when the variable is long gone.
+ * The process's one channel, kept on globalThis: pi loads the extension again after a session
+ * replacement (a spare's claim), and every load speaks over the same connection (the keeper
+ * made exactly one for the harness; a remote sandbox's relay gives the harness's role to the
+ * first connection only). The descriptor number leaves the environment at the first load.
  */
-const TOKEN_KEY = Symbol.for("agent-runner.channel-token");
-if (process.env.RUNNER_CHANNEL_TOKEN !== undefined) {
-    globalThis[TOKEN_KEY] = process.env.RUNNER_CHANNEL_TOKEN;
-    delete process.env.RUNNER_CHANNEL_TOKEN;
+const CHANNEL_KEY = Symbol.for("agent-runner.channel");
+const FD_KEY = Symbol.for("agent-runner.channel-fd");
+if (process.env.RUNNER_CHANNEL_FD !== undefined) {
+    if (globalThis[FD_KEY] === undefined)
+        globalThis[FD_KEY] = process.env.RUNNER_CHANNEL_FD;
+    delete process.env.RUNNER_CHANNEL_FD;
 }
-const CHANNEL_TOKEN = globalThis[TOKEN_KEY] || "";
 
 function log(msg) {
     /* stderr only: pi's stdout carries its RPC protocol */
@@ -90,16 +94,36 @@ class Channel {
             sock.once("error", fail);
             sock.once("connect", () => {
                 sock.removeListener("error", fail);
-                this.sock = sock;
-                this.dead = null;
-                sock.setEncoding("utf8");
-                sock.on("data", (chunk) => this.onData(chunk));
-                sock.on("error", (err) => this.fail(`channel error: ${err.code || err.message}`));
-                sock.on("close", () => this.fail("the runner closed the channel"));
-                sock.unref(); /* idle, it never keeps pi alive; see track() */
+                this.attach(sock);
                 resolve(true);
             });
         });
+    }
+
+    /* The inherited connection, descriptor fdText; false (and why in dead) when unusable. */
+    adopt(fdText) {
+        const fd = /^[0-9]{1,4}$/.test(String(fdText)) ? Number(fdText) : -1;
+        if (fd < 3) {
+            this.dead = `RUNNER_CHANNEL_FD=${fdText} is not a descriptor`;
+            return false;
+        }
+        try {
+            this.attach(new net.Socket({ fd, readable: true, writable: true }));
+        } catch (err) {
+            this.dead = `cannot use the keeper channel (descriptor ${fd}): ${err.code || err.message}`;
+            return false;
+        }
+        return true;
+    }
+
+    attach(sock) {
+        this.sock = sock;
+        this.dead = null;
+        sock.setEncoding("utf8");
+        sock.on("data", (chunk) => this.onData(chunk));
+        sock.on("error", (err) => this.fail(`channel error: ${err.code || err.message}`));
+        sock.on("close", () => this.fail("the runner closed the channel"));
+        sock.unref(); /* idle, it never keeps pi alive; see track() */
     }
 
     /* The socket holds node's event loop open exactly while an answer is awaited. */
@@ -217,10 +241,6 @@ class Channel {
     notify(method, params) {
         return this.write({ jsonrpc: "2.0", method, params });
     }
-
-    close() {
-        this.fail("closed");
-    }
 }
 
 class AbortError extends Error {
@@ -236,6 +256,28 @@ function currentSignal(ctx) {
     } catch {
         return undefined;
     }
+}
+
+/* The process's channel and a promise of whether it is up (made at the first load). */
+function processChannel() {
+    let entry = globalThis[CHANNEL_KEY];
+    if (entry)
+        return entry;
+    const channel = new Channel();
+    const fdText = globalThis[FD_KEY];
+    const path = process.env.RUNNER_CHANNEL || "";
+    let ready;
+    if (fdText !== undefined) {
+        ready = Promise.resolve(channel.adopt(fdText));
+    } else if (path) {
+        ready = channel.connect(path);
+    } else {
+        channel.dead = "no keeper channel (neither RUNNER_CHANNEL_FD nor RUNNER_CHANNEL is set)";
+        ready = Promise.resolve(false);
+    }
+    entry = { channel, ready };
+    globalThis[CHANNEL_KEY] = entry;
+    return entry;
 }
 
 /* The runner's tools: [{name, description, inputSchema}], checked one by one. */
@@ -318,9 +360,8 @@ function sessionGating() {
 
 export default async function agentRunner(pi) {
     const gating = sessionGating();
-    const channelPath = process.env.RUNNER_CHANNEL || "";
     const toolsFile = process.env.RUNNER_TOOLS_FILE || "";
-    const channel = new Channel();
+    const { channel, ready } = processChannel();
     const runnerTools = new Map(); /* name -> the schema object we registered it with */
     let tools = [];
 
@@ -422,23 +463,15 @@ export default async function agentRunner(pi) {
             return undefined;
         });
 
-        pi.on("session_shutdown", async () => {
-            channel.close();
-        });
-
-        if (!channelPath) {
-            channel.dead = "RUNNER_CHANNEL is not set";
+        /* the connection outlives a session replacement: the next load says hello on it */
+        if (!(await ready)) {
             if (gating || tools.length)
-                log("RUNNER_CHANNEL is not set: gated and runner tool calls will be refused");
-            return;
-        }
-        if (!(await channel.connect(channelPath))) {
-            log(`${channel.dead}: gated and runner tool calls will be refused`);
+                log(`${channel.dead}: gated and runner tool calls will be refused`);
             return;
         }
         const hello = await channel.request("hello", {
             client: "pi-extension", version: VERSION, gating,
-            tools: tools.map((t) => t.name), token: CHANNEL_TOKEN,
+            tools: tools.map((t) => t.name),
         });
         if (!hello || hello.protocol !== PROTOCOL)
             channel.fail(`the runner speaks protocol ${JSON.stringify(hello?.protocol)}, not ${PROTOCOL}`);

@@ -114,10 +114,10 @@ def rows(g, fmt_ms):
                   f"fake_model.py, {w['bytes']} body bytes; direct (through the egress proxy) "
                   f"p50 {fmt_ms(d['total_p50'])} whole / {fmt_ms(d['first_p50'])} first byte, "
                   f"gateway p50 {fmt_ms(w['total_p50'])} / {fmt_ms(w['first_p50'])}")
-        out.append((f"9. model gateway added per call p50, {what}", fmt_ms(added_total),
+        out.append((f"12. model gateway added per call p50, {what}", fmt_ms(added_total),
                     f"<= {TARGET_MS:g} ms ({verdict(added_total)})", detail,
                     f"gateway / direct = {w['total_p50'] / max(d['total_p50'], 1e-6):.2f}"))
-        out.append((f"9. model gateway added to the first byte p50, {what}", fmt_ms(added_first),
+        out.append((f"12. model gateway added to the first byte p50, {what}", fmt_ms(added_first),
                     f"<= {TARGET_MS:g} ms ({verdict(added_first)})", "same calls",
                     f"gateway / direct = {w['first_p50'] / max(d['first_p50'], 1e-6):.2f}"))
     return out

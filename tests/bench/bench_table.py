@@ -3,8 +3,11 @@ and BENCHMARKS.md around them. Pure: everything here formats what run.py measure
 
 import statistics
 
+import bench_cluster
 import bench_gateway
+import bench_load
 import bench_tools
+import bench_turns
 
 MiB = 1024 * 1024
 
@@ -98,13 +101,25 @@ def build_rows(r):
                      ""))
     if "tools" in r:
         rows.extend(bench_tools.rows(r["tools"], fmt_ms))
-    if "gateway" in r:
-        rows.extend(bench_gateway.rows(r["gateway"], fmt_ms))
     if "spares" in r and "pi_cold" in r:
         rows.extend(spare_rows(r))
     elif "spares" in r["parts"]:
         rows.append(("8. pi spares", "not run", "spare <= 300 ms, cold <= 800 ms",
                      r.get("spares_why", "needs the pi part and harness pi_core"), ""))
+    if "cluster" in r:
+        rows.extend(bench_cluster.rows(r["cluster"], fmt_ms))
+    elif "cluster" in r["parts"]:
+        rows.append(("9. several hosts", "not run", "+<= 1 ms forwarded",
+                     r.get("cluster_why", ""), ""))
+    if "load" in r:
+        rows.extend(bench_load.rows(r["load"], fmt_ms))
+    elif "load" in r["parts"]:
+        rows.append(("10. cold turn of a 20-turn pi conversation, load vs replay", "not run",
+                     "—", r.get("load_why", ""), ""))
+    if "turns" in r:
+        rows.extend(bench_turns.rows(r["turns"], fmt_ms))
+    if "gateway" in r:
+        rows.extend(bench_gateway.rows(r["gateway"], fmt_ms))
     return rows
 
 
@@ -285,6 +300,11 @@ How to read it:
   call's round trip. Scripted: the round trip timed inside the agent. pi: from the fake
   model's answer asking for the tool to pi's next model request, so pi's own handling of a
   tool call is in it. Agenta's runner relays tool calls through files polled every 300 ms.
+- Turns (11): every streamed record is numbered; the journal keeps a turn's records in a file
+  outside the worker (tests/bench/bench_turns.py). Row 1's one-session warm turn on this
+  stack (journal on, the default) and on a second stack with AGENT_RUNNER_TURN_JOURNAL_MS=0,
+  their runs interleaved; reattach: GET /turns/{{id}}/events?after=1 of a finished turn on a
+  keep-alive TLS connection, request written to first record read.
 """
     with open(path, "w") as f:
         f.write(text)

@@ -15,6 +15,9 @@
  * session (still warm: a one-message turn needs no history check). With --chain 1 warm turns
  * alternate [user] and [user, assistant, user].
  *
+ * --setup-url URL sends the cold setup turns there instead (several hosts: sessions claimed by
+ * one member, their measured warm turns sent to another, which forwards them to the owner).
+ *
  * cold mode (--cold): --turns turns per session without a sessionId: every turn starts a new
  * keeper + sandbox + agent and destroys it at the end.
  *
@@ -59,6 +62,7 @@ struct samples {
 
 struct opts {
     const char *url;
+    const char *setup_url; /* --setup-url: where the cold setup turns go (default: url) */
     const char *token;
     const char *prefix;
     char kill_url[1024];
@@ -403,6 +407,9 @@ static void start_turn(struct session *s)
         sb_str(b, "}");
         curl_easy_setopt(s->easy, CURLOPT_URL, o->kill_url);
     } else {
+        /* several hosts: a session made on one member, its warm turns sent to another */
+        curl_easy_setopt(s->easy, CURLOPT_URL,
+                         s->phase == PH_COLD_SETUP && o->setup_url ? o->setup_url : o->url);
         snprintf(s->text, sizeof(s->text), "%s s%u turn %u", o->prefix, s->index, ++s->seq);
         s->followup = false;
         if (s->phase == PH_COLD_SETUP || o->cold) {
@@ -583,7 +590,8 @@ static unsigned parse_unsigned(const char *name, const char *v, unsigned min, un
 static void usage(void)
 {
     fprintf(stderr, "usage: loadgen --url https://127.0.0.1:PORT/run --token T [--sessions N] "
-                    "[--turns N] [--threads N] [--chain N] [--cold] [--prefix P]\n");
+                    "[--turns N] [--threads N] [--chain N] [--cold] [--prefix P] "
+                    "[--setup-url URL]\n");
     exit(2);
 }
 
@@ -642,6 +650,8 @@ int main(int argc, char **argv)
         i++;
         if (strcmp(a, "--url") == 0)
             o.url = v;
+        else if (strcmp(a, "--setup-url") == 0)
+            o.setup_url = v;
         else if (strcmp(a, "--token") == 0)
             o.token = v;
         else if (strcmp(a, "--prefix") == 0)

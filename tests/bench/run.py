@@ -24,7 +24,15 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
   8. pi spares: a new pi session's first message_delta served from a pre-started
      spare (a second stack with AGENT_RUNNER_SPARES=pi=2) and cold (row 3's turns, spares
      off), medians of 10, through nginx end to end; the PSS of one idle spare (needs pi)
-  9. what the model gateway adds to a model call (tests/bench/bench_gateway.py): the same
+  9. several hosts (tests/bench/bench_cluster.py): two members and a redis-server, a warm turn
+     forwarded to its owner vs sent to the owner (p50), and turns/s of 64 sessions through a
+     round-robin nginx in front of two members vs one
+ 10. a cold turn of a 20-turn pi conversation (tests/bench/bench_load.py): pi's kept session
+     loaded (session/load) vs the conversation replayed as text: first message_delta and the
+     first model request's prompt tokens as the fake model counts them
+ 11. numbered, journaled streams (tests/bench/bench_turns.py): the one-session warm turn
+     journaled and not (a second stack, runs interleaved), and a reattach's latency
+ 12. what the model gateway adds to a model call (tests/bench/bench_gateway.py): the same
      client in a sandbox calling fake_model.py directly and through its gateway, a 1 KB answer
      and a 200-chunk stream, p50 of the whole call and of its first byte
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
@@ -32,7 +40,8 @@ The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
-             rss (5), daytona (6), tools (7), spares (8, with pi), gateway (9); the table shows only their rows and
+             rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9), load (10),
+             turns (11), gateway (12); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -57,8 +66,11 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
+import bench_cluster  # noqa: E402
 import bench_gateway  # noqa: E402
+import bench_load  # noqa: E402
 import bench_tools  # noqa: E402
+import bench_turns  # noqa: E402
 import fake_daytona_ctl  # noqa: E402
 import stack  # noqa: E402
 from bench_table import build_rows, render, write_markdown  # noqa: E402
@@ -67,7 +79,8 @@ from turns import pi_request  # noqa: E402
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
-PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "gateway")
+PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster",
+         "load", "turns", "gateway")
 
 
 def use_bin(path):
@@ -666,6 +679,17 @@ def measure(args, r):
             r["rss"] = mem
         if "tools" in parts:
             r["tools"] = bench_tools.measure(st, model, q, have_pi, log)
+        if "load" in parts and have_pi:
+            log("running a 20-turn pi conversation's cold turn: loaded vs replayed")
+            try:
+                r["load"] = bench_load.measure(st, model, q, log)
+            except (RuntimeError, OSError) as e:
+                r["load_why"] = f"the load runs failed: {e}"
+                log(r["load_why"])
+        elif "load" in parts:
+            r["load_why"] = "harness pi_core is not installed here: `make harnesses`"
+        if "turns" in parts:
+            r["turns"] = bench_turns.measure(st, env, model, loadgen, q, log)
         if "gateway" in parts:
             r["gateway"] = bench_gateway.measure(st, model, q, log)
         codex = "codex" in (health or {}).get("harnesses", [])
@@ -680,6 +704,14 @@ def measure(args, r):
     finally:
         st.stop()
         st.cleanup()
+        if "cluster" in parts:
+            log("running two members with a Redis (several hosts)")
+            try:
+                r["cluster"] = bench_cluster.measure(
+                    model, q, loadgen, {k: v for k, v in env.items() if "DAYTONA" not in k}, log)
+            except (RuntimeError, AssertionError, OSError) as e:
+                r["cluster_why"] = f"the cluster runs failed: {e}"
+                log(r["cluster_why"])
         if "spares" in parts and "pi_cold" in r:
             log("running pi turns on spares")
             try:
@@ -754,6 +786,8 @@ def main():
         log(f"--only {args.only}: {args.out} left alone (it holds the whole table)")
     errors = sum(x["errors"] for k in ("w1", "w16", "w64", "cold") if k in r
                  for x in r[k]["runs"])
+    errors += sum(x["errors"] for k in ("local", "forwarded", "one", "two")
+                  for x in r.get("cluster", {}).get(k, []))
     if errors:
         log(f"{errors} turns were wrong (see the loadgen errors above)")
     return 1 if errors else 0

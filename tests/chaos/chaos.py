@@ -10,6 +10,10 @@ are checked:
 
   - every request ended with a result line, or with a clean connection error / 5xx that a kill
     explains; none hung (socket timeouts), no stream ended cleanly without its result line;
+    a stream a kill cut is reattached (GET /turns/{turnId}/events?after=<last seq>) and must
+    end with its result, every seq once: the summary counts reattached turns, turns whose
+    worker died before their prompt (not started: nothing ran, the client may send them
+    again) and lost turns (must be 0);
   - sessions whose keeper was not killed and whose turns were not interrupted are still warm:
     the same keeperPid in ctl sessions, and the next turn's echo counter continues;
   - sessions whose keeper was killed come back cold (an echo[1] replay) and work;
@@ -25,6 +29,8 @@ kill times and the turn mix are reproducible; thread interleavings are not.
 
 import http.client
 import json
+import urllib.parse
+import uuid
 import os
 import random
 import re
@@ -79,6 +85,10 @@ class Outcome:
         self.records = 0
         self.error = ""
         self.t0 = self.t1 = 0.0
+        self.turn_id = None
+        self.cut = False          # the stream was cut (a kill) after it started
+        self.reattached = False   # ... and a reattach brought the rest and the result
+        self.not_started = False  # ... the worker died before the prompt: nothing ran
 
     @property
     def ok(self):
@@ -109,9 +119,82 @@ def get(st, path, timeout=2.0):
         return r.status, data[:200]
 
 
+def read_stream(r, lines, timeout):
+    """Lines of an NDJSON response into lines: (None | "hung" | broke-description)."""
+    while True:
+        try:
+            line = r.readline()
+        except socket.timeout:
+            return "hung"
+        except CONN_ERRORS as e:
+            return f"{type(e).__name__}: {e}"
+        if not line:
+            return None
+        lines.append(line)
+
+
+def parse_records(lines, broke):
+    """(records, error): a torn last line of a broken stream is dropped."""
+    recs = []
+    for i, line in enumerate(lines):
+        try:
+            if not line.endswith(b"\n"):
+                raise ValueError("record without its newline")
+            recs.append(json.loads(line))
+        except ValueError as e:
+            if broke and i == len(lines) - 1:
+                break  # the connection failed in the middle of this record
+            return recs, f"record {i}: {e}: {line[:120]!r}"
+    return recs, None
+
+
+REATTACH_S = 30.0
+
+
+def reattach(st, out, body, recs):
+    """A stream cut after it started: follow the turn from its last seq to its result."""
+    project = body.get("projectId")
+    deadline = time.monotonic() + REATTACH_S
+    while time.monotonic() < deadline:
+        q = {"after": str(recs[-1]["seq"] if recs else 0)}
+        if project:
+            q["projectId"] = project
+        path = f"/turns/{urllib.parse.quote(out.turn_id, safe='')}/events?" + \
+            urllib.parse.urlencode(q)
+        c = st.connection(REQUEST_TIMEOUT_S)
+        lines, broke = [], None
+        try:
+            c.request("GET", path, headers={"authorization": "Bearer " + stk.TOKEN})
+            r = c.getresponse()
+            if r.status == 404 and not recs:
+                out.not_started = True  # the worker died before the turn had a journal
+                return
+            if r.status != 200:
+                r.read()
+                raise ConnectionError(f"reattach status {r.status}")
+            broke = read_stream(r, lines, REQUEST_TIMEOUT_S)
+        except CONN_ERRORS:
+            time.sleep(0.1)  # the runner is restarting: try again
+            continue
+        finally:
+            c.close()
+        more, err = parse_records(lines, broke)
+        if err:
+            out.kind, out.error = "bad", "reattach: " + err
+            return
+        recs += more
+        if recs and recs[-1].get("kind") == "result":
+            out.reattached = True
+            return
+    out.error += f"; reattach gave no result within {REATTACH_S:.0f}s"
+
+
 def http_turn(st, body, timeout=REQUEST_TIMEOUT_S):
     out = Outcome()
     out.t0 = time.monotonic()
+    body = dict(body)
+    body.setdefault("turnId", "chaos-" + uuid.uuid4().hex[:16])
+    out.turn_id = body["turnId"]
     h = {"content-type": "application/json", "accept": "application/x-ndjson",
          "authorization": "Bearer " + stk.TOKEN}
     c = st.connection(timeout)
@@ -138,41 +221,39 @@ def http_turn(st, body, timeout=REQUEST_TIMEOUT_S):
             out.kind = "5xx" if 500 <= r.status < 600 else "http"
             out.error = data[:200].decode(errors="replace")
             return out
-        while True:
-            try:
-                line = r.readline()
-            except socket.timeout:
-                out.kind = "hung"
-                out.error = (f"stream stalled {timeout:.0f}s after {len(lines)} records"
-                             f" (last: {lines[-1][:100]!r})" if lines else "")
-                return out
-            except CONN_ERRORS as e:
-                broke = f"{type(e).__name__}: {e}"
-                break
-            if not line:
-                break
-            lines.append(line)
+        broke = read_stream(r, lines, timeout)
+        if broke == "hung":
+            out.kind = "hung"
+            out.error = (f"stream stalled {timeout:.0f}s after {len(lines)} records"
+                         f" (last: {lines[-1][:100]!r})" if lines else "")
+            return out
     finally:
         c.close()
         out.t1 = time.monotonic()
-    recs = []
-    for i, line in enumerate(lines):
-        try:
-            if not line.endswith(b"\n"):
-                raise ValueError("record without its newline")
-            recs.append(json.loads(line))
-        except ValueError as e:
-            if broke and i == len(lines) - 1:
-                break  # the connection failed in the middle of this record
-            out.kind, out.error = "bad", f"record {i}: {e}: {line[:120]!r}"
+    recs, err = parse_records(lines, broke)
+    if err:
+        out.kind, out.error = "bad", err
+        return out
+    if not recs or recs[-1].get("kind") != "result":
+        out.cut = True
+        reattach(st, out, body, recs)
+        out.t1 = time.monotonic()
+        if out.kind == "bad":
             return out
     out.records = len(recs)
     results = [i for i, rec in enumerate(recs) if rec.get("kind") == "result"]
     if len(results) > 1 or (results and results[0] != len(recs) - 1):
         out.kind, out.error = "bad", f"result records at {results} of {len(recs)}"
         return out
+    if [rec.get("seq") for rec in recs] != list(range(1, len(recs) + 1)):
+        out.kind, out.error = "bad", f"seqs {[rec.get('seq') for rec in recs]}"
+        return out
     if results:
         out.kind, out.result = "result", recs[-1]["result"]
+        if out.reattached and not out.result.get("ok") and \
+                "send the turn again" in str(out.result.get("error")):
+            out.not_started, out.reattached = True, False
+            out.kind, out.error = "conn", "the worker died before the prompt: not started"
         return out
     if broke:
         out.kind, out.error = "conn", f"stream cut after {len(recs)} records ({broke})"
@@ -443,9 +524,24 @@ class Chaos:
 
     def judge_transport(self, out, who, key):
         """Count the outcome; flag the ones no kill can excuse. Returns a note."""
+        if out.cut:
+            self.count("cut")
+            if out.reattached:
+                self.count("reattached")
+            elif out.not_started:
+                self.count("not_started")
+            else:
+                self.count("lost")
+                self.violation(f"{who} {key or 'no session'}: lost turn {out.turn_id}: its "
+                               f"stream was cut and the reattach did not finish it "
+                               f"({out.kind} {out.error[:200]})")
         if out.kind == "result":
             self.count("ok" if out.ok else "ok_false")
-            return ""
+            if out.reattached and not out.ok and "reached again" in str(out.result.get("error")):
+                self.count("lost")
+                self.violation(f"{who} {key or 'no session'}: lost turn {out.turn_id}: "
+                               f"{out.result.get('error')}")
+            return "reattached" if out.reattached else ""
         # A stream that ends without its result record is how a lost connection to the runner
         # reaches the client through nginx (which ends an unbuffered FastCGI response cleanly
         # when the worker process dies): the contract makes it a transport error, so it counts
@@ -958,7 +1054,9 @@ class Chaos:
                 self.say(f"    load: {c.get('requests', 0)} requests (ok {c.get('ok', 0)}, "
                          f"ok:false {c.get('ok_false', 0)}, conn errors "
                          f"{c.get('conn_errors', 0)}, 5xx {c.get('http_5xx', 0)}, hung "
-                         f"{c.get('hung', 0)}, truncated {c.get('truncated', 0)}); warm turns "
+                         f"{c.get('hung', 0)}, truncated {c.get('truncated', 0)}); cut streams "
+                         f"{c.get('cut', 0)}: reattached {c.get('reattached', 0)}, not started "
+                         f"{c.get('not_started', 0)}, lost {c.get('lost', 0)}; warm turns "
                          f"{c.get('warm_turns', 0)}, cold replays {c.get('cold_replays', 0)}")
                 nnotes = len(self.notes)
                 for line in self.check_round():
@@ -1041,6 +1139,9 @@ class Chaos:
                      f"{t.get('truncated', 0)}, bad {t.get('bad', 0)}; warm turns "
                      f"{t.get('warm_turns', 0)}, cold replays {t.get('cold_replays', 0)}, "
                      f"rotations {t.get('rotations', 0)}")
+        lines.append(f"chaos: streams cut by a kill {t.get('cut', 0)}: reattached "
+                     f"{t.get('reattached', 0)}, not started (the worker died before the prompt) "
+                     f"{t.get('not_started', 0)}, lost {t.get('lost', 0)}")
         if self.notes:
             lines.append(f"chaos: {len(self.notes)} notes:")
             lines += [f"  [round {r}] {w[:300]}" for r, w in self.notes[:40]]
@@ -1081,6 +1182,7 @@ VIOLATION_CLASSES = (
     ("runs_in_flight", "inflight-counter"), ("readyz", "readyz"), ("ctl check", "ctl-check"), ("names dead keeper", "stale-slot"),
     ("has no keeper", "stale-slot"), ("names pid", "stale-slot"),
     ("unaccounted process", "process-leak"), ("env folder", "env-folder"),
+    ("lost turn", "lost-turn"),
     ("was killed but no cold", "killed-not-cold"), ("not parked idle", "not-parked"),
     ("share keeper", "shared-keeper"), ("POST /kill", "kill-route"), ("creating", "create"),
     ("aborted", "aborted"), ("did not stop", "harness-crash"), ("exited with status", "shutdown"),

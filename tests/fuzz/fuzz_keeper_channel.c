@@ -2,16 +2,18 @@
  * fuzz_keeper_channel — the keeper's end of the tool channel (keeper/keeper_channel.c): what a
  * hostile sandbox writes on the channel socket, and what the worker answers.
  *
- * Each input opens a channel in a scratch folder, connects one sandbox client to it and plays
- * its lines. Input layout: lines split at '\n', each starting with an opcode byte:
- *   S<line>  the sandbox writes line      J<line>  the worker's "@tool" answer is line
+ * Each input opens a relayed channel in a scratch folder (a remote sandbox's: the first
+ * connection accepted is the harness's, every later one a stranger), connects the harness's
+ * client to it and plays its lines. Input layout: lines split at '\n', each starting with an
+ * opcode byte:
+ *   S<line>  the harness writes line      J<line>  the worker's "@tool" answer is line
+ *   X<line>  a stranger connects and writes line
  *   W        the worker answers the oldest open request (allow)
  *   A        a worker attaches / detaches  G        the worker says "#park"/"#await" (flip)
- *   D        keeper_channel_detached       anything else: the whole line comes from the sandbox
- * The channel's token is FUZZ_TOKEN: the seeds start with a hello that carries it.
+ *   D        keeper_channel_detached       anything else: the whole line comes from the harness
  * Properties checked after every step:
- *   - nothing a connection sends before its hello with the token reaches the worker, and a
- *     relayed hello never carries the token;
+ *   - nothing a connection sends before its hello reaches the worker, nor anything a stranger
+ *     sends; a stranger is answered and closed;
  *   - every line queued to the worker is "@tool <json>": a request with an integer id the
  *     keeper tracks as open (hello, tool/permission, tool/call) or a usage/error notification;
  *     nothing is queued while no worker takes lines;
@@ -34,8 +36,6 @@
 #include "base/util.h"
 #include "fuzz.h"
 #include "proto/keeper_proto.h"
-
-#define FUZZ_TOKEN "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0"
 
 static char scratch[64];
 
@@ -101,7 +101,6 @@ static void check_worker_lines(struct state *s)
             FUZZ_CHECK(is_open(&s->kc, json_object_get_int64(id)));
             FUZZ_CHECK(strcmp(method, "hello") == 0 || strcmp(method, "tool/permission") == 0 ||
                        strcmp(method, "tool/call") == 0);
-            FUZZ_CHECK(!jsonx_get(jsonx_get(o, "params"), "token"));
         } else {
             FUZZ_CHECK(strcmp(method, "usage") == 0 || strcmp(method, "error") == 0);
         }
@@ -168,6 +167,33 @@ static void sandbox_says(struct state *s, const char *line, size_t len)
     pump(s);
 }
 
+/* A stranger connects, says line, is answered and closed; nothing of it reaches the worker. */
+static void stranger_says(struct state *s, const char *line, size_t len)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t before = s->out.len, conns = s->kc.nconns;
+    char buf[4096];
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    FUZZ_CHECK(fd >= 0);
+    memcpy(sa.sun_path, s->kc.path, strlen(s->kc.path) + 1);
+    FUZZ_CHECK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    for (int i = 0; i < 8 && s->kc.nconns == conns; i++)
+        pump(s);
+    if (s->kc.nconns == conns) { /* the table is full: refused at accept */
+        close(fd);
+        return;
+    }
+    (void)send(fd, line, len < 4000 ? len : 4000, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)send(fd, "\n", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    for (int i = 0; i < 8 && s->kc.nconns > conns; i++)
+        pump(s);
+    FUZZ_CHECK(s->kc.nconns == conns);
+    FUZZ_CHECK(s->out.len == before);
+    (void)recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    close(fd);
+}
+
 static void step(struct state *s, const char *line, size_t len)
 {
     size_t before = s->out.len;
@@ -199,15 +225,18 @@ static void step(struct state *s, const char *line, size_t len)
         FUZZ_CHECK(s->kc.npending == 0);
         pump(s);
         break;
+    case 'X':
+        stranger_says(s, line + 1, len - 1);
+        break;
     case 'S':
     default: {
-        bool authed = s->kc.nconns > 0 && s->kc.conns[0].authed;
+        bool hello = s->kc.nconns > 0 && s->kc.conns[0].hello;
 
         if (line[0] == 'S')
             sandbox_says(s, line + 1, len - 1);
         else
             sandbox_says(s, line, len);
-        if (!authed && !(s->kc.nconns > 0 && s->kc.conns[0].authed))
+        if (!hello && !(s->kc.nconns > 0 && s->kc.conns[0].hello))
             FUZZ_CHECK(s->out.len == before);
         break;
     }
@@ -225,6 +254,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *p = (const char *)data, *end = p + size;
     struct state *s = calloc(1, sizeof(*s));
     char err[256];
+    int none;
 
     if (!s)
         return 0;
@@ -236,16 +266,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     keeper_channel_init(&s->kc);
     s->worker_fd = 1;
     buf_init(&s->out, 64u << 20);
-    FUZZ_CHECK(
-        keeper_channel_open(&s->kc, scratch, FUZZ_TOKEN,
-                            &(struct keeper_channel_worker){&s->worker_fd, &s->gone, &s->out}, err,
-                            sizeof(err)) == 0);
+    FUZZ_CHECK(keeper_channel_open(&s->kc, scratch, KEEPER_CHANNEL_HARNESS, true,
+                                   &(struct keeper_channel_worker){
+                                       .fd = &s->worker_fd, .gone = &s->gone, .out = &s->out},
+                                   &none, err, sizeof(err)) == 0);
     FUZZ_CHECK(strlen(s->kc.path) < sizeof(sa.sun_path));
     memcpy(sa.sun_path, s->kc.path, strlen(s->kc.path) + 1);
     s->client = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     FUZZ_CHECK(connect(s->client, (struct sockaddr *)&sa, sizeof(sa)) == 0);
     pump(s);
-    FUZZ_CHECK(s->kc.nconns == 1);
+    FUZZ_CHECK(s->kc.nconns == 1 && s->kc.conns[0].role == KEEPER_CHANNEL_HARNESS);
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);

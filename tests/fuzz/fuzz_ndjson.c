@@ -7,7 +7,8 @@
  *   - events_record_line writes exactly one line: a single '\n', at its end;
  *   - the line parses back (jsonx_parse, strict, UTF-8 validated) to {"kind":"event","event":E}
  *     where E carries every string byte for byte;
- *   - a streaming event_stream hands its sink that same line;
+ *   - a streaming event_stream hands its sink that same line numbered: events_record_line_seq
+ *     of it ({"kind":"event","seq":1,"event":E}), which parses back to the same E;
  *   - a collecting event_stream coalesces message_delta pieces back into the whole text.
  */
 #include <string.h>
@@ -210,7 +211,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_fields(data[0], back, f);
     json_object_put(back);
 
-    /* the streaming path writes the very same bytes through the sink */
+    /* the streaming path writes the same record, numbered, through the sink */
+    buf_reset(&line);
+    FUZZ_CHECK(events_record_line_seq("event", ev, 1, NULL, &line) == 0);
+    {
+        json_object *rec = NULL;
+        char err[128];
+
+        FUZZ_CHECK(jsonx_parse(line.data, line.len, JSONX_DEFAULT_DEPTH, &rec, err, sizeof(err)) ==
+                   0);
+        FUZZ_CHECK(json_object_get_int64(jsonx_get(rec, "seq")) == 1);
+        FUZZ_CHECK(json_object_equal(jsonx_get(rec, "event"), ev));
+        json_object_put(rec);
+    }
     buf_init(&cap.line, LINE_MAX_BYTES);
     cap.calls = 0;
     sink.ctx = &cap;

@@ -302,16 +302,13 @@ def keeper_proto_seeds():
     spec = {"envDir": "/state/envs/e1", "socket": "/state/envs/e1/keeper.sock",
             "idleMs": 60000, "perTurn": False, "attachTimeoutMs": 30000, "provider": "local",
             "bwrap": "/usr/bin/bwrap", "shm": "/agent-runner.default", "slot": 3,
-            "generation": 17, "channelToken": "0123456789abcdef" * 2,
-            "sandbox": {"workspace": "/state/envs/e1/workspace", "network": "on",
+            "generation": 17,
+            "sandbox": {"workspace": "/state/envs/e1/workspace", "network": "on", "channel": "harness",
                         "roBinds": [], "files": [], "env": {"PATH": "/usr/bin"},
                         "argv": ["pi-acp"], "cwd": "/workspace"}}
     specs = {
         "spec": j(spec),
-        "spec-spare": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
-                         "channelToken": "ab" * 16}),
-        "spec-bad-token": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
-                             "channelToken": "AB" * 16}),
+        "spec-spare": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {}}),
         "spec-bad-slot": j({"envDir": "/e", "socket": "/s", "idleMs": 5, "sandbox": {},
                             "shm": "/x", "slot": -1, "generation": 1}),
         "spec-not-object": "[1,2,3]",
@@ -382,12 +379,8 @@ def egress_cidr_seeds():
 
 def keeper_channel_seeds():
     t = "keeper_channel"
-    token = "f0" * 16  # fuzz_keeper_channel.c's FUZZ_TOKEN
     hello = j({"jsonrpc": "2.0", "id": 1, "method": "hello",
-               "params": {"client": "pi-extension", "version": "1", "gating": True,
-                          "token": token}})
-    tokenless = j({"jsonrpc": "2.0", "id": 1, "method": "hello",
-                   "params": {"client": "pi-extension", "version": "1", "gating": True}})
+               "params": {"client": "pi-extension", "version": "1", "gating": True}})
     perm = j({"jsonrpc": "2.0", "id": 2, "method": "tool/permission",
               "params": {"toolCallId": "call_1", "toolName": "bash",
                          "input": {"command": "rm -rf /"}}})
@@ -400,10 +393,9 @@ def keeper_channel_seeds():
                                             "S" + call, "S" + error, "D"]))
     write(t, "alone", "\n".join(["A", "S" + hello, "S" + perm, "S" + call, "S" + usage]))
     write(t, "unauthenticated", "\n".join(["S" + usage, "S" + perm]))
-    write(t, "tokenless-hello", "\n".join(["S" + tokenless, "S" + error]))
-    write(t, "wrong-token", "\n".join([
-        "S" + j({"jsonrpc": "2.0", "id": 1, "method": "hello",
-                 "params": {"client": "x", "token": "f1" * 16}}), "S" + usage]))
+    write(t, "hello-twice", "\n".join(["S" + hello, "S" + error, "S" + hello, "W", "W"]))
+    write(t, "strangers", "\n".join(["S" + hello, "W", "X" + hello, "X" + usage, "X" + error,
+                                      "X" + perm, "X" + call, "Xnot json", "X", "S" + usage]))
     write(t, "held-across-await", "\n".join([
         "S" + hello, "W", "S" + perm, "G", "S" + call,
         "J" + j({"jsonrpc": "2.0", "id": 1, "result": {"outcome": "deny", "message": "no"}}),
@@ -428,7 +420,55 @@ def keeper_channel_seeds():
         + ["D"]))
 
 
+def http_query_seeds():
+    """fuzz_http_query: output-size byte, name, NUL, QUERY_STRING."""
+    t = "http_query"
+    cases = {
+        "after": (0, "after", "after=37&projectId=p1"),
+        "project-encoded": (0, "projectId", "after=0&projectId=proj%2Fa+b%C3%A9"),
+        "first-wins": (0, "after", "after=1&after=2"),
+        "bare-name": (0, "after", "x=1&after&y"),
+        "absent": (0, "projectId", "after=3"),
+        "bad-escape": (0, "after", "after=%zz"),
+        "short-escape": (0, "after", "after=1%4"),
+        "nul-escape": (0, "projectId", "projectId=a%00b"),
+        "too-long": (4, "after", "after=123456"),
+        "empty": (0, "after", ""),
+        "name-prefix": (0, "after", "afterx=1&aft=2&after=3"),
+    }
+    for name, (size, key, query) in cases.items():
+        write(t, name, bytes([size]) + key.encode() + b"\0" + query.encode())
+
+
+def kept_seeds():
+    # a whole kept harness state (engine/session/kept.h), and damaged ones
+    import hashlib
+
+    def kept(meta, files):
+        body = j(dict(meta, files=len(files))).encode() + b"\n"
+        for path, data in files:
+            body += j({"path": path, "size": len(data)}).encode() + b"\n" + data + b"\n"
+        return (b"agent-runner-kept 1 " + hashlib.sha256(body).hexdigest().encode() + b"\n"
+                + body)
+
+    fp = "ab" * 32
+    meta = {"harness": "pi", "acpSession": "019a-sess", "configFp": fp, "historyFp": fp,
+            "userFp": fp, "savedMs": 1796145947815}
+    log = b'{"type":"session","id":"019a-sess","cwd":"/workspace"}\n{"type":"message"}\n'
+    good = kept(meta, [(".pi/agent/sessions/--workspace--/a_019a.jsonl", log),
+                       ("b/\u00e9.jsonl".encode().decode("unicode_escape"), b"\x00\n\xff")])
+    write("kept", "pi", good)
+    write("kept", "claude-empty", kept(dict(meta, harness="claude"), []))
+    write("kept", "truncated", good[:len(good) // 2])
+    write("kept", "altered", good[:-5] + b"X" + good[-4:])
+    write("kept", "bad-path", kept(meta, [("../escape.jsonl", b"x")]))
+    write("kept", "size-past-end", kept(meta, [("a.jsonl", b"x")]).replace(b'"size":1', b'"size":9'))
+    write("kept", "bad-meta", kept({"harness": 7}, []))
+
+
 def main():
+    http_query_seeds()
+    kept_seeds()
     keeper_channel_seeds()
     request_seeds()
     acp_seeds()

@@ -1,7 +1,9 @@
 """Start pi the way the runner does, without the runner: pi-acp inside bubblewrap with the
 local provider's arguments (engine/provider/local.c) and pi's plan (engine/harness/pi.c),
 plus agent-runner's gate: its extension in pi's agent folder (a symlink to the read-only
-harnesses/extension/index.js) and the keeper channel bound at /run/agent-runner/channel.sock.
+harnesses/extension/index.js) and a keeper channel socket bound at
+/run/agent-runner/channel.sock (RUNNER_CHANNEL: the extension's path mode, a remote sandbox's
+relay; a local sandbox inherits its connection instead, which the runner's own tests cover).
 
     box = PiSandbox(tmp, model_base="http://127.0.0.1:PORT", channel_dir=DIR, gate=True,
                     tools=[{...}])
@@ -28,7 +30,6 @@ SANDBOX_HOME = "/home/agent"
 AGENT_DIR = SANDBOX_HOME + "/.pi/agent"
 CHANNEL_DIR = "/run/agent-runner"
 CHANNEL = CHANNEL_DIR + "/channel.sock"
-CHANNEL_TOKEN = "5ec2e75ec2e75ec2e75ec2e75ec2e75e"  # RUNNER_CHANNEL_TOKEN of a test sandbox
 TOOLS_FILE = SANDBOX_HOME + "/.agent-runner/tools.json"
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -125,7 +126,6 @@ class PiSandbox:
             e["PI_ACP_PI_COMMAND"] = self.pi_command
         if self.channel_dir:
             e["RUNNER_CHANNEL"] = CHANNEL
-            e["RUNNER_CHANNEL_TOKEN"] = CHANNEL_TOKEN
         if self.gate:
             e["RUNNER_GATE_BUILTINS"] = "1"
         if self.tools is not None:

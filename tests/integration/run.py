@@ -39,6 +39,8 @@ SMOKE = [
     # session and environment: a warm follow-up on the same agent process, the kill route
     "test_warm.py::test_scripted_follow_up_reuses_the_same_agent_process",
     "test_warm.py::test_kill_route_destroys_a_session",
+    # kept harness state: pi's own session loaded by a cold turn after its environment ended
+    "test_session_load.py::test_pi_cold_turn_two_loads_its_own_session",
     # keepers and the master: a killed worker, a killed keeper
     "test_lifecycle.py::test_a_dead_worker_is_respawned",
     "test_lifecycle.py::test_a_killed_keeper_ends_the_turn_and_frees_everything",
@@ -56,6 +58,8 @@ SMOKE = [
     # telemetry, and platform mode against the fake Agenta API
     "test_ops.py::test_metrics_count_known_turns_exactly",
     "test_platform.py::test_the_record_log_of_a_turn_is_coalesced_with_agentas_ids",
+    # several hosts: a Redis, two members and a round-robin front; warm through forwarding
+    "test_cluster.py::test_forty_follow_ups_through_round_robin_stay_warm_on_their_owner",
     # the Daytona provider against the fake Daytona (its last test stops the fake)
     "test_daytona.py::test_a_pi_turn_runs_per_turn_and_deletes_its_sandbox",
     "test_daytona.py::test_no_credential_in_logs_labels_or_the_fake_call_log_and_nothing_left",

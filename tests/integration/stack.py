@@ -128,8 +128,19 @@ class FakeModel:
                 self.proc.wait()
 
 
+def make_cert(tmp, name="cert", key_name="key"):
+    """A self-signed certificate for 127.0.0.1 (a SAN, so TLS clients can verify the address
+    against it when they trust it): (cert path, key path)."""
+    cert, key = os.path.join(tmp, name + ".pem"), os.path.join(tmp, key_name + ".pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", cert],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return cert, key
+
+
 class Stack:
-    def __init__(self, workers=2, threads=8, env=None, scripted=True, model=None):
+    def __init__(self, workers=2, threads=8, env=None, scripted=True, model=None, instance=None):
         self.tmp = tempfile.mkdtemp(prefix="ar-it.")
         os.chmod(self.tmp, 0o755)
         self.state = os.path.join(self.tmp, "state")
@@ -143,14 +154,15 @@ class Stack:
         self.master = None
         self.nginx = None
         self.runner_log = os.path.join(self.tmp, "runner.log")
+        self.instance = instance or "it-" + os.path.basename(self.tmp).split(".")[-1]
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.cert = os.path.join(self.tmp, "cert.pem")
 
     # --- lifecycle -------------------------------------------------------------------------
 
     def start(self):
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                        "-subj", "/CN=127.0.0.1", "-keyout", os.path.join(self.tmp, "key.pem"),
-                        "-out", os.path.join(self.tmp, "cert.pem")],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not os.path.exists(self.cert):
+            make_cert(self.tmp)
         conf = subprocess.run(
             ["bash", os.path.join(ROOT, "scripts", "render-nginx"), self.tmp,
              f"127.0.0.1:{self.port}", self.sock, os.path.join(self.tmp, "cert.pem"),
@@ -168,7 +180,7 @@ class Stack:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
                "AGENT_RUNNER_TOKEN": TOKEN,
                "AGENT_RUNNER_STATE_DIR": self.state,
-               "AGENT_RUNNER_INSTANCE": "it-" + os.path.basename(self.tmp).split(".")[-1],
+               "AGENT_RUNNER_INSTANCE": self.instance,
                "AGENT_RUNNER_HARNESS_DIR": os.path.join(ROOT, "harnesses"),
                "AGENT_RUNNER_KEEPER_BIN": os.path.join(BIN, "agent-runner-keeper"),
                "AGENT_RUNNER_DRAIN_MS": "5000",
@@ -387,3 +399,270 @@ class Stack:
         c.close()
         return r.status, out
 
+
+
+# --- several hosts: a Redis, members, a round-robin balancer --------------------------------
+
+
+def resp_command(port, *args, timeout=5.0, host="127.0.0.1"):
+    """One Redis command over RESP (stdlib only): the reply as str / int / list / None; an
+    error reply raises."""
+    def encode(a):
+        b = a if isinstance(a, bytes) else str(a).encode()
+        return b"$%d\r\n%s\r\n" % (len(b), b)
+
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(b"*%d\r\n" % len(args) + b"".join(encode(a) for a in args))
+        f = s.makefile("rb")
+
+        def read():
+            line = f.readline()
+            if not line:
+                raise ConnectionError("redis closed the connection")
+            kind, rest = line[:1], line[1:-2]
+            if kind == b"+":
+                return rest.decode()
+            if kind == b"-":
+                raise RuntimeError("redis: " + rest.decode())
+            if kind == b":":
+                return int(rest)
+            if kind == b"$":
+                n = int(rest)
+                if n < 0:
+                    return None
+                data = f.read(n + 2)[:-2]
+                return data.decode(errors="replace")
+            if kind == b"*":
+                n = int(rest)
+                return None if n < 0 else [read() for _ in range(n)]
+            raise RuntimeError(f"redis: unexpected reply {line!r}")
+
+        return read()
+
+
+class Redis:
+    """A real redis-server on loopback in its own dir and port (and a TLS port with tls=True,
+    its certificate in cert.pem there). Only its own pid is ever signalled."""
+
+    def __init__(self, tls=False):
+        self.dir = tempfile.mkdtemp(prefix="ar-redis.")
+        os.chmod(self.dir, 0o755)
+        self.port = free_port()
+        self.tls_port = free_port() if tls else None
+        self.proc = None
+        self.cert = None
+        if tls:
+            self.cert, self.key = make_cert(self.dir)
+            os.chmod(self.key, 0o644)  # redis may run as another user; the dir is ours
+
+    def start(self):
+        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
+                "--dir", self.dir, "--save", "", "--appendonly", "no",
+                "--logfile", os.path.join(self.dir, "redis.log"), "--daemonize", "no"]
+        if self.tls_port:
+            args += ["--tls-port", str(self.tls_port), "--tls-cert-file", self.cert,
+                     "--tls-key-file", self.key, "--tls-ca-cert-file", self.cert,
+                     "--tls-auth-clients", "no"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(self.up, what="redis-server")
+        return self
+
+    def up(self):
+        try:
+            return self.cmd("PING") == "PONG"
+        except OSError:
+            return False
+
+    def url(self, tls=False, db=0):
+        if tls:
+            return f"rediss://127.0.0.1:{self.tls_port}/{db}"
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def cmd(self, *args):
+        return resp_command(self.port, *args)
+
+    def keys(self, pattern):
+        return sorted(self.cmd("KEYS", pattern) or [])
+
+    def get(self, key):
+        return self.cmd("GET", key)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def cleanup(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+FRONT_CONF = """
+@USER_LINE@
+worker_processes 1;
+daemon off;
+pid @PREFIX@/nginx.pid;
+error_log @PREFIX@/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log @PREFIX@/nginx-access.log;
+    client_body_temp_path @PREFIX@/nginx-tmp/body;
+    proxy_temp_path @PREFIX@/nginx-tmp/proxy;
+    fastcgi_temp_path @PREFIX@/nginx-tmp/fastcgi;
+    uwsgi_temp_path @PREFIX@/nginx-tmp/uwsgi;
+    scgi_temp_path @PREFIX@/nginx-tmp/scgi;
+    upstream agent_runner_hosts {{
+{servers}
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate @PREFIX@/cert.pem;
+        ssl_certificate_key @PREFIX@/key.pem;
+        proxy_ssl_trusted_certificate {ca};
+        proxy_ssl_verify on;
+        proxy_ssl_name 127.0.0.1;
+        include {conf_dir}/agent-runner-cluster.conf;
+    }}
+}}
+"""
+
+
+class Front:
+    """A round-robin nginx in front of several members (nginx/agent-runner-cluster.conf), the
+    way a plain load balancer spreads requests: no session affinity."""
+
+    def __init__(self, members, ca_file):
+        self.tmp = tempfile.mkdtemp(prefix="ar-front.")
+        os.chmod(self.tmp, 0o755)
+        os.makedirs(os.path.join(self.tmp, "nginx-tmp"))
+        self.port = free_port()
+        self.members = members
+        self.ca = ca_file
+        self.nginx = None
+        self.master = None  # no runner of its own (tests/bench/run.py's CPU snapshot asks)
+
+    def start(self):
+        make_cert(self.tmp)
+        servers = "\n".join(f"        server 127.0.0.1:{m.port} max_fails=1 fail_timeout=2s;"
+                            for m in self.members)
+        user = "user www-data;" if os.geteuid() == 0 else ""
+        conf = FRONT_CONF.format(servers=servers, port=self.port, ca=self.ca,
+                                 conf_dir=os.path.join(ROOT, "nginx"))
+        conf = conf.replace("@PREFIX@", self.tmp).replace("@USER_LINE@", user)
+        path = os.path.join(self.tmp, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        self.nginx = subprocess.Popen(["nginx", "-p", self.tmp, "-c", path],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: self._up(), what="front nginx")
+        return self
+
+    def _up(self):
+        try:
+            c = http.client.HTTPSConnection("127.0.0.1", self.port, context=CLIENT_TLS,
+                                            timeout=5)
+            c.request("GET", "/livez")
+            ok = c.getresponse().status == 200
+            c.close()
+            return ok
+        except OSError:
+            return False
+
+    # the same client surface as Stack (request / open_stream / stream)
+    connection = Stack.connection
+    request = Stack.request
+    open_stream = Stack.open_stream
+    stream = Stack.stream
+
+    def stop(self):
+        if self.nginx and self.nginx.poll() is None:
+            self.nginx.send_signal(signal.SIGQUIT)
+            try:
+                self.nginx.wait(10)
+            except subprocess.TimeoutExpired:
+                self.nginx.kill()
+                self.nginx.wait()
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class Cluster:
+    """Several members of one group on this machine (own instance names, ports, state dirs and
+    sandbox uid ranges) sharing one Redis, and a round-robin Front over them."""
+
+    UID_BASE = 2000000000
+    UID_STEP = 100000
+
+    def __init__(self, model, n=2, redis=None, env=None, workers=2, threads=8, ttl_ms=2000,
+                 refresh_ms=400, group=None):
+        self.model = model
+        self.redis = redis
+        self.group = group or "c-" + os.urandom(3).hex()
+        self.env = dict(env or {})
+        self.workers, self.threads = workers, threads
+        self.ttl_ms, self.refresh_ms = ttl_ms, refresh_ms
+        self.bundle_dir = tempfile.mkdtemp(prefix="ar-cluster.")
+        os.chmod(self.bundle_dir, 0o755)
+        self.bundle = os.path.join(self.bundle_dir, "members-ca.pem")
+        self.members = []
+        for _ in range(n):
+            self.add(start=False)
+        self.front = None
+
+    def member_env(self, st, k):
+        env = {"AGENT_RUNNER_REDIS_URL": self.redis.url(),
+               "AGENT_RUNNER_ADVERTISE_URL": st.url,
+               "AGENT_RUNNER_CLUSTER_GROUP": self.group,
+               "AGENT_RUNNER_CLUSTER_MEMBER": st.instance,
+               "AGENT_RUNNER_CLUSTER_TTL_MS": str(self.ttl_ms),
+               "AGENT_RUNNER_CLUSTER_REFRESH_MS": str(self.refresh_ms),
+               "AGENT_RUNNER_CLUSTER_CA_FILE": self.bundle,
+               "AGENT_RUNNER_SANDBOX_UID_BASE": str(self.UID_BASE + k * self.UID_STEP)}
+        env.update(self.env)
+        return env
+
+    def add(self, start=True, env=None):
+        """One more member (started unless start=False: start() starts them all)."""
+        k = len(self.members)
+        st = Stack(workers=self.workers, threads=self.threads, model=self.model,
+                   instance=f"{self.group}-{chr(ord('a') + k)}")
+        st.extra_env = self.member_env(st, k)
+        st.extra_env.update(env or {})
+        make_cert(st.tmp)
+        self.members.append(st)
+        self.write_bundle()
+        if start:
+            st.start()
+        return st
+
+    def write_bundle(self):
+        with open(self.bundle + ".tmp", "w") as out:
+            for st in self.members:
+                with open(st.cert) as f:
+                    out.write(f.read())
+        os.rename(self.bundle + ".tmp", self.bundle)
+
+    def start(self):
+        for st in self.members:
+            if not st.master:
+                st.start()
+        self.front = Front(self.members, self.bundle).start()
+        return self
+
+    def stop(self):
+        if self.front:
+            self.front.stop()
+        for st in self.members:
+            st.stop()
+
+    def cleanup(self):
+        if self.front:
+            self.front.cleanup()
+        for st in self.members:
+            st.cleanup()
+        shutil.rmtree(self.bundle_dir, ignore_errors=True)

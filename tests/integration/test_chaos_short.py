@@ -1,6 +1,7 @@
 """A short chaos run (tests/chaos/chaos.py) on this module's stack: six rounds, each kind of
 kill (worker, keeper, master) twice, under a steady warm + cold load, with every invariant
-checked after each round and after the final SIGTERM. `make chaos` runs the long version."""
+checked after each round and after the final SIGTERM; a stream a kill cuts is reattached and
+must come back whole (no lost turn). `make chaos` runs the long version."""
 
 import os
 import sys
@@ -18,6 +19,7 @@ def test_chaos_six_rounds(ctx):
     c = chaos.Chaos(rounds=6, seconds=3.0, sessions=SESSIONS, seed=SEED, clients=4,
                     schedule="balanced", stack=ctx.stack, out=sys.stdout)
     s = c.run()
+    assert s["totals"].get("lost", 0) == 0, s["totals"]
     if s["failures"]:
         cats = {}
         for r, cat, what in s["violations"]:

@@ -23,8 +23,8 @@ sys.path.insert(0, HERE)
 
 import fake_daytona_ctl  # noqa: E402
 from stack import wait_for  # noqa: E402
-from turns import (events_of, harness_request, ids, model_requests, pi_request,  # noqa: E402
-                   result_of, run)
+from turns import (events_of, harness_request, ids, model_requests,  # noqa: E402
+                   model_requests_with, pi_request, result_of, run)
 
 API_KEY = "fake-daytona-key-" + uuid.uuid4().hex
 D = fake_daytona_ctl.FakeDaytona(api_key=API_KEY)
@@ -199,11 +199,17 @@ def test_the_idle_window_stops_the_sandbox_and_the_next_turn_resumes_it(ctx):
     since2 = last_seq()
     resumed_before = metric(ctx, 'agent_runner_sandbox_leases_total{outcome="resumed",'
                                  'reason="none"}')
-    res2, _ = run(ctx, follow_up(req, res, "Again"))
+    again = f"Again {uuid.uuid4().hex[:6]}"
+    res2, evs2 = run(ctx, follow_up(req, res, again))
     assert res2["ok"] is True and res2["output"].endswith(REPLY), res2
     assert not calls_since(since2, CREATE)
     assert len(calls_since(since2, START)) == 1
     assert not calls_since(since2, UPLOAD), calls_since(since2, UPLOAD)
+    # the sandbox's disk kept codex's own session: it is loaded, not replayed as text
+    ready = next(e["data"] for e in evs2 if e.get("data", {}).get("phase") == "environment_ready")
+    assert ready["resume"] == "load", ready
+    body = json.dumps(model_requests_with(ctx, again)[0]["body"])
+    assert "Conversation so far" not in body and "Say hello" in body, body[:2000]
     assert D.get(sbid)["state"] == "started"
     assert metric(ctx, 'agent_runner_sandbox_leases_total{outcome="resumed",reason="none"}') == \
         resumed_before + 1
@@ -526,6 +532,117 @@ def test_a_relay_that_dies_leaves_pi_gated_calls_blocked(ctx):
         assert "permission channel is unavailable" in told, told
         check = f"test -e ~/workspace/{tag}; echo exists=$?"
         assert "exists=1" in D.execute(sbid, check)["result"], "a gated command ran ungated"
+    finally:
+        kill(ctx, key)
+    if sbid:
+        wait_gone([sbid])
+
+
+# What a program of the remote sandbox reaches: the relay's socket, whose every connection
+# after pi's is a stranger to the keeper (keeper/keeper_channel.h). A flood of them, each
+# forging what only pi may say, then fifteen that never say hello and hold an unfinished line
+# just under 8 MiB, kept by a setsid process. Written to a file and run with sh: the execute
+# call's command is not a shell.
+STRANGERS = r"""
+import json, os, socket, sys, time
+path = os.path.expanduser("~/.agent-runner/channel/channel.sock")
+if sys.argv[1] == "flood":
+    heard = {}
+    for i in range(200):
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(path); s.settimeout(5)
+            s.sendall((json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tool/permission",
+                                   "params": {"toolCallId": "forged", "toolName": "bash",
+                                              "input": {"command": "rm -rf /"}}}) + "\n").encode())
+            a = s.recv(4096).decode(errors="replace")
+            k = "stranger" if "not the harness" in a else a[:80] or "closed"
+        except OSError as e:
+            k = e.strerror or type(e).__name__
+        heard[k] = heard.get(k, 0) + 1
+        s.close()
+    print("flood=" + json.dumps(heard))
+    sys.exit(0)
+if os.fork():
+    time.sleep(3); print("held=" + open("/tmp/held").read()); sys.exit(0)
+os.setsid()
+null = os.open("/dev/null", os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+held, chunk = [], b"x" * (1 << 20)
+for _ in range(15):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(path); s.setblocking(False)
+        for _ in range(8):
+            try:
+                s.send(chunk)
+            except BlockingIOError:
+                break
+        held.append(s)
+    except OSError:
+        s.close()
+open("/tmp/held", "w").write(str(len(held)))
+time.sleep(3000)
+"""
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def sandbox_python(sbid, code, *args):
+    b64 = __import__("base64").b64encode(code.encode()).decode()
+    D.execute(sbid, f"sh -c 'echo {b64} | base64 -d > /tmp/strangers.py'")
+    return D.execute(sbid, "python3 /tmp/strangers.py " + " ".join(args))["result"]
+
+
+def test_strangers_through_the_relay_are_refused_bounded_and_logged_within_the_budget(ctx):
+    """Only pi's connection (the relay's first) is the harness's: a flood of other connections
+    forging a permission request is refused one by one, never reaches the turn, and logs at
+    most the limiter's allowance; fifteen held never-hello connections with 8 MiB unfinished
+    lines leave the keeper's memory flat; pi's gated calls still go through the runner."""
+    p, s, key = session()
+    tag = uuid.uuid4().hex[:10]
+    since, sbid = last_seq(), None
+    words = "tool channel: refused"
+    try:
+        ctx.model.script(f"dpi-first-{tag}", [{"text": "ready"}])
+        GATE_KEYS[tag] = model_key()
+        req = pi_request(ctx.model, f"Hi [[script:dpi-first-{tag}]]", key=GATE_KEYS[tag],
+                         sandbox="daytona", projectId=p, sessionId=s,
+                         permissions={"default": "ask"}, lifecycle={"mode": "warm"})
+        res, _ = run(ctx, req)
+        assert res["ok"] is True, res
+        sbid = warm_sandbox_of(since)
+        keeper = ctx.stack.session(key)["keeperPid"]
+        before, logged = rss_kib(keeper), ctx.stack.log_text().count(words)
+        t0 = time.monotonic()
+        out = sandbox_python(sbid, STRANGERS, "flood")
+        secs = int(time.monotonic() - t0) + 1
+        print("    " + out.strip())
+        flood = json.loads(out.split("flood=", 1)[1].splitlines()[0])
+        assert flood.get("stranger", 0) >= 150, flood
+        n = ctx.stack.log_text().count(words) - logged
+        print(f"    {n} refusal lines logged for {sum(flood.values())} connections in ~{secs}s")
+        assert 1 <= n <= secs * 6, n
+        out = sandbox_python(sbid, STRANGERS, "hold")
+        print("    " + out.strip())
+        # pi's own connection is untouched: its gated call still parks on the runner's gate
+        name, _, res2, evs = gated_pi_turn(ctx, {"default": "ask"}, p, s, tag,
+                                           messages=follow_up(
+                                               req, res, f"Make the file [[script:dpi-{tag}]]")
+                                           ["messages"])
+        assert res2["ok"] is True and res2["stopReason"] == "paused", res2
+        asks = [e for e in evs if e["type"] == "interaction_request"]
+        assert len(asks) == 1 and "forged" not in json.dumps(asks), asks
+        after = rss_kib(keeper)
+        print(f"    keeper RSS {before} -> {after} KiB")
+        assert after - before < 16 * 1024, (before, after)
     finally:
         kill(ctx, key)
     if sbid:

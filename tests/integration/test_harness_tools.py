@@ -14,8 +14,8 @@ import tempfile
 import uuid
 
 from fakes import FakeCallback, FakeMcp
-from stack import ROOT
-from turns import (events_of, harness_request, model_requests, of, result_of,
+from stack import BIN, ROOT
+from turns import (MODELS, events_of, harness_request, model_requests, of, result_of,
                    tool_results_seen_by_model)
 
 FAKES = tempfile.mkdtemp(prefix="ar-htools-fakes.")
@@ -405,3 +405,54 @@ def test_codex_deny(ctx):
 
 def test_opencode_deny(ctx):
     deny_turn(ctx, "opencode")
+
+
+# Tool code run by claude or codex goes for the keeper channel of the agenta-tools server: the
+# holder's hand-over socket (gone: the server took the connection when it started) and the
+# server itself, started by hand with a tools/call on its stdin (it finds no connection to
+# take). The callback never hears of it; the model's own call of the tool still works.
+def tool_code_takes_no_channel(ctx, harness):
+    CB.reset()
+    tag = uuid.uuid4().hex[:10]
+    CB.script_tool(CALL_REF, {"content": f"user octocat-{tag}"})
+    mcp = os.path.join(BIN, "agent-runner-mcp")
+    probe = ("python3 -c 'import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n"
+             "    s.connect(\"/tmp/.agent-runner-mcp/sock\"); print(\"handoff=connected\")\n"
+             "except OSError as e:\n    print(\"handoff=\" + e.strerror)'; "
+             "printf '%s\\n%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+             "\"params\":{}}' '{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+             "\"params\":{\"name\":\"get_user\",\"arguments\":{}}}' | "
+             f"RUNNER_TOOLS_FILE=/home/agent/.agent-runner/tools.json timeout 5 {mcp} 2>&1 "
+             "| tail -c 400; echo; echo probed")
+    _, _, _, bash, args = MODELS[harness]
+    name = f"steal-{harness}-{tag}"
+    ctx.model.script(name, [{"tool": {"name": bash, "arguments": args(probe)}},
+                            {"tool": model_tool(harness, "get_user", {"login": "octocat"})},
+                            {"text": f"done {tag}"}])
+    req = harness_request(ctx, harness, f"Go [[script:{name}]]", "sk-steal-" + tag,
+                          permissions={"default": "allow"}, customTools=[GET_USER],
+                          toolCallback={"endpoint": CB.endpoint,
+                                        "authorization": CB.authorization},
+                          runContext={"run": {"kind": "test"},
+                                      "workflow": {"variant": {"id": "var_abc"}}})
+    status, recs = ctx.stack.stream(req)
+    assert status == 200, status
+    res, evs = result_of(recs), events_of(recs)
+    assert res["ok"] is True, (harness, res)
+    probed = [e["output"] for e in of(evs, "tool_result") if "probed" in (e.get("output") or "")]
+    assert probed, (harness, of(evs, "tool_result"))
+    print(f"    {harness} tool code: " + probed[0].replace("\n", "; ")[:400])
+    assert "handoff=No such file or directory" in probed[0], probed[0]
+    assert "channel is unavailable" in probed[0] and "was not run" in probed[0], probed[0]
+    # one call reached the callback: the model's own, through the harness's server
+    assert len(CB.tool_calls(CALL_REF)) == 1, CB.tool_calls(CALL_REF)
+    [tr] = [e for e in of(evs, "tool_result") if (e.get("output") or "").startswith("user ")]
+    assert tr["output"] == f"user octocat-{tag}", tr
+
+
+def test_claude_tool_code_takes_no_channel(ctx):
+    tool_code_takes_no_channel(ctx, "claude")
+
+
+def test_codex_tool_code_takes_no_channel(ctx):
+    tool_code_takes_no_channel(ctx, "codex")

@@ -18,7 +18,7 @@ import uuid
 import stack
 from acp_client import AcpError
 from fake_channel import ChannelError, FakeChannel
-from pi_sandbox import CHANNEL_TOKEN, COST, EXTENSION, NODE, PI_CLI, PiSandbox, installed
+from pi_sandbox import COST, EXTENSION, NODE, PI_CLI, PiSandbox, installed
 from turns import model_requests
 
 DENY_MESSAGE = "Denied by the permission plan: bash is not allowed here"
@@ -119,13 +119,14 @@ def test_extension_says_hello_when_pi_starts(ctx):
     with Run(ctx) as r:
         hello = r.channel.received("hello")
         assert hello == [{"client": "pi-extension", "version": "1", "gating": True,
-                          "tools": [], "token": CHANNEL_TOKEN}], hello
+                          "tools": []}], hello
 
 
-def test_tools_pi_starts_do_not_inherit_the_channel_token(ctx):
-    """The extension takes RUNNER_CHANNEL_TOKEN out of pi's environment when it loads, before
-    any tool runs: pi's bash children (model-written code) never see it, while every hello
-    still carries it."""
+def test_tools_pi_starts_see_no_channel_secret(ctx):
+    """There is no channel secret: nothing in pi's environment that pi's bash children
+    (model-written code) could reuse, and no hello carries one (a remote sandbox's relay
+    socket, the path mode this sandbox uses, gives the harness's role to pi's connection
+    alone; keeper/keeper_channel.h)."""
     t = tag()
     name = "tokenenv-" + t
     bash_script(ctx, name, f"env > /workspace/env-{t}; echo done")
@@ -134,8 +135,8 @@ def test_tools_pi_starts_do_not_inherit_the_channel_token(ctx):
         with open(r.workspace(f"env-{t}")) as f:
             env = f.read()
         assert "RUNNER_CHANNEL=" in env, env  # the probe saw pi's environment
-        assert "RUNNER_CHANNEL_TOKEN" not in env and CHANNEL_TOKEN not in env, env
-        assert all(h.get("token") == CHANNEL_TOKEN for h in r.channel.received("hello"))
+        assert "TOKEN" not in env, env
+        assert all("token" not in h for h in r.channel.received("hello"))
 
 
 def test_extension_is_imported_natively_not_transpiled(ctx):

@@ -187,6 +187,43 @@ def test_pi_keeps_its_context_across_a_cold_start_from_the_record_log(ctx):
     kill(ctx, p, s)
 
 
+def test_pi_loads_its_kept_session_when_the_log_matches(ctx):
+    """The environment ends but the harness's kept state stays (README "Sessions": kept harness
+    state): the next turn rebuilds the history from the log, finds it is the kept one (its
+    user side: the log's tool-call ids are its own) and loads pi's own session instead of
+    replaying it."""
+    p, s = ids(10)
+    tag = uuid.uuid4().hex[:8]
+    name, name2 = f"kept-{tag}", f"kept2-{tag}"
+    ctx.model.script(name, [{"tool": {"name": "bash",
+                                      "arguments": {"command": f"echo plat-out-{tag}"}}},
+                            {"text": f"ran it {tag}"}])
+    ctx.model.script(name2, [{"text": f"it printed plat-out-{tag}"}])
+    t1, t2 = str(uuid.uuid4()), str(uuid.uuid4())
+    allow = {"default": "allow"}
+    res, _ = run(ctx, pi(ctx, p, s, f"Run it. [[script:{name}]]", turn_id=t1, permissions=allow))
+    assert res["ok"] is True, res
+    status, _, _ = ctx.stack.request("POST", "/kill", {"sessionId": s, "projectId": p,
+                                                       "environmentOnly": True})
+    assert status == 200 and ctx.stack.session(f"{p}:{s}") is None
+    records(s, want=3)
+    res, evs = run(ctx, pi(ctx, p, s, f"What did it print? [[script:{name2}]]", turn_id=t2,
+                           permissions=allow))
+    assert res["ok"] is True and res["output"] == f"it printed plat-out-{tag}", res
+    ready = next(e["data"] for e in evs if e.get("data", {}).get("phase") == "environment_ready")
+    assert ready["resume"] == "load", ready
+    body = model_requests_with(ctx, "What did it print?")[0]["body"]
+    assert "Conversation so far" not in json.dumps(body), body
+    assert any(m["role"] == "tool" and f"plat-out-{tag}" in json.dumps(m) for m in
+               body["messages"]), body
+    # one harness session across both turns: the ledger rows name the same one
+    ledger = wait_for(lambda: (lambda rows: rows if len(rows) == 2 and
+                               all(r.get("end_time") for r in rows) else None)(API.turns(s)),
+                      what="two completed ledger rows")
+    assert len({r["agent_session_id"] for r in ledger}) == 1, ledger
+    kill(ctx, p, s)
+
+
 def test_a_warm_follow_up_needs_no_rebuild(ctx):
     p, s = ids(10)
     res, _ = run(ctx, scripted(p, s, "first"))

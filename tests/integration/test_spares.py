@@ -6,14 +6,16 @@ spare outlives a SIGTERM of the master. test_spares_cold.py runs the same first 
 off.
 """
 
+import json
 import os
 import signal
 import threading
 import time
 import uuid
 
-from spares import first_turn, follow_up, pi_of, retire_spares, session_request
+from spares import first_turn, follow_up, pi_of, ready_event, retire_spares, session_request
 from stack import descendants, proc_table, wait_for
+from turns import events_of, model_requests_with, result_of
 
 SPARES = 2
 STACK = {"env": {"AGENT_RUNNER_SPARES": f"pi={SPARES}", "AGENT_RUNNER_SLOTS": "32"}}
@@ -63,6 +65,35 @@ def test_spare_serves_a_new_pi_session(ctx):
     follow_up(ctx, session_request(ctx, tag), f"hello spare {tag}", f"again {tag}")
     assert ctx.stack.session(f"proj-spares:s-{tag}")["turns"] >= 2
     ctx.stack.request("POST", "/kill", {"sessionId": f"s-{tag}", "projectId": "proj-spares"})
+
+
+def test_a_spare_loads_a_sessions_kept_pi_session(ctx):
+    """The session's environment ends; its next turn claims a spare, which gets pi's kept
+    session written into its home and loads it (README "Kept harness state")."""
+    wait_spares(ctx)
+    tag, res = first_turn(ctx, True)
+    p, s = "proj-spares", f"s-{tag}"
+    status, _, _ = ctx.stack.request("POST", "/kill", {"sessionId": s, "projectId": p,
+                                                       "environmentOnly": True})
+    assert status == 200 and ctx.stack.session(f"{p}:{s}") is None
+    wait_spares(ctx)
+    again = f"again spare {tag}"
+    req = session_request(ctx, tag)
+    req["messages"] = [{"role": "user", "content": f"hello spare {tag}"},
+                       {"role": "assistant", "content": res["output"]},
+                       {"role": "user", "content": again}]
+    status, recs = ctx.stack.stream(req)
+    assert status == 200, recs
+    assert result_of(recs)["ok"] is True, recs
+    ready = ready_event(events_of(recs))
+    assert ready["spare"] is True and ready["resume"] == "load", ready
+    body = model_requests_with(ctx, again)[0]["body"]
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    # turn 1 is a message of its own in pi's loaded session, not a replay
+    assert len(users) == 2 and f"hello spare {tag}" in json.dumps(users[0]), users
+    assert "Conversation so far" not in json.dumps(body)
+    ctx.stack.request("POST", "/kill", {"sessionId": s, "projectId": p})
+    wait_spares(ctx)
 
 
 def test_two_concurrent_sessions_get_different_spares(ctx):

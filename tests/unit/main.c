@@ -106,6 +106,7 @@ void test_sink_init(struct test_sink *s, size_t fail_at, struct event_sink *ret_
     memset(s, 0, sizeof(*s));
     s->fail_at = fail_at;
     s->records = json_object_new_array();
+    memset(ret_sink, 0, sizeof(*ret_sink));
     ret_sink->write_line = sink_write;
     ret_sink->ctx = s;
 }
@@ -134,11 +135,14 @@ static CU_SuiteInfo suites[] = {
     {"request_tools", NULL, NULL, NULL, NULL, request_tools_tests},
     {"request_mcp", NULL, NULL, NULL, NULL, request_mcp_tests},
     {"events", NULL, NULL, NULL, NULL, events_tests},
+    {"journal", NULL, NULL, NULL, NULL, journal_tests},
     {"run_turn", NULL, NULL, NULL, NULL, run_turn_tests},
     {"run_limits", NULL, NULL, NULL, NULL, run_limits_tests},
     {"pool", NULL, NULL, NULL, NULL, pool_tests},
+    {"cluster", NULL, NULL, NULL, NULL, cluster_tests},
     {"spare", NULL, NULL, NULL, NULL, spare_tests},
     {"identity", NULL, NULL, NULL, NULL, identity_tests},
+    {"kept", NULL, NULL, NULL, NULL, kept_tests},
     {"policy", NULL, NULL, NULL, NULL, policy_tests},
     {"env_setup", NULL, NULL, NULL, NULL, env_setup_tests},
     {"transcript", NULL, NULL, NULL, NULL, transcript_tests},

@@ -25,11 +25,13 @@ extern CU_TestInfo request_tests[];
 extern CU_TestInfo request_tools_tests[];
 extern CU_TestInfo request_mcp_tests[];
 extern CU_TestInfo events_tests[];
+extern CU_TestInfo journal_tests[];
 extern CU_TestInfo run_turn_tests[];
 extern CU_TestInfo run_limits_tests[];
 extern CU_TestInfo pool_tests[];
 extern CU_TestInfo spare_tests[];
 extern CU_TestInfo identity_tests[];
+extern CU_TestInfo kept_tests[];
 extern CU_TestInfo policy_tests[];
 extern CU_TestInfo env_setup_tests[];
 extern CU_TestInfo transcript_tests[];
@@ -88,6 +90,7 @@ extern CU_TestInfo daytona_exec_tests[];
 extern CU_TestInfo login_tests[];
 extern CU_TestInfo daytona_provider_tests[];
 extern CU_TestInfo sandbox_host_tests[];
+extern CU_TestInfo cluster_tests[];
 
 /* A NULL-safe string for CU_ASSERT_STRING_EQUAL (which would crash on NULL). */
 #define TEST_STR(s) ((s) ? (s) : "(null)")

@@ -83,8 +83,6 @@ static void test_daytona_relay_base64_round_trips_every_byte(void)
 
 /* ---- the pump against a real keeper channel --------------------------------------------- */
 
-#define RELAY_TOKEN "0123456789abcdef0123456789abcdef"
-
 struct fixture {
     char dir[64];
     struct keeper_channel kc;
@@ -103,6 +101,7 @@ static void fx_init(struct fixture *f)
 {
     int to[2], from[2], errp[2];
     char err[256], sock[128];
+    int none;
 
     memset(f, 0, sizeof(*f));
     snprintf(f->dir, sizeof(f->dir), "/tmp/ar-relay.XXXXXX");
@@ -111,10 +110,12 @@ static void fx_init(struct fixture *f)
     buf_init(&f->wout, 1 << 20);
     keeper_channel_init(&f->kc);
     CU_ASSERT_EQUAL_FATAL(
-        keeper_channel_open(&f->kc, f->dir, RELAY_TOKEN,
-                            &(struct keeper_channel_worker){&f->worker_fd, &f->gone, &f->wout}, err,
-                            sizeof(err)),
+        keeper_channel_open(
+            &f->kc, f->dir, KEEPER_CHANNEL_HARNESS, true,
+            &(struct keeper_channel_worker){.fd = &f->worker_fd, .gone = &f->gone, .out = &f->wout},
+            &none, err, sizeof(err)),
         0);
+    CU_ASSERT_EQUAL(none, -1);
     CU_ASSERT_EQUAL_FATAL(pipe2(to, O_CLOEXEC), 0);
     CU_ASSERT_EQUAL_FATAL(pipe2(from, O_CLOEXEC), 0);
     CU_ASSERT_EQUAL_FATAL(pipe2(errp, O_CLOEXEC), 0);
@@ -187,10 +188,9 @@ static void settle(struct fixture *f)
         round_once(f, 10);
 }
 
-/* the channel's token travels through the relay like any other byte of a hello */
 #define HELLO                                                                                      \
     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"hello\",\"params\":{\"client\":\"pi-extension\","  \
-    "\"version\":\"1\",\"gating\":true,\"token\":\"" RELAY_TOKEN "\"}}"
+    "\"version\":\"1\",\"gating\":true}}"
 
 /* A channel request as the sandbox would send it, framed for connection id. */
 static void relay_sends(struct fixture *f, uint32_t id, const char *json)
@@ -229,22 +229,30 @@ static void test_daytona_relay_connections_reach_the_keeper_channel(void)
     json_object *o;
 
     fx_init(&f);
-    /* two sandbox connections, each says hello with id 1: answered to each, under its id */
+    /* two sandbox connections, each says hello with id 1: the first one relayed is the
+     * harness's and is answered; the second is a stranger, refused and closed */
     relay_says(&f, "o 1\no 2\n");
     settle(&f);
     CU_ASSERT_EQUAL(daytona_relay_conns(f.r), 2);
     CU_ASSERT_EQUAL(f.kc.nconns, 2);
-    relay_sends(&f, 2, HELLO);
-    CU_ASSERT_TRUE_FATAL(relay_hears(&f, line, sizeof(line)));
-    o = decode(line, 2);
-    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(o, "result.protocol")), 1);
-    CU_ASSERT_EQUAL(json_object_get_int(jsonx_get(o, "id")), 1);
-    json_object_put(o);
     relay_sends(&f, 1, HELLO);
     CU_ASSERT_TRUE_FATAL(relay_hears(&f, line, sizeof(line)));
     o = decode(line, 1);
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(o, "result.protocol")), 1);
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_get(o, "id")), 1);
     json_object_put(o);
+    relay_sends(&f, 2, HELLO);
+    CU_ASSERT_TRUE_FATAL(relay_hears(&f, line, sizeof(line)));
+    o = decode(line, 2);
+    CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(o, "error.code")), KEEPER_CHANNEL_UNAUTHORIZED);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(o, "error"), "message")),
+                           KEEPER_CHANNEL_STRANGER);
+    json_object_put(o);
+    CU_ASSERT_TRUE_FATAL(relay_hears(&f, line, sizeof(line)));
+    CU_ASSERT_STRING_EQUAL(line, "c 2");
+    settle(&f);
+    CU_ASSERT_EQUAL(daytona_relay_conns(f.r), 1);
+    CU_ASSERT_EQUAL(f.kc.nconns, 1);
     /* garbage on the channel is the keeper channel's to refuse: an error comes back */
     relay_sends(&f, 1, "\x01\x01\x01 not json");
     CU_ASSERT_TRUE_FATAL(relay_hears(&f, line, sizeof(line)));
@@ -254,24 +262,27 @@ static void test_daytona_relay_connections_reach_the_keeper_channel(void)
     /* a frame for no connection, and frames that do not parse, are dropped */
     relay_says(&f, "d 9 aGk=\nbogus\nd 1 abc\n");
     settle(&f);
-    CU_ASSERT_EQUAL(daytona_relay_conns(f.r), 2);
+    CU_ASSERT_EQUAL(daytona_relay_conns(f.r), 1);
     /* a payload that is not base64 breaks its connection: closed here, the relay hears so */
     relay_says(&f, "d 1 a*b=\n");
     CU_ASSERT_TRUE_FATAL(relay_hears(&f, line, sizeof(line)));
     CU_ASSERT_STRING_EQUAL(line, "c 1");
     settle(&f);
-    CU_ASSERT_EQUAL(daytona_relay_conns(f.r), 1);
-    CU_ASSERT_EQUAL(f.kc.nconns, 1);
-    /* the relay closes connection 2: the keeper channel sees it go */
-    relay_says(&f, "c 2\n");
-    settle(&f);
     CU_ASSERT_EQUAL(daytona_relay_conns(f.r), 0);
+    CU_ASSERT_EQUAL(f.kc.nconns, 0);
+    /* the harness's role went with it: a new connection is a stranger */
+    relay_says(&f, "o 3\n");
+    settle(&f);
+    CU_ASSERT_EQUAL(f.kc.nconns, 1);
+    CU_ASSERT_EQUAL(f.kc.conns[0].role, KEEPER_CHANNEL_NONE);
+    relay_says(&f, "c 3\n");
+    settle(&f);
     CU_ASSERT_EQUAL(f.kc.nconns, 0);
     {
         struct daytona_relay_stats st;
 
         daytona_relay_stats(f.r, &st);
-        CU_ASSERT_EQUAL(st.opened, 2);
+        CU_ASSERT_EQUAL(st.opened, 3);
         CU_ASSERT_TRUE(st.dropped >= 2);
     }
     CU_ASSERT_FALSE(daytona_relay_dead(f.r));

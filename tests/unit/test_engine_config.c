@@ -128,6 +128,46 @@ static void test_engine_config_table_name(void)
     CU_ASSERT_EQUAL(engine_table_name("a-long-instance", name, 16), -ENAMETOOLONG);
 }
 
+/* The turn settings: their defaults, the journal folder beside the table, refusals by name. */
+static void test_engine_config_turn_settings(void)
+{
+    const char *none[] = {"AGENT_RUNNER_INSTANCE=it-x", NULL};
+    const char *set[] = {"AGENT_RUNNER_TURN_JOURNAL_MS=0", "AGENT_RUNNER_TURN_JOURNAL_DIR=/run/j",
+                         "AGENT_RUNNER_STREAM_KEEPALIVE_MS=0", "AGENT_RUNNER_REATTACH_GRACE_MS=5",
+                         NULL};
+    const char *const bad[][2] = {
+        {"AGENT_RUNNER_TURN_JOURNAL_DIR=relative", "AGENT_RUNNER_TURN_JOURNAL_DIR"},
+        {"AGENT_RUNNER_TURN_JOURNAL_BYTES=100", "AGENT_RUNNER_TURN_JOURNAL_BYTES"},
+        {"AGENT_RUNNER_STREAM_KEEPALIVE_MS=50", "AGENT_RUNNER_STREAM_KEEPALIVE_MS"},
+        {"AGENT_RUNNER_TURN_ADOPT_MS=x", "AGENT_RUNNER_TURN_ADOPT_MS"},
+    };
+    char err[256];
+    struct engine_config cfg;
+
+    CU_ASSERT_EQUAL_FATAL(read_with(none, &cfg, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(cfg.turns.dir, "/dev/shm/agent-runner.it-x.turns");
+    CU_ASSERT_EQUAL(cfg.turns.keep_ms, 600000);
+    CU_ASSERT_EQUAL(cfg.turns.turn_bytes, 8u << 20);
+    CU_ASSERT_EQUAL(cfg.turns.total_bytes, 256u << 20);
+    CU_ASSERT_EQUAL(cfg.turns.keepalive_ms, 15000);
+    CU_ASSERT_EQUAL(cfg.turns.grace_ms, 0);
+    CU_ASSERT_EQUAL(cfg.turns.adopt_ms, 30000);
+    engine_config_release(&cfg);
+    CU_ASSERT_EQUAL_FATAL(read_with(set, &cfg, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(cfg.turns.dir, "/run/j");
+    CU_ASSERT_EQUAL(cfg.turns.keep_ms, 0);
+    CU_ASSERT_EQUAL(cfg.turns.keepalive_ms, 0);
+    CU_ASSERT_EQUAL(cfg.turns.grace_ms, 5);
+    engine_config_release(&cfg);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *vars[] = {bad[i][0], NULL};
+
+        CU_ASSERT_EQUAL(read_with(vars, &cfg, err, sizeof(err)), -EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i][1]));
+        engine_config_release(&cfg);
+    }
+}
+
 CU_TestInfo engine_config_tests[] = {
     {"test_engine_config_defaults", test_engine_config_defaults},
     {"test_engine_config_spares_blank_is_default", test_engine_config_spares_blank_is_default},
@@ -136,5 +176,6 @@ CU_TestInfo engine_config_tests[] = {
     {"test_engine_config_owns_what_it_reads", test_engine_config_owns_what_it_reads},
     {"test_engine_config_normalises_limits", test_engine_config_normalises_limits},
     {"test_engine_config_table_name", test_engine_config_table_name},
+    {"test_engine_config_turn_settings", test_engine_config_turn_settings},
     CU_TEST_INFO_NULL,
 };

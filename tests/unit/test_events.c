@@ -346,6 +346,135 @@ static void test_events_run_result_error_matches_fixture(void)
     json_object_put(want);
 }
 
+/* Streaming records are numbered from 1, the first names the turn, the result comes last. */
+static void test_events_records_are_numbered(void)
+{
+    struct event_stream es;
+    struct event_sink sink;
+    struct test_sink ts;
+    json_object *res = json_object_new_object(), *rec;
+
+    test_sink_init(&ts, 0, &sink);
+    event_stream_init(&es, &sink);
+    es.turn_id = "turn-7";
+    event_emit(&es, event_data_phase("environment_starting"));
+    event_emit(&es, event_text("message_delta", "msg-1", "a"));
+    event_emit(&es, event_done("end_turn", NULL));
+    json_object_object_add(res, "ok", json_object_new_boolean(1));
+    CU_ASSERT_EQUAL(event_stream_result(&es, res), 0);
+    CU_ASSERT_TRUE(es.result_written);
+    CU_ASSERT_EQUAL_FATAL(test_sink_count(&ts), 4);
+    for (size_t i = 0; i < 4; i++) {
+        rec = json_object_array_get_idx(ts.records, i);
+        CU_ASSERT_EQUAL(json_object_get_int64(jsonx_get(rec, "seq")), (int64_t)i + 1);
+        CU_ASSERT_EQUAL(jsonx_get(rec, "turnId") != NULL, i == 0);
+    }
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(json_object_array_get_idx(ts.records, 0), "turnId")),
+                           "turn-7");
+    rec = json_object_array_get_idx(ts.records, 3);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(rec, "kind")), "result");
+    CU_ASSERT_TRUE(json_object_get_boolean(jsonx_path(rec, "result.ok")));
+    CU_ASSERT_EQUAL(es.det, 3);
+    json_object_put(res);
+    event_stream_release(&es);
+    test_sink_release(&ts);
+}
+
+/* An adopted turn rebuilds the events the dead worker delivered: they are not written again. */
+static void test_events_adoption_skips_what_was_delivered(void)
+{
+    struct event_stream es;
+    struct event_sink sink;
+    struct test_sink ts;
+
+    test_sink_init(&ts, 0, &sink);
+    event_stream_init(&es, &sink);
+    es.seq = 10; /* the journal's last record */
+    es.det = 2;  /* the turn's own events when its prompt went out */
+    es.skip_det = 5;
+    for (int i = 0; i < 5; i++)
+        event_emit(&es, event_text("message_delta", "msg-1", "x"));
+    CU_ASSERT_EQUAL_FATAL(test_sink_count(&ts), 2); /* det 3..5 dropped, 6 and 7 written */
+    CU_ASSERT_EQUAL(
+        json_object_get_int64(jsonx_get(json_object_array_get_idx(ts.records, 0), "seq")), 11);
+    CU_ASSERT_EQUAL(es.seq, 12);
+    CU_ASSERT_EQUAL(es.det, 7);
+    event_stream_release(&es);
+    test_sink_release(&ts);
+}
+
+/* A silent stream's keepalive: numbered, transient, not one of the turn's own events. */
+static void test_events_keepalive(void)
+{
+    struct event_stream es;
+    struct event_sink sink;
+    struct test_sink ts;
+    json_object *ev;
+    int64_t at;
+
+    test_sink_init(&ts, 0, &sink);
+    event_stream_init(&es, &sink);
+    CU_ASSERT_EQUAL(event_stream_keepalive_at(&es), 0); /* off */
+    es.keepalive_ms = 1000;
+    event_emit(&es, event_text("message_delta", "msg-1", "x"));
+    at = event_stream_keepalive_at(&es);
+    CU_ASSERT_TRUE(at >= es.last_write_ms + 1000 && at <= util_now_ms() + 1000);
+    event_stream_keepalive(&es);
+    CU_ASSERT_EQUAL_FATAL(test_sink_count(&ts), 2);
+    ev = test_sink_event(&ts, 1);
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(ev, "type")), "data");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(ev, "name")), "agent-status");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(ev, "data"), "phase")), "working");
+    CU_ASSERT_TRUE(json_object_get_boolean(jsonx_get(ev, "transient")));
+    CU_ASSERT_EQUAL(es.seq, 2);
+    CU_ASSERT_EQUAL(es.det, 1);     /* not the turn's own */
+    CU_ASSERT_EQUAL(es.nevents, 1); /* run limits do not see it */
+    event_stream_release(&es);
+    test_sink_release(&ts);
+}
+
+/*
+ * The numbered records keep the shape Agenta's client reads (kind, and event or result): the
+ * golden stream.numbered.ndjson holds one such stream, and ours has the same keys per record.
+ */
+static void test_events_numbered_stream_matches_the_golden(void)
+{
+    char path[1024], *text = NULL;
+    struct event_stream es;
+    struct event_sink sink;
+    struct test_sink ts;
+    json_object *res = json_object_new_object();
+    size_t len = 0, i = 0;
+    char *line, *end;
+
+    snprintf(path, sizeof(path), "%s/stream.numbered.ndjson", test_shared_dir());
+    CU_ASSERT_EQUAL_FATAL(util_read_file(path, 1 << 20, &text, &len), 0);
+    test_sink_init(&ts, 0, &sink);
+    event_stream_init(&es, &sink);
+    es.turn_id = "turn-golden";
+    event_emit(&es, event_data_phase("environment_starting"));
+    event_emit(&es, event_text("message_delta", "msg-1", "Hello!"));
+    event_stream_keepalive(&es);
+    event_emit(&es, event_done("end_turn", "trace-abc"));
+    json_object_object_add(res, "ok", json_object_new_boolean(1));
+    event_stream_result(&es, res);
+    for (line = text; line < text + len && (end = strchr(line, '\n')); line = end + 1, i++) {
+        json_object *want, *got = json_object_array_get_idx(ts.records, i);
+
+        *end = '\0';
+        want = test_json(line);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+        CU_ASSERT_TRUE(same_keys(got, want));
+        CU_ASSERT_TRUE(json_object_equal(jsonx_get(got, "seq"), jsonx_get(want, "seq")));
+        json_object_put(want);
+    }
+    CU_ASSERT_EQUAL(i, test_sink_count(&ts));
+    free(text);
+    json_object_put(res);
+    event_stream_release(&es);
+    test_sink_release(&ts);
+}
+
 CU_TestInfo events_tests[] = {
     {"test_events_record_line_shape", test_events_record_line_shape},
     {"test_events_record_line_escapes", test_events_record_line_escapes},
@@ -358,5 +487,11 @@ CU_TestInfo events_tests[] = {
     {"test_events_builders_shape", test_events_builders_shape},
     {"test_events_run_result_ok_matches_fixture", test_events_run_result_ok_matches_fixture},
     {"test_events_run_result_error_matches_fixture", test_events_run_result_error_matches_fixture},
+    {"test_events_records_are_numbered", test_events_records_are_numbered},
+    {"test_events_adoption_skips_what_was_delivered",
+     test_events_adoption_skips_what_was_delivered},
+    {"test_events_keepalive", test_events_keepalive},
+    {"test_events_numbered_stream_matches_the_golden",
+     test_events_numbered_stream_matches_the_golden},
     CU_TEST_INFO_NULL,
 };

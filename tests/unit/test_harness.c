@@ -197,7 +197,7 @@ static void test_harness_pi_launch_and_settings(void)
     CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "PI_ACP_PI_COMMAND")),
                            HDIR "/extension/bin/pi-launch");
     CU_ASSERT_FALSE(has_ro_bind(&p, PI_STDIO));
-    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL")), SANDBOX_CHANNEL);
+    CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_CHANNEL")); /* no path: the keeper hands it over */
     s = file_of(&p, SANDBOX_HOME "/.pi/agent/settings.json");
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     CU_ASSERT_EQUAL_FATAL(jsonx_parse(s, strlen(s), 8, &settings, err, sizeof(err)), 0);
@@ -365,7 +365,7 @@ static void test_harness_claude_runs_on_the_pinned_node(void)
     CU_ASSERT_EQUAL(strncmp(TEST_STR(env_of(&p, "PATH")), HDIR "/" HARNESS_NODE_DIR ":",
                             strlen(HDIR "/" HARNESS_NODE_DIR ":")),
                     0);
-    CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL")), SANDBOX_CHANNEL);
+    CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_CHANNEL")); /* no path: the keeper hands it over */
     planned_release(&p);
 }
 
@@ -393,72 +393,74 @@ static void test_harness_pi_builtins_and_allow_all(void)
     json_object_put(plan);
 }
 
+/* true when s appears in any string of the JSON document o */
+static bool json_mentions(json_object *o, const char *s)
+{
+    return strstr(TEST_STR(jsonx_text(o, NULL)), s) != NULL;
+}
+
 /*
- * The channel secret: 32 hex digits, fresh per plan, in the environment only of harnesses that
- * speak the channel themselves (claude's tools would inherit it from claude), and in the log
- * redaction set.
+ * No channel secret anywhere in a plan: the keeper hands the harness side its connection. pi
+ * speaks the channel itself; claude and opencode only through agent-runner-mcp, whose holder
+ * wraps the harness's command (`mcp hold -- <command>`) and whose mcpServers entry gets the
+ * tools file alone.
  */
-static void test_harness_channel_token_only_where_the_harness_speaks_the_channel(void)
+static void test_harness_no_channel_secret_and_the_mcp_holder(void)
 {
     static const struct {
         enum harness_kind kind;
         const char *name;
         const char *mc;
-        bool in_env;
+        bool speaks;
     } cases[] = {
         {HARNESS_PI, "pi_core", MC_OPENAI, true},
         {HARNESS_CLAUDE, "claude", MC_ANTHROPIC, false},
         {HARNESS_OPENCODE, "opencode", MC_OPENAI, false},
     };
-    char first[HARNESS_CHANNEL_TOKEN_LEN + 1] = "";
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct planned p;
-        const char *t;
-        char *scrubbed;
+        char *argv0;
 
         plan_for(&p, cases[i].kind, cases[i].name, cases[i].mc, "");
         CU_ASSERT_EQUAL_FATAL(p.rc, 0);
-        CU_ASSERT_EQUAL_FATAL(harness_channel_token(&p.plan), 0);
-        t = p.plan.channel_token;
-        CU_ASSERT_EQUAL(strlen(t), HARNESS_CHANNEL_TOKEN_LEN);
-        CU_ASSERT_EQUAL(strspn(t, "0123456789abcdef"), HARNESS_CHANNEL_TOKEN_LEN);
-        CU_ASSERT_STRING_NOT_EQUAL(t, first);
-        snprintf(first, sizeof(first), "%s", t);
-        if (cases[i].in_env) {
-            CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_CHANNEL_TOKEN")), t);
+        CU_ASSERT_EQUAL(p.plan.channel_env, cases[i].speaks);
+        argv0 = strdup(json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)));
+        harness_add_runner_tools(&p.plan, cases[i].kind, "/opt/agent-runner-mcp",
+                                 "/run/tools.json");
+        CU_ASSERT_FALSE(json_mentions(p.plan.env, "TOKEN"));
+        CU_ASSERT_FALSE(json_mentions(p.plan.argv, "TOKEN"));
+        CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_CHANNEL"));
+        if (cases[i].speaks) {
+            CU_ASSERT_PTR_NULL(p.plan.session_mcp);
+            CU_ASSERT_STRING_EQUAL(TEST_STR(env_of(&p, "RUNNER_TOOLS_FILE")), "/run/tools.json");
         } else {
-            json_object *server, *env;
-            bool found = false;
+            json_object *server = json_object_array_get_idx(p.plan.session_mcp, 0);
+            json_object *env = jsonx_get(server, "env");
 
-            CU_ASSERT_PTR_NULL(env_of(&p, "RUNNER_CHANNEL_TOKEN"));
-            /* its agenta-tools MCP server gets it in its environment, not its command line */
-            harness_add_runner_tools(&p.plan, cases[i].kind, "/opt/agent-runner-mcp",
-                                     "/run/tools.json");
-            server = json_object_array_get_idx(p.plan.session_mcp, 0);
-            env = jsonx_get(server, "env");
-            for (size_t j = 0; env && j < json_object_array_length(env); j++) {
-                json_object *v = json_object_array_get_idx(env, j);
-
-                if (strcmp(TEST_STR(jsonx_str(v, "name")), "RUNNER_CHANNEL_TOKEN") == 0)
-                    found = strcmp(TEST_STR(jsonx_str(v, "value")), t) == 0;
-            }
-            CU_ASSERT_TRUE(found);
-            CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_text(jsonx_get(server, "args"), NULL)), t));
-            CU_ASSERT_PTR_NULL(strstr(TEST_STR(jsonx_str(server, "command")), t));
+            CU_ASSERT_STRING_EQUAL(
+                json_object_get_string(json_object_array_get_idx(p.plan.argv, 0)),
+                "/opt/agent-runner-mcp");
+            CU_ASSERT_STRING_EQUAL(
+                json_object_get_string(json_object_array_get_idx(p.plan.argv, 1)), "hold");
+            CU_ASSERT_STRING_EQUAL(
+                json_object_get_string(json_object_array_get_idx(p.plan.argv, 2)), "--");
+            CU_ASSERT_STRING_EQUAL(
+                json_object_get_string(json_object_array_get_idx(p.plan.argv, 3)), TEST_STR(argv0));
+            CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(server, "command")), "/opt/agent-runner-mcp");
+            CU_ASSERT_EQUAL_FATAL(json_object_array_length(env), 1);
+            CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(json_object_array_get_idx(env, 0), "name")),
+                                   "RUNNER_TOOLS_FILE");
+            CU_ASSERT_FALSE(json_mentions(server, "TOKEN"));
         }
-        scrubbed = log_redact_copy(t, 256);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(scrubbed);
-        CU_ASSERT_PTR_NULL(strstr(scrubbed, t));
-        free(scrubbed);
+        free(argv0);
         planned_release(&p);
     }
-    log_redact_clear();
 }
 
 CU_TestInfo harness_tests[] = {
-    {"test_harness_channel_token_only_where_the_harness_speaks_the_channel",
-     test_harness_channel_token_only_where_the_harness_speaks_the_channel},
+    {"test_harness_no_channel_secret_and_the_mcp_holder",
+     test_harness_no_channel_secret_and_the_mcp_holder},
     {"test_harness_pi_gates_unless_the_plan_allows_all_builtins",
      test_harness_pi_gates_unless_the_plan_allows_all_builtins},
     {"test_harness_pi_launch_and_settings", test_harness_pi_launch_and_settings},

@@ -939,6 +939,38 @@ static void test_identity_config_fp_tool_vectors(void)
     }
 }
 
+/* The user side of a history: tool-call ids (another record's own) do not count, user text does. */
+static void test_identity_user_fp(void)
+{
+    uint8_t a[IDENTITY_DIGEST_LEN], b[IDENTITY_DIGEST_LEN];
+    struct run_request req;
+
+    CU_ASSERT_EQUAL_FATAL(
+        parse_text(
+            MSGS(MSG_USER("q1") ",{\"role\":\"assistant\",\"content\":[{\"type\":"
+                                "\"tool_call\",\"toolCallId\":\"call_a\"}]}," MSG_USER("q2")),
+            &req),
+        0);
+    CU_ASSERT_EQUAL(identity_user_fp(req.messages, req.nmessages, a), 0);
+    run_request_release(&req);
+    CU_ASSERT_EQUAL_FATAL(
+        parse_text(
+            MSGS(MSG_USER("q1") ",{\"role\":\"assistant\",\"content\":[{\"type\":"
+                                "\"tool_call\",\"toolCallId\":\"uuid5-of-it\"}]}," MSG_USER("q2")),
+            &req),
+        0);
+    CU_ASSERT_EQUAL(identity_user_fp(req.messages, req.nmessages, b), 0);
+    CU_ASSERT_TRUE(same(a, b));
+    /* the full history fingerprint tells them apart */
+    CU_ASSERT_EQUAL(identity_history_fp(req.messages, req.nmessages, NULL, 0, b), 0);
+    CU_ASSERT_FALSE(same(a, b));
+    run_request_release(&req);
+    CU_ASSERT_EQUAL_FATAL(parse_text(MSGS(MSG_USER("q1") "," MSG_USER("q2!")), &req), 0);
+    CU_ASSERT_EQUAL(identity_user_fp(req.messages, req.nmessages, b), 0);
+    CU_ASSERT_FALSE(same(a, b));
+    run_request_release(&req);
+}
+
 CU_TestInfo identity_tests[] = {
     {"test_identity_canonical_sorts_and_drops_nulls",
      test_identity_canonical_sorts_and_drops_nulls},
@@ -956,6 +988,7 @@ CU_TestInfo identity_tests[] = {
     {"test_identity_credential_epoch_hides_value", test_identity_credential_epoch_hides_value},
     {"test_identity_history_fp_rules", test_identity_history_fp_rules},
     {"test_identity_history_fp_continuation", test_identity_history_fp_continuation},
+    {"test_identity_user_fp", test_identity_user_fp},
     {"test_identity_pool_key", test_identity_pool_key},
     {"test_identity_fresh_user_and_minimal_history", test_identity_fresh_user_and_minimal_history},
     CU_TEST_INFO_NULL,

@@ -147,6 +147,9 @@ static void test_keeper_proto_roundtrip(void)
         {.kind = KEEPER_MSG_ACP, .payload = "{\"id\":1}", .payload_len = 8},
         {.kind = KEEPER_MSG_TOOL, .payload = "{\"id\":2}", .payload_len = 8},
         {.kind = KEEPER_MSG_CLAIM, .payload = "{\"idleMs\":5}", .payload_len = 12},
+        {.kind = KEEPER_MSG_TURN, .payload = "{\"turnId\":\"t\"}", .payload_len = 14},
+        {.kind = KEEPER_MSG_ADOPT, .payload = "turn-1", .payload_len = 6},
+        {.kind = KEEPER_MSG_NOTURN},
     };
     struct keeper_msg back;
     struct buf line;
@@ -167,6 +170,11 @@ static void test_keeper_proto_roundtrip(void)
     CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_PARK), "park");
     CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_READY), "ready");
     CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_TOOL), "tool");
+    CU_ASSERT_STRING_EQUAL(keeper_proto_kind_name(KEEPER_MSG_ADOPT), "adopt");
+    /* "#turning" is not "#turn", "#noturn x" carries nothing, "#adopt" needs its turn */
+    CU_ASSERT_EQUAL(keeper_proto_decode("#turning {}", 11, &back), -EBADMSG);
+    CU_ASSERT_EQUAL(keeper_proto_decode("#noturn x", 9, &back), -EBADMSG);
+    CU_ASSERT_EQUAL(keeper_proto_decode("#adopt", 6, &back), -EBADMSG);
     buf_release(&line);
 }
 
@@ -219,8 +227,7 @@ static void test_keeper_proto_spec_roundtrip(void)
                              .shm = "/agent-runner.t",
                              .slot = 7,
                              .generation = 99,
-                             .sandbox = sb,
-                             .channel_token = "00112233445566778899aabbccddeeff"};
+                             .sandbox = sb};
     struct keeper_spec out;
     struct buf text;
     char err[256];
@@ -240,7 +247,6 @@ static void test_keeper_proto_spec_roundtrip(void)
     CU_ASSERT_EQUAL(out.slot, 7);
     CU_ASSERT_EQUAL(out.generation, 99);
     CU_ASSERT_TRUE(json_object_equal(out.sandbox, sb));
-    CU_ASSERT_STRING_EQUAL(TEST_STR(out.channel_token), "00112233445566778899aabbccddeeff");
     CU_ASSERT_FALSE(out.confined);
     keeper_spec_release(&out);
     CU_ASSERT_PTR_NULL(out.root);
@@ -324,17 +330,6 @@ static void test_keeper_proto_spec_refusals_name_the_key(void)
          "confine.cgroup[0]"},
         {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},\"egress\":[]}",
          "egress"},
-        /* the keeper channel's secret: required, 32-64 lower-case hex digits */
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{}}", "channelToken"},
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
-         "\"channelToken\":\"0123456789abcdef\"}",
-         "channelToken"},
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
-         "\"channelToken\":\"0123456789ABCDEF0123456789ABCDEF\"}",
-         "channelToken"},
-        {"{\"envDir\":\"/e\",\"socket\":\"/s\",\"idleMs\":5,\"sandbox\":{},"
-         "\"channelToken\":7}",
-         "channelToken"},
     };
     struct keeper_spec out;
     char err[256];

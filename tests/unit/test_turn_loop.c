@@ -639,9 +639,9 @@ static void test_turn_loop_channel_usage_errors_calls_and_hello(void)
     run_init(&r, failed, 6);
     CU_ASSERT_EQUAL(run_go(&r), 0); /* the environment stays usable */
     CU_ASSERT_FALSE(r.res.ok);
-    CU_ASSERT_STRING_EQUAL(TEST_STR(r.res.error), "Connection error.");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(r.res.error), "the harness reported: Connection error.");
     err = event_of(&r, "error");
-    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(err, "code")), "model_unavailable");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(err, "code")), "harness_error");
     CU_ASSERT_EQUAL(json_object_get_int(jsonx_path(sent_tool(&r, 0), "result.protocol")), 1);
     CU_ASSERT_TRUE(json_object_get_boolean(jsonx_path(sent_tool(&r, 1), "result.isError")));
     CU_ASSERT_STRING_EQUAL(
@@ -718,6 +718,69 @@ static void test_turn_loop_open_session_notes_the_channel_hello(void)
     run_release(&r);
 }
 
+/* session/load of a kept session when the agent can load; session/new when it cannot; a failed
+ * load says so */
+static void test_turn_loop_open_session_loads_a_kept_session(void)
+{
+    static const char *const loads[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1,"
+        "\"agentCapabilities\":{\"loadSession\":true}}}",
+        "{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"sessionId\":\"kept-1\","
+        "\"update\":{\"sessionUpdate\":\"user_message_chunk\",\"content\":{\"type\":\"text\","
+        "\"text\":\"an earlier turn, replayed\"}}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}",
+    };
+    static const char *const cannot[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"sessionId\":\"fresh-2\"}}",
+    };
+    static const char *const fails[] = {
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":1,"
+        "\"agentCapabilities\":{\"loadSession\":true}}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":-32602,\"message\":\"Unknown "
+        "sessionId: kept-1\"}}",
+    };
+    struct turn_session sess = {.load_id = "kept-1"};
+    char err[256];
+    struct run r;
+
+    run_init(&r, loads, 3);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        0);
+    CU_ASSERT_TRUE(sess.loaded);
+    CU_ASSERT_STRING_EQUAL(sess.acp_session, "kept-1");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(sent(&r, 1), "method")), "session/load");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(jsonx_get(sent(&r, 1), "params"), "sessionId")),
+                           "kept-1");
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+
+    memset(&sess, 0, sizeof(sess));
+    sess.load_id = "kept-1";
+    run_init(&r, cannot, 2);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        0);
+    CU_ASSERT_FALSE(sess.loaded);
+    CU_ASSERT_STRING_EQUAL(sess.acp_session, "fresh-2");
+    CU_ASSERT_STRING_EQUAL(TEST_STR(jsonx_str(sent(&r, 1), "method")), "session/new");
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+
+    memset(&sess, 0, sizeof(sess));
+    sess.load_id = "kept-1";
+    run_init(&r, fails, 2);
+    CU_ASSERT_EQUAL(
+        run_turn_open_session(&r.te, NULL, false, util_now_ms() + 2000, &sess, err, sizeof(err)),
+        AR_E_HARNESS_ERROR);
+    CU_ASSERT_TRUE(sess.load_failed);
+    CU_ASSERT_FALSE(sess.loaded);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "session/load failed"));
+    json_object_put(sess.agent_caps);
+    run_release(&r);
+}
+
 CU_TestInfo turn_loop_tests[] = {
     {"test_turn_loop_prompt_to_end_turn", test_turn_loop_prompt_to_end_turn},
     {"test_turn_loop_malformed_lines_and_unknown_requests",
@@ -737,5 +800,7 @@ CU_TestInfo turn_loop_tests[] = {
      test_turn_loop_denied_call_never_reported_gets_a_denied_result},
     {"test_turn_loop_open_session_notes_the_channel_hello",
      test_turn_loop_open_session_notes_the_channel_hello},
+    {"test_turn_loop_open_session_loads_a_kept_session",
+     test_turn_loop_open_session_loads_a_kept_session},
     CU_TEST_INFO_NULL,
 };

@@ -552,6 +552,20 @@ int daytona_sandbox_set_network(struct daytona_client *c, const char *id, json_o
     return sandbox_call(c, "POST", id, "network-settings", settings, ret);
 }
 
+int daytona_sandbox_set_labels(struct daytona_client *c, const char *id,
+                               const struct daytona_kv *labels, size_t n)
+{
+    json_object *body = json_object_new_object(), *lo = json_object_new_object();
+    int r;
+
+    for (size_t i = 0; i < n; i++)
+        json_object_object_add(lo, labels[i].name, json_object_new_string(labels[i].value));
+    json_object_object_add(body, "labels", lo);
+    r = sandbox_call(c, "PUT", id, "labels", body, NULL);
+    json_object_put(body);
+    return r;
+}
+
 int daytona_sandbox_mark_activity(struct daytona_client *c, const char *id)
 {
     return sandbox_call(c, "POST", id, "last-activity", NULL, NULL);

@@ -148,6 +148,10 @@ int daytona_sandbox_set_network(struct daytona_client *c, const char *id, json_o
                                 struct daytona_sandbox *ret);
 /* POST /last-activity: resets the auto-stop clock. */
 int daytona_sandbox_mark_activity(struct daytona_client *c, const char *id);
+/* PUT /sandbox/{id}/labels: replace every label with labels[0..n) (several hosts: a member that
+ * resumed a sandbox another member made names itself its instance). */
+int daytona_sandbox_set_labels(struct daytona_client *c, const char *id,
+                               const struct daytona_kv *labels, size_t n);
 
 /*
  * Poll GET every poll_step_ms until the state is one of want (a bitmask of 1u << state),

@@ -310,7 +310,7 @@ static int acquire(const struct keeper_spec *spec, const char *lease_id, struct 
     if (r >= 0)
         r = decide(s, spec, &lr, err, errlen);
     if (r >= 0)
-        r = daytona_lease_pool_digest(s->cfg.api_key, s->runner_id, lr.owner, digest);
+        r = daytona_lease_pool_digest(s->cfg.api_key, s->pool_scope, lr.owner, digest);
     if (r >= 0)
         r = daytona_client_new(&s->cfg, &ks.c);
     if (r < 0) {
@@ -320,6 +320,7 @@ static int acquire(const struct keeper_spec *spec, const char *lease_id, struct 
     }
     p = (struct daytona_acquire_params){.instance = s->runner_id,
                                         .pool_digest = digest,
+                                        .shared_pool = s->shared_scope,
                                         .lease_id = lease_id,
                                         .had_lease = lr.had_lease || lease_id,
                                         .lifecycle = &ks.lc,
@@ -556,6 +557,22 @@ static bool stopped_under_us(void)
     return stopped;
 }
 
+/* Several hosts: another member resumed the sandbox (and relabelled it): not ours to stop. */
+static bool adopted_elsewhere(void)
+{
+    const struct daytona_settings *s = daytona_provider_settings();
+    struct daytona_sandbox sb = {0};
+    const char *inst;
+    bool other;
+
+    if (!s || !s->shared_scope || daytona_sandbox_get(ks.c, ks.lease.sb.id, &sb) < 0)
+        return false;
+    inst = daytona_sandbox_label(&sb, DAYTONA_LABEL_INSTANCE);
+    other = inst && strcmp(inst, s->runner_id) != 0;
+    daytona_sandbox_release(&sb);
+    return other;
+}
+
 int daytona_keeper_release(const struct provider_lease *lease,
                            enum provider_disposition disposition, char *err, size_t errlen)
 {
@@ -577,6 +594,10 @@ int daytona_keeper_release(const struct provider_lease *lease,
     }
     if (disposition == PROVIDER_DESTROY && lease->reusable && stopped_under_us()) {
         log_debug("daytona: the sandbox was stopped under its harness (auto-stop): kept");
+        goto out;
+    }
+    if (disposition != PROVIDER_KEEP_RUNNING && lease->reusable && adopted_elsewhere()) {
+        log_debug("daytona: another member resumed the sandbox: left to it");
         goto out;
     }
     if ((unsigned)disposition < ARRAY_SIZE(map))

@@ -19,7 +19,7 @@
  *
  * The keeper channel (daytona_relay.h): when the description names "channelRelay" (the
  * runner's harness folder, whose extension/bin/channel-relay.js runs on its pinned Node), the
- * plan moves RUNNER_CHANNEL to <home>/.agent-runner/channel/channel.sock (a folder the
+ * plan sets RUNNER_CHANNEL to <home>/.agent-runner/channel/channel.sock (a folder the
  * sandbox user owns: the image need not let it write under /run) and says how to start the
  * relay there: relay_command, a shell command without any credential.
  */

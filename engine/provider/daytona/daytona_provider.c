@@ -39,6 +39,7 @@ static const char *const keeper_vars[] = {
     "AGENT_RUNNER_DAYTONA_SESSION_TTL_MS",
     "AGENT_RUNNER_DAYTONA_HARNESS_DIR",
     "AGENT_RUNNER_DAYTONA_RUNNER_ID",
+    "AGENT_RUNNER_DAYTONA_POOL_SCOPE",
     "AGENT_RUNNER_INSTANCE",
 };
 
@@ -101,6 +102,7 @@ static int load_identity(const char *(*get)(const char *), struct daytona_settin
     const char *id = get("AGENT_RUNNER_DAYTONA_RUNNER_ID");
     const char *inst = get("AGENT_RUNNER_INSTANCE");
     const char *hdir = get("AGENT_RUNNER_DAYTONA_HARNESS_DIR");
+    const char *scope = get("AGENT_RUNNER_DAYTONA_POOL_SCOPE");
     char host[64] = "";
 
     if (id && id[0]) {
@@ -117,6 +119,13 @@ static int load_identity(const char *(*get)(const char *), struct daytona_settin
         snprintf(s->runner_id, sizeof(s->runner_id), "%.30s@%.31s",
                  inst && inst[0] ? inst : "default", host);
     }
+    if (scope && scope[0] && (strlen(scope) >= sizeof(s->pool_scope) || !daytona_text_ok(scope))) {
+        snprintf(err, errlen, "AGENT_RUNNER_DAYTONA_POOL_SCOPE: 1 to %zu printable characters",
+                 sizeof(s->pool_scope) - 1);
+        return -EINVAL;
+    }
+    snprintf(s->pool_scope, sizeof(s->pool_scope), "%s", scope && scope[0] ? scope : s->runner_id);
+    s->shared_scope = strcmp(s->pool_scope, s->runner_id) != 0;
     if (hdir && hdir[0] &&
         (hdir[0] != '/' || strlen(hdir) >= sizeof(s->harness_dir) || !daytona_text_ok(hdir))) {
         snprintf(err, errlen, "AGENT_RUNNER_DAYTONA_HARNESS_DIR: expected an absolute path");
@@ -350,7 +359,7 @@ static int dp_sweep(const struct provider_sweep_owners *live, struct provider_sw
     if (!ctx.digests)
         return -ENOMEM;
     for (size_t i = 0; i < live->n; i++) {
-        if (daytona_lease_pool_digest(dp.s.cfg.api_key, dp.s.runner_id, live->owners[i],
+        if (daytona_lease_pool_digest(dp.s.cfg.api_key, dp.s.pool_scope, live->owners[i],
                                       ctx.digests[ctx.n]) == 0)
             ctx.n++;
     }

@@ -44,6 +44,10 @@ struct daytona_settings {
     struct daytona_config cfg;
     struct daytona_lease_config lc;
     char runner_id[DAYTONA_RUNNER_ID_MAX];
+    /* whose sessions' sandboxes this runner finds by name: the runner id, or (several hosts)
+     * AGENT_RUNNER_DAYTONA_POOL_SCOPE, the same on every member */
+    char pool_scope[DAYTONA_RUNNER_ID_MAX];
+    bool shared_scope; /* pool_scope is not the runner id */
     char harness_dir[512];
     enum lifecycle_mode mode;
     uint64_t idle_ms;

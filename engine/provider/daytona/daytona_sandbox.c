@@ -17,8 +17,30 @@ static bool identity_ok(const struct daytona_sandbox *sb, const struct daytona_a
     const char *inst = daytona_sandbox_label(sb, DAYTONA_LABEL_INSTANCE);
     const char *pool = daytona_sandbox_label(sb, DAYTONA_LABEL_POOL);
 
-    return inst && pool && p->pool_digest && strcmp(inst, p->instance) == 0 &&
+    return inst && pool && p->pool_digest && (p->shared_pool || strcmp(inst, p->instance) == 0) &&
            strcmp(pool, p->pool_digest) == 0;
+}
+
+/*
+ * Several hosts: a sandbox another member made (and may still hold a keeper for) becomes this
+ * instance's: its instance label names us, so the other member's sweep and release leave it
+ * alone. Best effort: a sandbox whose label cannot be changed still serves.
+ */
+static void adopt_labels(struct daytona_client *c, const struct daytona_acquire_params *p,
+                         const struct daytona_sandbox *sb)
+{
+    const char *inst = daytona_sandbox_label(sb, DAYTONA_LABEL_INSTANCE);
+    const char *lease = daytona_sandbox_label(sb, DAYTONA_LABEL_LEASE);
+    struct daytona_kv labels[3] = {{DAYTONA_LABEL_INSTANCE, p->instance},
+                                   {DAYTONA_LABEL_POOL, p->pool_digest},
+                                   {DAYTONA_LABEL_LEASE, lease ? lease : "reusable"}};
+
+    if (!p->shared_pool || (inst && strcmp(inst, p->instance) == 0))
+        return;
+    if (daytona_sandbox_set_labels(c, sb->id, labels, 3) < 0)
+        log_debug("daytona: cannot relabel the adopted sandbox \"%s\"", sb->id);
+    else
+        log_debug("daytona: adopted sandbox \"%s\" of instance \"%s\"", sb->id, inst ? inst : "");
 }
 
 static void fail_text(struct daytona_client *c, int r, const char *what, char *err, size_t errlen)
@@ -131,6 +153,7 @@ static int resume(struct daytona_client *c, const struct daytona_acquire_params 
                 r = 0;
                 goto out;
             }
+            adopt_labels(c, p, &sb);
             *ret_sb = sb;
             memset(&sb, 0, sizeof(sb));
             r = 1;

@@ -41,6 +41,9 @@ struct daytona_acquire_params {
     long create_timeout_ms; /* 0 = 60 s */
     long start_timeout_ms;  /* a start from stopped/archived; 0 = 120 s */
     long resume_wait_ms;    /* transitional states; 0 = DAYTONA_RESUME_WAIT_MS */
+    /* several hosts: the digest is keyed with the cluster's scope, so a sandbox another member
+     * made (its instance label) is ours to resume; resuming it relabels it to this instance */
+    bool shared_pool;
 };
 
 struct daytona_lease {
