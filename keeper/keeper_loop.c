@@ -102,8 +102,8 @@ int keeper_loop(struct keeper *k)
             if (stop)
                 break;
         }
-        if (ilisten >= 0 && (p[ilisten].revents & POLLIN))
-            keeper_relay_accept(k);
+        /* the attached worker before a new one: a worker that died and the one adopting its
+         * turn can be seen in the same poll, and the adopter must not get "#busy" */
         if (iclient >= 0 && k->client_fd >= 0) {
             if (p[iclient].revents & POLLOUT) {
                 bool broken = false;
@@ -114,6 +114,8 @@ int keeper_loop(struct keeper *k)
             if (k->client_fd >= 0 && (p[iclient].revents & (POLLIN | POLLHUP | POLLERR)))
                 keeper_relay_read(k, &k->client_fd, &k->client_in, false, &stop);
         }
+        if (ilisten >= 0 && (p[ilisten].revents & POLLIN))
+            keeper_relay_accept(k);
         if (iin >= 0 && (p[iin].revents & (POLLOUT | POLLERR | POLLHUP))) {
             bool broken = false;
             keeper_flush_fd(k->child_in, &k->child_stdin, &broken);
