@@ -198,6 +198,10 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
         environment_park(env, window, awaiting);
         log_debug("session '%s' parked %s for %llums", t->key, awaiting ? "on approval" : "idle",
                   (unsigned long long)window);
+    } else if (!t->teardown) {
+        /* nothing waits for it: torn down once the result is out (engine_turn_free) */
+        t->teardown = env;
+        t->teardown_reason = reason;
     } else {
         environment_destroy(env, reason);
     }
@@ -382,8 +386,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                                   .t = t};
     if (!resume) {
         prompt = transcript_prompt(t->req, false, res->caps.images);
-        platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt,
-                             es);
+        platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt, es);
     }
     opt = turn_options(t, prompt, &probe);
     opt.tools = engine_tools_init(&hooks, t, env);
@@ -408,7 +411,8 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
         return AR_E_RETRY;
     }
     finish_environment(t, env, es, res, r, &out, &policy);
-    environment_free(env);
+    if (t->teardown != env)
+        environment_free(env);
     return 0;
 }
 
@@ -472,7 +476,8 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     r = after_turn_limits(env, es, res, &out, r);
     *limit = out.limit_tripped;
     finish_environment(t, env, es, res, r, &out, &t->policy);
-    environment_free(env);
+    if (t->teardown != env)
+        environment_free(env);
     emit_done(es, res);
 }
 
@@ -642,7 +647,8 @@ void engine_run_adopted(struct engine_turn *t, struct environment *env,
     r = after_turn_limits(env, es, res, &out, r);
     limit = out.limit_tripped;
     finish_environment(t, env, es, res, r, &out, &ad->policy);
-    environment_free(env);
+    if (t->teardown != env)
+        environment_free(env);
     emit_done(es, res);
     count_outcome(t, es, res, limit, started);
 }
@@ -706,8 +712,7 @@ out:
     return 0;
 }
 
-int engine_cancel_session(const struct engine_config *cfg, const char *key,
-                          const char *target_turn)
+int engine_cancel_session(const struct engine_config *cfg, const char *key, const char *target_turn)
 {
     bool parked = false;
     int r;

@@ -51,7 +51,11 @@ struct event_sink;   /* turn/events.h */
  */
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                    struct engine_turn **ret, char *err, size_t errlen);
-/* Free a prepared turn (run or not). NULL is a no-op. */
+/*
+ * Free a prepared turn (run or not). NULL is a no-op. A per-turn environment whose turn ended
+ * is torn down here, so a caller frees the turn after it sent the result: the teardown is
+ * never on the way to the result.
+ */
 void engine_turn_free(struct engine_turn *t);
 
 /* Run the prepared turn; events go to es, the outcome to res (initialised by the caller). */

@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
+#include "environment/environment.h"
 #include "environment/spare.h"
 #include "harness/harness.h"
 #include "harness/login.h"
@@ -221,6 +222,10 @@ void engine_turn_free(struct engine_turn *t)
 {
     if (!t)
         return;
+    if (t->teardown) {
+        (void)environment_destroy(t->teardown, t->teardown_reason);
+        environment_free(t->teardown);
+    }
     tool_runner_free(t->tools);
     if (t->plan.argv)
         sandbox_plan_release(&t->plan);
