@@ -665,6 +665,9 @@ json_object *admin_stats_json(const struct pool *p)
         {"keeper_spawns", metrics_keeper_spawns_total(m)},
         {"warm_hits", pool_counter_get(p, PC_WARM_HITS)},
         {"egress_denied", pool_counter_get(p, PC_EGRESS_DENIED)},
+        {"model_calls", pool_counter_get(p, PC_MODEL_CALLS)},
+        {"model_refused", pool_counter_get(p, PC_MODEL_REFUSED)},
+        {"usage_mismatch", pool_counter_get(p, PC_USAGE_MISMATCH)},
         {"cold_starts", metrics_cold_starts_total(m)},
         {"runs_in_flight", pool_inflight_total(p)},
     };

@@ -5,6 +5,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,32 @@ static bool next_history_fp(const struct engine_turn *t, const struct run_result
  * under a warm policy when it ended well with the client still there — or destroy it. A full
  * pool evicts its least recently used idle environment.
  */
+/*
+ * A measured turn (the model gateway's) whose harness reported other usage over the keeper
+ * channel: logged (the sandbox can cause it: rate-limited) and counted; the measured numbers
+ * stand.
+ */
+static void note_usage_mismatch(struct engine_turn *t, const struct run_result *res,
+                                const struct turn_outcome *out)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct log_budget budget; /* the worker's threads share it: under lock */
+    uint64_t dropped;
+    bool allowed;
+
+    if (!out->usage_mismatch)
+        return;
+    pool_counter_add(t->cfg->pool, PC_USAGE_MISMATCH, 1);
+    pthread_mutex_lock(&lock);
+    allowed = log_budget_take(&budget, 5, &dropped);
+    pthread_mutex_unlock(&lock);
+    if (allowed)
+        log_warn("usage mismatch: the harness reported output %lld / total %lld, the model "
+                 "gateway measured output %lld / total %lld (the measured usage counts)",
+                 (long long)out->reported.output, (long long)out->reported.total,
+                 (long long)res->usage.output, (long long)res->usage.total);
+}
+
 static void finish_environment(struct engine_turn *t, struct environment *env,
                                struct event_stream *es, struct run_result *res, int turn_rc,
                                const struct turn_outcome *out,
@@ -126,9 +153,9 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     uint8_t next_fp[IDENTITY_DIGEST_LEN];
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
-
     bool kept; /* someone takes the output: a detached turn counts as taken */
 
+    note_usage_mismatch(t, res, out);
     platform_agent_session(t->plat, env->acp_session);
     /* the client (or a follower) must still be there for a session run to be kept: ask first */
     event_stream_flush(es);
@@ -294,6 +321,8 @@ static struct turn_options turn_options(struct engine_turn *t, json_object *prom
     opt.stored_ctx = t->req;
     opt.should_cancel = should_cancel;
     opt.cancel_ctx = probe;
+    opt.measured = t->plan.gateway; /* the model gateway measures the turn's usage */
+    opt.prices = t->cfg->gateway.prices;
     return opt;
 }
 

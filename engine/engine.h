@@ -141,6 +141,12 @@ uint64_t engine_runs_in_flight(const struct engine_config *cfg);
 pid_t engine_master_pid(const struct engine_config *cfg);
 /* Harness names (as /health lists them) that are installed under cfg: a new array. */
 json_object *engine_installed_harnesses(const struct engine_config *cfg);
+/*
+ * /health's "modelGateway": whether it is on ("enabled") and working on this host ("active":
+ * sandbox networks are made), and per harness name whether the model key stays out of the
+ * sandbox and when it does not (README "The model gateway").
+ */
+json_object *engine_model_gateway_describe(const struct engine_config *cfg);
 /* The enabled sandbox providers' names (/health "sandboxes"): a new array. */
 json_object *engine_sandbox_names(void);
 /* What local sandboxes get on this host (/health "sandbox"): a new object, NULL without a probe. */

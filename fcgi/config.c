@@ -69,6 +69,9 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_MCP_BIN", K_STR, OFF(mcp_bin), "", 0, 0},
     {"AGENT_RUNNER_MCP_HOST_ALLOWLIST", K_STR, OFF(mcp_allowlist), "", 0, 0},
     {"AGENT_RUNNER_TOOLS_CA_FILE", K_STR, OFF(tools_ca_file), "", 0, 0},
+    {"AGENT_RUNNER_MODEL_GATEWAY", K_BOOL, EOFF(gateway.enabled), "true", 0, 0},
+    {"AGENT_RUNNER_MODEL_GATEWAY_MAX_REQUEST_BYTES", K_U64, EOFF(gateway.max_request_bytes),
+     "33554432", 1024, 1024 * MiB},
 };
 
 /* Runner-executed tools: the MCP bridge binary, the SSRF allowlist, the CA file. */

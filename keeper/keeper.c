@@ -214,8 +214,9 @@ int keeper_main(int argc, char **argv)
     acp_lines_init(&k.child_lines, ACP_LINE_MAX_DEFAULT);
     buf_init(&k.child_stdin, KEEPER_QUEUE_MAX);
     egress_report_init(&k.egress, k.pool);
-    k.proc.on_egress = egress_report_event;
-    k.proc.ctx = &k.egress;
+    k.proc.on_egress = keeper_model_egress;
+    k.proc.on_model = keeper_model_report;
+    k.proc.ctx = &k;
     /* the harness's end of the channel: inherited into a local sandbox, relayed into a remote
      * one (keeper_channel.h); a held turn keeps the lines meant for its worker (keeper_turn.h) */
     r = k.spec.shell ? prepare_shell(&k, err, sizeof(err))
@@ -236,6 +237,7 @@ int keeper_main(int argc, char **argv)
     k.deadline = util_now_ms() + attach_ms;
     r = keeper_loop(&k);
     keeper_teardown(&k);
+    keeper_model_release(&k.model);
     acp_lines_release(&k.child_lines);
     buf_release(&k.child_stdin);
     pool_detach(k.pool);

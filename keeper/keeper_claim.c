@@ -12,7 +12,7 @@ int keeper_claim_apply(const struct keeper_spec *spec, const struct provider_ops
                        struct keeper_claim *ret, char *err, size_t errlen)
 {
     json_tokener *tok = json_tokener_new();
-    json_object *doc = NULL, *idle, *per_turn, *egress;
+    json_object *doc = NULL, *idle, *per_turn, *egress, *route;
     const char *key;
     int64_t ms;
     int r = -EINVAL;
@@ -33,6 +33,7 @@ int keeper_claim_apply(const struct keeper_spec *spec, const struct provider_ops
     idle = jsonx_get(doc, "idleMs");
     per_turn = jsonx_get(doc, "perTurn");
     egress = jsonx_get(doc, "egress");
+    route = jsonx_get(doc, "modelGateway");
     key = jsonx_str(doc, "sessionKey");
     ms = idle && json_object_is_type(idle, json_type_int) ? json_object_get_int64(idle) : 0;
     if (ms <= 0 || (uint64_t)ms > KEEPER_PROTO_WINDOW_MAX_MS) {
@@ -42,6 +43,10 @@ int keeper_claim_apply(const struct keeper_spec *spec, const struct provider_ops
     }
     if (!per_turn || !json_object_is_type(per_turn, json_type_boolean) || !key) {
         snprintf(err, errlen, "the claim needs perTurn and sessionKey");
+        goto out;
+    }
+    if (route && (!json_object_is_type(route, json_type_object) || !egress)) {
+        snprintf(err, errlen, "the claim's modelGateway needs an object and an egress policy");
         goto out;
     }
     ret->sandbox = NULL;
@@ -65,7 +70,7 @@ int keeper_claim_apply(const struct keeper_spec *spec, const struct provider_ops
             r = -ENOTSUP;
             goto out;
         }
-        r = provider->claim(proc, egress, err, errlen);
+        r = provider->claim(proc, egress, route, err, errlen);
         if (r < 0)
             goto out;
     }

@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "egress_report.h"
 #include "keeper_channel.h"
+#include "keeper_model.h"
 #include "keeper_turn.h"
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
@@ -66,6 +67,7 @@ struct keeper {
     char *pending[PENDING_MAX];
     size_t npending;
     struct keeper_channel channel;  /* the sandbox's tool channel, relayed as "@tool" lines */
+    struct keeper_model model;      /* the sandbox's model calls, to the worker as "#model" */
     struct keeper_turn turn;        /* the turn on the worker, held when it dies (keeper_turn.h) */
     struct log_budget sandbox_logs; /* keeper_sandbox_log_allowed's budget */
     bool shell;           /* a pre-made shell whose sandbox has not started (keeper_shell_start) */

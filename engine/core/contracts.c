@@ -247,7 +247,8 @@ void run_usage_fill(json_object *o, const struct run_usage *u)
     json_object_object_add(o, "input", json_object_new_int64(u->input));
     json_object_object_add(o, "output", json_object_new_int64(u->output));
     json_object_object_add(o, "total", json_object_new_int64(u->total));
-    json_object_object_add(o, "cost", json_object_new_double(u->cost));
+    if (!u->cost_unknown)
+        json_object_object_add(o, "cost", json_object_new_double(u->cost));
 }
 
 json_object *run_result_to_json(const struct run_result *res)

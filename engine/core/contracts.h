@@ -271,6 +271,8 @@ struct run_request {
     const char *connection_mode;
     const char *connection_slug;
     struct model_connection mc;
+    /* modelGateway.allowedModels (borrowed, validated array of names), or NULL: any model */
+    json_object *gateway_models;
 
     struct chat_message *messages;
     size_t nmessages;
@@ -326,6 +328,7 @@ struct run_usage {
     int64_t output;
     int64_t total;
     double cost;
+    bool cost_unknown; /* no price for the model: "cost" is left out */
     bool present;
 };
 
@@ -507,6 +510,18 @@ struct spare_settings {
     uint32_t count[HARNESS_COUNT]; /* 0: none */
 };
 
+#define GATEWAY_MODELS_MAX 64 /* modelGateway.allowedModels */
+#define GATEWAY_MODEL_NAME_MAX 256
+
+/* The model gateway (README "The model gateway"): AGENT_RUNNER_MODEL_GATEWAY_*. */
+struct model_gateway_config {
+    bool enabled;               /* local sandboxes' harnesses reach their model through it */
+    uint64_t max_request_bytes; /* one call's request body */
+    const char *ca_file;        /* PEM bundle for https endpoints (NULL: the system's) */
+    json_object *prices;        /* AGENT_RUNNER_MODEL_PRICES: {"<model>": {input, output,
+                                   cacheRead?, cacheWrite?} USD per million tokens}, or NULL */
+};
+
 /*
  * A session's harness state kept outside its environment (session/kept.h;
  * AGENT_RUNNER_SESSION_STATE_*): the bounds of the store under <state_dir>/kept.
@@ -550,6 +565,7 @@ struct engine_config {
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
     uint64_t shells;              /* pre-made sandbox shells kept (AGENT_RUNNER_SHELLS) */
+    struct model_gateway_config gateway; /* the model gateway (gateway/model_gateway.h) */
     struct turn_settings turns;   /* journal, reattach, keepalives (engine_config_read) */
     struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };

@@ -40,7 +40,7 @@ static int describe_lease(json_object *sb, const struct run_request *req, const 
 
 /* Where the run's sandbox may connect, as the keeper spec carries it (NULL + err on failure). */
 json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
-                                     char *err, size_t errlen)
+                                     bool model_gateway, char *err, size_t errlen)
 {
     const struct sandbox_host *sh = cfg->sandbox;
     struct egress_policy *pol = malloc(sizeof(*pol));
@@ -50,8 +50,8 @@ json_object *environment_egress_json(const struct engine_config *cfg, const stru
         snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
         return NULL;
     }
-    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
-                      err, errlen) == 0) {
+    if (policy_egress(req, model_gateway, sh->cfg.private_egress, sh->cfg.runner_ports,
+                      sh->cfg.nrunner_ports, pol, err, errlen) == 0) {
         o = egress_policy_to_json(pol);
         if (!o)
             snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
@@ -120,9 +120,10 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
     if (confine) {
         spec.confined = true;
         spec.confine = *confine;
-        spec.egress = environment_egress_json(cfg, req, err, errlen);
+        spec.egress = environment_egress_json(cfg, req, plan->gateway, err, errlen);
         if (!spec.egress)
             return AR_E_SANDBOX;
+        spec.gateway = plan->gateway ? plan->gateway_route : NULL;
     }
     spec.sandbox = environment_sandbox_description(
         env, plan, cfg->sandbox ? &cfg->sandbox->cfg : NULL, err, errlen);

@@ -19,9 +19,10 @@
 #include "environment/env_link.h"
 #include "sandbox/host.h"
 
-/* The run's egress policy as the keeper spec carries it (NULL + err on failure). */
+/* The run's egress policy as the keeper spec carries it (NULL + err on failure); with
+ * model_gateway the model endpoint is not named (the keeper's gateway calls it). */
 json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
-                                     char *err, size_t errlen);
+                                     bool model_gateway, char *err, size_t errlen);
 /*
  * The keeper spec of a new environment into out: where it lives, its slot, the sandbox to
  * start, and (confine given: local sandboxes on a probed host) its confinement and egress

@@ -178,10 +178,13 @@ static int write_session_files(struct environment *env, const struct run_request
     return r;
 }
 
-/* "#claim {idleMs, perTurn, sessionKey, egress}" to the attached keeper. */
-static int send_claim(struct environment *env, const struct run_request *req, const char *key,
-                      uint64_t idle_ms, bool per_turn, json_object *sandbox, char *err,
-                      size_t errlen)
+/*
+ * "#claim {idleMs, perTurn, sessionKey, egress, modelGateway?}" to the attached keeper; a
+ * shell's claim also carries {sandbox, harness} (sandbox: owned from here, NULL for a spare).
+ */
+static int send_claim(struct environment *env, const struct run_request *req,
+                      const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                      bool per_turn, json_object *sandbox, char *err, size_t errlen)
 {
     json_object *o = json_object_new_object(), *egress = NULL;
     struct keeper_msg m = {.kind = KEEPER_MSG_CLAIM};
@@ -195,13 +198,15 @@ static int send_claim(struct environment *env, const struct run_request *req, co
     json_object_object_add(o, "perTurn", json_object_new_boolean(per_turn));
     json_object_object_add(o, "sessionKey", json_object_new_string(key));
     if (env->cfg->sandbox) {
-        egress = environment_egress_json(env->cfg, req, err, errlen);
+        egress = environment_egress_json(env->cfg, req, plan->gateway, err, errlen);
         if (!egress) {
             json_object_put(sandbox);
             json_object_put(o);
             return AR_E_SANDBOX;
         }
         json_object_object_add(o, "egress", egress);
+        if (plan->gateway && plan->gateway_route)
+            json_object_object_add(o, "modelGateway", json_object_get(plan->gateway_route));
     }
     if (sandbox) { /* a shell's: the sandbox it starts now, owned by o from here */
         json_object_object_add(o, "sandbox", sandbox);
@@ -289,7 +294,7 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
     if (r < 0)
         goto fail;
     attached = true;
-    r = send_claim(env, req, key, idle_ms, per_turn, NULL, err, errlen);
+    r = send_claim(env, req, plan, key, idle_ms, per_turn, NULL, err, errlen);
     if (r < 0)
         goto fail;
     log_debug("spare of keeper %d bound to the session", (int)ps->keeper_pid);
@@ -383,7 +388,7 @@ int environment_start_shell(const struct engine_config *cfg, char *err, size_t e
     if (r == 0)
         r = sandbox_host_env_seal(sh, env->paths.dir, &confine, err, errlen);
     if (r == 0) {
-        egress = environment_egress_json(cfg, &req, err, errlen);
+        egress = environment_egress_json(cfg, &req, false, err, errlen);
         r = egress ? 0 : AR_E_SANDBOX;
     }
     if (r < 0)
@@ -507,7 +512,7 @@ int environment_claim_shell(const struct engine_config *cfg, const struct run_re
     if (plan->channel_env || plan->session_mcp)
         json_object_object_add(sandbox, "channel",
                                json_object_new_string(plan->channel_env ? "harness" : "tools"));
-    r = send_claim(env, req, key, idle_ms, per_turn, sandbox, err, errlen);
+    r = send_claim(env, req, plan, key, idle_ms, per_turn, sandbox, err, errlen);
     if (r == 0)
         r = await_shell_start(env, err, errlen);
     if (r < 0)

@@ -59,6 +59,14 @@ static void on_egress(void *ctx, bool connection, const char *dest, const char *
         proc->on_egress(proc->ctx, connection, dest, why);
 }
 
+static void on_model(void *ctx, const struct model_gateway_report *r)
+{
+    struct provider_process *proc = ctx;
+
+    if (proc->on_model)
+        proc->on_model(proc->ctx, r);
+}
+
 /* A failed step of the child, written to the keeper through the close-on-exec status pipe. */
 struct child_status {
     int step;
@@ -175,7 +183,8 @@ static int box_new(const struct keeper_spec *spec, struct provider_process *proc
     if (spec->confined)
         b->cg = spec->confine.cg;
     if (spec->egress)
-        r = sandbox_egress_new(spec->egress, on_egress, proc, &b->egress, err, errlen);
+        r = sandbox_egress_new(spec->egress, spec->gateway, on_egress, on_model, proc, &b->egress,
+                               err, errlen);
     if (r < 0) {
         box_free(b);
         return r;
@@ -340,8 +349,11 @@ static void local_service(struct provider_process *proc, const struct pollfd *p,
         sandbox_egress_handle(box->egress, now);
 }
 
-static int local_claim(struct provider_process *proc, json_object *egress, char *err, size_t errlen)
+static int local_claim(struct provider_process *proc, json_object *egress, json_object *route,
+                       char *err, size_t errlen)
 {
+    int r;
+
     struct local_box *box = proc->priv;
 
     if (!box || !box->egress) {
@@ -351,7 +363,10 @@ static int local_claim(struct provider_process *proc, json_object *egress, char 
     /* the spare waited at a low CPU weight: the session's turn gets the usual share */
     if (box->cg.n && sandbox_cgroup_set_cpu_weight(&box->cg, false) < 0)
         snprintf(err, errlen, "cannot restore the sandbox's CPU weight");
-    return sandbox_egress_set_policy(box->egress, egress, err, errlen);
+    r = sandbox_egress_set_policy(box->egress, egress, err, errlen);
+    if (r == 0 && route)
+        r = sandbox_egress_set_route(box->egress, route, err, errlen);
+    return r;
 }
 
 const struct provider_ops provider_local = {

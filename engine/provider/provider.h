@@ -61,6 +61,7 @@
 #include <json-c/json.h>
 
 #include "core/contracts.h"
+#include "gateway/model_gateway.h"
 #include "harness/harness.h"
 
 struct keeper_spec;
@@ -111,6 +112,8 @@ struct provider_process {
     void *priv; /* the provider's own state of this sandbox: start() makes it, stop() frees it */
     /* set by the caller before start(): where egress reports go (may be NULL) */
     provider_egress_fn on_egress;
+    /* ... and the model gateway's (a local sandbox's model calls; may be NULL) */
+    model_gateway_report_fn on_model;
     void *ctx;
     /* set by the caller before start(): the sandbox's end of the keeper channel (-1: none),
      * a socket the local provider passes into the sandbox as an inherited descriptor named
@@ -200,10 +203,12 @@ struct provider_ops {
     void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n, int64_t now);
     /*
      * A spare's claim (spare.h): from now on the running sandbox may reach what the session's
-     * egress policy allows (egress_policy_to_json) instead of the placeholder's. -errno with
+     * egress policy allows (egress_policy_to_json) instead of the placeholder's, and its model
+     * gateway routes by the session's route (gateway_route_encode; NULL: none). -errno with
      * err; NULL: the provider cannot, the spare is not claimable.
      */
-    int (*claim)(struct provider_process *proc, json_object *egress, char *err, size_t errlen);
+    int (*claim)(struct provider_process *proc, json_object *egress, json_object *route, char *err,
+                 size_t errlen);
 };
 
 #define PROVIDER_POLLFDS_MAX 24

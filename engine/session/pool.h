@@ -49,7 +49,10 @@ enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_WARM_HITS,
-    PC_EGRESS_DENIED, /* connections a sandbox's egress policy refused */
+    PC_EGRESS_DENIED,  /* connections a sandbox's egress policy refused */
+    PC_MODEL_CALLS,    /* model calls a sandbox's model gateway forwarded */
+    PC_MODEL_REFUSED,  /* ... and refused */
+    PC_USAGE_MISMATCH, /* turns whose harness-reported usage differed from the measured one */
     /* several hosts (engine/cluster): requests by where they ran, and the master's gauges */
     PC_CLUSTER_TURNS_LOCAL,         /* turns received from a client and run here */
     PC_CLUSTER_TURNS_FORWARDED,     /* turns forwarded to their owner */

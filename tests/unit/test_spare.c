@@ -398,9 +398,11 @@ static void test_spare_eligibility_rule(void)
 static int fake_claims;
 static json_object *fake_egress_seen;
 
-static int fake_claim(struct provider_process *proc, json_object *egress, char *err, size_t errlen)
+static int fake_claim(struct provider_process *proc, json_object *egress, json_object *route,
+                      char *err, size_t errlen)
 {
     (void)proc;
+    (void)route;
     fake_claims++;
     fake_egress_seen = egress;
     if (json_object_object_get(egress, "refuse")) {
