@@ -38,7 +38,7 @@ BIN := $(BUILD)/bin
 
 # engine/<layer>/*.c (and provider/daytona/): the engine library; keeper/ and fcgi/ are programs
 ENGINE_SRC := $(wildcard engine/*.c engine/*/*.c engine/*/*/*.c)
-KEEPER_SRC := $(filter-out keeper/main.c,$(wildcard keeper/*.c))
+KEEPER_SRC := $(filter-out keeper/main.c keeper/keeper_local.c,$(wildcard keeper/*.c))
 FRONT_SRC  := $(filter-out fcgi/master.c fcgi/ctl.c,$(wildcard fcgi/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 # tests/fuzz/fuzz_<target>.c, each with its seed corpus in tests/fuzz/corpus/<target>/
@@ -52,11 +52,13 @@ UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o \
               $(BUILD)/tests/bench/bench_net.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(KEEPER_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
-              $(BUILD)/keeper/main.o $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
+              $(BUILD)/keeper/main.o $(BUILD)/keeper/keeper_local.o \
+              $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
               $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tools/pi_stdio.o \
               $(BUILD)/tests/fixtures/daytona_driver.o
 
-PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-ctl \
+PROGRAMS := $(BIN)/agent-runnerd $(BIN)/agent-runner-keeper $(BIN)/agent-runner-keeper-remote \
+            $(BIN)/agent-runner-ctl \
             $(BIN)/acp-scripted $(BIN)/agent-runner-mcp $(BIN)/agent-runner-pi-stdio \
             $(BIN)/daytona-driver
 BENCH_PROGRAMS := $(BIN)/loadgen $(BIN)/bench-pool $(BIN)/bench-net
@@ -87,7 +89,15 @@ $(BIN)/agent-runnerd: $(BUILD)/fcgi/master.o $(BUILD)/libfront.a $(BUILD)/libeng
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BIN)/agent-runner-keeper: $(BUILD)/keeper/main.o $(BUILD)/libkeeper.a $(BUILD)/libengine.a
+# The keeper of a local sandbox: keeper_local.o (the local provider's registry) ahead of the
+# engine keeps the Daytona provider out, and with it libcurl, OpenSSL and their libraries
+# (--as-needed: only what is referenced is loaded). A remote sandbox's keeper has them all.
+$(BIN)/agent-runner-keeper: $(BUILD)/keeper/main.o $(BUILD)/keeper/keeper_local.o \
+                            $(BUILD)/libkeeper.a $(BUILD)/libengine.a
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LDLIBS)
+
+$(BIN)/agent-runner-keeper-remote: $(BUILD)/keeper/main.o $(BUILD)/libkeeper.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

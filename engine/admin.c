@@ -474,6 +474,8 @@ bool admin_spares_disable(struct engine_config *cfg)
     bool any = spare_settings_any(&cfg->spares);
 
     memset(cfg->spares.count, 0, sizeof(cfg->spares.count));
+    any = any || cfg->shells;
+    cfg->shells = 0;
     return any;
 }
 
@@ -508,6 +510,31 @@ pid_t admin_spare_shed(const struct engine_config *cfg)
     if (util_proc_alive(v.keeper_pid, v.keeper_start))
         kill(v.keeper_pid, SIGTERM); /* it frees its slot; the master notes its exit */
     return (pid_t)v.keeper_pid;
+}
+
+bool admin_shells_wanted(const struct engine_config *cfg)
+{
+    return cfg->pool && cfg->sandbox && cfg->shells > 0;
+}
+
+int admin_shell_missing(const struct engine_config *cfg)
+{
+    struct pool_info info;
+    uint32_t ready, building;
+    int64_t want, room;
+
+    if (!admin_shells_wanted(cfg))
+        return 0;
+    pool_get_info(cfg->pool, &info);
+    pool_spare_count(cfg->pool, (uint8_t)POOL_SHELL, &ready, &building);
+    want = (int64_t)cfg->shells - (int64_t)(ready + building);
+    room = (int64_t)info.nslots - (int64_t)info.nused - 1; /* the last free slot is a session's */
+    return (int)(want < room ? want : room);
+}
+
+int admin_shell_make(const struct engine_config *cfg, char *err, size_t errlen)
+{
+    return environment_start_shell(cfg, err, errlen);
 }
 
 int admin_spare_make(const struct engine_config *cfg, enum harness_kind kind, char *err,
@@ -638,6 +665,9 @@ json_object *admin_stats_json(const struct pool *p)
         {"keeper_spawns", metrics_keeper_spawns_total(m)},
         {"warm_hits", pool_counter_get(p, PC_WARM_HITS)},
         {"egress_denied", pool_counter_get(p, PC_EGRESS_DENIED)},
+        {"model_calls", pool_counter_get(p, PC_MODEL_CALLS)},
+        {"model_refused", pool_counter_get(p, PC_MODEL_REFUSED)},
+        {"usage_mismatch", pool_counter_get(p, PC_USAGE_MISMATCH)},
         {"cold_starts", metrics_cold_starts_total(m)},
         {"runs_in_flight", pool_inflight_total(p)},
     };

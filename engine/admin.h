@@ -149,6 +149,13 @@ int admin_spare_next(const struct engine_config *cfg, unsigned *rr);
 pid_t admin_spare_shed(const struct engine_config *cfg);
 /* In the maker child: start one spare of harness kind (its keeper is adopted by the master
  * like any other). 0, or -errno with err. */
+/* ---- shells (pre-made sandbox shells, environment_spare.h) ---- */
+#define ADMIN_SHELLS_MAX 64 /* AGENT_RUNNER_SHELLS at most */
+bool admin_shells_wanted(const struct engine_config *cfg);
+/* How many shells are missing (never counting the table's last free slot); <= 0: none. */
+int admin_shell_missing(const struct engine_config *cfg);
+/* In the shell maker child: make one shell (its keeper is adopted by the master). */
+int admin_shell_make(const struct engine_config *cfg, char *err, size_t errlen);
 int admin_spare_make(const struct engine_config *cfg, enum harness_kind kind, char *err,
                      size_t errlen);
 

@@ -5,6 +5,7 @@
 #include "engine.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,32 @@ static bool next_history_fp(const struct engine_turn *t, const struct run_result
  * under a warm policy when it ended well with the client still there — or destroy it. A full
  * pool evicts its least recently used idle environment.
  */
+/*
+ * A measured turn (the model gateway's) whose harness reported other usage over the keeper
+ * channel: logged (the sandbox can cause it: rate-limited) and counted; the measured numbers
+ * stand.
+ */
+static void note_usage_mismatch(struct engine_turn *t, const struct run_result *res,
+                                const struct turn_outcome *out)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct log_budget budget; /* the worker's threads share it: under lock */
+    uint64_t dropped;
+    bool allowed;
+
+    if (!out->usage_mismatch)
+        return;
+    pool_counter_add(t->cfg->pool, PC_USAGE_MISMATCH, 1);
+    pthread_mutex_lock(&lock);
+    allowed = log_budget_take(&budget, 5, &dropped);
+    pthread_mutex_unlock(&lock);
+    if (allowed)
+        log_warn("usage mismatch: the harness reported output %lld / total %lld, the model "
+                 "gateway measured output %lld / total %lld (the measured usage counts)",
+                 (long long)out->reported.output, (long long)out->reported.total,
+                 (long long)res->usage.output, (long long)res->usage.total);
+}
+
 static void finish_environment(struct engine_turn *t, struct environment *env,
                                struct event_stream *es, struct run_result *res, int turn_rc,
                                const struct turn_outcome *out,
@@ -127,9 +154,9 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
     uint8_t next_fp[IDENTITY_DIGEST_LEN];
     bool park = false, awaiting = out->paused;
     uint64_t window = awaiting ? cfg->approval_ttl_ms : policy->idle_ms;
-
     bool kept; /* someone takes the output: a detached turn counts as taken */
 
+    note_usage_mismatch(t, res, out);
     platform_agent_session(t->plat, env->acp_session);
     /* the client (or a follower) must still be there for a session run to be kept: ask first */
     event_stream_flush(es);
@@ -172,6 +199,10 @@ static void finish_environment(struct engine_turn *t, struct environment *env,
         environment_park(env, window, awaiting);
         log_debug("session '%s' parked %s for %llums", t->key, awaiting ? "on approval" : "idle",
                   (unsigned long long)window);
+    } else if (!t->teardown) {
+        /* nothing waits for it: torn down once the result is out (engine_turn_free) */
+        t->teardown = env;
+        t->teardown_reason = reason;
     } else {
         environment_destroy(env, reason);
     }
@@ -291,6 +322,8 @@ static struct turn_options turn_options(struct engine_turn *t, json_object *prom
     opt.stored_ctx = t->req;
     opt.should_cancel = should_cancel;
     opt.cancel_ctx = probe;
+    opt.measured = t->plan.gateway; /* the model gateway measures the turn's usage */
+    opt.prices = t->cfg->gateway.prices;
     return opt;
 }
 
@@ -354,8 +387,7 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
                                   .t = t};
     if (!resume) {
         prompt = transcript_prompt(t->req, false, res->caps.images);
-        platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt,
-                             es);
+        platform_attachments(t->plat, t->req, env->paths.workspace, &res->caps, false, prompt, es);
     }
     opt = turn_options(t, prompt, &probe);
     opt.tools = engine_tools_init(&hooks, t, env);
@@ -380,7 +412,8 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
         return AR_E_RETRY;
     }
     finish_environment(t, env, es, res, r, &out, &policy);
-    environment_free(env);
+    if (t->teardown != env)
+        environment_free(env);
     return 0;
 }
 
@@ -395,7 +428,7 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     struct turn_env te;
     struct turn_outcome out;
     struct turn_options opt;
-    json_object *prompt;
+    json_object *prompt, *ready;
     const char *code;
     char err[512];
     int r;
@@ -419,8 +452,12 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     turn_caps_from_agent(env->agent_caps, req->harness, &res->caps);
     if (!res->session_id)
         res->session_id = util_xstrdup(env->acp_session);
-    event_emit(es, event_environment_ready_cold(env->from_spare,
-                                                engine_keep_resume_name(keep->resume), keep->note));
+    ready = event_environment_ready_cold(env->from_spare, engine_keep_resume_name(keep->resume),
+                                         keep->note);
+    if (ready && env->from_shell) /* a pre-made shell served the start (environment_spare.h) */
+        json_object_object_add(json_object_object_get(ready, "data"), "shell",
+                               json_object_new_boolean(true));
+    event_emit(es, ready);
     if (transcript_answers_only(req))
         prompt = transcript_approval_prompt(req);
     else /* a loaded session holds the conversation: only the new message, as when warm */
@@ -445,8 +482,9 @@ static void run_cold(struct engine_turn *t, struct event_stream *es, struct run_
     *limit = out.limit_tripped;
     stages_mark(STAGES_W_TD0);
     finish_environment(t, env, es, res, r, &out, &t->policy);
-    stages_mark(STAGES_W_TD1);
-    environment_free(env);
+    stages_mark(STAGES_W_TD1); /* a per-turn teardown runs after the result (engine_turn_free) */
+    if (t->teardown != env)
+        environment_free(env);
     emit_done(es, res);
     stages_turn_end();
 }
@@ -618,7 +656,8 @@ void engine_run_adopted(struct engine_turn *t, struct environment *env,
     r = after_turn_limits(env, es, res, &out, r);
     limit = out.limit_tripped;
     finish_environment(t, env, es, res, r, &out, &ad->policy);
-    environment_free(env);
+    if (t->teardown != env)
+        environment_free(env);
     emit_done(es, res);
     count_outcome(t, es, res, limit, started);
 }
@@ -682,8 +721,7 @@ out:
     return 0;
 }
 
-int engine_cancel_session(const struct engine_config *cfg, const char *key,
-                          const char *target_turn)
+int engine_cancel_session(const struct engine_config *cfg, const char *key, const char *target_turn)
 {
     bool parked = false;
     int r;

@@ -51,7 +51,11 @@ struct event_sink;   /* turn/events.h */
  */
 int engine_prepare(const struct engine_config *cfg, struct run_request *req,
                    struct engine_turn **ret, char *err, size_t errlen);
-/* Free a prepared turn (run or not). NULL is a no-op. */
+/*
+ * Free a prepared turn (run or not). NULL is a no-op. A per-turn environment whose turn ended
+ * is torn down here, so a caller frees the turn after it sent the result: the teardown is
+ * never on the way to the result.
+ */
 void engine_turn_free(struct engine_turn *t);
 
 /* Run the prepared turn; events go to es, the outcome to res (initialised by the caller). */
@@ -137,6 +141,12 @@ uint64_t engine_runs_in_flight(const struct engine_config *cfg);
 pid_t engine_master_pid(const struct engine_config *cfg);
 /* Harness names (as /health lists them) that are installed under cfg: a new array. */
 json_object *engine_installed_harnesses(const struct engine_config *cfg);
+/*
+ * /health's "modelGateway": whether it is on ("enabled") and working on this host ("active":
+ * sandbox networks are made), and per harness name whether the model key stays out of the
+ * sandbox and when it does not (README "The model gateway").
+ */
+json_object *engine_model_gateway_describe(const struct engine_config *cfg);
 /* The enabled sandbox providers' names (/health "sandboxes"): a new array. */
 json_object *engine_sandbox_names(void);
 /* What local sandboxes get on this host (/health "sandbox"): a new object, NULL without a probe. */

@@ -78,6 +78,76 @@ static int read_agenta(struct engine_config *cfg, struct lookup *l, char *err, s
     return 0;
 }
 
+/* One model's prices: input and output required, the cache prices optional, all >= 0. */
+static bool price_ok(json_object *p)
+{
+    static const char *const keys[] = {"input", "output", "cacheRead", "cacheWrite"};
+
+    if (!p || !json_object_is_type(p, json_type_object))
+        return false;
+    for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+        json_object *v = json_object_object_get(p, keys[i]);
+
+        if (!v && i < 2)
+            return false;
+        if (v && ((!json_object_is_type(v, json_type_double) &&
+                   !json_object_is_type(v, json_type_int)) ||
+                  json_object_get_double(v) < 0))
+            return false;
+    }
+    return true;
+}
+
+/*
+ * The model gateway's settings the front's table does not parse: AGENT_RUNNER_MODEL_GATEWAY_
+ * CA_FILE (an absolute path) and AGENT_RUNNER_MODEL_PRICES (an absolute path to a JSON object
+ * {"<model>": {"input": USD per million, "output": ..., "cacheRead"?, "cacheWrite"?}}).
+ */
+static int read_gateway(struct engine_config *cfg, const struct lookup *l, char *err, size_t errlen)
+{
+    const char *ca = setting(l, "AGENT_RUNNER_MODEL_GATEWAY_CA_FILE");
+    const char *prices = setting(l, "AGENT_RUNNER_MODEL_PRICES");
+    json_object *doc;
+    char *text = NULL;
+    size_t len;
+    int r;
+
+    if (!cfg->gateway.max_request_bytes)
+        cfg->gateway.max_request_bytes = 32u * 1024 * 1024;
+    if (ca && ca[0] != '/')
+        return util_fail(-EINVAL, err, errlen,
+                         "AGENT_RUNNER_MODEL_GATEWAY_CA_FILE must be an absolute path");
+    cfg->gateway.ca_file = ca;
+    if (!prices)
+        return 0;
+    if (prices[0] != '/')
+        return util_fail(-EINVAL, err, errlen,
+                         "AGENT_RUNNER_MODEL_PRICES must be an absolute path");
+    r = util_read_file(prices, 1024 * 1024, &text, &len);
+    if (r < 0)
+        return util_fail(-EINVAL, err, errlen, "AGENT_RUNNER_MODEL_PRICES: cannot read it: %s",
+                         strerror(-r));
+    doc = json_tokener_parse(text);
+    free(text);
+    if (!doc || !json_object_is_type(doc, json_type_object)) {
+        json_object_put(doc);
+        return util_fail(-EINVAL, err, errlen, "AGENT_RUNNER_MODEL_PRICES: not a JSON object");
+    }
+    json_object_object_foreach(doc, model, price)
+    {
+        if (!price_ok(price)) {
+            snprintf(err, errlen,
+                     "AGENT_RUNNER_MODEL_PRICES: \"%.100s\" needs input and output prices "
+                     "(USD per million tokens, >= 0; cacheRead and cacheWrite optional)",
+                     model);
+            json_object_put(doc);
+            return -EINVAL;
+        }
+    }
+    cfg->gateway.prices = doc;
+    return 0;
+}
+
 /* One number setting: its default when unset; -EINVAL naming it when out of [min, max]. */
 static int read_u64(const struct lookup *l, const char *name, uint64_t def, uint64_t min,
                     uint64_t max, uint64_t *ret, char *err, size_t errlen)
@@ -156,6 +226,8 @@ int engine_config_read(struct engine_config *cfg, engine_getenv_fn get, void *ct
         0)
         return -EINVAL;
     r = read_agenta(cfg, &l, err, errlen);
+    if (r == 0)
+        r = read_gateway(cfg, &l, err, errlen);
     if (r < 0)
         return r;
     r = engine_cluster_config_read(cfg, get, ctx, err, errlen);
@@ -171,6 +243,8 @@ void engine_config_release(struct engine_config *cfg)
     cfg->tools.test_resolve = NULL;
     free((void *)cfg->agenta);
     cfg->agenta = NULL;
+    json_object_put(cfg->gateway.prices);
+    cfg->gateway.prices = NULL;
     engine_cluster_config_release(cfg);
 }
 

@@ -14,6 +14,7 @@
 #include "core/policy.h"
 #include "engine_tools.h"
 #include "engine_turn.h"
+#include "environment/environment.h"
 #include "environment/spare.h"
 #include "harness/harness.h"
 #include "harness/login.h"
@@ -100,20 +101,36 @@ static int turn_identity(struct engine_turn *t, char *err, size_t errlen)
     return r;
 }
 
-/* The sandbox plan of the turn's harness and the run's tools in it. */
-static int turn_plan(struct engine_turn *t, const struct harness_paths *paths, char *err,
-                     size_t errlen)
+/*
+ * Whether the run's model calls go through the sandbox's model gateway (README "The model
+ * gateway"): the runner has it on, the sandbox is a local one with a network namespace of its
+ * own (a probed host: the keeper makes it and the gateway's listener in it), and the run's
+ * credentials are ones the gateway can add (harness_gateway_refusal).
+ */
+static bool turn_gateway(const struct engine_config *cfg, const struct run_request *req,
+                         const struct provider_ops *provider)
+{
+    return cfg->gateway.enabled && cfg->sandbox && !provider->acquire &&
+           !harness_gateway_refusal(req);
+}
+
+/* The sandbox plan of the turn's harness, its model route and the run's tools in it. */
+static int turn_plan(struct engine_turn *t, const struct harness_paths *paths,
+                     const struct provider_ops *provider, char *err, size_t errlen)
 {
     const struct engine_config *cfg = t->cfg;
     const struct run_request *req = t->req;
     int r;
 
     sandbox_plan_init(&t->plan);
+    t->plan.gateway = turn_gateway(cfg, req, provider);
     /* the spare eligibility rule (spare.h): such a run's plan keeps the key out of the env */
     t->spare_ok = cfg->pool && !spare_ineligible(&cfg->spares, req);
     if (t->spare_ok)
         t->plan.form = PLAN_SESSION;
     r = t->harness->plan(paths, req, &t->plan, err, errlen);
+    if (r == 0 && t->plan.gateway)
+        r = harness_gateway_route(&t->plan, req, &cfg->gateway, err, errlen);
     if (r == 0 && tool_runner_any(t->tools))
         harness_add_runner_tools(&t->plan, req->harness, cfg->tools.mcp_bin,
                                  TOOL_RUNNER_TOOLS_FILE);
@@ -191,7 +208,7 @@ int engine_prepare(const struct engine_config *cfg, struct run_request *req,
     if (r < 0)
         goto out;
     t->client_gone_cancels = req->session_id == NULL;
-    r = turn_plan(t, &paths, err, errlen);
+    r = turn_plan(t, &paths, provider, err, errlen);
 out:
     if (r < 0) {
         engine_turn_free(t);
@@ -205,6 +222,10 @@ void engine_turn_free(struct engine_turn *t)
 {
     if (!t)
         return;
+    if (t->teardown) {
+        (void)environment_destroy(t->teardown, t->teardown_reason);
+        environment_free(t->teardown);
+    }
     tool_runner_free(t->tools);
     if (t->plan.argv)
         sandbox_plan_release(&t->plan);

@@ -142,8 +142,17 @@ static int start_once(struct engine_turn *t, struct event_stream *es, enum teard
         if (t->keep)
             t->keep->load_failed = false; /* the cold start below replays */
     }
-    r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
-                            why != TEARDOWN_NONE, &env, err, errlen);
+    r = -ENOENT;
+    /* a pre-made shell (uid, cgroup, network ready) for any harness on the local provider */
+    if (cfg->shells && cfg->sandbox && req->sandbox && strcmp(req->sandbox, "local") == 0) {
+        r = environment_claim_shell(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
+                                    &env, err, errlen);
+        if (r < 0 && r != -ENOENT && r != -EEXIST)
+            log_info("a shell could not serve the run, starting cold: %s", err);
+    }
+    if (r < 0)
+        r = environment_acquire(cfg, req, &t->plan, t->key, t->policy.idle_ms, !warm_policy,
+                                why != TEARDOWN_NONE, &env, err, errlen);
     if (r == -EEXIST && cfg->cluster) {
         /* several hosts: one turn of a session at a time, everywhere (as engine_run refuses) */
         snprintf(err, errlen, "%s", HEARTBEAT_REFUSED_MESSAGE);

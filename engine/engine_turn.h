@@ -41,6 +41,10 @@ struct engine_turn {
     bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
     bool adopted;  /* carried on from a dead worker (engine_turns.h): runs as if detached */
     struct engine_keep *keep; /* a cold start's use of the kept harness state (engine_keep.h) */
+    /* a per-turn environment whose turn ended: torn down after the result is sent
+     * (engine_turn_free), never before; owned */
+    struct environment *teardown;
+    enum teardown_reason teardown_reason;
 };
 
 #endif

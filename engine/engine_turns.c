@@ -234,6 +234,10 @@ out:
     json_object_put(o);
 }
 
+/* how long an adopter waits for a keeper that still sees the dead worker attached */
+#define ADOPT_BUSY_TRIES 100
+#define ADOPT_BUSY_WAIT_MS 20
+
 /*
  * Carry on the turn of journal j (its writer died; j is ours now, and es takes it): through
  * its keeper when it holds the turn, else close it as lost. Records go to sink (NULL: none).
@@ -270,7 +274,13 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
     r = pool_session_adopt(cfg->pool, h, m->turn_id, m->pid, util_self_pid());
     if (r == 0) {
         (void)journal_note_writer(j); /* a second death is looked for under this pid */
-        r = environment_reconnect(cfg, h, &env, err, sizeof(err));
+        /* "#busy": the keeper has not yet read the dead worker's end of the socket */
+        for (int tries = 0; tries < ADOPT_BUSY_TRIES; tries++) {
+            r = environment_reconnect(cfg, h, &env, err, sizeof(err));
+            if (r != -EBUSY)
+                break;
+            util_sleep_ms(ADOPT_BUSY_WAIT_MS);
+        }
         if (r < 0)
             drop_slot(cfg, h); /* ours now, its keeper unreachable: nobody else would */
     }

@@ -79,6 +79,22 @@ json_object *engine_installed_harnesses(const struct engine_config *cfg)
     return harness_installed_names(&paths);
 }
 
+json_object *engine_model_gateway_describe(const struct engine_config *cfg)
+{
+    bool active = cfg->gateway.enabled && cfg->sandbox && cfg->sandbox->net_ok;
+    json_object *o = json_object_new_object(), *per = json_object_new_object();
+    enum harness_kind kind;
+    const char *name;
+
+    json_object_object_add(o, "enabled", json_object_new_boolean(cfg->gateway.enabled));
+    json_object_object_add(o, "active", json_object_new_boolean(active));
+    for (size_t i = 0; (name = harness_wire_name(i, &kind)); i++)
+        if (kind != HARNESS_SCRIPTED || cfg->scripted_agent)
+            json_object_object_add(per, name, harness_gateway_health(kind, active));
+    json_object_object_add(o, "harnesses", per);
+    return o;
+}
+
 json_object *engine_sandbox_names(void)
 {
     return provider_enabled_names();

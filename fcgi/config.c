@@ -38,6 +38,7 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_STATE_DIR", K_STR, OFF(state_dir), "/var/lib/agent-runner", 0, 0},
     {"AGENT_RUNNER_HARNESS_DIR", K_STR, OFF(harness_dir), "", 0, 0},
     {"AGENT_RUNNER_KEEPER_BIN", K_STR, OFF(keeper_bin), "", 0, 0},
+    {"AGENT_RUNNER_KEEPER_REMOTE_BIN", K_STR, OFF(keeper_remote_bin), "", 0, 0},
     {"AGENT_RUNNER_PI_STDIO_BIN", K_STR, OFF(pi_stdio_bin), "", 0, 0},
     {"AGENT_RUNNER_SCRIPTED_AGENT", K_STR, OFF(scripted_agent), "", 0, 0},
     {"AGENT_RUNNER_BWRAP", K_STR, OFF(bwrap), "/usr/bin/bwrap", 0, 0},
@@ -51,15 +52,14 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_HARNESS_INIT_MS", K_U64, EOFF(harness_init_ms), "60000", 100, 600000},
     {"AGENT_RUNNER_RUN_TOTAL_MS", K_U64, EOFF(limits.total_ms), "39600000", 0, 86400000},
     {"AGENT_RUNNER_RUN_IDLE_MS", K_U64, EOFF(limits.idle_ms), "1800000", 0, 86400000},
-    {"AGENT_RUNNER_RUN_FIRST_EVENT_MS", K_U64, EOFF(limits.first_event_ms), "120000", 0,
-     86400000},
-    {"AGENT_RUNNER_RUN_TOOL_CALL_MS", K_U64, EOFF(limits.tool_call_ms), "1800000", 0,
-     86400000},
+    {"AGENT_RUNNER_RUN_FIRST_EVENT_MS", K_U64, EOFF(limits.first_event_ms), "120000", 0, 86400000},
+    {"AGENT_RUNNER_RUN_TOOL_CALL_MS", K_U64, EOFF(limits.tool_call_ms), "1800000", 0, 86400000},
     {"AGENT_RUNNER_MODEL_STRICT", K_BOOL, EOFF(model_strict), "true", 0, 0},
     {"AGENT_RUNNER_CODEX_HOME", K_STR, OFF(codex_home), "", 0, 0},
     {"AGENT_RUNNER_CLAUDE_CONFIG_DIR", K_STR, OFF(claude_config_dir), "", 0, 0},
     {"AGENT_RUNNER_PI_AGENT_DIR", K_STR, OFF(pi_agent_dir), "", 0, 0},
     {"AGENT_RUNNER_SPARE_TTL_MS", K_U64, EOFF(spare_ttl_ms), "1800000", 1000, 86400000},
+    {"AGENT_RUNNER_SHELLS", K_U64, EOFF(shells), "0", 0, 64},
     {"AGENT_RUNNER_SESSION_STATE_MAX_BYTES", K_U64, EOFF(kept.max_bytes), "16777216", 0,
      4096 * MiB},
     {"AGENT_RUNNER_SESSION_STATE_TOTAL_BYTES", K_U64, EOFF(kept.total_bytes), "2147483648", 0,
@@ -69,6 +69,9 @@ static const struct setting settings[] = {
     {"AGENT_RUNNER_MCP_BIN", K_STR, OFF(mcp_bin), "", 0, 0},
     {"AGENT_RUNNER_MCP_HOST_ALLOWLIST", K_STR, OFF(mcp_allowlist), "", 0, 0},
     {"AGENT_RUNNER_TOOLS_CA_FILE", K_STR, OFF(tools_ca_file), "", 0, 0},
+    {"AGENT_RUNNER_MODEL_GATEWAY", K_BOOL, EOFF(gateway.enabled), "true", 0, 0},
+    {"AGENT_RUNNER_MODEL_GATEWAY_MAX_REQUEST_BYTES", K_U64, EOFF(gateway.max_request_bytes),
+     "33554432", 1024, 1024 * MiB},
 };
 
 /* Runner-executed tools: the MCP bridge binary, the SSRF allowlist, the CA file. */
@@ -161,6 +164,20 @@ static int set_default_path(char **field, const char *rel)
     return *field ? 0 : -ENOMEM;
 }
 
+/* The remote keeper: beside the keeper unless set (AGENT_RUNNER_KEEPER_BIN + "-remote"). */
+static int keeper_remote_default(struct runner_config *cfg)
+{
+    char *path;
+
+    if (cfg->keeper_remote_bin && cfg->keeper_remote_bin[0])
+        return 0;
+    if (asprintf(&path, "%s-remote", cfg->keeper_bin) < 0)
+        return -ENOMEM;
+    free(cfg->keeper_remote_bin);
+    cfg->keeper_remote_bin = path;
+    return 0;
+}
+
 /* Every setting of the table into cfg: blank = unset = the default; a bad value is an error. */
 static int read_table(struct runner_config *cfg, char *err, size_t errlen)
 {
@@ -244,6 +261,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     }
     if (set_default_path(&cfg->harness_dir, "../../harnesses") < 0 ||
         set_default_path(&cfg->keeper_bin, "agent-runner-keeper") < 0 ||
+        keeper_remote_default(cfg) < 0 ||
         set_default_path(&cfg->pi_stdio_bin, "agent-runner-pi-stdio") < 0 ||
         set_default_path(&cfg->mcp_bin, "agent-runner-mcp") < 0) {
         snprintf(err, errlen, "cannot locate the install folder");
@@ -272,8 +290,8 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     if (check_login_dirs(cfg, err, errlen) < 0 || load_tools(cfg, err, errlen) < 0)
         return -EINVAL;
     cfg->engine.logins.codex_home = cfg->codex_home[0] ? cfg->codex_home : NULL;
-    cfg->engine.logins.claude_config_dir = cfg->claude_config_dir[0] ? cfg->claude_config_dir
-                                                                     : NULL;
+    cfg->engine.logins.claude_config_dir =
+        cfg->claude_config_dir[0] ? cfg->claude_config_dir : NULL;
     cfg->engine.logins.pi_agent_dir = cfg->pi_agent_dir[0] ? cfg->pi_agent_dir : NULL;
     /* the test resolver, the spares, platform mode (a bad AGENTA_* value stops the start) */
     r = engine_config_read(&cfg->engine, env_lookup, NULL, err, errlen);
@@ -283,6 +301,7 @@ int config_load(struct runner_config *cfg, char *err, size_t errlen)
     cfg->engine.harness_dir = cfg->harness_dir;
     cfg->engine.scripted_agent = cfg->scripted_agent[0] ? cfg->scripted_agent : NULL;
     cfg->engine.keeper_bin = cfg->keeper_bin;
+    cfg->engine.keeper_remote_bin = cfg->keeper_remote_bin;
     cfg->engine.pi_stdio_bin = cfg->pi_stdio_bin;
     cfg->engine.bwrap = cfg->bwrap;
     cfg->engine.shm_name = cfg->shm_name;
@@ -318,8 +337,9 @@ void config_log(const struct runner_config *cfg)
              (unsigned long long)cfg->engine.session_pool_max,
              cfg->engine.scripted_agent ? cfg->engine.scripted_agent : "");
     engine_config_spares_text(&cfg->engine, text, sizeof(text));
-    log_info("config: spares %s, spare ttl %llums, pi started by '%s'", text,
-             (unsigned long long)cfg->engine.spare_ttl_ms, cfg->pi_stdio_bin);
+    log_info("config: spares %s, spare ttl %llums, shells %llu, pi started by '%s'", text,
+             (unsigned long long)cfg->engine.spare_ttl_ms, (unsigned long long)cfg->engine.shells,
+             cfg->pi_stdio_bin);
     /* which harness logins are configured, never where */
     log_info("subscription logins: codex %s, claude %s, pi %s",
              cfg->engine.logins.codex_home ? "configured" : "not configured",
@@ -340,6 +360,7 @@ void config_release(struct runner_config *cfg)
     free(cfg->state_dir);
     free(cfg->harness_dir);
     free(cfg->keeper_bin);
+    free(cfg->keeper_remote_bin);
     free(cfg->pi_stdio_bin);
     free(cfg->scripted_agent);
     free(cfg->bwrap);

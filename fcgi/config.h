@@ -31,6 +31,7 @@ struct runner_config {
     char *state_dir;
     char *harness_dir;
     char *keeper_bin;
+    char *keeper_remote_bin;
     char *pi_stdio_bin;      /* agent-runner-pi-stdio (default: next to agent-runnerd) */
     char *scripted_agent;
     char *bwrap;

@@ -52,6 +52,7 @@ static void handle_health(const struct route_ctx *rc, struct http_req *h)
     json_object_object_add(o, "engines", engines);
     json_object_object_add(o, "harnesses", engine_installed_harnesses(&rc->cfg->engine));
     json_object_object_add(o, "sandboxes", engine_sandbox_names());
+    json_object_object_add(o, "modelGateway", engine_model_gateway_describe(&rc->cfg->engine));
     sandbox = engine_sandbox_describe(&rc->cfg->engine);
     if (sandbox)
         json_object_object_add(o, "sandbox", sandbox);

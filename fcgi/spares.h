@@ -10,6 +10,11 @@
  *   - a maker that fails backs off (1 s doubling to 60 s) and logs why once per failure;
  *   - draining (SIGTERM) starts no spare and waits for a running maker, so destroy_all finds
  *     every spare's keeper in the table.
+ * Shells (AGENT_RUNNER_SHELLS, environment_spare.h) have a maker child of their own, so a
+ * slow pi spare never holds them up: it makes shells one after another until the count is
+ * back (each takes milliseconds), under the same slot, memory, backoff and draining rules;
+ * the master looks every SHELLS_TICK_MS, so a claimed shell is replaced off the request path
+ * while the turn that claimed it runs.
  */
 #ifndef AR_SPARES_H
 #define AR_SPARES_H
@@ -30,7 +35,11 @@ struct spares {
     unsigned next_kind; /* round robin over the harnesses (admin_spare_next) */
     int64_t not_before; /* backoff after a failed maker (monotonic ms) */
     int64_t backoff_ms;
+    pid_t shell_maker; /* the running shell maker child, 0 */
+    int64_t shell_not_before;
+    int64_t shell_backoff_ms;
 };
+#define SHELLS_TICK_MS 20
 
 void spares_init(struct spares *s, const struct engine_config *cfg, int sig_fd);
 /* Start a maker when a harness is short of spares (and the rules above allow it). */

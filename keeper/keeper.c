@@ -108,6 +108,39 @@ static int start_sandbox(struct keeper *k, char *err, size_t errlen)
     return 0;
 }
 
+int keeper_start_sandbox(struct keeper *k, char *err, size_t errlen)
+{
+    int r;
+
+    /* the harness's end of the channel: inherited into a local sandbox, relayed into a remote
+     * one (keeper_channel.h); a held turn keeps the lines meant for its worker (keeper_turn.h) */
+    r = keeper_channel_open(
+        &k->channel, k->env_dir, keeper_channel_role_of(jsonx_str(k->spec.sandbox, "channel")),
+        jsonx_get(k->spec.sandbox, "channelRelay") != NULL,
+        &(struct keeper_channel_worker){&k->client_fd, &k->parked, &k->client_out, &k->turn.held,
+                                        keeper_turn_keep_tool, k},
+        &k->proc.channel_fd, err, errlen);
+    if (r == 0)
+        r = start_sandbox(k, err, errlen);
+    if (k->proc.channel_fd >= 0)
+        close(k->proc.channel_fd); /* the sandbox has it now (or never will) */
+    k->proc.channel_fd = -1;
+    return r;
+}
+
+/* A shell: what comes before the sandbox made now (the provider's network), the rest at its
+ * claim (keeper_claim.h). */
+static int prepare_shell(struct keeper *k, char *err, size_t errlen)
+{
+    k->provider = provider_get(k->spec.provider);
+    if (!k->provider || !k->provider->prepare || !k->provider->start) {
+        snprintf(err, errlen, "sandbox provider '%s' has no shells", k->spec.provider);
+        return -ENOTSUP;
+    }
+    k->shell = true;
+    return k->provider->prepare(&k->spec, &k->proc, err, errlen);
+}
+
 static const char *env_get(const char *name)
 {
     return getenv(name);
@@ -205,21 +238,13 @@ int keeper_main(int argc, char **argv)
     acp_lines_init(&k.child_lines, ACP_LINE_MAX_DEFAULT);
     buf_init(&k.child_stdin, KEEPER_QUEUE_MAX);
     egress_report_init(&k.egress, k.pool);
-    k.proc.on_egress = egress_report_event;
-    k.proc.ctx = &k.egress;
+    k.proc.on_egress = keeper_model_egress;
+    k.proc.on_model = keeper_model_report;
+    k.proc.ctx = &k;
     /* the harness's end of the channel: inherited into a local sandbox, relayed into a remote
      * one (keeper_channel.h); a held turn keeps the lines meant for its worker (keeper_turn.h) */
-    r = keeper_channel_open(
-        &k.channel, k.env_dir, keeper_channel_role_of(jsonx_str(k.spec.sandbox, "channel")),
-        jsonx_get(k.spec.sandbox, "channelRelay") != NULL,
-        &(struct keeper_channel_worker){&k.client_fd, &k.parked, &k.client_out, &k.turn.held,
-                                        keeper_turn_keep_tool, &k},
-        &k.proc.channel_fd, err, sizeof(err));
-    if (r == 0)
-        r = start_sandbox(&k, err, sizeof(err));
-    if (k.proc.channel_fd >= 0)
-        close(k.proc.channel_fd); /* the sandbox has it now (or never will) */
-    k.proc.channel_fd = -1;
+    r = k.spec.shell ? prepare_shell(&k, err, sizeof(err))
+                     : keeper_start_sandbox(&k, err, sizeof(err));
     if (r < 0) {
         /* nothing is left once the worker reads the error (it removes nothing itself) */
         keeper_teardown(&k);
@@ -236,9 +261,11 @@ int keeper_main(int argc, char **argv)
     k.deadline = util_now_ms() + attach_ms;
     r = keeper_loop(&k);
     keeper_teardown(&k);
+    keeper_model_release(&k.model);
     acp_lines_release(&k.child_lines);
     buf_release(&k.child_stdin);
     pool_detach(k.pool);
     keeper_spec_release(&k.spec);
+    json_object_put(k.claimed);
     return r < 0 ? 1 : 0;
 }

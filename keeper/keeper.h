@@ -9,7 +9,8 @@
  * Its parts: keeper.c the start-up, keeper_loop.c the poll loop, keeper_relay.c the lines
  * between harness, worker and tool channel, keeper_teardown.c the end, keeper_state.h the
  * state they share; keeper_channel.c the sandbox's tool channel, keeper_claim.c a spare's
- * claim, egress_report.c the refused connections.
+ * claim, egress_report.c the refused connections, keeper_model.c the model calls of the
+ * sandbox's model gateway ("#model" lines to the worker).
  *
  * Start: agent-runner-keeper reads its spec (struct keeper_spec, keeper_proto.h) from stdin,
  * binds its unix socket, forks (the parent exits at once so the master, a child subreaper,
@@ -36,10 +37,10 @@
  * take a while, nobody waits for it) and exits. A harness line longer than ACP_LINE_MAX_DEFAULT
  * ends the environment with "#fail harness output line over N bytes".
  *
- * Local sandboxes: the provider makes the sandbox's network namespace, egress proxy and name
- * server before it forks (sandbox_egress); the keeper's poll loop serves them through
- * provider_ops.poll_fds/service, and each refused connection is logged and counted
- * (egress_report).
+ * Local sandboxes: the provider makes the sandbox's network namespace, egress proxy, name
+ * server and model gateway before it forks (sandbox_egress); the keeper's poll loop serves
+ * them through provider_ops.poll_fds/service, each refused connection is logged and counted
+ * (egress_report), each model call goes to the attached worker (keeper_model).
  */
 #ifndef AR_KEEPER_H
 #define AR_KEEPER_H

@@ -26,6 +26,26 @@ static int provider_fds(struct keeper *k, struct pollfd *p, int *timeout)
     return (int)(n < PROVIDER_POLLFDS_MAX ? n : PROVIDER_POLLFDS_MAX);
 }
 
+/* The harness is gone (a shell has none yet: it waits for its claim). */
+static bool harness_gone(const struct keeper *k)
+{
+    return !k->shell &&
+           (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0));
+}
+
+/* The attached worker's socket: flush what waits for it, read what it sent. */
+static void client_events(struct keeper *k, short revents, bool *stop)
+{
+    if (revents & POLLOUT) {
+        bool broken = false;
+        keeper_flush_fd(k->client_fd, &k->client_out, &broken);
+        if (broken)
+            keeper_relay_client_gone(k);
+    }
+    if (k->client_fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
+        keeper_relay_read(k, &k->client_fd, &k->client_in, false, stop);
+}
+
 int keeper_loop(struct keeper *k)
 {
     bool stop = false;
@@ -102,18 +122,12 @@ int keeper_loop(struct keeper *k)
             if (stop)
                 break;
         }
+        /* the attached worker before a new one: a worker that died and the one adopting its
+         * turn can be seen in the same poll, and the adopter must not get "#busy" */
+        if (iclient >= 0 && k->client_fd >= 0)
+            client_events(k, p[iclient].revents, &stop);
         if (ilisten >= 0 && (p[ilisten].revents & POLLIN))
             keeper_relay_accept(k);
-        if (iclient >= 0 && k->client_fd >= 0) {
-            if (p[iclient].revents & POLLOUT) {
-                bool broken = false;
-                keeper_flush_fd(k->client_fd, &k->client_out, &broken);
-                if (broken)
-                    keeper_relay_client_gone(k);
-            }
-            if (k->client_fd >= 0 && (p[iclient].revents & (POLLIN | POLLHUP | POLLERR)))
-                keeper_relay_read(k, &k->client_fd, &k->client_in, false, &stop);
-        }
         if (iin >= 0 && (p[iin].revents & (POLLOUT | POLLERR | POLLHUP))) {
             bool broken = false;
             keeper_flush_fd(k->child_in, &k->child_stdin, &broken);
@@ -137,7 +151,7 @@ int keeper_loop(struct keeper *k)
             if (broken)
                 keeper_relay_client_gone(k);
         }
-        if (k->child_exited || (k->child_out < 0 && k->child_err < 0 && k->proc.exit_fd < 0)) {
+        if (harness_gone(k)) {
             keeper_teardown_await_child(k);
             log_info("harness exited with status %d", k->exit_status);
             k->reason = TEARDOWN_HARNESS_EXITED;

@@ -89,32 +89,38 @@ static void answer_alone(struct keeper *k, struct acp_msg *m)
     encode_to_child(k, &out);
 }
 
-/*
- * A harness line for the worker: only an ACP line (one that cannot pose as a control line).
- * A turn in flight keeps it (keeper_turn.h); a held turn only keeps it.
- */
-static void relay_to_client(struct keeper *k, const char *line, size_t len)
+void keeper_relay_to_worker(struct keeper *k, const struct keeper_msg *m)
 {
-    struct keeper_msg m = {.kind = KEEPER_MSG_ACP, .payload = line, .payload_len = len};
     size_t mark = k->client_out.len;
     int r;
 
     if (k->turn.held) {
         struct buf kept;
 
-        buf_init(&kept, len + 2);
-        if (keeper_proto_encode(&m, &kept) == 0)
+        buf_init(&kept, m->payload_len + 32);
+        if (keeper_proto_encode(m, &kept) == 0)
             keeper_turn_keep(k, kept.data, kept.len);
         buf_release(&kept);
         return;
     }
-    r = keeper_proto_encode(&m, &k->client_out);
+    if (k->client_fd < 0)
+        return;
+    r = keeper_proto_encode(m, &k->client_out);
     if (r == -E2BIG && keeper_sandbox_log_allowed(k))
-        log_warn("dropping a %zu-byte line: queue full", len);
+        log_warn("dropping a %zu-byte '%s' line: queue full", m->payload_len,
+                 keeper_proto_kind_name(m->kind));
     if (r < 0)
         k->dropped++;
     else
         keeper_turn_keep(k, k->client_out.data + mark, k->client_out.len - mark);
+}
+
+/* A harness line for the worker: only an ACP line (one that cannot pose as a control line). */
+static void relay_to_client(struct keeper *k, const char *line, size_t len)
+{
+    struct keeper_msg m = {.kind = KEEPER_MSG_ACP, .payload = line, .payload_len = len};
+
+    keeper_relay_to_worker(k, &m);
 }
 
 /*
@@ -229,6 +235,28 @@ static void answer_pending(struct keeper *k, bool keep)
     k->npending = 0;
 }
 
+/* A claimed shell: its sandbox starts now, and the worker hears "#hello" with its pid. */
+static bool shell_start(struct keeper *k, struct keeper_claim *c)
+{
+    struct keeper_msg hello = {.kind = KEEPER_MSG_HELLO, .keeper_pid = (int32_t)getpid()};
+    char err[sizeof(k->fail) - 16];
+
+    k->claimed = c->sandbox;
+    k->spec.sandbox = c->sandbox;
+    memcpy(k->claimed_harness, c->harness, sizeof(k->claimed_harness));
+    k->spec.harness = k->claimed_harness;
+    if (keeper_start_sandbox(k, err, sizeof(err)) < 0) {
+        snprintf(k->fail, sizeof(k->fail), "shell: %s", err);
+        log_warn("%s: tearing down", k->fail);
+        return false;
+    }
+    k->shell = false;
+    keeper_slot_set_pids(k);
+    hello.sandbox_pid = (int32_t)k->child;
+    keeper_control_to_client(k, &hello);
+    return true;
+}
+
 /* "#claim": a spare is bound to its session (keeper_claim.c); a refused claim ends it. */
 static bool claim(struct keeper *k, const struct keeper_msg *m)
 {
@@ -243,6 +271,8 @@ static bool claim(struct keeper *k, const struct keeper_msg *m)
     }
     k->idle_ms = (int64_t)c.idle_ms;
     k->per_turn = c.per_turn;
+    if (c.sandbox)
+        return shell_start(k, &c);
     return true;
 }
 
@@ -297,6 +327,9 @@ static bool on_client_line(struct keeper *k, char *line, size_t len)
         return true;
     case KEEPER_MSG_CLAIM:
         return claim(k, &m);
+    case KEEPER_MSG_MODEL_SYNC:
+        keeper_model_sync(k);
+        return true;
     default:
         log_debug("ignoring a worker '%s' line", keeper_proto_kind_name(m.kind));
         return true;
@@ -379,6 +412,7 @@ void keeper_relay_accept(struct keeper *k)
     acp_lines_init(&k->client_in, ACP_LINE_MAX_DEFAULT);
     buf_init(&k->client_out, KEEPER_QUEUE_MAX);
     keeper_control_to_client(k, &hello);
+    keeper_model_attached(k); /* calls that ended while nobody was attached */
     /* anything the harness said while nobody listened is gone; a new turn starts clean */
 }
 

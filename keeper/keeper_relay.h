@@ -18,6 +18,11 @@
 /* A worker connects: the first one is attached and greeted ("#hello"), a second gets "#busy". */
 void keeper_relay_accept(struct keeper *k);
 /*
+ * A line for the worker ("=" ACP, "#model"): queued to the attached worker; a turn in flight
+ * keeps it (keeper_turn.h); a held turn only keeps it; with neither it is dropped.
+ */
+void keeper_relay_to_worker(struct keeper *k, const struct keeper_msg *m);
+/*
  * Read what fd has and handle each complete line: from_child, the harness's stdout, else the
  * attached worker's socket. *stop when the keeper must end (a "#destroy", a refused claim, an
  * overlong harness line: k->fail says why). A closed fd is closed here (the worker's: detached).

@@ -15,6 +15,7 @@
 #include "base/buf.h"
 #include "egress_report.h"
 #include "keeper_channel.h"
+#include "keeper_model.h"
 #include "keeper_turn.h"
 #include "proto/acp.h"
 #include "proto/keeper_proto.h"
@@ -67,10 +68,20 @@ struct keeper {
     char *pending[PENDING_MAX];
     size_t npending;
     struct keeper_channel channel;  /* the sandbox's tool channel, relayed as "@tool" lines */
+    struct keeper_model model;      /* the sandbox's model calls, to the worker as "#model" */
     struct keeper_turn turn;        /* the turn on the worker, held when it dies (keeper_turn.h) */
     struct log_budget sandbox_logs; /* keeper_sandbox_log_allowed's budget */
     struct sandbox_tripwire trip;   /* the limit counters, read at a prompt's answer */
+    bool shell;           /* a pre-made shell whose sandbox has not started (keeper_shell_start) */
+    json_object *claimed; /* a shell's claim: the sandbox description spec.sandbox points at */
+    char claimed_harness[32];
 };
+
+/*
+ * The sandbox started through the spec's provider, with the keeper channel's end in it: at
+ * start, or (a shell) at its claim once spec.sandbox is the claim's. -errno, err says why.
+ */
+int keeper_start_sandbox(struct keeper *k, char *err, size_t errlen);
 
 /*
  * Whether a line the sandbox's harness can provoke (a full queue, a request between turns) may

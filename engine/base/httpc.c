@@ -161,7 +161,10 @@ struct xfer {
     const struct httpc_request *rq;
     struct httpc_response *res;
     bool head_done;
-    int data_error; /* -errno from on_data or the cap */
+    bool head_given; /* on_head was called for the current answer */
+    long head_status;
+    struct buf head; /* the current answer's header lines, for on_head */
+    int data_error;  /* -errno from on_data, on_head or the cap */
     bool pin_mismatch;
     bool cancelled;
     int64_t retry_after_ms; /* the longest Retry-After(-scope) of the answer, -1 when none */
@@ -286,6 +289,49 @@ static void note_retry_after(struct xfer *x, const char *line, size_t len)
         x->retry_after_ms = ms;
 }
 
+/* The status of a status line "HTTP/<v> <code> ...", 0 when there is none. */
+static long status_of(const char *line, size_t len)
+{
+    const char *sp = memchr(line, ' ', len);
+    size_t at = sp ? (size_t)(sp - line) + 1 : len;
+    long code = 0;
+
+    if (at + 3 > len)
+        return 0;
+    for (size_t i = at; i < at + 3; i++) {
+        if (line[i] < '0' || line[i] > '9')
+            return 0;
+        code = code * 10 + (line[i] - '0');
+    }
+    return code;
+}
+
+/* on_head's part of a header line: collect the lines, call it at the blank line that ends a
+ * final (non-1xx) answer's head. false when the exchange must stop. */
+static bool head_line(struct xfer *x, const char *ptr, size_t len)
+{
+    int r;
+
+    if (!x->rq->on_head || x->head_given)
+        return true;
+    if (len > 2 || (len > 0 && ptr[0] != '\r' && ptr[0] != '\n')) {
+        if (buf_append(&x->head, ptr, len) == 0)
+            return true;
+        x->data_error = -E2BIG;
+        return false;
+    }
+    if (x->head_status < 200)
+        return true; /* the end of a 1xx answer: the final one follows */
+    x->head_given = true;
+    r = x->rq->on_head(x->rq->on_data_ctx, x->head_status, x->head.data ? x->head.data : "",
+                       x->head.len);
+    if (r < 0) {
+        x->data_error = r;
+        return false;
+    }
+    return true;
+}
+
 static size_t on_header(char *ptr, size_t size, size_t n, void *ctx)
 {
     struct xfer *x = ctx;
@@ -296,8 +342,12 @@ static size_t on_header(char *ptr, size_t size, size_t n, void *ctx)
         /* a new response (after a 1xx): forget the previous one's headers */
         x->res->captured[0] = '\0';
         x->retry_after_ms = -1;
+        x->head_status = status_of(ptr, len);
+        buf_reset(&x->head);
         return len;
     }
+    if (!head_line(x, ptr, len))
+        return 0;
     if (len > 11 && strncasecmp(ptr, "retry-after", 11) == 0)
         note_retry_after(x, ptr, len);
     if (!name)
@@ -375,10 +425,12 @@ static int set_method(CURL *h, const struct httpc_request *rq)
 
     if (!method_ok(m))
         return -EINVAL;
-    if (strcmp(m, "GET") == 0) {
+    if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
         if (rq->body || rq->mime)
             return -EINVAL;
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        if (m[0] == 'H') /* an answer without a body, whatever its Content-Length says */
+            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         return 0;
     }
     if (rq->mime) {
@@ -476,7 +528,9 @@ static int attempt(struct xfer *x, char *err, size_t errlen)
     res->content_type[0] = '\0';
     res->captured[0] = '\0';
     res->truncated = res->stopped = false;
-    x->head_done = x->pin_mismatch = x->cancelled = false;
+    x->head_done = x->pin_mismatch = x->cancelled = x->head_given = false;
+    x->head_status = 0;
+    buf_reset(&x->head);
     x->data_error = 0;
     x->retry_after_ms = -1;
     rc = curl_easy_perform(x->h);
@@ -575,6 +629,7 @@ int httpc_perform(CURL *h, const struct httpc_request *rq, struct httpc_response
 
     memset(&res, 0, sizeof(res));
     buf_init(&res.body, rq->max_body);
+    buf_init(&x.head, HTTPC_HEAD_MAX);
     if (!rq->url || (rq->max_body == 0 && !rq->discard_body))
         return util_fail(-EINVAL, err, errlen, "invalid request");
     r = header_list(rq, &headers);
@@ -610,6 +665,7 @@ out:
     curl_slist_free_all(headers);
     curl_slist_free_all(resolve);
     buf_release(&res.body);
+    buf_release(&x.head);
     if (own)
         curl_easy_cleanup(own);
     return r;

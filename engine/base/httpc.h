@@ -8,7 +8,9 @@
  *   - a total deadline per attempt and a connect deadline (never longer than the total one);
  *   - a response body read into a buffer with a hard cap set per request: past it the exchange
  *     fails with -E2BIG, or with truncate_ok stops and flags `truncated`; never a silent cut.
- *     The body may also be streamed to a callback as it arrives, or discarded;
+ *     The body may also be streamed to a callback as it arrives (kept too, or only streamed:
+ *     discard_body, no copy and no cap: the caller bounds what it keeps); the head may go to a
+ *     callback before the body (on_head);
  *   - retries only when the caller asks (struct httpc_retry): which statuses and which
  *     transport failures are retried, the backoff between attempts, and whether the server's
  *     Retry-After (delay-seconds or an HTTP-date) sets the wait;
@@ -47,6 +49,7 @@
 #define HTTPC_RETRY_AFTER_MAX_S 3600u /* a longer Retry-After counts as none */
 #define HTTPC_HEADER_NAME_MAX 128
 #define HTTPC_HEADER_VALUE_MAX 8192
+#define HTTPC_HEAD_MAX (64u * 1024) /* an answer's header lines, for on_head */
 
 struct httpc_response;
 
@@ -59,6 +62,13 @@ typedef int (*httpc_data_fn)(void *ctx, const struct httpc_response *res, const 
                              size_t len);
 /* Polled while a transfer runs and between attempts: true stops the exchange (-ECANCELED). */
 typedef bool (*httpc_abort_fn)(void *ctx);
+/*
+ * Called once an answer's head is complete, before the first byte of its body (also when it
+ * has none): the status and its header lines as received ("Name: value\r\n" each, the status
+ * line and 1xx answers left out), at most HTTPC_HEAD_MAX bytes. Return 0 to go on, -errno to
+ * fail the exchange with it.
+ */
+typedef int (*httpc_head_fn)(void *ctx, long status, const char *lines, size_t len);
 
 enum httpc_backoff {
     HTTPC_BACKOFF_LINEAR = 0,  /* base * n after failed attempt n */
@@ -77,7 +87,7 @@ struct httpc_retry {
 };
 
 struct httpc_request {
-    const char *method; /* NULL = GET. GET carries no body; POST without one sends "" */
+    const char *method; /* NULL = GET. GET and HEAD carry no body; POST without one sends "" */
     const char *url;
     const char *const *headers; /* "Name: value" lines, at most HTTPC_HEADERS_MAX, or NULL */
     size_t nheaders;
@@ -88,7 +98,7 @@ struct httpc_request {
     uint64_t connect_timeout_ms; /* 0 = the total timeout */
     size_t max_body;             /* response body cap in bytes (> 0 unless discard_body) */
     bool truncate_ok;            /* at the cap: stop and flag `truncated` instead of failing */
-    bool discard_body;           /* read the body and keep nothing (on_data still sees it) */
+    bool discard_body;           /* keep nothing: the body goes to on_data only, as it arrives */
     const char *bearer;          /* sent as "Authorization: Bearer <bearer>", or NULL */
     const char *user_agent;      /* or NULL for none */
     const char *ca_file;         /* a PEM bundle to verify https against instead of the system's */
@@ -101,6 +111,7 @@ struct httpc_request {
     void *abort_ctx;
     httpc_data_fn on_data; /* or NULL */
     void *on_data_ctx;
+    httpc_head_fn on_head; /* or NULL; called with on_data_ctx */
     struct httpc_retry retry;
 };
 

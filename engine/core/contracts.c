@@ -247,7 +247,8 @@ void run_usage_fill(json_object *o, const struct run_usage *u)
     json_object_object_add(o, "input", json_object_new_int64(u->input));
     json_object_object_add(o, "output", json_object_new_int64(u->output));
     json_object_object_add(o, "total", json_object_new_int64(u->total));
-    json_object_object_add(o, "cost", json_object_new_double(u->cost));
+    if (!u->cost_unknown)
+        json_object_object_add(o, "cost", json_object_new_double(u->cost));
 }
 
 json_object *run_result_to_json(const struct run_result *res)
@@ -317,6 +318,19 @@ const char *teardown_reason_name(enum teardown_reason r)
     if ((int)r < 0 || r >= TEARDOWN_COUNT)
         return "unknown";
     return teardown_names[r];
+}
+
+const char *harness_kind_name(enum harness_kind kind)
+{
+    static const char *const names[HARNESS_COUNT] = {
+        [HARNESS_PI] = "pi",
+        [HARNESS_CLAUDE] = "claude",
+        [HARNESS_CODEX] = "codex",
+        [HARNESS_OPENCODE] = "opencode",
+        [HARNESS_SCRIPTED] = "scripted",
+    };
+
+    return (unsigned)kind < HARNESS_COUNT ? names[kind] : "unknown";
 }
 
 const char *provider_disposition_name(enum provider_disposition d)

@@ -62,8 +62,8 @@ enum ar_error {
 #define METRICS_TEXT_MAX (4u * 1024 * 1024)   /* the /metrics exposition */
 
 /* Paths inside every sandbox, whatever the provider. */
-#define SANDBOX_WORKSPACE "/workspace"          /* the workspace: the only host-writable place */
-#define SANDBOX_HOME "/home/agent"              /* the harness's private home (a tmpfs) */
+#define SANDBOX_WORKSPACE "/workspace" /* the workspace: the only host-writable place */
+#define SANDBOX_HOME "/home/agent"     /* the harness's private home (a tmpfs) */
 
 /* strerror for -errno and the project codes above. Never NULL. */
 const char *ar_strerror(int r);
@@ -271,6 +271,8 @@ struct run_request {
     const char *connection_mode;
     const char *connection_slug;
     struct model_connection mc;
+    /* modelGateway.allowedModels (borrowed, validated array of names), or NULL: any model */
+    json_object *gateway_models;
 
     struct chat_message *messages;
     size_t nmessages;
@@ -326,6 +328,7 @@ struct run_usage {
     int64_t output;
     int64_t total;
     double cost;
+    bool cost_unknown; /* no price for the model: "cost" is left out */
     bool present;
 };
 
@@ -417,6 +420,12 @@ enum teardown_reason {
 };
 
 const char *teardown_reason_name(enum teardown_reason r);
+/*
+ * The harness's name ("pi", "claude", ...; "unknown"), its harness_ops.name (a unit test holds
+ * them equal): here, not in the harness registry, so naming a kind (metrics, pool) does not
+ * link every harness and what they need into the keeper.
+ */
+const char *harness_kind_name(enum harness_kind kind);
 
 /* The operator's harness login folders (harness/login.h), NULL or "" = not configured;
  * absolute paths. */
@@ -501,6 +510,18 @@ struct spare_settings {
     uint32_t count[HARNESS_COUNT]; /* 0: none */
 };
 
+#define GATEWAY_MODELS_MAX 64 /* modelGateway.allowedModels */
+#define GATEWAY_MODEL_NAME_MAX 256
+
+/* The model gateway (README "The model gateway"): AGENT_RUNNER_MODEL_GATEWAY_*. */
+struct model_gateway_config {
+    bool enabled;               /* local sandboxes' harnesses reach their model through it */
+    uint64_t max_request_bytes; /* one call's request body */
+    const char *ca_file;        /* PEM bundle for https endpoints (NULL: the system's) */
+    json_object *prices;        /* AGENT_RUNNER_MODEL_PRICES: {"<model>": {input, output,
+                                   cacheRead?, cacheWrite?} USD per million tokens}, or NULL */
+};
+
 /*
  * A session's harness state kept outside its environment (session/kept.h;
  * AGENT_RUNNER_SESSION_STATE_*): the bounds of the store under <state_dir>/kept.
@@ -515,7 +536,9 @@ struct engine_config {
     const char *state_dir;      /* envs/ and kept/ live here */
     const char *harness_dir;    /* node_modules of the pinned harnesses */
     const char *scripted_agent; /* test agent binary or NULL */
-    const char *keeper_bin;     /* agent-runner-keeper */
+    const char *keeper_bin;     /* agent-runner-keeper: a local sandbox's keeper */
+    const char *keeper_remote_bin; /* agent-runner-keeper-remote: a remote provider's keeper
+                                      (NULL: keeper_bin) */
     const char *pi_stdio_bin;   /* agent-runner-pi-stdio, bound read-only into pi sandboxes */
     const char *bwrap;          /* bubblewrap binary */
     const char *shm_name;       /* the session table */
@@ -541,6 +564,8 @@ struct engine_config {
     const struct cluster_config *cluster;
     struct spare_settings spares; /* pre-started environments (spare.h) */
     uint64_t spare_ttl_ms;        /* an unclaimed spare is replaced after this */
+    uint64_t shells;              /* pre-made sandbox shells kept (AGENT_RUNNER_SHELLS) */
+    struct model_gateway_config gateway; /* the model gateway (gateway/model_gateway.h) */
     struct turn_settings turns;   /* journal, reattach, keepalives (engine_config_read) */
     struct kept_config kept;      /* harnesses' own session state kept (session/kept.h) */
 };

@@ -209,8 +209,9 @@ const char *policy_provider_default_url(const char *provider)
     return NULL;
 }
 
-int policy_egress(const struct run_request *req, bool private_egress, const uint16_t *runner_ports,
-                  size_t nrunner_ports, struct egress_policy *ret, char *err, size_t errlen)
+int policy_egress(const struct run_request *req, bool model_gateway, bool private_egress,
+                  const uint16_t *runner_ports, size_t nrunner_ports, struct egress_policy *ret,
+                  char *err, size_t errlen)
 {
     enum egress_mode mode = req->network == NETWORK_OFF         ? EGRESS_MODE_OFF
                             : req->network == NETWORK_ALLOWLIST ? EGRESS_MODE_ALLOWLIST
@@ -231,6 +232,8 @@ int policy_egress(const struct run_request *req, bool private_egress, const uint
     }
     if (!url && req->mc.present)
         url = policy_provider_default_url(req->mc.provider);
+    if (model_gateway)
+        url = NULL; /* the keeper's gateway calls it; the sandbox never does */
     why[0] = '\0';
     if (url && egress_policy_add_url(ret, url, why, sizeof(why)) < 0) {
         snprintf(err, errlen,

@@ -100,11 +100,14 @@ const char *policy_permission_name(enum permission p);
  * else the public API of a known provider: api.openai.com, api.anthropic.com, ...). The
  * runner's own ports are never reachable on a local address. private_egress opens private
  * ranges under `on`. ret is 44 KB: the caller allocates it. AR_E_INVALID_REQUEST naming the
- * field (a malformed allowlist entry, an endpoint that cannot be named).
+ * field (a malformed allowlist entry, an endpoint that cannot be named). With model_gateway the
+ * harness reaches its model through the sandbox's model gateway (README "The model gateway"):
+ * the model endpoint is not named for the sandbox at all.
  */
 struct egress_policy;
-int policy_egress(const struct run_request *req, bool private_egress, const uint16_t *runner_ports,
-                  size_t nrunner_ports, struct egress_policy *ret, char *err, size_t errlen);
+int policy_egress(const struct run_request *req, bool model_gateway, bool private_egress,
+                  const uint16_t *runner_ports, size_t nrunner_ports, struct egress_policy *ret,
+                  char *err, size_t errlen);
 /* The public API base URL of a model provider without an endpoint of its own, or NULL. */
 const char *policy_provider_default_url(const char *provider);
 

@@ -32,20 +32,21 @@
 #define NFT_TYPE(msg) ((uint16_t)((NFNL_SUBSYS_NFTABLES << 8) | (msg)))
 #define CHAIN_NAT "egress_nat"
 #define CHAIN_FILTER "egress_filter"
-#define FD_COUNT 5
+#define FD_COUNT 6
 #define PRIO_NAT_DST (-100) /* NF_IP_PRI_NAT_DST: before the filter chain sees the packet */
 #define PRIO_FILTER 0
 
 void sandbox_net_init(struct sandbox_net *n)
 {
-    n->ns_fd = n->proxy4_fd = n->proxy6_fd = n->dns4_fd = n->dns6_fd = -1;
+    n->ns_fd = n->proxy4_fd = n->proxy6_fd = n->dns4_fd = n->dns6_fd = n->model_fd = -1;
     n->user_fd = -1;
     n->ipv6 = false;
 }
 
 void sandbox_net_release(struct sandbox_net *n)
 {
-    int *fds[FD_COUNT] = {&n->ns_fd, &n->proxy4_fd, &n->proxy6_fd, &n->dns4_fd, &n->dns6_fd};
+    int *fds[FD_COUNT] = {&n->ns_fd,   &n->proxy4_fd, &n->proxy6_fd,
+                          &n->dns4_fd, &n->dns6_fd,   &n->model_fd};
 
     for (size_t i = 0; i < FD_COUNT; i++) {
         if (*fds[i] >= 0)
@@ -402,6 +403,8 @@ static int sandbox_net_setup_current(const struct sandbox_net_config *cfg,
         r = n.proxy6_fd = bound_socket(AF_INET6, SOCK_STREAM, proxy);
     if (r >= 0 && n.ipv6)
         r = n.dns6_fd = bound_socket(AF_INET6, SOCK_DGRAM, dns);
+    if (r >= 0)
+        r = n.model_fd = bound_socket(AF_INET, SOCK_STREAM, SANDBOX_NET_MODEL_PORT);
     if (r < 0) {
         util_seterr(err, errlen, "sandbox network: listening sockets: %s", strerror(-r));
         goto out;
@@ -688,7 +691,8 @@ struct wire {
 
 int sandbox_net_send(int sock, const struct sandbox_net *n)
 {
-    const int fds[FD_COUNT] = {n->ns_fd, n->proxy4_fd, n->proxy6_fd, n->dns4_fd, n->dns6_fd};
+    const int fds[FD_COUNT] = {n->ns_fd,   n->proxy4_fd, n->proxy6_fd,
+                               n->dns4_fd, n->dns6_fd,   n->model_fd};
     union {
         char buf[CMSG_SPACE(sizeof(int) * FD_COUNT)];
         struct cmsghdr align;
@@ -748,6 +752,7 @@ int sandbox_net_recv(int sock, struct sandbox_net *ret_net)
     slots[2] = &n.proxy6_fd;
     slots[3] = &n.dns4_fd;
     slots[4] = &n.dns6_fd;
+    slots[5] = &n.model_fd;
     do {
         r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     } while (r == -1 && errno == EINTR);

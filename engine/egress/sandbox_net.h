@@ -16,8 +16,9 @@
  *   filter (priority 0): to 127.0.0.1 / ::1 accept; other tcp: reset; anything else (udp,
  *     icmp, other protocols): reject (administratively prohibited), so it fails at once.
  *
- * The proxy's listening sockets (TCP 127.0.0.1:<proxy>, [::1]:<proxy>) and the DNS sockets
- * (UDP 127.0.0.1:<dns>, [::1]:<dns>) are created inside the namespace and returned: the
+ * The proxy's listening sockets (TCP 127.0.0.1:<proxy>, [::1]:<proxy>), the DNS sockets
+ * (UDP 127.0.0.1:<dns>, [::1]:<dns>) and the model gateway's (TCP 127.0.0.1:1001, reached
+ * directly on the sandbox's own loopback) are created inside the namespace and returned: the
  * keeper reads them from its own (host) namespace, reads SO_ORIGINAL_DST of each accepted
  * connection, and decides (egress_proxy, egress_dns). Nothing on the host can connect in: the
  * namespace has no interface but its loopback.
@@ -47,6 +48,8 @@
 /* Privileged ports: the sandbox (unprivileged in its namespace) could not bind them anyway. */
 #define SANDBOX_NET_PROXY_PORT 1000
 #define SANDBOX_NET_DNS_PORT 53
+/* the model gateway's listener (gateway/model_gateway.h): GATEWAY_SANDBOX_ORIGIN */
+#define SANDBOX_NET_MODEL_PORT 1001
 #define SANDBOX_NET_LOOPBACK_PORTS_MAX 64
 #define SANDBOX_NET_TABLE "agent_runner"
 
@@ -65,6 +68,8 @@ struct sandbox_net {
     int proxy6_fd; /* listening TCP [::1]:proxy_port (-1 when the kernel has no IPv6) */
     int dns4_fd;   /* UDP 127.0.0.1:dns_port */
     int dns6_fd;   /* UDP [::1]:dns_port (-1 without IPv6) */
+    int model_fd;  /* listening TCP 127.0.0.1:SANDBOX_NET_MODEL_PORT: the model gateway's end
+                    * in the sandbox (a connection to it stays on the sandbox's loopback) */
     int user_fd;   /* the user namespace owning ns_fd when the creator is not root, else -1 */
     bool ipv6;
 };

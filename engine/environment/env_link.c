@@ -216,6 +216,31 @@ static int connection_over(struct environment *env, const struct keeper_msg *km)
     return AR_E_HARNESS_EXITED;
 }
 
+/*
+ * A model gateway line of the keeper (keeper_proto.h "#model"), as the turn reads it: a
+ * notification TURN_MODEL_CALL with the call's report as params, or TURN_MODEL_SYNCED.
+ */
+static int model_message(const struct keeper_msg *km, struct acp_msg *ret)
+{
+    struct buf text;
+    char err[128];
+    int r;
+
+    buf_init(&text, km->payload_len + 128);
+    if (km->kind == KEEPER_MSG_MODEL_SYNCED)
+        r = buf_append_str(&text, "{\"jsonrpc\":\"2.0\",\"method\":\"" TURN_MODEL_SYNCED "\"}");
+    else if (km->payload_len > 0 && km->payload[0] == '{')
+        r = buf_printf(&text,
+                       "{\"jsonrpc\":\"2.0\",\"method\":\"" TURN_MODEL_CALL "\",\"params\":%.*s}",
+                       (int)km->payload_len, km->payload);
+    else
+        r = -EBADMSG;
+    if (r == 0)
+        r = acp_decode(text.data, text.len, ret, err, sizeof(err));
+    buf_release(&text);
+    return r;
+}
+
 int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret)
 {
     char err[160];
@@ -246,6 +271,14 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
         if (r < 0)
             return connection_over(env, NULL);
         kr = keeper_proto_decode(line, len, &km);
+        if (kr == 0 && (km.kind == KEEPER_MSG_MODEL || km.kind == KEEPER_MSG_MODEL_SYNCED)) {
+            r = model_message(&km, ret);
+            free(line);
+            if (r == 0)
+                return TURN_RECV_MODEL;
+            env->malformed++;
+            continue;
+        }
         if (kr == 0 && km.kind == KEEPER_MSG_TOOL) {
             /* the sandbox's keeper channel, relayed by the keeper */
             r = acp_decode(km.payload, km.payload_len, ret, err, sizeof(err));
@@ -425,6 +458,21 @@ static int te_send_tool(void *ctx, const struct buf *line)
     return r;
 }
 
+/* "#model-sync": the keeper answers TURN_MODEL_SYNCED behind the reports it has. */
+static int te_model_sync(void *ctx)
+{
+    struct keeper_msg m = {.kind = KEEPER_MSG_MODEL_SYNC};
+    struct buf line;
+    int r;
+
+    buf_init(&line, 32);
+    r = keeper_proto_encode(&m, &line);
+    if (r == 0)
+        r = environment_send(ctx, &line);
+    buf_release(&line);
+    return r;
+}
+
 static int te_recv(void *ctx, int64_t deadline_ms, struct acp_msg *ret)
 {
     return environment_recv(ctx, deadline_ms, ret);
@@ -480,6 +528,7 @@ void environment_turn_env(struct environment *env, struct turn_env *ret)
     ret->next_id = te_next_id;
     ret->exited = te_exited;
     ret->failure = te_failure;
+    ret->model_sync = te_model_sync;
     ret->acp_session = env->acp_session;
     ret->cwd = env->cwd[0] ? env->cwd : NULL;
 }

@@ -8,8 +8,9 @@
  * environment_turn_env, also writes lines to the sandbox's keeper channel, tagged "@tool");
  * environment_recv() returns the next message, waiting at most until deadline_ms
  * (CLOCK_MONOTONIC ms; 0 = no deadline): 0 for an ACP message of the harness, TURN_RECV_TOOL
- * (turn_env.h) for one of the channel. Malformed lines are skipped and counted; the keeper's
- * own lines are handled here.
+ * (turn_env.h) for one of the channel, TURN_RECV_MODEL for one of the model gateway ("#model",
+ * "#model-synced"; the turn's model_sync sends "#model-sync"). Malformed lines are skipped and
+ * counted; the keeper's other lines are handled here.
  *
  * After a turn the caller either parks the environment (environment_park: the keeper keeps it
  * warm, the worker detaches) or destroys it (environment_destroy). Destroy is idempotent: the
@@ -48,6 +49,7 @@ struct environment {
     bool destroyed;
     bool warm;                /* reconnected to a live harness */
     bool from_spare;          /* a claimed spare (environment_claim_spare) */
+    bool from_shell;          /* a claimed pre-made shell (environment_claim_shell) */
     bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
     char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
     const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */

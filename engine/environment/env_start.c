@@ -18,6 +18,7 @@
 #include "core/policy.h"
 #include "egress/egress_policy.h"
 #include "proto/keeper_proto.h"
+#include "sandbox/seccomp.h"
 #include "telemetry/stages.h"
 
 #define KEEPER_ENV_MAX 32
@@ -40,7 +41,7 @@ static int describe_lease(json_object *sb, const struct run_request *req, const 
 
 /* Where the run's sandbox may connect, as the keeper spec carries it (NULL + err on failure). */
 json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
-                                     char *err, size_t errlen)
+                                     bool model_gateway, char *err, size_t errlen)
 {
     const struct sandbox_host *sh = cfg->sandbox;
     struct egress_policy *pol = malloc(sizeof(*pol));
@@ -50,14 +51,42 @@ json_object *environment_egress_json(const struct engine_config *cfg, const stru
         snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
         return NULL;
     }
-    if (policy_egress(req, sh->cfg.private_egress, sh->cfg.runner_ports, sh->cfg.nrunner_ports, pol,
-                      err, errlen) == 0) {
+    if (policy_egress(req, model_gateway, sh->cfg.private_egress, sh->cfg.runner_ports,
+                      sh->cfg.nrunner_ports, pol, err, errlen) == 0) {
         o = egress_policy_to_json(pol);
         if (!o)
             snprintf(err, errlen, "cannot build the egress policy: %s", strerror(ENOMEM));
     }
     free(pol);
     return o;
+}
+
+json_object *environment_sandbox_description(const struct environment *env,
+                                             const struct sandbox_plan *plan,
+                                             const struct sandbox_config *limits, char *err,
+                                             size_t errlen)
+{
+    json_object *sb = provider_sandbox_description(plan, env->paths.workspace, limits);
+    const char *hex;
+    int r;
+
+    if (!sb) {
+        snprintf(err, errlen, "cannot describe the sandbox: %s", strerror(ENOMEM));
+        return NULL;
+    }
+    if (env->provider->caps.remote)
+        return sb;
+    /* compiled once per process, not per sandbox: the keeper loads what it is given */
+    r = sandbox_seccomp_program(&hex, err, errlen);
+    if (r == 0 && json_object_object_add(sb, "seccomp", json_object_new_string(hex)) < 0) {
+        r = -ENOMEM;
+        snprintf(err, errlen, "cannot describe the sandbox: %s", strerror(ENOMEM));
+    }
+    if (r < 0) {
+        json_object_put(sb);
+        return NULL;
+    }
+    return sb;
 }
 
 /*
@@ -92,23 +121,26 @@ int environment_encode_spec(const struct environment *env, const struct run_requ
     if (confine) {
         spec.confined = true;
         spec.confine = *confine;
-        spec.egress = environment_egress_json(cfg, req, err, errlen);
+        spec.egress = environment_egress_json(cfg, req, plan->gateway, err, errlen);
         if (!spec.egress)
             return AR_E_SANDBOX;
+        spec.gateway = plan->gateway ? plan->gateway_route : NULL;
     }
-    spec.sandbox = provider_sandbox_description(plan, env->paths.workspace,
-                                                cfg->sandbox ? &cfg->sandbox->cfg : NULL);
-    if (spec.sandbox) {
-        if (channel)
-            json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
-        /* a remote sandbox cannot inherit the connection: a relay in it carries the channel */
-        if (channel && env->provider->caps.remote && cfg->harness_dir)
-            json_object_object_add(spec.sandbox, "channelRelay",
-                                   json_object_new_string(cfg->harness_dir));
-        r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
-        if (r >= 0)
-            r = keeper_spec_encode(&spec, out);
+    spec.sandbox = environment_sandbox_description(
+        env, plan, cfg->sandbox ? &cfg->sandbox->cfg : NULL, err, errlen);
+    if (!spec.sandbox) {
+        json_object_put(spec.egress);
+        return AR_E_SANDBOX;
     }
+    if (channel)
+        json_object_object_add(spec.sandbox, "channel", json_object_new_string(channel));
+    /* a remote sandbox cannot inherit the connection: a relay in it carries the channel */
+    if (channel && env->provider->caps.remote && cfg->harness_dir)
+        json_object_object_add(spec.sandbox, "channelRelay",
+                               json_object_new_string(cfg->harness_dir));
+    r = env->provider->acquire ? describe_lease(spec.sandbox, req, key, had_lease) : 0;
+    if (r >= 0)
+        r = keeper_spec_encode(&spec, out);
     if (r < 0)
         snprintf(err, errlen, "cannot build the keeper spec: %s", ar_strerror(r));
     json_object_put(spec.sandbox);
@@ -121,6 +153,7 @@ int environment_spawn_keeper(struct environment *env, const struct buf *spec, ch
 {
     const struct engine_config *cfg = env->cfg;
     int spec_pipe[2] = {-1, -1}, ready_pipe[2] = {-1, -1};
+    const char *bin;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     char level[64], *argv[2], *envp[3 + KEEPER_ENV_MAX];
@@ -168,14 +201,17 @@ int environment_spawn_keeper(struct environment *env, const struct buf *spec, ch
     for (size_t i = 0; i < npenv; i++)
         envp[2 + i] = (char *)penv[i];
     envp[2 + npenv] = NULL;
-    r = -posix_spawn(&pid, cfg->keeper_bin, &fa, &attr, argv, envp);
+    /* the local keeper has no remote provider in it (keeper/keeper_local.c) */
+    bin = env->provider->caps.remote && cfg->keeper_remote_bin ? cfg->keeper_remote_bin
+                                                               : cfg->keeper_bin;
+    r = -posix_spawn(&pid, bin, &fa, &attr, argv, envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     close(spec_pipe[0]);
     close(ready_pipe[1]);
     spec_pipe[0] = ready_pipe[1] = -1;
     if (r < 0) {
-        snprintf(err, errlen, "cannot start the keeper '%s': %s", cfg->keeper_bin, strerror(-r));
+        snprintf(err, errlen, "cannot start the keeper '%s': %s", bin, strerror(-r));
         goto out;
     }
     r = util_write_all(spec_pipe[1], spec->data, spec->len);

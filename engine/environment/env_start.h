@@ -19,14 +19,26 @@
 #include "environment/env_link.h"
 #include "sandbox/host.h"
 
-/* The run's egress policy as the keeper spec carries it (NULL + err on failure). */
+/* The run's egress policy as the keeper spec carries it (NULL + err on failure); with
+ * model_gateway the model endpoint is not named (the keeper's gateway calls it). */
 json_object *environment_egress_json(const struct engine_config *cfg, const struct run_request *req,
-                                     char *err, size_t errlen);
+                                     bool model_gateway, char *err, size_t errlen);
 /*
  * The keeper spec of a new environment into out: where it lives, its slot, the sandbox to
  * start, and (confine given: local sandboxes on a probed host) its confinement and egress
  * policy. AR_E_SANDBOX when the egress policy cannot be built; err says why.
  */
+/*
+ * The sandbox description of plan (provider_sandbox_description) for env's provider; a local
+ * one also carries the seccomp programme (sandbox_seccomp_program, compiled once per
+ * process). NULL with err on failure.
+ */
+struct sandbox_config;
+json_object *environment_sandbox_description(const struct environment *env,
+                                             const struct sandbox_plan *plan,
+                                             const struct sandbox_config *limits, char *err,
+                                             size_t errlen);
+
 int environment_encode_spec(const struct environment *env, const struct run_request *req,
                             const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                             bool per_turn, bool had_lease, const struct sandbox_env *confine,

@@ -34,4 +34,26 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
                             const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                             bool per_turn, struct environment **ret, char *err, size_t errlen);
 
+/*
+ * Shells (AGENT_RUNNER_SHELLS): pre-made sandbox shells, the spares idea for every harness
+ * without a harness's memory. environment_start_shell: the master's maker makes one: a slot of
+ * its own (pool_spare_reserve with POOL_SHELL, SLOT_SPARE once its keeper runs), the slot's
+ * host uid, capped workspace and cgroup, and a keeper (keeper_spec.shell) that made the
+ * sandbox's network namespace, nf_tables rules, egress proxy and name server on a placeholder
+ * policy, and waits (at most cfg->spare_ttl_ms) without a sandbox. Returns once the keeper is
+ * ready; on failure nothing is left.
+ *
+ * environment_claim_shell: a cold start of any harness on the local provider takes a ready
+ * shell instead of starting a keeper: the slot (pool_shell_claim: a shell never serves two
+ * sessions, and it holds nothing of anyone), the request's workspace files written and given
+ * to the slot's uid, then "#claim" with the run's egress policy and sandbox description; the
+ * keeper applies the policy and starts the sandbox, and answers "#hello" with its pid. The
+ * caller goes on exactly as after environment_acquire. -ENOENT when no shell is ready
+ * (nothing done); any other failure destroyed the shell (err says why): start cold.
+ */
+int environment_start_shell(const struct engine_config *cfg, char *err, size_t errlen);
+int environment_claim_shell(const struct engine_config *cfg, const struct run_request *req,
+                            const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
+                            bool per_turn, struct environment **ret, char *err, size_t errlen);
+
 #endif

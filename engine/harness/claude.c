@@ -6,7 +6,9 @@
  * its binding name (ANTHROPIC_API_KEY normally), ANTHROPIC_MODEL for the model, Bedrock/Vertex
  * switches for those deployments; with credentialMode runtime_provided the operator's claude.ai
  * login instead of a key (claude_subscription_login). Non-essential traffic, telemetry and the
- * auto-updater are off; the configuration folder lives in the sandbox's private home. The
+ * auto-updater are off; the configuration folder lives in the sandbox's private home. Through
+ * the model gateway (plan->gateway) ANTHROPIC_BASE_URL is the sandbox's gateway and the key
+ * variable holds the placeholder. The
  * adapter and the CLI it spawns (as `node`, from PATH) run on the pinned Node 20, whatever else
  * the host has.
  */
@@ -68,8 +70,8 @@ static int claude_subscription_login(const struct harness_paths *paths, struct s
 static int claude_plan(const struct harness_paths *paths, const struct run_request *req,
                        struct sandbox_plan *plan, char *err, size_t errlen)
 {
-    char node_dir[PATH_MAX], base[2048];
-    const char *deployment = req->mc.present ? req->mc.deployment : "direct";
+    char node_dir[PATH_MAX], base[2048], gw[1200];
+    const char *deployment = req->mc.present ? req->mc.deployment : "direct", *url;
 
     /* the pinned node runs the adapter, and the Claude Code CLI the SDK spawns as `node` */
     harness_node_argv(paths, plan, CLAUDE_JS);
@@ -93,10 +95,11 @@ static int claude_plan(const struct harness_paths *paths, const struct run_reque
             return r;
     }
     harness_connection_env(plan, req);
-    if (req->mc.base_url) {
+    url = harness_model_url(plan, req, gw, sizeof(gw));
+    if (url) {
         size_t n;
 
-        snprintf(base, sizeof(base), "%s", req->mc.base_url);
+        snprintf(base, sizeof(base), "%s", url);
         n = strlen(base);
         while (n > 0 && base[n - 1] == '/')
             base[--n] = '\0';

@@ -4,8 +4,9 @@
  * Codex speaks only the OpenAI Responses API. The route goes into $CODEX_HOME/config.toml: a
  * `model_providers.agent-runner` entry with the endpoint and `env_key` naming the variable that
  * carries the key (the key itself only travels in the environment), or the built-in `openai`
- * provider without an endpoint. CODEX_HOME is in the sandbox's private home, never under /tmp
- * (codex refuses to install its helpers there).
+ * provider without an endpoint. Through the model gateway (plan->gateway) it is always that
+ * entry, with the sandbox's gateway as base_url and the placeholder in the variable. CODEX_HOME is
+ * in the sandbox's private home, never under /tmp (codex refuses to install its helpers there).
  *
  * Permissions (tests/research/FINDINGS.md (a)). Our bubblewrap sandbox is the boundary and the
  * permission plan the policy: codex's own sandboxes (workspace-write, read-only) cannot start
@@ -145,8 +146,8 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
                       struct sandbox_plan *plan, char *err, size_t errlen)
 {
     const struct credential *key;
-    char bin[PATH_MAX];
-    const char *model = req->model;
+    char bin[PATH_MAX], gw[1200];
+    const char *model = req->model, *url;
     bool subscription = req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME;
     struct buf toml;
 
@@ -184,7 +185,8 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
     buf_append_str(&toml, "check_for_update_on_startup = false\n");
     if (subscription) /* the login is the file we copied in, never a keyring */
         toml_kv(&toml, "cli_auth_credentials_store", "file");
-    if (req->mc.base_url) {
+    url = harness_model_url(plan, req, gw, sizeof(gw));
+    if (url) {
         if (!key && !subscription) {
             snprintf(err, errlen, "modelConnection.credentials: codex needs an API key for a "
                                   "custom endpoint");
@@ -194,13 +196,13 @@ static int codex_plan(const struct harness_paths *paths, const struct run_reques
         toml_kv(&toml, "model_provider", "agent-runner");
         buf_append_str(&toml, "\n[model_providers.agent-runner]\n");
         toml_kv(&toml, "name", req->mc.provider);
-        toml_kv(&toml, "base_url", req->mc.base_url);
+        toml_kv(&toml, "base_url", url);
         if (subscription) /* authenticate with the login in auth.json */
             buf_append_str(&toml, "requires_openai_auth = true\n");
         else
             toml_kv(&toml, "env_key", key->name);
         toml_kv(&toml, "wire_api", "responses");
-        if (req->mc.nheaders > 0) {
+        if (req->mc.nheaders > 0 && !plan->gateway) { /* else the gateway adds them */
             buf_append_str(&toml, "\n[model_providers.agent-runner.http_headers]\n");
             for (size_t i = 0; i < req->mc.nheaders; i++) {
                 toml_string(&toml, req->mc.headers[i].name);

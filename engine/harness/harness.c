@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <openssl/sha.h>
@@ -12,7 +13,7 @@
 #include "base/jsonx.h"
 #include "base/log.h"
 #include "base/util.h"
-
+#include "core/policy.h"
 
 #define SYSTEM_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -36,13 +37,6 @@ static const struct {
 const struct harness_ops *harness_get(enum harness_kind kind)
 {
     return (unsigned)kind < HARNESS_COUNT ? registry[kind] : NULL;
-}
-
-const char *harness_kind_name(enum harness_kind kind)
-{
-    const struct harness_ops *h = harness_get(kind);
-
-    return h ? h->name : "unknown";
 }
 
 int harness_lookup(const char *name, bool allow_scripted, enum harness_kind *ret)
@@ -135,6 +129,7 @@ void sandbox_plan_init(struct sandbox_plan *plan)
 
 void sandbox_plan_release(struct sandbox_plan *plan)
 {
+    json_object_put(plan->gateway_route);
     json_object_put(plan->session_mcp);
     json_object_put(plan->argv);
     json_object_put(plan->env);
@@ -206,7 +201,112 @@ void harness_connection_env(struct sandbox_plan *plan, const struct run_request 
     for (size_t i = 0; i < req->mc.nenvironment; i++)
         harness_setenv(plan, req->mc.environment[i].name, req->mc.environment[i].value);
     for (size_t i = 0; i < req->mc.ncredentials; i++)
-        harness_setenv(plan, req->mc.credentials[i].name, req->mc.credentials[i].value);
+        harness_setenv(plan, req->mc.credentials[i].name,
+                       harness_key_value(plan, &req->mc.credentials[i]));
+}
+
+/* The endpoint the gateway forwards to: endpoint.baseUrl, else the provider's public API. */
+static const char *upstream_of(const struct run_request *req)
+{
+    return req->mc.base_url ? req->mc.base_url : policy_provider_default_url(req->mc.provider);
+}
+
+const char *harness_gateway_refusal(const struct run_request *req)
+{
+    const char *dep = req->mc.deployment ? req->mc.deployment : "";
+    char path[1024];
+
+    if (!req->mc.present)
+        return "no modelConnection";
+    if (req->mc.credential_mode == CREDENTIAL_MODE_RUNTIME)
+        return "runtime_provided: the harness holds the operator's login itself";
+    if (req->mc.credential_mode != CREDENTIAL_MODE_ENV || req->mc.ncredentials != 1)
+        return "the gateway forwards runs with exactly one credential";
+    if (strcmp(dep, "bedrock") == 0 || strcmp(dep, "vertex") == 0 || strcmp(dep, "vertex_ai") == 0)
+        return "Bedrock and Vertex requests are signed with cloud credentials by the harness";
+    if (!upstream_of(req))
+        return "no endpoint.baseUrl and no known public API for the provider";
+    if (gateway_route_base_path(upstream_of(req), path, sizeof(path)) < 0)
+        return "the endpoint's URL has a query, a fragment or user info";
+    return NULL;
+}
+
+const char *harness_model_url(const struct sandbox_plan *plan, const struct run_request *req,
+                              char *buf, size_t len)
+{
+    char path[1024];
+
+    if (!plan->gateway)
+        return req->mc.base_url;
+    if (gateway_route_base_path(upstream_of(req), path, sizeof(path)) < 0)
+        path[0] = '\0';
+    snprintf(buf, len, "%s%s", GATEWAY_SANDBOX_ORIGIN, path);
+    return buf;
+}
+
+json_object *harness_gateway_health(enum harness_kind kind, bool active)
+{
+    json_object *o = json_object_new_object(), *when = json_object_new_array();
+
+    json_object_object_add(o, "keyStaysOut", json_object_new_boolean(active));
+    if (!active)
+        json_object_array_add(when, json_object_new_string("always (the gateway is off here)"));
+    if (active && (kind == HARNESS_PI || kind == HARNESS_CLAUDE || kind == HARNESS_CODEX))
+        json_object_array_add(when, json_object_new_string("credentialMode runtime_provided"));
+    if (active && (kind == HARNESS_CLAUDE || kind == HARNESS_PI))
+        json_object_array_add(when, json_object_new_string("deployment bedrock or vertex"));
+    if (active) {
+        json_object_array_add(when, json_object_new_string("more than one credential"));
+        json_object_array_add(
+            when, json_object_new_string("an endpoint with a query, or none the runner knows"));
+        json_object_array_add(when, json_object_new_string("sandbox daytona"));
+    }
+    json_object_object_add(o, "keyInSandboxWhen", when);
+    return o;
+}
+
+const char *harness_key_value(const struct sandbox_plan *plan, const struct credential *c)
+{
+    return plan->gateway ? GATEWAY_PLACEHOLDER_KEY : c->value;
+}
+
+int harness_gateway_route(struct sandbox_plan *plan, const struct run_request *req,
+                          const struct model_gateway_config *cfg, char *err, size_t errlen)
+{
+    const char *names[GATEWAY_ROUTE_HEADERS_MAX], *values[GATEWAY_ROUTE_HEADERS_MAX];
+    const char *prov = req->mc.provider ? req->mc.provider : "";
+    const char *dep = req->mc.deployment ? req->mc.deployment : "";
+    struct gateway_route_spec s = {
+        .upstream = upstream_of(req),
+        .credential = req->mc.ncredentials ? req->mc.credentials[0].value : NULL,
+        .auth = strcasecmp(prov, "azure") == 0 || strcmp(dep, "azure") == 0 ? GATEWAY_AUTH_API_KEY
+                                                                            : GATEWAY_AUTH_MIRROR,
+        .header_names = names,
+        .header_values = values,
+        .models = req->gateway_models,
+        .max_request_bytes = cfg ? cfg->max_request_bytes : 0,
+        .ca_file = cfg ? cfg->ca_file : NULL,
+    };
+    struct gateway_route *check = NULL;
+    int r;
+
+    if (req->mc.nheaders > GATEWAY_ROUTE_HEADERS_MAX)
+        return util_fail(-EINVAL, err, errlen,
+                         "modelConnection.endpoint.headers: more than %d "
+                         "for the model gateway",
+                         GATEWAY_ROUTE_HEADERS_MAX);
+    for (size_t i = 0; i < req->mc.nheaders; i++) {
+        names[s.nheaders] = req->mc.headers[i].name;
+        values[s.nheaders++] = req->mc.headers[i].value;
+    }
+    json_object_put(plan->gateway_route);
+    plan->gateway_route = gateway_route_encode(&s);
+    if (!plan->gateway_route)
+        return util_fail(-ENOMEM, err, errlen, "out of memory");
+    /* what the keeper will check, checked here: a run it would refuse fails before it starts */
+    r = gateway_route_decode(plan->gateway_route, &check, err, errlen);
+    gateway_route_free(check);
+    return r;
 }
 
 void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content,

@@ -16,12 +16,13 @@
 #include <json-c/json.h>
 
 #include "core/contracts.h"
+#include "gateway/gateway_route.h"
 #include "harness/login.h"
 
 struct harness_paths {
-    const char *harness_dir;    /* the project folder holding node_modules/ */
-    const char *scripted_agent; /* the scripted test agent binary, or NULL */
-    const char *pi_stdio;       /* agent-runner-pi-stdio (pi.c), or NULL: pi-acp starts pi */
+    const char *harness_dir;         /* the project folder holding node_modules/ */
+    const char *scripted_agent;      /* the scripted test agent binary, or NULL */
+    const char *pi_stdio;            /* agent-runner-pi-stdio (pi.c), or NULL: pi-acp starts pi */
     const struct login_dirs *logins; /* the operator's harness logins (runtime_provided) */
 };
 
@@ -35,15 +36,23 @@ enum plan_form {
 };
 
 struct sandbox_plan {
-    enum plan_form form;   /* input */
-    json_object *argv;     /* array of strings: the command inside the sandbox */
-    json_object *env;      /* object NAME -> value: the complete harness environment */
-    json_object *ro_binds; /* array of host paths bound read-only at the same path */
-    json_object *files;    /* array of {path, content, mode} inside the sandbox home */
-    char model_id[256];    /* the ACP model id to select after session/new ("" = keep) */
-    char model_name[128];  /* the model as reported in the result */
-    char provider[64];     /* provider family, for the slot and logs */
-    bool has_login;        /* files holds a copy of an operator login (runtime_provided) */
+    enum plan_form form; /* input */
+    /* input: the harness reaches its model through the sandbox's model gateway (README "The
+     * model gateway"): its base URL is GATEWAY_SANDBOX_ORIGIN + the endpoint's path
+     * (harness_model_url), every credential it holds is GATEWAY_PLACEHOLDER_KEY
+     * (harness_key_value), and the endpoint's headers stay with the gateway */
+    bool gateway;
+    /* output with gateway: the route the keeper's gateway forwards by (harness_gateway_route;
+     * owned: it holds the credential, which goes to the keeper and nowhere else) */
+    json_object *gateway_route;
+    json_object *argv;        /* array of strings: the command inside the sandbox */
+    json_object *env;         /* object NAME -> value: the complete harness environment */
+    json_object *ro_binds;    /* array of host paths bound read-only at the same path */
+    json_object *files;       /* array of {path, content, mode} inside the sandbox home */
+    char model_id[256];       /* the ACP model id to select after session/new ("" = keep) */
+    char model_name[128];     /* the model as reported in the result */
+    char provider[64];        /* provider family, for the slot and logs */
+    bool has_login;           /* files holds a copy of an operator login (runtime_provided) */
     uint8_t login_digest[32]; /* SHA-256 of that copy: it joins the credential epoch */
     /* pi gates its built-in tools through the keeper channel: a session whose extension did
      * not say hello with gating on must not run a turn */
@@ -90,8 +99,7 @@ struct harness_ops {
 
 /* The registry: the harness of a kind (NULL for an unknown kind). */
 const struct harness_ops *harness_get(enum harness_kind kind);
-/* The harness's name ("pi", "claude", ...; "unknown"). */
-const char *harness_kind_name(enum harness_kind kind);
+/* The harness's name: harness_kind_name (core/contracts.h), the same as its ops' name. */
 /*
  * The kind a request's harness name selects ("pi_core", "pi_agenta", "pi", "claude", ...);
  * "scripted" only when allow_scripted. -ENOENT for anything else.
@@ -130,11 +138,39 @@ void harness_node_argv(const struct harness_paths *paths, struct sandbox_plan *p
  * rule that denies or asks. Anything else (no plan: allow_reads) needs the harness to ask.
  */
 bool harness_plan_allows_all(json_object *permissions);
-/* Add modelConnection.environment and every credential (binding name -> value). */
+/* Add modelConnection.environment and every credential (binding name -> harness_key_value). */
 void harness_connection_env(struct sandbox_plan *plan, const struct run_request *req);
+/*
+ * Why req's model calls cannot go through the model gateway (NULL: they can): not credentials
+ * in the request (runtime_provided, none), other than exactly one credential, a Bedrock or
+ * Vertex deployment (requests signed with cloud credentials), or no endpoint the gateway can
+ * forward to (no baseUrl and a provider without a known public API, a URL with a query).
+ */
+const char *harness_gateway_refusal(const struct run_request *req);
+/*
+ * The model base URL the harness is given: with plan->gateway, GATEWAY_SANDBOX_ORIGIN + the
+ * path of the run's endpoint (written to buf); else the request's endpoint.baseUrl (NULL when
+ * it has none).
+ */
+const char *harness_model_url(const struct sandbox_plan *plan, const struct run_request *req,
+                              char *buf, size_t len);
+/*
+ * /health's word on harness kind (active: the gateway is on and this host makes sandbox
+ * networks): {"keyStaysOut": active, "keyInSandboxWhen": [the cases that still give the
+ * sandbox a credential: runtime_provided logins, Bedrock / Vertex, several credentials, an
+ * endpoint the gateway cannot forward to, a Daytona sandbox; everything when not active]}.
+ */
+json_object *harness_gateway_health(enum harness_kind kind, bool active);
+/* What the harness holds for credential c: the placeholder with plan->gateway, else its value. */
+const char *harness_key_value(const struct sandbox_plan *plan, const struct credential *c);
+/*
+ * plan->gateway_route for req (plan->gateway set): the run's endpoint, its one credential, the
+ * endpoint's headers, modelGateway.allowedModels and cfg's caps. -EINVAL / -ENOMEM with err.
+ */
+int harness_gateway_route(struct sandbox_plan *plan, const struct run_request *req,
+                          const struct model_gateway_config *cfg, char *err, size_t errlen);
 void harness_setenv(struct sandbox_plan *plan, const char *name, const char *value);
-void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content,
-                      int mode);
+void harness_add_file(struct sandbox_plan *plan, const char *path, const char *content, int mode);
 /* The first credential with the given usage (or any usage when usage < 0), or NULL. */
 const struct credential *harness_credential(const struct run_request *req, int usage);
 bool harness_file_exists(const char *dir, const char *rel);

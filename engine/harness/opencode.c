@@ -7,7 +7,8 @@
  * /usr/bin, the config folder is written into the private home. The model route is
  * OPENCODE_CONFIG_CONTENT: an @ai-sdk/openai-compatible provider (connection.slug, else
  * "custom") whose apiKey is "{env:<binding>}" — the key itself only travels in the
- * environment. Its local control server gets a random password per environment.
+ * environment (through the model gateway: the placeholder, and baseURL is the sandbox's
+ * gateway). Its local control server gets a random password per environment.
  * Unless the plan allows everything, every tool asks ({"*": "ask"}), so the runner's permission
  * plan decides each call.
  *
@@ -46,7 +47,7 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
     json_object *cfg, *providers, *prov, *options, *models, *agent, *title;
     const struct credential *key;
     const char *slug, *model;
-    char bin[PATH_MAX], apikey[160], password[33];
+    char bin[PATH_MAX], apikey[160], password[33], gw[1200];
     bool cold = plan->form == PLAN_COLD;
 
     snprintf(bin, sizeof(bin), "%s/%s", paths->harness_dir, OPENCODE_BIN);
@@ -98,7 +99,7 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
     if (cold)
         harness_connection_env(plan, req);
     else
-        harness_add_file(plan, OPENCODE_KEY_FILE, key->value, 0600);
+        harness_add_file(plan, OPENCODE_KEY_FILE, harness_key_value(plan, key), 0600);
     slug = req->connection_slug ? req->connection_slug : "custom";
     model = req->model;
     if (strncmp(model, slug, strlen(slug)) == 0 && model[strlen(slug)] == '/')
@@ -109,9 +110,10 @@ static int opencode_plan(const struct harness_paths *paths, const struct run_req
         snprintf(apikey, sizeof(apikey), "{file:" OPENCODE_KEY_FILE "}");
 
     options = json_object_new_object();
-    json_object_object_add(options, "baseURL", json_object_new_string(req->mc.base_url));
+    json_object_object_add(options, "baseURL",
+                           json_object_new_string(harness_model_url(plan, req, gw, sizeof(gw))));
     json_object_object_add(options, "apiKey", json_object_new_string(apikey));
-    if (req->mc.nheaders > 0)
+    if (req->mc.nheaders > 0 && !plan->gateway) /* else the gateway adds them */
         json_object_object_add(options, "headers", harness_headers_json(req));
     models = json_object_new_object();
     json_object_object_add(models, model, json_object_new_object());

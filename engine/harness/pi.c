@@ -24,6 +24,9 @@
  * bin/pi-launch. Either way the `pi` first on PATH answers pi-acp's `pi --version` probe
  * without starting pi.
  *
+ * Model gateway (plan->gateway): models.json's baseUrl is the sandbox's gateway and every
+ * credential the sandbox holds (its environment variable, the key file) is the placeholder.
+ *
  * Spares (spare.h): PLAN_SESSION keeps the key out of the environment (models.json reads
  * PI_KEY_FILE with `!cat` at every model request) and puts the gating into
  * runner-session.json, which the extension reads whenever pi (re)loads it; PLAN_SPARE is the
@@ -259,6 +262,17 @@ static int pi_subscription_login(const struct harness_paths *paths, struct sandb
     return r;
 }
 
+/* The provider's baseUrl: the endpoint's, or the sandbox's model gateway. */
+static void pi_base_url(const struct sandbox_plan *plan, const struct run_request *req,
+                        json_object *prov)
+{
+    char gw[1200];
+    const char *url = harness_model_url(plan, req, gw, sizeof(gw));
+
+    if (url)
+        json_object_object_add(prov, "baseUrl", json_object_new_string(url));
+}
+
 static int pi_plan(const struct harness_paths *paths, const struct run_request *req,
                    struct sandbox_plan *plan, char *err, size_t errlen)
 {
@@ -336,8 +350,7 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     model_list = json_object_new_array();
     json_object_array_add(model_list, entry);
     prov = json_object_new_object();
-    if (req->mc.base_url)
-        json_object_object_add(prov, "baseUrl", json_object_new_string(req->mc.base_url));
+    pi_base_url(plan, req, prov);
     if (custom) {
         json_object *compat = json_object_new_object();
         json_object_object_add(prov, "api", json_object_new_string(pi_api_for(req->mc.provider)));
@@ -347,12 +360,12 @@ static int pi_plan(const struct harness_paths *paths, const struct run_request *
     }
     if (key && plan->form != PLAN_COLD) {
         /* read at every model request (pi runs it through the shell), never an env */
-        harness_add_file(plan, PI_KEY_FILE, key->value, 0600);
+        harness_add_file(plan, PI_KEY_FILE, harness_key_value(plan, key), 0600);
         json_object_object_add(prov, "apiKey", json_object_new_string("!cat " PI_KEY_FILE));
     } else if (key) {
         json_object_object_add(prov, "apiKey", json_object_new_string(key->name));
     }
-    if (req->mc.nheaders > 0)
+    if (req->mc.nheaders > 0 && !plan->gateway) /* else the gateway adds them */
         json_object_object_add(prov, "headers", harness_headers_json(req));
     json_object_object_add(prov, "models", model_list);
     providers = json_object_new_object();

@@ -25,6 +25,7 @@
 #define K_SANDBOX "sandbox"
 #define K_SESSION "session"
 #define K_HARNESS "harness"
+#define K_SHELL "shell"
 #define K_CONFINE "confine"
 #define K_UID "uid"
 #define K_GID "gid"
@@ -35,6 +36,7 @@
 #define K_V2 "v2"
 #define K_CTRL "ctrl"
 #define K_EGRESS "egress"
+#define K_GATEWAY "modelGateway"
 
 #define TOOL_TAG "@" KEEPER_PROTO_CHANNEL_TOOL " "
 
@@ -45,13 +47,23 @@ static const struct verb {
     const char *text; /* prefix on the wire, without the argument */
     enum shape shape;
 } verbs[] = {
-    {KEEPER_MSG_PARK, "#park", MS},         {KEEPER_MSG_AWAIT, "#await", MS},
-    {KEEPER_MSG_DESTROY, "#destroy", NONE}, {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
-    {KEEPER_MSG_HELLO, "#hello", PIDS},     {KEEPER_MSG_BUSY, "#busy", NONE},
-    {KEEPER_MSG_EXIT, "#exit", STATUS},     {KEEPER_MSG_READY, "ready", READY},
-    {KEEPER_MSG_ERROR, "error", PAYLOAD},   {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
-    {KEEPER_MSG_TURN, "#turn", PAYLOAD},    {KEEPER_MSG_ADOPT, "#adopt", PAYLOAD},
-    {KEEPER_MSG_NOTURN, "#noturn", NONE},   {KEEPER_MSG_LIMITS, "#limits", PAYLOAD},
+    {KEEPER_MSG_PARK, "#park", MS},
+    {KEEPER_MSG_AWAIT, "#await", MS},
+    {KEEPER_MSG_DESTROY, "#destroy", NONE},
+    {KEEPER_MSG_CLAIM, "#claim", PAYLOAD},
+    {KEEPER_MSG_HELLO, "#hello", PIDS},
+    {KEEPER_MSG_BUSY, "#busy", NONE},
+    {KEEPER_MSG_EXIT, "#exit", STATUS},
+    {KEEPER_MSG_READY, "ready", READY},
+    {KEEPER_MSG_ERROR, "error", PAYLOAD},
+    {KEEPER_MSG_FAIL, "#fail", PAYLOAD},
+    {KEEPER_MSG_TURN, "#turn", PAYLOAD},
+    {KEEPER_MSG_ADOPT, "#adopt", PAYLOAD},
+    {KEEPER_MSG_NOTURN, "#noturn", NONE},
+    {KEEPER_MSG_LIMITS, "#limits", PAYLOAD},
+    {KEEPER_MSG_MODEL, "#model", PAYLOAD},
+    {KEEPER_MSG_MODEL_SYNC, "#model-sync", NONE},
+    {KEEPER_MSG_MODEL_SYNCED, "#model-synced", NONE},
 };
 
 const char *keeper_proto_kind_name(enum keeper_msg_kind kind)
@@ -289,7 +301,10 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
         json_object_object_add(o, K_SLOT, json_object_new_int64(s->slot));
         json_object_object_add(o, K_GENERATION, json_object_new_int64(s->generation));
     }
-    json_object_object_add(o, K_SANDBOX, json_object_get(s->sandbox));
+    if (s->shell)
+        json_object_object_add(o, K_SHELL, json_object_new_boolean(true));
+    else
+        json_object_object_add(o, K_SANDBOX, json_object_get(s->sandbox));
     if (s->session_key)
         json_object_object_add(o, K_SESSION, json_object_new_string(s->session_key));
     if (s->harness)
@@ -298,6 +313,8 @@ int keeper_spec_encode(const struct keeper_spec *s, struct buf *out)
         json_object_object_add(o, K_CONFINE, confine_to_json(&s->confine));
     if (s->egress)
         json_object_object_add(o, K_EGRESS, json_object_get(s->egress));
+    if (s->gateway)
+        json_object_object_add(o, K_GATEWAY, json_object_get(s->gateway));
     text = jsonx_text(o, &len);
     r = text ? buf_append(out, text, len) : -ENOMEM;
     json_object_put(o);
@@ -409,6 +426,11 @@ static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size
         snprintf(err, errlen, "keeper spec: %s must be an object", K_EGRESS);
         return -EINVAL;
     }
+    s->gateway = jsonx_get(root, K_GATEWAY);
+    if (s->gateway && !json_object_is_type(s->gateway, json_type_object)) {
+        snprintf(err, errlen, "keeper spec: %s must be an object", K_GATEWAY);
+        return -EINVAL;
+    }
     if (jsonx_get(root, K_CONFINE)) {
         r = spec_confine(jsonx_get(root, K_CONFINE), s, err, errlen);
         if (r < 0)
@@ -420,7 +442,12 @@ static int spec_fields(json_object *root, struct keeper_spec *s, char *err, size
         snprintf(err, errlen, "keeper spec: %s and %s must be absolute paths", K_ENV_DIR, K_SOCKET);
         return -EINVAL;
     }
-    if (!s->sandbox || !json_object_is_type(s->sandbox, json_type_object)) {
+    s->shell = json_object_get_boolean(jsonx_get(root, K_SHELL));
+    if (s->shell && s->sandbox) {
+        snprintf(err, errlen, "keeper spec: a shell has no %s yet", K_SANDBOX);
+        return -EINVAL;
+    }
+    if (!s->shell && (!s->sandbox || !json_object_is_type(s->sandbox, json_type_object))) {
         snprintf(err, errlen, "keeper spec: %s must be an object", K_SANDBOX);
         return -EINVAL;
     }

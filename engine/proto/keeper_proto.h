@@ -27,9 +27,13 @@
  *                                        comes after
  *                       "#claim <json>"  bind a spare keeper (started with a placeholder spec,
  *                                        in a slot of its own) to the session that claimed
- *                                        its slot: {idleMs, perTurn, sessionKey, egress?}
- *                                        (keeper_claim.h); a refused claim ends the
- *                                        environment with "#fail"
+ *                                        its slot: {idleMs, perTurn, sessionKey, egress?,
+ *                                        modelGateway?} (keeper_claim.h); a refused claim
+ *                                        ends the environment with "#fail"; a shell's claim
+ *                                        also carries {sandbox, harness} and the keeper
+ *                                        answers "#hello" once the sandbox runs
+ *                       "#model-sync"    answer "#model-synced" once every "#model" line of a
+ *                                        call reported so far is written ahead of it
  *                       "#turn <json>"   a turn's prompt follows: keep what is relayed to the
  *                                        worker from now on, and if the worker vanishes before
  *                                        the turn ends, hold the turn (the harness goes on,
@@ -40,6 +44,9 @@
  *                                        the JSON it was given, then every line it relayed
  *                                        since, then goes on relaying; or "#noturn"
  *     keeper -> worker  "#hello <keeper-pid> <sandbox-pid>"   on attach
+ *                       "#model <json>"  one model call through the sandbox's model gateway
+ *                                        (keeper/keeper_model.h): what the runner measured
+ *                       "#model-synced"  the answer to "#model-sync"
  *                       "#busy"          another worker is attached: the socket is closed
  *                       "#exit <status>" the harness went away (status 0..1000)
  *                       "#fail <message>" the keeper ends the environment for a reason of
@@ -94,6 +101,9 @@ enum keeper_msg_kind {
     KEEPER_MSG_READY, /* keeper_pid, sandbox_pid, payload: stage stamps or none (start pipe) */
     KEEPER_MSG_ERROR, /* payload: the message (start pipe) */
     KEEPER_MSG_FAIL,  /* payload: why the keeper ends the environment */
+    KEEPER_MSG_MODEL, /* payload: one model call the gateway saw (JSON) */
+    KEEPER_MSG_MODEL_SYNC,
+    KEEPER_MSG_MODEL_SYNCED,
     KEEPER_MSG_TURN,  /* payload: the turn's JSON (both directions) */
     KEEPER_MSG_ADOPT, /* payload: the turn id */
     KEEPER_MSG_NOTURN,
@@ -152,7 +162,10 @@ struct keeper_spec {
     const char *shm;            /* the session table's shm name */
     uint32_t slot;
     uint32_t generation;
-    json_object *sandbox;    /* the sandbox description (provider/provider.h) */
+    json_object *sandbox; /* the sandbox description (provider/provider.h) */
+    /* a pre-made sandbox shell (env_shell.h): no sandbox yet, the keeper makes the local
+     * provider's network and waits; "#claim" brings the sandbox description */
+    bool shell;
     const char *session_key; /* the pool key, for the keeper's log lines (may be NULL) */
     const char *harness;     /* the harness's name, for log lines (may be NULL) */
     /* local provider: the host identity, RLIMIT_NPROC and cgroup the worker prepared */
@@ -161,6 +174,9 @@ struct keeper_spec {
     /* local provider: where the sandbox may connect (egress_policy_to_json); NULL: nowhere,
      * the sandbox gets an empty network namespace */
     json_object *egress;
+    /* local provider: the model gateway's route (gateway_route_encode: the run's endpoint and
+     * credential, which travel only here and in a "#claim"); NULL: no gateway route */
+    json_object *gateway;
     json_object *root; /* decoded specs: the document everything above points into */
 };
 

@@ -20,9 +20,6 @@
 #define REPORT_MAX (256u * 1024)
 #define SWEEP_OWNERS_MAX 4096
 
-/* Every provider this runner can use, local first. A remote provider adds its ops here. */
-static const struct provider_ops *const registry[] = {&provider_local, &provider_daytona};
-
 /* Providers of the wire protocol this runner knows of but cannot use. */
 static const char *const known_disabled[] = {"e2b"};
 
@@ -33,8 +30,8 @@ static bool enabled(const struct provider_ops *p)
 
 bool provider_known(const char *name)
 {
-    for (size_t i = 0; name && i < ARRAY_SIZE(registry); i++)
-        if (strcmp(registry[i]->name, name) == 0)
+    for (size_t i = 0; name && i < provider_registry_len; i++)
+        if (strcmp(provider_registry[i]->name, name) == 0)
             return true;
     for (size_t i = 0; name && i < ARRAY_SIZE(known_disabled); i++)
         if (strcmp(known_disabled[i], name) == 0)
@@ -44,9 +41,9 @@ bool provider_known(const char *name)
 
 const struct provider_ops *provider_get(const char *name)
 {
-    for (size_t i = 0; name && i < ARRAY_SIZE(registry); i++)
-        if (strcmp(registry[i]->name, name) == 0 && enabled(registry[i]))
-            return registry[i];
+    for (size_t i = 0; name && i < provider_registry_len; i++)
+        if (strcmp(provider_registry[i]->name, name) == 0 && enabled(provider_registry[i]))
+            return provider_registry[i];
     return NULL;
 }
 
@@ -54,18 +51,18 @@ size_t provider_count(void)
 {
     size_t n = 0;
 
-    for (size_t i = 0; i < ARRAY_SIZE(registry); i++)
-        n += enabled(registry[i]);
+    for (size_t i = 0; i < provider_registry_len; i++)
+        n += enabled(provider_registry[i]);
     return n;
 }
 
 const struct provider_ops *provider_at(size_t i)
 {
-    for (size_t k = 0; k < ARRAY_SIZE(registry); k++) {
-        if (!enabled(registry[k]))
+    for (size_t k = 0; k < provider_registry_len; k++) {
+        if (!enabled(provider_registry[k]))
             continue;
         if (i == 0)
-            return registry[k];
+            return provider_registry[k];
         i--;
     }
     return NULL;
@@ -73,12 +70,12 @@ const struct provider_ops *provider_at(size_t i)
 
 int provider_configure_all(const char *(*get)(const char *name), char *err, size_t errlen)
 {
-    for (size_t i = 0; i < ARRAY_SIZE(registry); i++) {
+    for (size_t i = 0; i < provider_registry_len; i++) {
         int r;
 
-        if (!registry[i]->configure)
+        if (!provider_registry[i]->configure)
             continue;
-        r = registry[i]->configure(get, err, errlen);
+        r = provider_registry[i]->configure(get, err, errlen);
         if (r < 0)
             return r;
     }

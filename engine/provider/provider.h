@@ -32,6 +32,9 @@
  *               "content": text, "mode": int}],
  *    "env": {"NAME": "value", ...}   (the complete harness environment),
  *    "argv": ["cmd", ...], "cwd": SANDBOX_WORKSPACE,
+ *    "seccomp": the local provider's system-call filter, classic BPF in hex, compiled once by
+ *               the worker (sandbox_seccomp_program); a local description without it is
+ *               refused (environment_sandbox_description adds it),
  *    "channel": "harness" | "tools": the harness side speaks the keeper channel (its own
  *               process, or agent-runner-mcp); the keeper makes the connection and start()
  *               hands it in (provider_process.channel_fd); absent: no channel (optional),
@@ -58,6 +61,7 @@
 #include <json-c/json.h>
 
 #include "core/contracts.h"
+#include "gateway/model_gateway.h"
 #include "harness/harness.h"
 
 struct keeper_spec;
@@ -108,6 +112,8 @@ struct provider_process {
     void *priv; /* the provider's own state of this sandbox: start() makes it, stop() frees it */
     /* set by the caller before start(): where egress reports go (may be NULL) */
     provider_egress_fn on_egress;
+    /* ... and the model gateway's (a local sandbox's model calls; may be NULL) */
+    model_gateway_report_fn on_model;
     void *ctx;
     /* set by the caller before start(): the sandbox's end of the keeper channel (-1: none),
      * a socket the local provider passes into the sandbox as an inherited descriptor named
@@ -144,6 +150,13 @@ struct provider_ops {
                  size_t errlen);
     /* Kill everything start() made and reap the process; closes nothing of ret's fds. */
     void (*stop)(struct provider_process *proc);
+    /*
+     * A shell (keeper_spec.shell): make ahead what start() makes before the sandbox (the local
+     * provider's network namespace, egress proxy and name server) into ret->priv; a later
+     * start() on the same ret uses it. NULL: the provider has no shells.
+     */
+    int (*prepare)(const struct keeper_spec *spec, struct provider_process *ret, char *err,
+                   size_t errlen);
 
     /* ---- optional verbs (NULL: the provider needs none) -------------------------------- */
     /*
@@ -187,14 +200,15 @@ struct provider_ops {
      */
     size_t (*poll_fds)(struct provider_process *proc, struct pollfd *p, size_t max, int64_t now,
                        int *timeout_ms);
-    void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n,
-                    int64_t now);
+    void (*service)(struct provider_process *proc, const struct pollfd *p, size_t n, int64_t now);
     /*
      * A spare's claim (spare.h): from now on the running sandbox may reach what the session's
-     * egress policy allows (egress_policy_to_json) instead of the placeholder's. -errno with
+     * egress policy allows (egress_policy_to_json) instead of the placeholder's, and its model
+     * gateway routes by the session's route (gateway_route_encode; NULL: none). -errno with
      * err; NULL: the provider cannot, the spare is not claimable.
      */
-    int (*claim)(struct provider_process *proc, json_object *egress, char *err, size_t errlen);
+    int (*claim)(struct provider_process *proc, json_object *egress, json_object *route, char *err,
+                 size_t errlen);
 };
 
 #define PROVIDER_POLLFDS_MAX 24
@@ -270,7 +284,6 @@ int provider_report_read(const char *env_dir, json_object **ret);
  */
 pid_t provider_startup_sweep(struct pool *p, int64_t grace_ms);
 
-
 /*
  * The sandbox description of a harness plan (a new reference), NULL on ENOMEM. limits: the
  * runner's tmp and home sizes (NULL: the provider's defaults).
@@ -281,6 +294,16 @@ json_object *provider_sandbox_description(const struct sandbox_plan *plan, const
 
 extern const struct provider_ops provider_local;
 extern const struct provider_ops provider_daytona;
+
+/*
+ * The providers this program can use, local first: provider_registry.c has every one (the
+ * master, its workers, the remote keeper agent-runner-keeper-remote); the local keeper
+ * (agent-runner-keeper) links keeper/keeper_local.c ahead of the engine instead, whose
+ * registry is local alone, so nothing of a remote provider (libcurl, OpenSSL, their dozens
+ * of libraries) is loaded by a keeper of a local sandbox (README "How it is built").
+ */
+extern const struct provider_ops *const provider_registry[];
+extern const size_t provider_registry_len;
 
 /*
  * local, exposed for its tests: the bubblewrap command for a sandbox description. opts may

@@ -514,6 +514,7 @@ static const struct section {
     {"permissions", RQ_OBJECT, 0, offsetof(struct run_request, permissions), section_permissions},
     {"sandboxPermission", RQ_OBJECT, 0, RQ_NOWHERE, rq_sandbox_permission},
     {"lifecycle", RQ_OBJECT, 0, RQ_NOWHERE, rq_lifecycle},
+    {"modelGateway", RQ_OBJECT, 0, RQ_NOWHERE, rq_model_gateway},
     {"telemetry", RQ_OBJECT, 0, offsetof(struct run_request, telemetry), section_telemetry},
     {"context", RQ_OBJECT, 0, RQ_NOWHERE, section_context},
     {"runContext", RQ_OBJECT, 0, offsetof(struct run_request, run_context), section_run_context},

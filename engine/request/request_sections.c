@@ -208,6 +208,30 @@ int rq_lifecycle(struct rq_ctx *c, json_object *o, struct run_request *req)
     return 0;
 }
 
+int rq_model_gateway(struct rq_ctx *c, json_object *o, struct run_request *req)
+{
+    json_object *list = jsonx_get(o, "allowedModels");
+    size_t n;
+
+    if (!list)
+        return 0;
+    if (!json_object_is_type(list, json_type_array))
+        return rq_fail(c, "modelGateway.allowedModels: expected an array");
+    n = json_object_array_length(list);
+    if (n == 0 || n > GATEWAY_MODELS_MAX)
+        return rq_fail(c, "modelGateway.allowedModels: expected 1 to %d model names",
+                       GATEWAY_MODELS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        const char *s = json_object_is_type(e, json_type_string) ? json_object_get_string(e) : NULL;
+
+        if (!s || !s[0] || strlen(s) > GATEWAY_MODEL_NAME_MAX || rq_has_control(s))
+            return rq_fail(c, "modelGateway.allowedModels[%zu]: expected a model name", i);
+    }
+    req->gateway_models = list;
+    return 0;
+}
+
 int rq_telemetry(struct rq_ctx *c, json_object *o)
 {
     json_object *otlp = jsonx_path(o, "exporters.otlp"), *headers;

@@ -17,6 +17,8 @@ int rq_skills(struct rq_ctx *c, json_object *arr, struct run_request *req);
 int rq_permissions(struct rq_ctx *c, json_object *o);
 int rq_sandbox_permission(struct rq_ctx *c, json_object *o, struct run_request *req);
 int rq_lifecycle(struct rq_ctx *c, json_object *o, struct run_request *req);
+/* modelGateway {allowedModels?: [model, ...]}: the calls the sandbox's model gateway forwards */
+int rq_model_gateway(struct rq_ctx *c, json_object *o, struct run_request *req);
 int rq_telemetry(struct rq_ctx *c, json_object *o);
 
 #endif

@@ -11,6 +11,7 @@
 #include "egress/egress_policy.h"
 #include "egress/egress_proxy.h"
 #include "egress/sandbox_net.h"
+#include "gateway/model_gateway.h"
 
 #define ETC_TEXT_MAX (256u * 1024)
 
@@ -19,6 +20,7 @@ struct sandbox_egress {
     struct sandbox_net net;
     struct egress_proxy *proxy;
     struct egress_dns *dns;
+    struct model_gateway *gateway;
     struct buf hosts;
     struct buf resolv;
     sandbox_egress_report_fn report;
@@ -53,6 +55,7 @@ void sandbox_egress_free(struct sandbox_egress *e)
 {
     if (!e)
         return;
+    model_gateway_free(e->gateway); /* its threads stop before the listener closes */
     egress_dns_free(e->dns);
     egress_proxy_free(e->proxy);
     sandbox_net_release(&e->net);
@@ -79,8 +82,9 @@ static int make_namespace(struct sandbox_egress *e, char *err, size_t errlen)
     return sandbox_net_create(&cfg, &e->net, err, errlen);
 }
 
-int sandbox_egress_new(json_object *policy, sandbox_egress_report_fn report, void *ctx,
-                       struct sandbox_egress **ret, char *err, size_t errlen)
+int sandbox_egress_new(json_object *policy, json_object *route, sandbox_egress_report_fn report,
+                       model_gateway_report_fn model_report, void *ctx, struct sandbox_egress **ret,
+                       char *err, size_t errlen)
 {
     struct sandbox_egress *e = calloc(1, sizeof(*e));
     int proxy_fds[2], dns_fds[2];
@@ -116,6 +120,16 @@ int sandbox_egress_new(json_object *policy, sandbox_egress_report_fn report, voi
     if (r < 0) {
         snprintf(err, errlen, "sandbox network: egress proxy: %s", strerror(-r));
         goto fail;
+    }
+    r = model_gateway_new(e->net.model_fd, model_report, ctx, &e->gateway);
+    if (r < 0) {
+        snprintf(err, errlen, "sandbox network: model gateway: %s", strerror(-r));
+        goto fail;
+    }
+    if (route) {
+        r = model_gateway_set_route(e->gateway, route, err, errlen);
+        if (r < 0)
+            goto fail;
     }
     r = egress_policy_render_hosts(e->policy, &e->hosts);
     if (r == 0)
@@ -162,10 +176,21 @@ int sandbox_egress_set_policy(struct sandbox_egress *e, json_object *policy, cha
     }
     /* the proxy and the name server borrow e->policy: they decide by the new one from now */
     memcpy(e->policy, p, sizeof(*p));
-    r = 0;
+    /* the /etc/hosts a sandbox started from now on gets (a shell's: env_shell.h) */
+    buf_reset(&e->hosts);
+    r = egress_policy_render_hosts(e->policy, &e->hosts);
+    if (r == 0)
+        r = buf_append_str(&e->hosts, "");
+    if (r < 0)
+        snprintf(err, errlen, "sandbox network: /etc/hosts: %s", strerror(-r));
 out:
     free(p);
     return r;
+}
+
+int sandbox_egress_set_route(struct sandbox_egress *e, json_object *route, char *err, size_t errlen)
+{
+    return model_gateway_set_route(e->gateway, route, err, errlen);
 }
 
 int sandbox_egress_enter(const struct sandbox_egress *e)
@@ -191,6 +216,8 @@ size_t sandbox_egress_fds(const struct sandbox_egress *e, int *fds, size_t max)
         fds[n++] = egress_proxy_fd(e->proxy);
     if (n < max && e->dns)
         fds[n++] = egress_dns_fd(e->dns);
+    if (e->gateway)
+        n += model_gateway_fds(e->gateway, fds + n, max - n);
     return n;
 }
 
@@ -205,4 +232,6 @@ void sandbox_egress_handle(struct sandbox_egress *e, int64_t now)
         egress_proxy_handle(e->proxy, now);
     if (e->dns)
         egress_dns_handle(e->dns, now);
+    if (e->gateway)
+        model_gateway_handle(e->gateway);
 }

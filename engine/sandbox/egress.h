@@ -2,9 +2,10 @@
  * sandbox_egress — one sandbox's network, as its keeper runs it (README "Network"):
  * the run's egress policy (egress_policy, from the keeper spec), the sandbox's own network
  * namespace (sandbox_net: only loopback, every way out redirected to the keeper), the
- * transparent TCP proxy that decides each connection (egress_proxy) and the name server that
- * answers by the policy (egress_dns), plus the /etc/hosts lines and resolv.conf the sandbox
- * sees.
+ * transparent TCP proxy that decides each connection (egress_proxy), the name server that
+ * answers by the policy (egress_dns) and the model gateway, the sandbox's model endpoint
+ * (model_gateway, routed by the run's gateway route or refusing every call without one), plus
+ * the /etc/hosts lines and resolv.conf the sandbox sees.
  *
  * The keeper makes it before it forks the sandbox's child (sandbox_egress_new: resolves the
  * named hosts, creates the namespace from the keeper's own namespace, listens); the child
@@ -24,7 +25,9 @@
 
 #include <json-c/json.h>
 
-#define SANDBOX_EGRESS_FDS 2
+#include "gateway/model_gateway.h"
+
+#define SANDBOX_EGRESS_FDS (2 + MODEL_GATEWAY_FDS)
 
 struct sandbox_egress;
 
@@ -36,12 +39,18 @@ typedef void (*sandbox_egress_report_fn)(void *ctx, bool connection, const char 
                                          const char *why);
 
 /*
- * policy: egress_policy_to_json() of the run. -ENOTRECOVERABLE when the calling thread could
- * not return to its own namespace (the process must exit); other -errno fails closed: no
- * sandbox without its network. err names the step.
+ * policy: egress_policy_to_json() of the run; route: its model gateway's route
+ * (gateway_route_encode, NULL: none yet). The model gateway's reports go to model_report (may
+ * be NULL), with ctx. -ENOTRECOVERABLE when the calling thread could not return to its own
+ * namespace (the process must exit); other -errno fails closed: no sandbox without its
+ * network. err names the step.
  */
-int sandbox_egress_new(json_object *policy, sandbox_egress_report_fn report, void *ctx,
-                       struct sandbox_egress **ret, char *err, size_t errlen);
+int sandbox_egress_new(json_object *policy, json_object *route, sandbox_egress_report_fn report,
+                       model_gateway_report_fn model_report, void *ctx, struct sandbox_egress **ret,
+                       char *err, size_t errlen);
+/* A spare's claim: the model gateway routes by route from its next call on (NULL: refuses). */
+int sandbox_egress_set_route(struct sandbox_egress *e, json_object *route, char *err,
+                             size_t errlen);
 void sandbox_egress_free(struct sandbox_egress *e);
 
 /*

@@ -82,9 +82,13 @@ static int add_symlink(struct sandbox_etc *etc, const char *path, const char *ta
     return e->target ? 0 : -ENOMEM;
 }
 
-static int add_bind(struct sandbox_etc *etc, const char *path, const char *src)
+/* A public host folder is bound, a public host file copied (a mount each costs bubblewrap a
+ * bind and a remount; a copy is a write into the root tmpfs). */
+static int add_bind(struct sandbox_etc *etc, const char *path, const char *src,
+                    const struct stat *st)
 {
-    struct sandbox_etc_entry *e = add(etc, SANDBOX_ETC_BIND, path);
+    struct sandbox_etc_entry *e =
+        add(etc, S_ISDIR(st->st_mode) ? SANDBOX_ETC_BIND : SANDBOX_ETC_COPY, path);
 
     if (!e)
         return -ENOMEM;
@@ -107,6 +111,26 @@ static bool public(const struct stat *st)
     if (S_ISDIR(st->st_mode))
         return (st->st_mode & (S_IROTH | S_IXOTH)) == (S_IROTH | S_IXOTH);
     return false;
+}
+
+/*
+ * Every folder between /etc and path is world-searchable: what anybody may reach, as the
+ * sandbox's own uid could when its entries were bound (a copy is read by the keeper, root).
+ */
+static bool parents_searchable(const struct sandbox_etc_opts *o, const char *path)
+{
+    char dir[PATH_MAX], host[PATH_MAX];
+    struct stat st;
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    while ((slash = strrchr(dir, '/')) && slash > dir + strlen("/etc")) {
+        *slash = '\0';
+        host_path(o, dir, host, sizeof(host));
+        if (lstat(host, &st) != 0 || !S_ISDIR(st.st_mode) || !(st.st_mode & S_IXOTH))
+            return false;
+    }
+    return true;
 }
 
 static int add_resolv(const struct sandbox_etc_opts *o, struct sandbox_etc *etc)
@@ -185,15 +209,15 @@ int sandbox_etc_build(const struct sandbox_etc_opts *opts, struct sandbox_etc *r
             struct stat st;
             /* a plain file (localtime copied by hand): bind it if it is public */
             if (lstat(path, &st) == 0 && public(&st))
-                r = add_bind(&etc, host_links[i], path);
+                r = add_bind(&etc, host_links[i], path, &st);
         }
     }
     for (size_t i = 0; r == 0 && i < ARRAY_SIZE(host_binds); i++) {
         struct stat st;
 
         host_path(opts, host_binds[i], path, sizeof(path));
-        if (lstat(path, &st) == 0 && public(&st))
-            r = add_bind(&etc, host_binds[i], path);
+        if (lstat(path, &st) == 0 && public(&st) && parents_searchable(opts, host_binds[i]))
+            r = add_bind(&etc, host_binds[i], path, &st);
     }
     if (r < 0) {
         sandbox_etc_release(&etc);

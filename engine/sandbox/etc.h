@@ -10,8 +10,9 @@
  *                      host's; hosts gets opts->hosts_extra (the run's named hosts)
  * Symlinks replicated (their targets live under the bound /usr, or in the sandbox's /proc):
  *   localtime, os-release, mtab (-> ../proc/self/mounts)
- * Bound read-only from the host when present and world-readable — public data only, so the
- * view never holds a secret even on a misconfigured host:
+ * Taken from the host when present and world-readable — public data only, so the view never
+ * holds a secret even on a misconfigured host (folders bound read-only, files copied at the
+ * sandbox's start into its root, which is read-only once set up):
  *   ld.so.cache (the loader), alternatives/ (the /usr/bin/awk -> /etc/alternatives/awk
  *   links), ssl/certs/ + ssl/openssl.cnf (the CA bundle OpenSSL, GnuTLS, curl, git, python
  *   and `node --use-openssl-ca` read; never ssl/private), pki/tls/certs +
@@ -27,7 +28,8 @@
 
 enum sandbox_etc_kind {
     SANDBOX_ETC_DATA,    /* a file with `data` (copied into the sandbox, read-only) */
-    SANDBOX_ETC_BIND,    /* host `src` bound read-only at `path` */
+    SANDBOX_ETC_BIND,    /* host folder `src` bound read-only at `path` */
+    SANDBOX_ETC_COPY,    /* host file `src` copied to `path` (read-only): no mount of its own */
     SANDBOX_ETC_SYMLINK, /* a symlink at `path` to `target` */
 };
 

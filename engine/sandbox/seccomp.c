@@ -2,15 +2,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -190,30 +193,67 @@ static int export_to(int fd, char *err, size_t errlen)
     return r;
 }
 
-int sandbox_seccomp_memfd(int *ret_fd, char *err, size_t errlen)
-{
-    int fd, r;
+/* The process's programme: compiled once (pthread_once), kept as hex, or why it failed. */
+static struct {
+    pthread_once_t once;
+    char *hex;
+    int r;
+    char err[256];
+} program = {.once = PTHREAD_ONCE_INIT};
 
-    fd = memfd_create("agent-runner-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+static void compile_once(void)
+{
+    int fd = memfd_create("agent-runner-seccomp", MFD_CLOEXEC);
+    struct stat st;
+    uint8_t *bpf = NULL;
+    ssize_t n;
+    int r;
+
     if (fd == -1) {
         r = -errno;
-        snprintf(err, errlen, "seccomp: memfd_create: %s", strerror(-r));
-        return r;
+        snprintf(program.err, sizeof(program.err), "seccomp: memfd_create: %s", strerror(-r));
+        goto out;
     }
-    r = export_to(fd, err, errlen);
-    if (r == 0 &&
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == -1) {
-        r = -errno;
-        snprintf(err, errlen, "seccomp: sealing the filter: %s", strerror(-r));
-    }
-    if (r == 0 && lseek(fd, 0, SEEK_SET) == -1) {
-        r = -errno;
-        snprintf(err, errlen, "seccomp: lseek: %s", strerror(-r));
-    }
+    r = export_to(fd, program.err, sizeof(program.err));
+    if (r < 0)
+        goto out;
+    r = fstat(fd, &st) == -1 ? -errno : 0;
+    if (r == 0 && (st.st_size <= 0 || st.st_size > SANDBOX_SECCOMP_BYTES_MAX))
+        r = -E2BIG;
+    if (r == 0 && (!(bpf = malloc((size_t)st.st_size)) ||
+                   !(program.hex = malloc((size_t)st.st_size * 2 + 1))))
+        r = -ENOMEM;
+    if (r == 0 && (n = pread(fd, bpf, (size_t)st.st_size, 0)) != st.st_size)
+        r = n < 0 ? -errno : -EIO;
     if (r < 0) {
-        close(fd);
-        return r;
+        snprintf(program.err, sizeof(program.err), "seccomp: reading the filter: %s", strerror(-r));
+        free(program.hex);
+        program.hex = NULL;
+        goto out;
     }
-    *ret_fd = fd;
+    util_hex_encode(bpf, (size_t)st.st_size, program.hex);
+out:
+    free(bpf);
+    if (fd >= 0)
+        close(fd);
+    program.r = r;
+}
+
+int sandbox_seccomp_program(const char **ret_hex, char *err, size_t errlen)
+{
+    pthread_once(&program.once, compile_once);
+    if (program.r < 0) {
+        snprintf(err, errlen, "%s", program.err);
+        return program.r;
+    }
+    *ret_hex = program.hex;
     return 0;
+}
+
+int sandbox_seccomp_memfd(int *ret_fd, char *err, size_t errlen)
+{
+    const char *hex = NULL;
+    int r = sandbox_seccomp_program(&hex, err, errlen);
+
+    return r < 0 ? r : sandbox_seccomp_memfd_of(hex, ret_fd, err, errlen);
 }

@@ -39,11 +39,26 @@
 
 #include <stddef.h>
 
+#define SANDBOX_SECCOMP_BYTES_MAX (4096u * 8) /* BPF_MAXINSNS instructions of 8 bytes */
+
 /*
- * Build the filter and export it as classic BPF into a sealed memfd, positioned at 0 and
- * close-on-exec (clear it in the child that execs bwrap, or hand it over the way local.c
- * does). *ret_fd owns it. -errno with a message on failure.
+ * The filter as classic BPF in lower-case hex, built with libseccomp once per process (the
+ * first call; thread-safe) and kept for the process's life: the worker puts it in every local
+ * sandbox's description ("seccomp", provider.h), so the keeper — one process per sandbox —
+ * neither compiles it nor loads libseccomp. -errno with a message on failure (every call).
  */
+int sandbox_seccomp_program(const char **ret_hex, char *err, size_t errlen);
+
+/*
+ * The programme hex (sandbox_seccomp_program's, as the keeper receives it) into a sealed
+ * memfd, positioned at 0 and close-on-exec (clear it in the child that execs bwrap, or hand
+ * it over the way local.c does). *ret_fd owns it. -EINVAL for text that is not whole 8-byte
+ * BPF instructions in hex (at most SANDBOX_SECCOMP_BYTES_MAX bytes), -errno, with a message.
+ * seccomp_fd.c: no libseccomp.
+ */
+int sandbox_seccomp_memfd_of(const char *hex, int *ret_fd, char *err, size_t errlen);
+
+/* sandbox_seccomp_program into a memfd (sandbox_seccomp_memfd_of): the tests' way. */
 int sandbox_seccomp_memfd(int *ret_fd, char *err, size_t errlen);
 
 #endif

@@ -225,10 +225,10 @@ static int tools_fp(const struct run_request *req, char hex[2 * IDENTITY_DIGEST_
 
 int identity_config_fp(const struct run_request *req, uint8_t ret[IDENTITY_DIGEST_LEN])
 {
-    static const char *const plain[] = {"model",        "connection",
-                                        "modelCapabilities", "agentsMd", "systemPrompt",
-                                        "appendSystemPrompt", "skills",
-                                        "permissions",  "sandboxPermission", "harnessFiles"};
+    static const char *const plain[] = {"model",        "connection",   "modelCapabilities",
+                                        "agentsMd",     "systemPrompt", "appendSystemPrompt",
+                                        "skills",       "permissions",  "sandboxPermission",
+                                        "harnessFiles", "modelGateway"};
     json_object *root = req->root, *doc = json_object_new_object(), *v;
     int r;
 

@@ -49,7 +49,10 @@ enum pool_counter {
     PC_ADMISSION_REJECTED = 0,
     PC_WORKER_RESTARTS,
     PC_WARM_HITS,
-    PC_EGRESS_DENIED, /* connections a sandbox's egress policy refused */
+    PC_EGRESS_DENIED,  /* connections a sandbox's egress policy refused */
+    PC_MODEL_CALLS,    /* model calls a sandbox's model gateway forwarded */
+    PC_MODEL_REFUSED,  /* ... and refused */
+    PC_USAGE_MISMATCH, /* turns whose harness-reported usage differed from the measured one */
     /* several hosts (engine/cluster): requests by where they ran, and the master's gauges */
     PC_CLUSTER_TURNS_LOCAL,         /* turns received from a client and run here */
     PC_CLUSTER_TURNS_FORWARDED,     /* turns forwarded to their owner */
@@ -396,6 +399,13 @@ void pool_spare_count(const struct pool *p, uint8_t harness, uint32_t *ret_ready
  * -ENOENT when no spare is ready, -EEXIST when the key is present, -ENAMETOOLONG.
  */
 int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret);
+/*
+ * Shells: spare slots of harness POOL_SHELL (pre-made sandbox shells, env_shell.h: identity,
+ * cgroup, network namespace and egress ready, no harness yet). pool_shell_claim is
+ * pool_spare_claim for a ready shell: the slot takes rv->harness; the same errors.
+ */
+#define POOL_SHELL 0xfeu
+int pool_shell_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret);
 /*
  * Capacity: drain one ready spare (any harness) for a session that needs its slot; 1 with
  * victim filled (the caller stops its keeper: environment_evict), 0 when there is none.

@@ -630,6 +630,9 @@ int pool_metrics_render(const struct pool *p, struct buf *out)
     memset(&g, 0, sizeof(g));
     g.warm_hits = pool_counter_get(p, PC_WARM_HITS);
     g.egress_denied = pool_counter_get(p, PC_EGRESS_DENIED);
+    g.model_calls = pool_counter_get(p, PC_MODEL_CALLS);
+    g.model_refused = pool_counter_get(p, PC_MODEL_REFUSED);
+    g.usage_mismatch = pool_counter_get(p, PC_USAGE_MISMATCH);
     g.inflight = pool_inflight_total(p);
     g.admission_rejected = pool_counter_get(p, PC_ADMISSION_REJECTED);
     g.worker_restarts = pool_counter_get(p, PC_WORKER_RESTARTS);

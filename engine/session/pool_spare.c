@@ -4,6 +4,8 @@
  * runs (SLOT_SPARE), and that a new session claims under the lock (SLOT_SPARE ->
  * SLOT_STARTING with the session's key), so a spare never serves two sessions. A spare is
  * never recycled: after its claim it is that session's environment, torn down with it.
+ * A shell (harness POOL_SHELL) is the same kind of slot whose keeper has not started a
+ * sandbox yet: any harness's cold start claims it (pool_shell_claim).
  */
 #include "session/pool_shm.h"
 
@@ -91,7 +93,9 @@ static int32_t oldest_spare_locked(struct pool *p, int harness)
     return best;
 }
 
-int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret)
+/* Claim the oldest ready spare slot of kind for rv (a shell becomes rv's harness's slot). */
+static int claim(struct pool *p, const struct pool_reservation *rv, uint8_t kind,
+                 struct pool_session *ret)
 {
     size_t klen = strlen(rv->key);
     struct pool_slot *s;
@@ -107,7 +111,7 @@ int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct p
         r = -EEXIST;
         goto out;
     }
-    i = oldest_spare_locked(p, rv->harness);
+    i = oldest_spare_locked(p, kind);
     if (i < 0) {
         r = -ENOENT;
         goto out;
@@ -116,6 +120,7 @@ int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct p
     /* the same slot, generation and keeper: it now belongs to the session */
     pool_set_state(p, s, SLOT_STARTING);
     s->flags = SLOT_F_FROM_SPARE | (rv->per_turn ? SLOT_F_PER_TURN : 0);
+    s->harness = rv->harness;
     memcpy(s->key, rv->key, klen + 1);
     s->key_hash = pool_key_hash(rv->key);
     s->hash_next = -1;
@@ -135,6 +140,16 @@ int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct p
 out:
     pool_unlock(p);
     return r;
+}
+
+int pool_spare_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret)
+{
+    return claim(p, rv, rv->harness, ret);
+}
+
+int pool_shell_claim(struct pool *p, const struct pool_reservation *rv, struct pool_session *ret)
+{
+    return claim(p, rv, POOL_SHELL, ret);
 }
 
 int pool_spare_evict(struct pool *p, struct pool_victim *victim)

@@ -238,6 +238,13 @@ int metrics_render(const struct pool_metrics *m, const struct metrics_gauges *g,
             g->warm_hits);
     counter(out, "agent_runner_egress_denied_total",
             "Connections from sandboxes that their egress policy refused.", g->egress_denied);
+    counter(out, "agent_runner_model_calls_total",
+            "Model calls the sandboxes' model gateways forwarded.", g->model_calls);
+    counter(out, "agent_runner_model_refused_total",
+            "Model calls the sandboxes' model gateways refused.", g->model_refused);
+    counter(out, "agent_runner_usage_mismatch_total",
+            "Turns whose harness-reported usage differed from the model gateway's measurement.",
+            g->usage_mismatch);
     buf_append_str(out, "# HELP agent_runner_cold_starts_total Turns that started a new "
                         "environment, by why (miss, or the mismatch that evicted the old one).\n"
                         "# TYPE agent_runner_cold_starts_total counter\n");

@@ -17,9 +17,13 @@
  *   agent_runner_sandbox_leases_total{outcome,reason}      remote leases: created, resumed,
  *                                                          replacement (+ why)
  *   agent_runner_sandbox_releases_total{disposition}       keep_running, stop_and_retain, destroy
- *   agent_runner_sandbox_sweep_total{action}               restart sweep: adopted kept deleted failed
- *   agent_runner_sandbox_acquire_seconds                   histogram: remote lease acquisition
+ *   agent_runner_sandbox_sweep_total{action}               restart sweep: adopted kept deleted
+ * failed agent_runner_sandbox_acquire_seconds                   histogram: remote lease acquisition
  *   agent_runner_egress_denied_total                       connections sandboxes were refused
+ *   agent_runner_model_calls_total                         calls the model gateways forwarded
+ *   agent_runner_model_refused_total                       ... and refused
+ *   agent_runner_usage_mismatch_total                      turns whose harness-reported usage
+ *                                                          differed from the measured one
  */
 #ifndef AR_METRICS_H
 #define AR_METRICS_H
@@ -75,6 +79,9 @@ struct buf;
 struct metrics_gauges {
     uint64_t warm_hits;
     uint64_t egress_denied;
+    uint64_t model_calls;
+    uint64_t model_refused;
+    uint64_t usage_mismatch;
     uint64_t inflight;
     uint64_t admission_rejected;
     uint64_t worker_restarts;

@@ -49,9 +49,10 @@ static int stat_all(const char *root, int *ret_dirfd, struct seen **ret, size_t 
     if (!d)
         return errno == ENOENT ? 0 : -errno;
     while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
         struct stat st;
 
-        if (!journal_file(e->d_name) ||
+        if (!journal_file(e->d_name) || len >= sizeof(v->name) ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
             continue;
         if (n == cap) {
@@ -63,7 +64,7 @@ static int stat_all(const char *root, int *ret_dirfd, struct seen **ret, size_t 
             }
             v = nv;
         }
-        snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
+        memcpy(v[n].name, e->d_name, len + 1);
         v[n].done = (st.st_mode & 0777) == JOURNAL_DONE_MODE;
         v[n].finished_ms = ms_of(&st.st_ctim);
         v[n].changed_ms = ms_of(&st.st_mtim);

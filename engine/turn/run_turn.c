@@ -14,6 +14,7 @@
 #include "telemetry/stages.h"
 #include "turn/turn_channel.h"
 #include "turn/turn_loop.h"
+#include "turn/turn_model.h"
 #include "turn/turn_tools.h"
 
 #define CANCEL_POLL_MS 100
@@ -392,10 +393,14 @@ static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
         deadline = L->cancel_deadline;
     if (L->opt->should_cancel && !L->cancelling && (!deadline || now + CANCEL_POLL_MS < deadline))
         deadline = now + CANCEL_POLL_MS;
+    if (L->syncing && (!deadline || L->sync_deadline < deadline))
+        deadline = L->sync_deadline;
     return deadline;
 }
 
 /* Nothing arrived before the deadline: which one passed? */
+static void finish_held(struct turn_loop *L);
+
 static void on_deadline(struct turn_loop *L, int64_t now)
 {
     int64_t keepalive = event_stream_keepalive_at(L->es);
@@ -405,6 +410,10 @@ static void on_deadline(struct turn_loop *L, int64_t now)
         event_stream_keepalive(L->es); /* a silent stream: proxies and clients keep it */
     if (event_stream_journal_due(L->es) && now >= event_stream_journal_due(L->es))
         event_stream_flush(L->es); /* what waits in the journal's queue, for its readers */
+    if (turn_model_expired(L, now)) {
+        finish_held(L);
+        return;
+    }
     if (L->cancelling && now >= L->cancel_deadline) {
         loop_fail(L, LOOP_FAIL, AR_E_TIMEOUT, "the harness did not stop within %dms of the cancel",
                   CANCEL_GRACE_MS);
@@ -598,18 +607,21 @@ static void on_tool(struct turn_loop *L, const struct acp_msg *m, int64_t now)
     }
 }
 
-static void on_prompt_response(struct turn_loop *L, const struct acp_msg *m)
+static void on_prompt_response(struct turn_loop *L, struct acp_msg *m)
 {
     struct run_result *res = L->res;
     const char *stop;
     char why[640];
 
+    /* measured: held until every model call it depended on is reported (turn_model.h) */
+    if (turn_model_hold(L, m, util_now_ms()))
+        return;
     turn_close_block(&L->st, L->es);
     if (m->error) {
         turn_error_text(m, why, sizeof(why));
         loop_fail(L, LOOP_FAIL_REUSABLE, AR_E_HARNESS_ERROR, "the harness failed the prompt: %s",
                   why);
-        L->code = turn_error_code(why);
+        L->code = L->gateway_code ? L->gateway_code : turn_error_code(why);
         return;
     }
     stop = jsonx_str(m->result, "stopReason");
@@ -620,17 +632,30 @@ static void on_prompt_response(struct turn_loop *L, const struct acp_msg *m)
     /* pi-acp ends a failed model call end_turn without text: the channel said what failed */
     if (!L->cancelling && L->model_error[0] && res->output.len == 0) {
         loop_fail(L, LOOP_FAIL_REUSABLE, AR_E_HARNESS_ERROR, "%s", L->model_error);
-        L->code = L->model_error_code;
+        L->code = L->gateway_code ? L->gateway_code : L->model_error_code;
         return;
     }
     res->stop_reason = strdup(stop);
     if (L->cancelling || strcmp(stop, "cancelled") == 0)
         turn_settle_open_tools(&L->st, L->es);
-    turn_finish_usage(&L->st, res, m->result, L->es);
+    if (L->opt->measured)
+        turn_model_finish(L, m->result);
+    else
+        turn_finish_usage(&L->st, res, m->result, L->es);
     res->ok = true;
     L->out->cancelled = L->cancelling;
     turn_record_tool_ids(&L->st, res);
     L->exit = LOOP_DONE;
+}
+
+/* The prompt's answer, held while the model gateway's reports came in, is due now. */
+static void finish_held(struct turn_loop *L)
+{
+    struct acp_msg m = L->held;
+
+    memset(&L->held, 0, sizeof(L->held));
+    on_prompt_response(L, &m);
+    acp_msg_release(&m);
 }
 
 /* One wait for the harness and what follows from it. */
@@ -656,7 +681,11 @@ static void loop_step(struct turn_loop *L)
         return;
     }
     run_limits_progress(&L->limits, now);
-    if (r == TURN_RECV_TOOL)
+    if (r == TURN_RECV_MODEL && turn_model_on_message(L, &m))
+        finish_held(L);
+    else if (r == TURN_RECV_MODEL)
+        ; /* a call's report: its events are out */
+    else if (r == TURN_RECV_TOOL)
         on_tool(L, &m, now);
     else if (m.kind == ACP_NOTIFICATION && strcmp(m.method, "session/update") == 0)
         on_update(L, &m, now);
@@ -731,6 +760,7 @@ static int loop_finish(struct turn_loop *L)
     default: /* LOOP_DONE */
         break;
     }
+    acp_msg_release(&L->held); /* an answer held when the turn ended otherwise */
     turn_state_release(&L->st);
     return rc;
 }
@@ -752,6 +782,7 @@ int run_turn_prompt(const struct turn_env *te, const struct turn_options *opt,
     turn_state_init(&L.st, &L.limits);
     L.st.is_noise = opt->is_noise;
     L.st.kind = opt->harness;
+    L.st.measured = opt->measured;
     if (opt->tools) {
         L.st.is_runner = turn_tools_runner_named;
         L.st.is_runner_ctx = (void *)opt->tools;

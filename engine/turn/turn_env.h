@@ -23,6 +23,11 @@
 
 /* recv's value for a message of the keeper channel (0: an ACP message of the harness) */
 #define TURN_RECV_TOOL 1
+/* ... and for one of the model gateway (turn_model.h): method TURN_MODEL_CALL with the call's
+ * report as params, or TURN_MODEL_SYNCED */
+#define TURN_RECV_MODEL 2
+#define TURN_MODEL_CALL "model/call"
+#define TURN_MODEL_SYNCED "model/synced"
 
 /*
  * The harness connection a turn talks to. send writes one ACP line (-AR_E_HARNESS_EXITED when
@@ -44,6 +49,11 @@ struct turn_env {
      * error event's code ("sandbox_memory_limit", ...); false when it knows nothing more.
      */
     bool (*failure)(void *ctx, char *msg, size_t msglen, const char **ret_code);
+    /*
+     * Optional (NULL: no model gateway): ask the keeper for a TURN_MODEL_SYNCED message behind
+     * every model call report it has now (turn_model.h).
+     */
+    int (*model_sync)(void *ctx);
     const char *acp_session; /* the ACP session the turn runs in */
     const char *cwd;         /* the harness's working folder (NULL: SANDBOX_WORKSPACE) */
 };
@@ -73,6 +83,13 @@ struct turn_options {
     /* the run's tools (tool/call on the channel); NULL: none (a call gets an error result) */
     const struct turn_tools *tools;
     enum harness_kind harness; /* how the harness names runner tools in its own reports */
+    /*
+     * The model gateway measures the turn's usage (README "The model gateway"): usage events
+     * and the result's usage come from its reports, what the harness reports is a cross-check
+     * (turn_model.h). prices: the operator's price table (may be NULL: cost unknown).
+     */
+    bool measured;
+    json_object *prices;
 };
 
 struct tool_spec;
@@ -108,6 +125,9 @@ struct turn_tools {
 
 struct turn_outcome {
     bool paused; /* stopReason paused: gates[] wait for approval, the prompt is in flight */
+    /* measured turns: the harness's own usage report differed from the gateway's */
+    bool usage_mismatch;
+    struct run_usage reported; /* what the harness reported (with usage_mismatch) */
     bool cancelled;
     bool limit_tripped;
     int64_t prompt_id;

@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "core/contracts.h"
+#include "proto/acp.h"
 #include "turn/events.h"
 #include "turn/run_limits.h"
 #include "turn/turn_channel.h"
@@ -53,6 +54,16 @@ struct turn_loop {
     /* the last model failure the channel reported (pi-acp hides it), and its code */
     char model_error[256];
     const char *model_error_code;
+    /* the model gateway's view of the turn (turn_model.h; opt->measured) */
+    struct run_usage measured; /* the sum of the calls' usage */
+    unsigned measured_calls;
+    unsigned unmeasured_calls; /* answered calls whose usage the gateway could not read */
+    bool syncing;              /* the prompt answered; waiting for TURN_MODEL_SYNCED */
+    bool synced;               /* ... which came (or its deadline passed) */
+    int64_t sync_deadline;     /* monotonic ms */
+    struct acp_msg held;       /* the prompt's answer, while syncing */
+    const char *gateway_code;  /* what went wrong at the gateway last (error code), or NULL */
+    char gateway_why[256];
 };
 
 /* One keeper channel line to the sandbox (dropped when the turn has no channel). */

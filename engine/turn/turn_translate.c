@@ -305,6 +305,8 @@ static int usage_update(struct turn_state *st, json_object *update, struct event
         if (amount)
             u.cost = json_object_get_double(amount);
     }
+    if (st->measured)
+        return 0; /* the gateway measures; ACP's numbers are not the channel's cross-check */
     if (u.cost > 0.0)
         res->usage.cost = u.cost;
     if (u.total <= 0)
@@ -322,7 +324,8 @@ void turn_call_usage(struct turn_state *st, const struct run_usage *u, struct ev
     st->calls.output += u->output;
     st->calls.total += u->total;
     st->calls.cost += u->cost;
-    event_emit(es, event_usage(u));
+    if (!st->measured)
+        event_emit(es, event_usage(u));
 }
 
 int turn_translate_update(struct turn_state *st, json_object *update, struct event_stream *es,

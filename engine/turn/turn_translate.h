@@ -68,6 +68,9 @@ struct turn_state {
     unsigned call_usages;
     bool channel_usage;     /* the channel reported them (pi): their sum is the turn's */
     struct run_usage calls; /* their sum */
+    /* the model gateway measures usage (turn_model.h): the harness's reports make no events
+     * and only add to calls, the cross-check */
+    bool measured;
 };
 
 void turn_state_init(struct turn_state *st, struct run_limits *limits);
@@ -127,7 +130,10 @@ json_object *turn_client_tool_request(const struct approval_gate *g, json_object
                                       json_object *render);
 /* interaction_response (the same id) when a decision is forwarded to the harness. */
 json_object *turn_interaction_response(const struct approval_gate *g);
-/* One model call's usage (the channel's usage notification): an event, added to the turn's. */
+/*
+ * One model call's usage (the channel's usage notification): an event, added to the turn's;
+ * with st->measured only added (the cross-check), no event.
+ */
 void turn_call_usage(struct turn_state *st, const struct run_usage *u, struct event_stream *es);
 /* A cancelled turn settles the tool calls that never finished. */
 void turn_settle_open_tools(struct turn_state *st, struct event_stream *es);

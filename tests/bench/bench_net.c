@@ -45,7 +45,7 @@ static int run(json_object *policy, int n, int64_t *ret_p50, int64_t *ret_p99, d
         struct sandbox_egress *e = NULL;
         int64_t t0 = util_now_ns();
 
-        r = sandbox_egress_new(policy, NULL, NULL, &e, err, sizeof(err));
+        r = sandbox_egress_new(policy, NULL, NULL, NULL, NULL, &e, err, sizeof(err));
         if (r < 0) {
             fprintf(stderr, "bench-net: %s\n", err);
             break;

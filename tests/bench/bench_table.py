@@ -4,6 +4,7 @@ and BENCHMARKS.md around them. Pure: everything here formats what run.py measure
 import statistics
 
 import bench_cluster
+import bench_gateway
 import bench_load
 import bench_tools
 import bench_turns
@@ -123,6 +124,8 @@ def build_rows(r):
                      "—", r.get("load_why", ""), ""))
     if "turns" in r:
         rows.extend(bench_turns.rows(r["turns"], fmt_ms))
+    if "gateway" in r:
+        rows.extend(bench_gateway.rows(r["gateway"], fmt_ms))
     return rows
 
 

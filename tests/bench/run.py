@@ -36,13 +36,16 @@ environment, the scripted fake model for pi) and stops everything it started. Ro
      first model request's prompt tokens as the fake model counts them
  11. numbered, journaled streams (tests/bench/bench_turns.py): the one-session warm turn
      journaled and not (a second stack, runs interleaved), and a reattach's latency
+ 12. what the model gateway adds to a model call (tests/bench/bench_gateway.py): the same
+     client in a sandbox calling fake_model.py directly and through its gateway, a 1 KB answer
+     and a 200-chunk stream, p50 of the whole call and of its first byte
 The table and BENCHMARKS.md are formatted by tests/bench/bench_table.py.
 
 usage: run.py [--out BENCHMARKS.md] [--quick] [--only PARTS] [--profile DIR] [--wait-idle S]
   --quick    fewer turns (a smoke run, figures are noisier)
   --only     comma-separated parts to run: warm (1), cold (2), net (2), pi (3), pool (4),
              rss (5), daytona (6), tools (7), spares (8, with pi), cluster (9), load (10),
-             turns (11); the table shows only their rows and
+             turns (11), gateway (12); the table shows only their rows and
              BENCHMARKS.md is left alone (`make bench BENCH_ARGS="--only tools"`)
   --profile  also `perf record -a` an extra 64-session warm run and `strace -c -f` the
              workers over 1000 one-session warm turns (not in the table), into DIR
@@ -68,6 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import bench_cluster  # noqa: E402
+import bench_gateway  # noqa: E402
 import bench_load  # noqa: E402
 import bench_tools  # noqa: E402
 import bench_turns  # noqa: E402
@@ -78,9 +82,10 @@ from turns import pi_request  # noqa: E402
 
 BIN = stack.BIN
 PROGRAMS = ("loadgen", "bench-pool", "bench-net", "agent-runnerd", "agent-runner-keeper",
+            "agent-runner-keeper-remote",
             "acp-scripted", "agent-runner-ctl", "agent-runner-mcp", "agent-runner-pi-stdio")
 PARTS = ("warm", "cold", "net", "pi", "pool", "rss", "daytona", "tools", "spares", "cluster",
-         "load", "turns")
+         "load", "turns", "gateway")
 
 
 def use_bin(path):
@@ -773,6 +778,8 @@ def measure(args, r):
             r["load_why"] = "harness pi_core is not installed here: `make harnesses`"
         if "turns" in parts:
             r["turns"] = bench_turns.measure(st, env, model, loadgen, q, log)
+        if "gateway" in parts:
+            r["gateway"] = bench_gateway.measure(st, model, q, log)
         codex = "codex" in (health or {}).get("harnesses", [])
         if dt and codex:
             log("running codex turns on sandbox:daytona (fake Daytona, real timing profile)")

@@ -16,8 +16,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-PROGRAMS = ("agent-runnerd", "agent-runner-keeper", "agent-runner-ctl", "acp-scripted",
-            "agent-runner-mcp", "agent-runner-pi-stdio")
+PROGRAMS = ("agent-runnerd", "agent-runner-keeper", "agent-runner-keeper-remote",
+            "agent-runner-ctl", "acp-scripted", "agent-runner-mcp", "agent-runner-pi-stdio")
 
 
 def snapshot_build():

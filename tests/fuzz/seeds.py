@@ -284,14 +284,16 @@ def fcgi_seeds():
 def keeper_proto_seeds():
     # byte 0 even: '\n'-separated socket / start-pipe lines; odd: a keeper spec
     lines = {
-        "worker-control": "#park 60000\n#await 600000\n#destroy\n",
-        "keeper-control": "#hello 123 456\n#busy\n#exit 137\n",
+        "worker-control": "#park 60000\n#await 600000\n#destroy\n#model-sync\n",
+        "keeper-control": "#hello 123 456\n#busy\n#exit 137\n#model-synced\n#model "
+                          + j({"event": "call", "api": "chat", "model": "m", "status": 200,
+                               "usage": {"input": 1, "output": 2, "total": 3}}) + "\n",
         "start-pipe": "ready 42 43\nerror cannot listen on /x: Address in use\n",
         "acp-tool": j({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
                        "params": {"sessionId": "s"}}) + "\n@tool "
                     + j({"jsonrpc": "2.0", "id": "t1", "method": "tool/call"}) + "\n",
         "malformed": "#park\n#park 0\n#park 86400001\n#hello 1\n#exit 1001\n#destroyer\n"
-                     "@tool [1]\n#claim\n\n#unknown x\n",
+                     "@tool [1]\n#claim\n\n#unknown x\n#model\n#model-sync x\n#model-synced 1\n",
         "claim": "#claim " + j({"envDir": "/e", "socket": "/e/keeper.sock", "idleMs": 1000,
                                 "sandbox": {}}) + "\n",
     }
@@ -319,6 +321,20 @@ def dns_query(qid, name, qtype, flags=0x0100, qd=1, extra=b"", ar=0):
     for label in name.split(".") if name else []:
         q += bytes([len(label)]) + label.encode()
     return q + b"\0" + qtype.to_bytes(2, "big") + b"\0\1" + extra
+
+
+def model_gateway_request_seeds():
+    user = [{"role": "user", "content": "hi"}]
+    mc = {"provider": "openai", "deployment": "custom",
+          "endpoint": {"baseUrl": "https://api.example.com/v1"}, "credentialMode": "env",
+          "credentials": [{"binding": {"kind": "environment", "name": "OPENAI_API_KEY"},
+                           "value": "sk0123456789abcdef", "usage": "opaque_http"}]}
+    write("request", "model-gateway.json", j({
+        "harness": "pi_core", "model": "fake-model", "messages": user,
+        "modelGateway": {"allowedModels": ["fake-model", "other-model"]},
+        "modelConnection": mc}))
+    write("request", "model-gateway-bad.json", j({
+        "harness": "pi_core", "messages": user, "modelGateway": {"allowedModels": [1, ""]}}))
 
 
 def dnsmsg_seeds():
@@ -461,6 +477,7 @@ def main():
     keeper_proto_seeds()
     dnsmsg_seeds()
     egress_cidr_seeds()
+    model_gateway_request_seeds()
     for t in sorted(os.listdir(CORPUS)):
         print("%s: %d files" % (t, len(os.listdir(os.path.join(CORPUS, t)))))
     return 0

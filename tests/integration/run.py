@@ -52,6 +52,8 @@ SMOKE = [
     "test_tools.py::test_mcp_tool_is_listed_and_called_with_its_header_credential",
     # egress and the sandbox, from inside
     "test_network.py::test_on_reaches_the_model_and_nothing_local_scripted",
+    # the model gateway: a real harness through it, the key nowhere in its sandbox
+    "test_gateway.py::test_pi_runs_through_the_gateway_and_its_key_stays_out",
     "test_sandbox_escape.py::test_scripted_sandbox_is_not_root_and_sees_a_minimal_host",
     # telemetry, and platform mode against the fake Agenta API
     "test_ops.py::test_metrics_count_known_turns_exactly",

@@ -188,6 +188,8 @@ class Stack:
                # pre-started spares are keepers and folders the leak check and the process
                # counts would see: off unless a suite turns them on (test_spares)
                "AGENT_RUNNER_SPARES": "0",
+               # pre-made sandbox shells likewise (test_shells turns them on)
+               "AGENT_RUNNER_SHELLS": "0",
                # must never reach a sandbox
                "AGENT_RUNNER_SECRET_CANARY": "canary-" + os.urandom(6).hex()}
         if self.scripted:
@@ -311,7 +313,8 @@ class Stack:
         """Wait until nothing is left behind; return what still is."""
         deadline = time.monotonic() + timeout
         envs = os.path.join(self.state, "envs")
-        spares = self.extra_env.get("AGENT_RUNNER_SPARES", "0") not in ("0", "pi=0")
+        spares = (self.extra_env.get("AGENT_RUNNER_SPARES", "0") not in ("0", "pi=0") or
+                  self.extra_env.get("AGENT_RUNNER_SHELLS", "0") != "0")
         while True:
             stray = self.strays()
             left = os.listdir(envs) if os.path.isdir(envs) else []

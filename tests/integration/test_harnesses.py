@@ -70,7 +70,9 @@ def test_runner_environment_never_reaches_the_sandbox(ctx):
     # the same through a real harness's shell tool
     status, recs = ctx.stack.stream(bash_request(ctx, "env", "env"))
     out = next(e for e in events_of(recs) if e["type"] == "tool_result")["output"]
-    assert "OPENAI_API_KEY=sk-test" in out, out
+    # the model key stays with the runner's model gateway: pi holds the placeholder
+    assert "OPENAI_API_KEY=agent-runner-model-gateway" in out, out
+    assert "sk-test" not in out, out
     for forbidden in (token, canary, "AGENT_RUNNER"):
         assert forbidden not in out, f"{forbidden!r} leaked into the pi sandbox"
 

@@ -1,10 +1,12 @@
 """Every sandbox in its own network (README "Network"), tried from inside with the scripted agent's
 `exec` step and pi's `bash` tool: under "on" the runner's nginx port, another loopback
 service, the host's own address and the metadata address are out of reach while the model
-endpoint works and every real harness completes a turn; a listener inside is unreachable from
-the host; "allowlist" opens a listed loopback alias and nothing unlisted; under "off" every
-real harness still completes a turn against the fake model and nothing else answers; a
-malformed allowlist entry is a 400 naming it; refused connections are logged and counted."""
+endpoint works (for pi, whose key goes through it, only its model gateway: the endpoint itself
+is not named for its sandbox) and every real harness completes a turn; a listener inside is
+unreachable from the host; "allowlist" opens a listed loopback alias and nothing unlisted;
+under "off" every real harness still completes a turn against the fake model and nothing else
+answers; a malformed allowlist entry is a 400 naming it; refused connections are logged and
+counted."""
 
 import http.server
 import json
@@ -18,6 +20,7 @@ from turns import (MODELS, bash_request, exec_request, harness_request, model_re
                    named_model, result_of, script, scripted_request, tool_output)
 
 SERVICES = {}
+GATEWAY_MODELS = "http://127.0.0.1:1001/v1/models"  # the sandbox's model gateway (a GET goes)
 
 
 class Hello(http.server.BaseHTTPRequestHandler):
@@ -91,8 +94,21 @@ def denied_total(ctx):
     raise AssertionError("no agent_runner_egress_denied_total in /metrics")
 
 
-def on_targets(ctx):
-    t = {"model": ctx.model.base + "/v1/models",
+def model_targets(ctx, run):
+    """pi holds a key: its model is the gateway, and the endpoint itself is out of reach; the
+    scripted agent's run names the endpoint without a credential: it reaches it itself."""
+    if run is run_pi:
+        return {"model": GATEWAY_MODELS, "direct": ctx.model.base + "/v1/models"}
+    return {"model": ctx.model.base + "/v1/models"}
+
+
+def check_direct(out):
+    if "direct=" in out:
+        assert not reached(out, "direct"), f"pi reached the endpoint around its gateway:\n{out}"
+
+
+def on_targets(ctx, run):
+    t = {**model_targets(ctx, run),
          "nginx": f"https://127.0.0.1:{ctx.stack.port}/health",
          "other": f"http://127.0.0.1:{service('127.0.0.1')}/",
          "metadata": "http://169.254.169.254/latest/meta-data/"}
@@ -105,11 +121,12 @@ def on_targets(ctx):
 def check_on(ctx, run):
     before = denied_total(ctx)
     tag = uuid.uuid4().hex[:8]
-    out = run(ctx, probe(on_targets(ctx)), modelConnection=named_model(ctx),
+    out = run(ctx, probe(on_targets(ctx, run)), modelConnection=named_model(ctx),
               projectId="net-" + tag, sessionId="s-" + tag)
     assert reached(out, "model"), out
+    check_direct(out)
     for name in ("nginx", "other", "metadata", "hostaddr"):
-        if name in on_targets(ctx):
+        if name in on_targets(ctx, run):
             assert not reached(out, name), f"{name} was reachable:\n{out}"
     # the refused metadata (and host address) connections were counted and logged
     assert denied_total(ctx) >= before + 1
@@ -169,28 +186,29 @@ def test_allowlist_opens_a_listed_alias_only(ctx):
     listed, unlisted = service("127.0.0.2"), service("127.0.0.3")
     targets = {"listed": f"http://127.0.0.2:{listed}/",
                "unlisted": f"http://127.0.0.3:{unlisted}/",
-               "model": ctx.model.base + "/v1/models",
                "other": f"http://127.0.0.1:{service('127.0.0.1')}/"}
     perm = {"network": {"mode": "allowlist", "allowlist": ["127.0.0.2/32"]}}
     for run in (run_scripted, run_pi):
-        out = run(ctx, probe(targets), sandboxPermission=perm,
+        out = run(ctx, probe({**targets, **model_targets(ctx, run)}), sandboxPermission=perm,
                   modelConnection=named_model(ctx))
         print("    " + out.replace("\n", "; "))
         assert reached(out, "listed") and reached(out, "model"), out
+        check_direct(out)
         assert not reached(out, "unlisted") and not reached(out, "other"), out
 
 
 def test_off_reaches_only_the_model(ctx):
-    targets = {"model": ctx.model.base + "/v1/models",
-               "other": f"http://127.0.0.1:{service('127.0.0.1')}/",
+    targets = {"other": f"http://127.0.0.1:{service('127.0.0.1')}/",
                "alias": f"http://127.0.0.2:{service('127.0.0.2')}/",
                "public": "http://93.184.216.34/"}
-    cmd = probe(targets) + "; getent hosts example.com >/dev/null && echo dns=yes || echo dns=no"
     perm = {"network": {"mode": "off"}}
     for run in (run_scripted, run_pi):
+        cmd = (probe({**targets, **model_targets(ctx, run)}) +
+               "; getent hosts example.com >/dev/null && echo dns=yes || echo dns=no")
         out = run(ctx, cmd, sandboxPermission=perm, modelConnection=named_model(ctx))
         print("    " + out.replace("\n", "; "))
         assert reached(out, "model"), out
+        check_direct(out)
         for name in ("other", "alias", "public"):
             assert not reached(out, name), f"{name} under off:\n{out}"
         assert "dns=no" in out, out

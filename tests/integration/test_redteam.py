@@ -301,11 +301,16 @@ if sys.argv[5]:
 tcp("multicast", socket.AF_INET, ("224.0.0.1", 80))
 tcp("broadcast", socket.AF_INET, ("255.255.255.255", 80))
 # the keeper's proxy and name server listen on the sandbox's own loopback: straight at them
+# (1001 is the sandbox's model gateway: it answers, and a run without a key gets no route)
 for line in open("/proc/net/tcp").read().splitlines()[1:]:
     f = line.split()
-    if f[3] == "0A":
-        port = int(f[1].split(":")[1], 16)
+    port = int(f[1].split(":")[1], 16)
+    if f[3] == "0A" and port != 1001:
         tcp(f"proxy_direct", socket.AF_INET, ("127.0.0.1", port))
+    elif f[3] == "0A":
+        s = socket.create_connection(("127.0.0.1", port), 4)
+        s.sendall(b"GET /v1/models HTTP/1.0\r\n\r\n")
+        print("gateway=" + s.recv(64).decode(errors="replace").split("\r\n")[0])
 def udp(name, addr):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
     try:
@@ -355,6 +360,8 @@ def test_network_side_doors_are_closed(ctx):
         if "=" in ln:
             assert not ln.endswith("=answered") and not ln.endswith("=connected"), ln
     assert "proxy_direct=" in out, out
+    # the model gateway refuses a run without a key: no route, nothing reaches the model
+    assert "gateway=HTTP/1.0 503" in out, out
     assert len(ctx.model.requests()) == len(before)
 
 

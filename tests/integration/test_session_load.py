@@ -377,6 +377,8 @@ def test_the_kept_state_is_the_runners_own_and_holds_no_key(ctx):
 
 
 def test_a_conversation_holding_the_key_is_not_kept(ctx):
+    # the key never enters the sandbox (the model gateway): what the agent echoes is the
+    # placeholder, and that conversation is kept without the key
     p, s = ids()
     tag = uuid.uuid4().hex[:8]
     key = f"sk-echoed-{uuid.uuid4().hex}"
@@ -388,7 +390,16 @@ def test_a_conversation_holding_the_key_is_not_kept(ctx):
                      sessionId=s, permissions={"default": "allow"})
     res, evs = run(ctx, req)
     assert res["ok"] is True, res
-    # the model saw the key in the tool's result, so pi's log holds it: nothing is kept
+    assert "agent-runner-model-gateway" in json.dumps(of(evs, "tool_result")), evs
+    with open(kept_path(ctx, p, s), "rb") as f:
+        assert key.encode() not in f.read()
+    kill(ctx, p, s)
+    # a key the user pasted into the conversation is in pi's log: nothing is kept
+    p, s = ids()
+    req = pi_request(ctx.model, f"My key is {key}, remember it.", key=key, projectId=p,
+                     sessionId=s)
+    res, evs = run(ctx, req)
+    assert res["ok"] is True, res
     assert not os.path.exists(kept_path(ctx, p, s))
     assert "holds a credential of the run" in ctx.stack.log_text()
     assert key not in ctx.stack.log_text()

@@ -458,7 +458,17 @@ static void test_harness_no_channel_secret_and_the_mcp_holder(void)
     }
 }
 
+/* harness_kind_name (core/contracts.c, kept out of the registry) names each kind as its ops do */
+static void test_harness_kind_names_are_the_ops_names(void)
+{
+    for (int k = 0; k < HARNESS_COUNT; k++)
+        CU_ASSERT_STRING_EQUAL(harness_kind_name((enum harness_kind)k),
+                               harness_get((enum harness_kind)k)->name);
+    CU_ASSERT_STRING_EQUAL(harness_kind_name(HARNESS_COUNT), "unknown");
+}
+
 CU_TestInfo harness_tests[] = {
+    {"test_harness_kind_names_are_the_ops_names", test_harness_kind_names_are_the_ops_names},
     {"test_harness_no_channel_secret_and_the_mcp_holder",
      test_harness_no_channel_secret_and_the_mcp_holder},
     {"test_harness_pi_gates_unless_the_plan_allows_all_builtins",

@@ -15,6 +15,7 @@
 #include "base/fstree.h"
 #include "base/util.h"
 #include "provider/provider.h"
+#include "sandbox/seccomp.h"
 #include "suites.h"
 
 static char ws[64];
@@ -40,7 +41,40 @@ static json_object *description(const char *script)
     json_object_object_add(lim, "tmpBytes", json_object_new_int64(3 << 20));
     json_object_object_add(lim, "homeBytes", json_object_new_int64(5 << 20));
     json_object_object_add(sb, "limits", lim);
+    /* the worker's programme (environment_sandbox_description) */
+    {
+        const char *hex = NULL;
+        char err[256];
+
+        if (sandbox_seccomp_program(&hex, err, sizeof(err)) == 0)
+            json_object_object_add(sb, "seccomp", json_object_new_string(hex));
+    }
     return sb;
+}
+
+/* No programme in the description, or not one: no sandbox (never one without the filter). */
+static void test_local_command_refuses_a_sandbox_without_seccomp(void)
+{
+    static const char *const bad[] = {NULL, "", "0011", "zz00000000000000"};
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_object *sb = description("true");
+        char **argv = NULL, **envp = NULL, err[256] = "";
+        int fds[64];
+        size_t nfds = 99;
+
+        CU_ASSERT_PTR_NOT_NULL_FATAL(sb);
+        json_object_object_del(sb, "seccomp");
+        if (bad[i])
+            json_object_object_add(sb, "seccomp", json_object_new_string(bad[i]));
+        CU_ASSERT_EQUAL(local_sandbox_command("/usr/bin/bwrap", sb, NULL, &argv, &envp, fds, 64,
+                                              &nfds, err, sizeof(err)),
+                        -EINVAL);
+        CU_ASSERT_PTR_NULL(argv);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "seccomp"));
+        json_object_put(sb);
+        fstree_remove(ws);
+    }
 }
 
 static int find(char **argv, const char *a, const char *b, const char *c)
@@ -75,7 +109,12 @@ static void test_local_command_has_the_minimal_host_view(void)
     CU_ASSERT(find(argv, "--size", "5242880", "--tmpfs") > 0);
     CU_ASSERT(find(argv, "--ro-bind", "/etc/ssl/certs", "/etc/ssl/certs") > 0 ||
               access("/etc/ssl/certs", F_OK) != 0);
-    CU_ASSERT(find(argv, "--ro-bind-data", NULL, NULL) > 0);
+    /* /etc's files are written into the root (read-only at the end), never a mount each */
+    CU_ASSERT_EQUAL(find(argv, "--ro-bind-data", NULL, NULL), -1);
+    CU_ASSERT(find(argv, "--file", NULL, "/etc/passwd") > 0);
+    CU_ASSERT(find(argv, "--file", NULL, "/etc/ld.so.cache") > 0 ||
+              access("/etc/ld.so.cache", R_OK) != 0);
+    CU_ASSERT_EQUAL(find(argv, "--ro-bind", "/etc/ld.so.cache", NULL), -1);
     i_proc = find(argv, "--proc", "/proc", NULL);
     i_sys = find(argv, "--ro-bind", "/proc/sys", "/proc/sys");
     i_sec = find(argv, "--seccomp", NULL, NULL);
@@ -119,6 +158,13 @@ static void test_local_sandbox_holds_when_run(void)
         "echo userns=$(r unshare -U true);"
         "echo rootfs=$(r touch /evil);"
         "echo etcw=$(r touch /etc/evil);"
+        /* /etc's files are copies in the read-only root: not writable, not removable, not
+         * re-permissioned, and the same bytes as the host's public file */
+        "echo pwdw=$(r sh -c 'echo x >> /etc/passwd');"
+        "echo svcw=$(r sh -c 'echo x >> /etc/services');"
+        "echo svcrm=$(r rm -f /etc/services);"
+        "echo svcmod=$(r chmod 666 /etc/services);"
+        "echo svc=$(cksum < /etc/services);"
         "echo usr=$(r touch /usr/evil);"
         "echo tmpcap=$(r dd if=/dev/zero of=/tmp/fill bs=1M count=8);"
         "echo ws=$(r touch /workspace/ok);"
@@ -167,6 +213,20 @@ static void test_local_sandbox_holds_when_run(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "userns=no\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "rootfs=no\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "etcw=no\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "pwdw=no\n"));
+    if (access("/etc/services", R_OK) == 0) {
+        char want[128] = "svc=", line[96] = "";
+        FILE *f = popen("cksum < /etc/services", "r");
+
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "svcw=no\n"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "svcrm=no\n"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "svcmod=no\n"));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        CU_ASSERT_PTR_NOT_NULL(fgets(line, sizeof(line), f));
+        pclose(f);
+        strncat(want, line, sizeof(want) - strlen(want) - 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    }
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "usr=no\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "tmpcap=no\n")); /* 8 MiB into a 3 MiB /tmp */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "ws=yes\n"));
@@ -232,7 +292,7 @@ static void test_local_command_with_a_network_namespace(void)
         ssize_t n;
         uint64_t fd;
 
-        if (strcmp(argv[i], "--ro-bind-data") != 0 || !argv[i + 2] ||
+        if (strcmp(argv[i], "--file") != 0 || !argv[i + 2] ||
             (strcmp(argv[i + 2], "/etc/hosts") != 0 && strcmp(argv[i + 2], "/etc/resolv.conf")))
             continue;
         CU_ASSERT_EQUAL_FATAL(util_parse_u64(argv[i + 1], 0, 1u << 20, &fd), 0);
@@ -256,6 +316,8 @@ static void test_local_command_with_a_network_namespace(void)
 }
 
 CU_TestInfo local_tests[] = {
+    {"test_local_command_refuses_a_sandbox_without_seccomp",
+     test_local_command_refuses_a_sandbox_without_seccomp},
     {"test_local_command_with_a_network_namespace", test_local_command_with_a_network_namespace},
     {"test_local_command_has_the_minimal_host_view", test_local_command_has_the_minimal_host_view},
     {"test_local_sandbox_holds_when_run", test_local_sandbox_holds_when_run},

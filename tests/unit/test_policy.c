@@ -416,7 +416,7 @@ static void test_policy_egress_names_the_model_endpoint(void)
     req.mc.present = true;
     req.mc.provider = "openai";
     req.mc.base_url = "http://127.0.0.1:18080/v1";
-    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, false, ports, 2, p, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(p->mode, EGRESS_MODE_OFF);
     CU_ASSERT_EQUAL(egress_addr_parse("127.0.0.1", &lo), 0);
     CU_ASSERT_EQUAL(egress_addr_parse("127.0.0.2", &other), 0);
@@ -430,7 +430,7 @@ static void test_policy_egress_names_the_model_endpoint(void)
     /* allowlist: listed ranges plus the model; a loopback alias only when listed exactly */
     req.network = NETWORK_ALLOWLIST;
     req.network_allowlist = json_tokener_parse("[\"10.0.0.0/8\",\"127.0.0.2/32\"]");
-    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, false, ports, 2, p, err, sizeof(err)), 0);
     CU_ASSERT_TRUE(egress_policy_check(p, &ten, 443, false, NULL));
     CU_ASSERT_TRUE(egress_policy_check(p, &other, 9000, false, NULL));
     CU_ASSERT_TRUE(egress_policy_check(p, &lo, 18080, false, NULL));
@@ -442,14 +442,14 @@ static void test_policy_egress_names_the_model_endpoint(void)
     req.network = NETWORK_ON;
     req.mc.base_url = NULL;
     req.mc.provider = "anthropic";
-    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, false, ports, 2, p, err, sizeof(err)), 0);
     CU_ASSERT_EQUAL(p->nendpoints, 1);
     CU_ASSERT_STRING_EQUAL(p->endpoints[0].host, "api.anthropic.com");
     CU_ASSERT_EQUAL(p->endpoints[0].port, 443);
     CU_ASSERT_EQUAL(egress_addr_parse("8.8.8.8", &model), 0);
     CU_ASSERT_TRUE(egress_policy_check(p, &model, 443, false, NULL)); /* public */
     CU_ASSERT_FALSE(egress_policy_check(p, &ten, 443, false, NULL));  /* private */
-    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, true, ports, 2, p, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(policy_egress(&req, false, true, ports, 2, p, err, sizeof(err)), 0);
     CU_ASSERT_TRUE(egress_policy_check(p, &ten, 443, false, NULL)); /* private egress on */
     CU_ASSERT_PTR_NULL(policy_provider_default_url("azure"));
     free(p);

@@ -882,7 +882,27 @@ static void test_request_element_budget(void)
     free(body);
 }
 
+/* modelGateway.allowedModels: names only, kept for the gateway's route; anything else named. */
+static void test_request_model_gateway_allowlist(void)
+{
+    struct request_limits lim;
+    struct run_request req;
+    const char *bad[] = {"{\"modelGateway\":{\"allowedModels\":\"m\"}}",
+                         "{\"modelGateway\":{\"allowedModels\":[]}}",
+                         "{\"modelGateway\":{\"allowedModels\":[\"m\",1]}}",
+                         "{\"modelGateway\":{\"allowedModels\":[\"\"]}}", "{\"modelGateway\":[]}"};
+
+    request_limits_default(&lim);
+    CU_ASSERT_EQUAL_FATAL(
+        parse_ok("{\"modelGateway\":{\"allowedModels\":[\"a\",\"b\"]}}", &lim, &req), 0);
+    CU_ASSERT_EQUAL(json_object_array_length(req.gateway_models), 2);
+    run_request_release(&req);
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+        expect_refused(bad[i], strlen(bad[i]), &lim, AR_E_INVALID_REQUEST, "modelGateway");
+}
+
 CU_TestInfo request_tests[] = {
+    {"test_request_model_gateway_allowlist", test_request_model_gateway_allowlist},
     {"test_request_allowlist_accepted", test_request_allowlist_accepted},
     {"test_request_element_budget", test_request_element_budget},
     {"test_request_golden_fixtures_parse", test_request_golden_fixtures_parse},

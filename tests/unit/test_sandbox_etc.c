@@ -75,7 +75,7 @@ static void test_sandbox_etc_view_has_only_public_and_synthesized_files(void)
         CU_ASSERT_PTR_NULL(strstr(e->path, "shadow"));
         CU_ASSERT_PTR_NULL(strstr(e->path, "private"));
         CU_ASSERT_PTR_NULL(strstr(e->path, "agent-runner"));
-        if (e->kind == SANDBOX_ETC_BIND)
+        if (e->kind == SANDBOX_ETC_BIND || e->kind == SANDBOX_ETC_COPY)
             CU_ASSERT(strncmp(e->src, root, strlen(root)) == 0);
         if (e->kind == SANDBOX_ETC_DATA)
             CU_ASSERT_PTR_NULL(strstr(e->data, "secret"));
@@ -110,9 +110,15 @@ static void test_sandbox_etc_view_has_only_public_and_synthesized_files(void)
     CU_ASSERT_FATAL(e && e->kind == SANDBOX_ETC_BIND);
     snprintf(want, sizeof(want), "%s/etc/ssl/certs", root);
     CU_ASSERT_STRING_EQUAL(e->src, want);
-    CU_ASSERT_PTR_NOT_NULL(sandbox_etc_find(&etc, "/etc/ssl/openssl.cnf"));
-    CU_ASSERT_PTR_NOT_NULL(sandbox_etc_find(&etc, "/etc/alternatives"));
-    CU_ASSERT_PTR_NOT_NULL(sandbox_etc_find(&etc, "/etc/services"));
+    /* a public host file is copied (no mount of its own), a folder bound */
+    e = sandbox_etc_find(&etc, "/etc/ssl/openssl.cnf");
+    CU_ASSERT_FATAL(e && e->kind == SANDBOX_ETC_COPY);
+    snprintf(want, sizeof(want), "%s/etc/ssl/openssl.cnf", root);
+    CU_ASSERT_STRING_EQUAL(e->src, want);
+    e = sandbox_etc_find(&etc, "/etc/alternatives");
+    CU_ASSERT_FATAL(e && e->kind == SANDBOX_ETC_BIND);
+    e = sandbox_etc_find(&etc, "/etc/services");
+    CU_ASSERT_FATAL(e && e->kind == SANDBOX_ETC_COPY);
     CU_ASSERT_PTR_NULL(sandbox_etc_find(&etc, "/etc/protocols")); /* absent on this host */
     sandbox_etc_release(&etc);
     sandbox_etc_release(&etc); /* idempotent */
@@ -133,7 +139,7 @@ static void test_sandbox_etc_without_host_files(void)
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT_STRING_EQUAL(e->data, "sandbox\n");
     for (size_t i = 0; i < etc.n; i++)
-        CU_ASSERT(etc.v[i].kind != SANDBOX_ETC_BIND);
+        CU_ASSERT(etc.v[i].kind != SANDBOX_ETC_BIND && etc.v[i].kind != SANDBOX_ETC_COPY);
     sandbox_etc_release(&etc);
 }
 
@@ -158,7 +164,26 @@ static void test_sandbox_etc_with_the_keepers_resolver(void)
     sandbox_etc_release(&etc);
 }
 
+/* A public file in a folder nobody else may search is not public: not in the view. */
+static void test_sandbox_etc_skips_files_behind_a_closed_folder(void)
+{
+    struct sandbox_etc_opts opts = {.hostname = "box"};
+    struct sandbox_etc etc;
+
+    make_host();
+    dir("/etc/ssl", 0700);
+    opts.host_root = root;
+    CU_ASSERT_EQUAL_FATAL(sandbox_etc_build(&opts, &etc), 0);
+    CU_ASSERT_PTR_NULL(sandbox_etc_find(&etc, "/etc/ssl/openssl.cnf"));
+    CU_ASSERT_PTR_NULL(sandbox_etc_find(&etc, "/etc/ssl/certs"));
+    CU_ASSERT_PTR_NOT_NULL(sandbox_etc_find(&etc, "/etc/services")); /* /etc itself is open */
+    sandbox_etc_release(&etc);
+    fstree_remove(root);
+}
+
 CU_TestInfo sandbox_etc_tests[] = {
+    {"test_sandbox_etc_skips_files_behind_a_closed_folder",
+     test_sandbox_etc_skips_files_behind_a_closed_folder},
     {"test_sandbox_etc_with_the_keepers_resolver", test_sandbox_etc_with_the_keepers_resolver},
     {"test_sandbox_etc_view_has_only_public_and_synthesized_files",
      test_sandbox_etc_view_has_only_public_and_synthesized_files},

@@ -393,7 +393,28 @@ static void test_sandbox_seccomp_node_runs_under_it(void)
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Compiled once per process: the same programme each call; the keeper's copy is its bytes. */
+static void test_sandbox_seccomp_compiled_once(void)
+{
+    const char *a = NULL, *b = NULL;
+    char err[256], got[64];
+    int fd;
+
+    CU_ASSERT_EQUAL_FATAL(sandbox_seccomp_program(&a, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(sandbox_seccomp_program(&b, err, sizeof(err)), 0);
+    CU_ASSERT_PTR_EQUAL(a, b);
+    CU_ASSERT(strlen(a) % 16 == 0 && strlen(a) > 0);
+    CU_ASSERT_EQUAL_FATAL(sandbox_seccomp_memfd_of(a, &fd, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(lseek(fd, 0, SEEK_END), (off_t)(strlen(a) / 2));
+    CU_ASSERT_EQUAL(pread(fd, got, 8, 0), 8);
+    CU_ASSERT_NOT_EQUAL(write(fd, "x", 1), 1); /* sealed */
+    close(fd);
+    CU_ASSERT_EQUAL(sandbox_seccomp_memfd_of("0011223344556677X", &fd, err, sizeof(err)), -EINVAL);
+    CU_ASSERT_EQUAL(sandbox_seccomp_memfd_of("00112233445566", &fd, err, sizeof(err)), -EINVAL);
+}
+
 CU_TestInfo sandbox_seccomp_tests[] = {
+    {"test_sandbox_seccomp_compiled_once", test_sandbox_seccomp_compiled_once},
     {"test_sandbox_seccomp_decisions", test_sandbox_seccomp_decisions},
     {"test_sandbox_seccomp_in_the_kernel", test_sandbox_seccomp_in_the_kernel},
     {"test_sandbox_seccomp_node_runs_under_it", test_sandbox_seccomp_node_runs_under_it},

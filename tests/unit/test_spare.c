@@ -118,6 +118,34 @@ static void test_spare_claim_takes_the_slot(void)
     CU_ASSERT_EQUAL(pool_destroy(p), 0);
 }
 
+/* A shell (POOL_SHELL) serves the cold start of any harness, once; a spare is not a shell. */
+static void test_shell_claim_any_harness_once(void)
+{
+    struct pool *p = spare_pool(8);
+    struct pool_reservation rv = reservation("proj:shell");
+    struct pool_session s;
+    uint32_t ready, building;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    (void)ready_spare(p, HARNESS_PI, 6000);
+    CU_ASSERT_EQUAL(pool_shell_claim(p, &rv, &s), -ENOENT); /* a pi spare is no shell */
+    (void)ready_spare(p, (uint8_t)POOL_SHELL, 6001);
+    pool_spare_count(p, (uint8_t)POOL_SHELL, &ready, &building);
+    CU_ASSERT_EQUAL(ready, 1);
+    rv.harness = HARNESS_CODEX;
+    CU_ASSERT_EQUAL(pool_spare_claim(p, &rv, &s), -ENOENT); /* a shell is no codex spare */
+    CU_ASSERT_EQUAL(pool_shell_claim(p, &rv, &s), 0);
+    CU_ASSERT_EQUAL(s.keeper_pid, 6001);
+    CU_ASSERT_EQUAL(s.harness, HARNESS_CODEX); /* the slot is the claiming run's now */
+    CU_ASSERT_TRUE(s.from_spare);
+    rv.key = "proj:other";
+    CU_ASSERT_EQUAL(pool_shell_claim(p, &rv, &s), -ENOENT); /* never a second session */
+    pool_spare_count(p, (uint8_t)POOL_SHELL, &ready, &building);
+    CU_ASSERT_EQUAL(ready + building, 0);
+    CU_ASSERT_TRUE(pool_ok(p));
+    CU_ASSERT_EQUAL(pool_destroy(p), 0);
+}
+
 static void test_spare_claim_rules(void)
 {
     struct pool *p = spare_pool(8);
@@ -370,9 +398,11 @@ static void test_spare_eligibility_rule(void)
 static int fake_claims;
 static json_object *fake_egress_seen;
 
-static int fake_claim(struct provider_process *proc, json_object *egress, char *err, size_t errlen)
+static int fake_claim(struct provider_process *proc, json_object *egress, json_object *route,
+                      char *err, size_t errlen)
 {
     (void)proc;
+    (void)route;
     fake_claims++;
     fake_egress_seen = egress;
     if (json_object_object_get(egress, "refuse")) {
@@ -448,6 +478,7 @@ static void test_spare_keeper_claim(void)
 
 CU_TestInfo spare_tests[] = {
     {"test_spare_keeper_claim", test_spare_keeper_claim},
+    {"test_shell_claim_any_harness_once", test_shell_claim_any_harness_once},
     {"test_spare_claim_takes_the_slot", test_spare_claim_takes_the_slot},
     {"test_spare_claim_rules", test_spare_claim_rules},
     {"test_spare_evict_for_capacity", test_spare_evict_for_capacity},
