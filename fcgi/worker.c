@@ -25,9 +25,8 @@
  * it idles: the thread waits for the next request on it, re-checking every KEPT_WAKE_MS, and
  * gives it up after KEPT_IDLE_MS of quiet or at once when fewer than KEPT_SPARE_ACCEPTORS
  * threads of this process are left to accept new connections (nginx opens a new one when
- * none of its kept ones is idle). nginx's own idle limit (keepalive_timeout 1s in
- * nginx/agent-runner-upstream.conf) is shorter than KEPT_IDLE_MS: nginx closes an idle
- * connection first, and never sends a request into one the runner is closing.
+ * none of its kept ones is idle; a request nginx sends as the thread closes is retried by
+ * nginx on a new connection, as for any kept connection the server closed).
  */
 #define KEPT_WAKE_MS 250
 #define KEPT_IDLE_MS 2000
