@@ -587,6 +587,9 @@ void routes_handle(const struct route_ctx *rc, FCGX_Request *fr)
     struct http_req h;
     const struct route *match = NULL;
 
+    /* libfcgi accepts without close-on-exec: keepers started meanwhile must not inherit it */
+    if (fr->ipcFd >= 0)
+        fcntl(fr->ipcFd, F_SETFD, FD_CLOEXEC);
     http_req_init(&h, fr);
     for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
         if (strcmp(routes[i].path, h.path) == 0) {

@@ -1,8 +1,6 @@
 #include "worker.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -20,17 +18,6 @@
 #include "routes.h"
 
 #define THREAD_STACK (2u * 1024 * 1024)
-/*
- * A connection nginx keeps open (fastcgi_keep_conn, upstream keepalive) pins its thread while
- * it idles: the thread waits for the next request on it, re-checking every KEPT_WAKE_MS, and
- * gives it up after KEPT_IDLE_MS of quiet or at once when fewer than KEPT_SPARE_ACCEPTORS
- * threads of this process are left to accept new connections (nginx opens a new one when
- * none of its kept ones is idle; a request nginx sends as the thread closes is retried by
- * nginx on a new connection, as for any kept connection the server closed).
- */
-#define KEPT_WAKE_MS 250
-#define KEPT_IDLE_MS 2000
-#define KEPT_SPARE_ACCEPTORS 2
 
 struct worker_thread {
     pthread_t tid;
@@ -40,55 +27,6 @@ struct worker_thread {
 
 static pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stopping;
-static atomic_int acceptors;        /* threads waiting to accept a new connection */
-static int stop_pipe[2] = {-1, -1}; /* readable once the worker stops */
-
-/*
- * Waits for the next request on the kept connection of req. False when it is to be closed:
- * nginx closed it, it idled too long, accepting threads ran short, or the worker stops.
- */
-static bool kept_wait(FCGX_Request *req)
-{
-    int waited = 0;
-
-    for (;;) {
-        struct pollfd p[2] = {{.fd = req->ipcFd, .events = POLLIN | POLLRDHUP},
-                              {.fd = stop_pipe[0], .events = POLLIN}};
-        int n;
-
-        if (atomic_load(&stopping) || atomic_load(&acceptors) < KEPT_SPARE_ACCEPTORS)
-            return false;
-        n = poll(p, 2, KEPT_WAKE_MS);
-        if (n < 0 && errno != EINTR)
-            return false;
-        if (n > 0)
-            return p[1].revents == 0 && !(p[0].revents & (POLLRDHUP | POLLHUP | POLLERR));
-        waited += n == 0 ? KEPT_WAKE_MS : 0;
-        if (waited >= KEPT_IDLE_MS)
-            return false;
-    }
-}
-
-/* The next request of this thread: on its kept connection, else a new one. */
-static int next_request(FCGX_Request *req)
-{
-    int rc, fd = req->ipcFd;
-
-    if (fd >= 0) {
-        if (kept_wait(req))
-            return FCGX_Accept_r(req);
-        FCGX_Free(req, 1);
-    }
-    atomic_fetch_add(&acceptors, 1);
-    pthread_mutex_lock(&accept_lock);
-    rc = atomic_load(&stopping) ? -1 : FCGX_Accept_r(req);
-    pthread_mutex_unlock(&accept_lock);
-    atomic_fetch_sub(&acceptors, 1);
-    /* libfcgi accepts without close-on-exec: keepers started meanwhile must not inherit it */
-    if (rc >= 0 && req->ipcFd >= 0)
-        (void)fcntl(req->ipcFd, F_SETFD, FD_CLOEXEC);
-    return rc;
-}
 
 static void *thread_main(void *arg)
 {
@@ -98,7 +36,12 @@ static void *thread_main(void *arg)
     if (FCGX_InitRequest(&req, 0, 0) != 0)
         return NULL;
     while (!atomic_load(&stopping)) {
-        if (next_request(&req) < 0)
+        int rc;
+
+        pthread_mutex_lock(&accept_lock);
+        rc = atomic_load(&stopping) ? -1 : FCGX_Accept_r(&req);
+        pthread_mutex_unlock(&accept_lock);
+        if (rc < 0)
             break;
         routes_handle(&t->rc, &req);
         FCGX_Finish_r(&req);
@@ -140,8 +83,6 @@ int worker_main(const struct runner_config *cfg, unsigned index)
         log_error("worker %u: no free in-flight entry", index);
         return 1;
     }
-    if (pipe2(stop_pipe, O_CLOEXEC) != 0)
-        return 1;
     threads = calloc(n, sizeof(*threads));
     if (!threads)
         return 1;
@@ -166,8 +107,6 @@ int worker_main(const struct runner_config *cfg, unsigned index)
     sigwait(&set, &sig);
     log_info("worker %u stopping: finishing requests in progress", index);
     atomic_store(&stopping, true);
-    /* threads idling on a kept connection close it */
-    (void)!write(stop_pipe[1], "x", 1);
     /*
      * Shutting the listening socket down makes every accept(2) blocked on it return (in every
      * worker: this is a drain of the whole service). No signals into libfcgi's accept loop: a
