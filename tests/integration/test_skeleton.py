@@ -190,6 +190,16 @@ def test_malformed_harness_line_is_skipped(ctx):
     assert res["ok"] is True and res["output"] == "still fine", res
 
 
+def test_tool_output_that_is_not_utf8_arrives_as_text(ctx):
+    # the scripted agent, like a real harness, sends text: bytes that are not UTF-8 become "?"
+    # (a line that is not UTF-8 would be skipped as malformed and the call's result lost)
+    status, recs = ctx.stack.stream(scripted_request(script([
+        {"exec": "printf 'a\\377\\303\\251b\\342\\202'"}])))
+    assert status == 200
+    outs = [e["output"] for e in events_of(recs) if e["type"] == "tool_result"]
+    assert outs == ["a?\u00e9b??"], outs
+
+
 def test_pi_turn_against_the_fake_model(ctx):
     ctx.model.reset()
     status, recs = ctx.stack.stream(pi_request(ctx.model, "Say hello"))
