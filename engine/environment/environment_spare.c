@@ -227,6 +227,22 @@ static int send_claim(struct environment *env, const struct run_request *req,
     return r;
 }
 
+/* env takes the claimed slot ps (a spare's or a shell's): its keeper, folder and socket. */
+static void claimed_slot(struct environment *env, const struct pool_session *ps)
+{
+    const char *id = strrchr(ps->env_dir, '/');
+
+    env->provider = provider_get("local");
+    env->h = ps->h;
+    env->has_slot = true;
+    env->keeper_pid = ps->keeper_pid;
+    env->sandbox_pid = ps->sandbox_pid;
+    snprintf(env->paths.id, sizeof(env->paths.id), "%s", id ? id + 1 : "");
+    snprintf(env->paths.dir, sizeof(env->paths.dir), "%s", ps->env_dir);
+    snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace", ps->env_dir);
+    snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", ps->env_dir);
+}
+
 /* A claim that failed before the keeper was attached: stop the keeper, free what it held. */
 static void abandon(struct environment *env, const struct pool_session *ps)
 {
@@ -251,7 +267,6 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
     struct pool_reservation rv = environment_reservation(req, plan, key, idle_ms, per_turn);
     struct environment *env = NULL;
     struct pool_session *ps = NULL;
-    const char *id;
     bool attached = false;
     int r;
 
@@ -270,17 +285,8 @@ int environment_claim_spare(const struct engine_config *cfg, const struct run_re
             snprintf(err, errlen, "spare: session table: %s", ar_strerror(r));
         goto out;
     }
-    env->provider = provider_get("local");
-    env->h = ps->h;
-    env->has_slot = true;
+    claimed_slot(env, ps);
     env->from_spare = true;
-    env->keeper_pid = ps->keeper_pid;
-    env->sandbox_pid = ps->sandbox_pid;
-    id = strrchr(ps->env_dir, '/');
-    snprintf(env->paths.id, sizeof(env->paths.id), "%s", id ? id + 1 : "");
-    snprintf(env->paths.dir, sizeof(env->paths.dir), "%s", ps->env_dir);
-    snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace", ps->env_dir);
-    snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", ps->env_dir);
     if (!util_proc_alive(ps->keeper_pid, ps->keeper_start)) {
         snprintf(err, errlen, "spare: its keeper %d is gone", (int)ps->keeper_pid);
         r = -ESRCH;
@@ -455,7 +461,6 @@ int environment_claim_shell(const struct engine_config *cfg, const struct run_re
     struct environment *env = NULL;
     struct pool_session *ps = NULL;
     json_object *sandbox;
-    const char *id;
     bool attached = false;
     int r;
 
@@ -474,16 +479,9 @@ int environment_claim_shell(const struct engine_config *cfg, const struct run_re
             snprintf(err, errlen, "shell: session table: %s", ar_strerror(r));
         goto out;
     }
-    env->provider = provider_get("local");
-    env->h = ps->h;
-    env->has_slot = true;
+    claimed_slot(env, ps);
+    env->sandbox_pid = 0; /* a shell's sandbox starts at its claim */
     env->from_shell = true;
-    env->keeper_pid = ps->keeper_pid;
-    id = strrchr(ps->env_dir, '/');
-    snprintf(env->paths.id, sizeof(env->paths.id), "%s", id ? id + 1 : "");
-    snprintf(env->paths.dir, sizeof(env->paths.dir), "%s", ps->env_dir);
-    snprintf(env->paths.workspace, sizeof(env->paths.workspace), "%s/workspace", ps->env_dir);
-    snprintf(env->paths.socket, sizeof(env->paths.socket), "%s/keeper.sock", ps->env_dir);
     if (!util_proc_alive(ps->keeper_pid, ps->keeper_start)) {
         snprintf(err, errlen, "shell: its keeper %d is gone", (int)ps->keeper_pid);
         r = -ESRCH;
