@@ -163,44 +163,6 @@ void http_stream_start(struct http_req *h, const char *turn_id)
         h->client_gone = true;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decode n bytes of a query component into out (outlen with its NUL). */
-static int query_decode(const char *s, size_t n, char *out, size_t outlen)
-{
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
-
-        if (c == '+') {
-            c = ' ';
-        } else if (c == '%') {
-            int hi = i + 2 < n ? hex_digit(s[i + 1]) : -1; /* both digits must be there */
-            int lo = i + 2 < n ? hex_digit(s[i + 2]) : -1;
-
-            if (hi < 0 || lo < 0 || hi * 16 + lo == 0)
-                return -EINVAL;
-            c = hi * 16 + lo;
-            i += 2;
-        }
-        if (o + 1 >= outlen)
-            return -E2BIG;
-        out[o++] = (char)c;
-    }
-    out[o] = '\0';
-    return 0;
-}
-
 int http_query_get(const char *query, const char *name, char *out, size_t outlen)
 {
     size_t nlen = strlen(name);
@@ -214,8 +176,8 @@ int http_query_get(const char *query, const char *name, char *out, size_t outlen
 
         eq = memchr(p, '=', len);
         if ((size_t)((eq ? eq : p + len) - p) == nlen && memcmp(p, name, nlen) == 0) {
-            int r = eq ? query_decode(eq + 1, len - nlen - 1, out, outlen)
-                       : query_decode("", 0, out, outlen);
+            int r = eq ? util_percent_decode(eq + 1, len - nlen - 1, true, out, outlen)
+                       : util_percent_decode("", 0, true, out, outlen);
             return r < 0 ? r : 1;
         }
         if (!end)

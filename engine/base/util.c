@@ -223,6 +223,47 @@ int util_random_uuid(char out[37])
     return 0;
 }
 
+int util_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int util_percent_decode(const char *s, size_t len, bool plus_space, char *out, size_t outlen)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        int c = (unsigned char)s[i];
+
+        if (c == '+' && plus_space) {
+            c = ' ';
+        } else if (c == '%') {
+            int hi = i + 2 < len ? util_hex_digit(s[i + 1]) : -1; /* both digits must be there */
+            int lo = i + 2 < len ? util_hex_digit(s[i + 2]) : -1;
+
+            if (hi < 0 || lo < 0)
+                return -EINVAL;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (c == 0)
+            return -EINVAL;
+        if (o + 1 >= outlen)
+            return -E2BIG;
+        out[o++] = (char)c;
+    }
+    if (outlen == 0)
+        return -E2BIG;
+    out[o] = '\0';
+    return 0;
+}
+
 bool util_plain_name(const char *s, size_t max)
 {
     size_t n = 0;

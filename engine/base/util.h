@@ -46,6 +46,14 @@ int util_random_uuid(char out[37]);
  * [A-Za-z0-9._-], not "." or "..".
  */
 bool util_plain_name(const char *s, size_t max);
+/* The value of one hex digit (either case), -1 when c is not one. */
+int util_hex_digit(char c);
+/*
+ * Percent-decode [s, s+len) into out (outlen bytes, its NUL included); with plus_space a '+'
+ * is a space (a query component). -EINVAL for an escape that is not two hex digits or a
+ * decoded NUL, -E2BIG when out has no room.
+ */
+int util_percent_decode(const char *s, size_t len, bool plus_space, char *out, size_t outlen);
 /* Whether s holds a control character (below 0x20) or DEL. */
 bool util_has_ctl(const char *s);
 /*

@@ -33,42 +33,6 @@ struct redis {
 
 /* ---- the URL ---------------------------------------------------------------------------- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decode [s, s+len) into out (outlen bytes with the NUL); -EINVAL. */
-static int decode(const char *s, size_t len, char *out, size_t outlen)
-{
-    size_t o = 0;
-
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-
-        if (c == '%') {
-            int hi = i + 2 < len ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < len ? hexval(s[i + 2]) : -1;
-
-            if (hi < 0 || lo < 0)
-                return -EINVAL;
-            c = (char)(hi * 16 + lo);
-            i += 2;
-        }
-        if (c == '\0' || o + 1 >= outlen)
-            return -EINVAL;
-        out[o++] = c;
-    }
-    out[o] = '\0';
-    return 0;
-}
-
 static int url_authority(const char *a, size_t alen, struct redis_url *u, char *err, size_t errlen)
 {
     const char *at = memrchr(a, '@', alen), *host = a, *colon, *end = a + alen;
@@ -81,8 +45,9 @@ static int url_authority(const char *a, size_t alen, struct redis_url *u, char *
         if (!sep)
             return util_fail(-EINVAL, err, errlen,
                              "AGENT_RUNNER_REDIS_URL: expected [user]:password@ before the host");
-        if (decode(a, (size_t)(sep - a), u->user, sizeof(u->user)) < 0 ||
-            decode(sep + 1, (size_t)(at - sep - 1), u->password, sizeof(u->password)) < 0)
+        if (util_percent_decode(a, (size_t)(sep - a), false, u->user, sizeof(u->user)) < 0 ||
+            util_percent_decode(sep + 1, (size_t)(at - sep - 1), false, u->password,
+                                sizeof(u->password)) < 0)
             return util_fail(-EINVAL, err, errlen,
                              "AGENT_RUNNER_REDIS_URL: bad user or password (percent-encode it)");
         host = at + 1;
