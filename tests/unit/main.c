@@ -221,6 +221,17 @@ static CU_SuiteInfo suites[] = {
     CU_SUITE_INFO_NULL,
 };
 
+/* Every failed assertion again, last, so a log's tail names what failed. */
+static void print_failures(void)
+{
+    const CU_FailureRecord *f;
+
+    for (f = CU_get_failure_list(); f; f = f->pNext)
+        printf("FAILED %s/%s %s:%u: %s\n", f->pSuite ? f->pSuite->pName : "?",
+               f->pTest ? f->pTest->pName : "?", f->strFileName ? f->strFileName : "?",
+               f->uiLineNumber, f->strCondition ? f->strCondition : "?");
+}
+
 int main(int argc, char **argv)
 {
     unsigned failures;
@@ -253,6 +264,7 @@ int main(int argc, char **argv)
         rc = CU_basic_run_tests();
     }
     failures = CU_get_number_of_failures();
+    print_failures();
     printf("\nunit-tests: %u suites, %u tests run, %u tests failed, %u failed assertions\n",
            CU_get_number_of_suites_run(), CU_get_number_of_tests_run(),
            CU_get_number_of_tests_failed(), failures);
