@@ -35,17 +35,23 @@ static int turns_root(const struct engine_config *cfg, char out[PATH_MAX])
     return 0;
 }
 
-void engine_turns_journal_open(const struct engine_turn *t, struct event_stream *es)
+static int open_journal(void *ctx, struct journal **ret)
 {
-    char root[PATH_MAX];
-    int r;
+    const struct engine_turn *t = ctx;
+    int r = journal_create(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id, t->req->project_id,
+                           t->key, t->req->detached, ret);
 
-    if (es->journal || turns_root(t->cfg, root) < 0)
-        return;
-    r = journal_create(root, &t->cfg->turns, t->req->turn_id, t->req->project_id, t->key,
-                       t->req->detached, &es->journal);
     if (r < 0)
         log_debug("turn '%s' is not journaled: %s", t->req->turn_id, strerror(-r));
+    return r;
+}
+
+void engine_turns_journal_open(const struct engine_turn *t, struct event_stream *es)
+{
+    if (es->journal || !t->cfg->turns.dir[0] || !t->cfg->turns.keep_ms)
+        return;
+    es->journal_opener = open_journal;
+    es->journal_opener_ctx = (void *)t;
 }
 
 bool engine_turns_audience(const struct engine_turn *t, struct event_stream *es)
@@ -54,22 +60,23 @@ bool engine_turns_audience(const struct engine_turn *t, struct event_stream *es)
 
     if (event_stream_client_alive(es))
         return true;
+    event_stream_journal_open(es); /* a client that comes back finds the turn */
     if (es->journal && journal_has_readers(es->journal))
         return true;
     return grace && util_now_ms() < es->client_gone_ms + (int64_t)grace;
 }
 
 void engine_turns_register(const struct engine_turn *t, struct environment *env,
-                           const struct event_stream *es, const struct run_result *res,
+                           struct event_stream *es, const struct run_result *res,
                            const struct lifecycle_policy *policy, bool resume)
 {
-    json_object *o, *pol;
-    const char *text;
     const char *body;
     struct buf line;
-    size_t n, blen;
+    size_t blen;
     bool blank;
+    int r;
 
+    event_stream_journal_open(es);
     if (!es->journal || !env->has_slot)
         return;
     /* the journal names the slot whatever happens: a dead worker's turn is looked for there */
@@ -79,26 +86,29 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
     }
     /* the request goes in as it came (JSON text, its line breaks made blanks: the control
      * line is one line), not re-encoded: this runs before every streamed turn's prompt */
-    o = json_object_new_object();
-    pol = json_object_new_object();
-    json_object_object_add(o, "turnId", json_object_new_string(t->req->turn_id));
-    json_object_object_add(o, "adoptMs", json_object_new_int64((int64_t)t->cfg->turns.adopt_ms));
-    json_object_object_add(o, "promptId", json_object_new_int64(env->next_id));
-    json_object_object_add(o, "nextId", json_object_new_int64(env->next_id + 1));
-    json_object_object_add(o, "det", json_object_new_int64((int64_t)es->det));
-    json_object_object_add(pol, "mode", json_object_new_int((int)policy->mode));
-    json_object_object_add(pol, "idleMs", json_object_new_int64((int64_t)policy->idle_ms));
-    json_object_object_add(o, "policy", pol);
-    json_object_object_add(o, "caps", json_object_new_int64(turn_caps_to_bits(&res->caps)));
-    json_object_object_add(o, "traceId",
-                           json_object_new_string(res->trace_id ? res->trace_id : ""));
-    text = jsonx_text(o, &n);
-    buf_init(&line, PAYLOAD_TEXT_MAX);
     blank = strspn(t->req->body, " \t\r\n") >= t->req->body_len; /* an empty body is {} */
     body = blank ? "{}" : t->req->body;
     blen = blank ? 2 : t->req->body_len;
-    if (buf_append(&line, text, n - 1) == 0 && buf_append_str(&line, ",\"request\":") == 0 &&
-        buf_append(&line, body, blen) == 0 && buf_append_char(&line, '}') == 0) {
+    buf_init(&line, PAYLOAD_TEXT_MAX);
+    r = buf_append_str(&line, "{\"turnId\":");
+    if (r == 0)
+        r = jsonx_append_string(&line, t->req->turn_id);
+    if (r == 0)
+        r = buf_printf(&line,
+                       ",\"adoptMs\":%llu,\"promptId\":%lld,\"nextId\":%lld,\"det\":%llu,"
+                       "\"policy\":{\"mode\":%d,\"idleMs\":%llu},\"caps\":%lld,\"traceId\":",
+                       (unsigned long long)t->cfg->turns.adopt_ms, (long long)env->next_id,
+                       (long long)env->next_id + 1, (unsigned long long)es->det, (int)policy->mode,
+                       (unsigned long long)policy->idle_ms, (long long)turn_caps_to_bits(&res->caps));
+    if (r == 0)
+        r = jsonx_append_string(&line, res->trace_id ? res->trace_id : "");
+    if (r == 0)
+        r = buf_append_str(&line, ",\"request\":");
+    if (r == 0)
+        r = buf_append(&line, body, blen);
+    if (r == 0)
+        r = buf_append_char(&line, '}');
+    if (r == 0) {
         for (size_t i = 0; i < line.len; i++)
             if (line.data[i] == '\n')
                 line.data[i] = ' ';
@@ -106,7 +116,6 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
     }
     buf_release(&line);
     (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
-    json_object_put(o);
 }
 
 /* ---- adoption ------------------------------------------------------------------------------ */
@@ -276,7 +285,7 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
         (void)journal_note_writer(j); /* a second death is looked for under this pid */
         /* "#busy": the keeper has not yet read the dead worker's end of the socket */
         for (int tries = 0; tries < ADOPT_BUSY_TRIES; tries++) {
-            r = environment_reconnect(cfg, h, &env, err, sizeof(err));
+            r = environment_reconnect(cfg, h, NULL, NULL, &env, err, sizeof(err));
             if (r != -EBUSY)
                 break;
             util_sleep_ms(ADOPT_BUSY_WAIT_MS);

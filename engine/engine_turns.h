@@ -41,7 +41,11 @@ struct engine_adopted {
     char trace_id[40];
 };
 
-/* A streamed turn gets its journal (no-op when journaling is off or it cannot be made). */
+/*
+ * A streamed turn is to have a journal (no-op when journaling is off): made at its first need
+ * (event_stream_journal_open: the first record, the slot, a wait the turn does anyway), or not
+ * at all when it cannot be made (logged).
+ */
 void engine_turns_journal_open(const struct engine_turn *t, struct event_stream *es);
 /*
  * The turn's prompt goes next (resume: a parked approval's answers): the journal records the
@@ -50,7 +54,7 @@ void engine_turns_journal_open(const struct engine_turn *t, struct event_stream 
  * journal or a slot.
  */
 void engine_turns_register(const struct engine_turn *t, struct environment *env,
-                           const struct event_stream *es, const struct run_result *res,
+                           struct event_stream *es, const struct run_result *res,
                            const struct lifecycle_policy *policy, bool resume);
 /*
  * engine.c: run an adopted turn on env (consumed: parked or destroyed), its events into es

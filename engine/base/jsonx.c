@@ -286,3 +286,32 @@ json_object *jsonx_copy(json_object *o)
         return NULL;
     return c;
 }
+
+int jsonx_append_string(struct buf *out, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    int r = buf_append_char(out, '"');
+
+    for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
+        const unsigned char *run = p;
+
+        while (*p && *p >= 0x20 && *p != '"' && *p != '\\')
+            p++;
+        if (p > run)
+            r = buf_append(out, (const char *)run, (size_t)(p - run));
+        if (r < 0 || !*p)
+            break;
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+
+            r = buf_append(out, e, 2);
+        } else {
+            char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
+
+            r = buf_append(out, e, 6);
+        }
+    }
+    if (r == 0)
+        r = buf_append_char(out, '"');
+    return r;
+}

@@ -10,6 +10,8 @@
 
 #include <json-c/json.h>
 
+#include "base/buf.h"
+
 #define JSONX_DEFAULT_DEPTH 64
 
 /*
@@ -51,5 +53,10 @@ const char *jsonx_type_word(json_object *v);
 const char *jsonx_text(json_object *o, size_t *ret_len);
 /* A deep copy of o (a new reference); NULL when o is NULL or on out of memory. */
 json_object *jsonx_copy(json_object *o);
+/*
+ * Append s as a JSON string ("...", quote, backslash and control characters escaped; other
+ * bytes as they are) to out: a line built with buf_printf, without an object for it. -errno.
+ */
+int jsonx_append_string(struct buf *out, const char *s);
 
 #endif

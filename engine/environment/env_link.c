@@ -102,7 +102,7 @@ int environment_connect_keeper(struct environment *env, int64_t deadline, char *
         return r;
     }
     env->fd = fd;
-    r = env_link_read_line(fd, &env->lines, deadline, &line, &len, NULL);
+    r = env_link_read_line(fd, &env->lines, deadline, &line, &len, env);
     if (r < 0) {
         snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
         return r;

@@ -63,7 +63,8 @@ struct environment {
     json_object *agent_caps;   /* initialize result agentCapabilities (owned) */
     json_object *lease_report; /* a remote provider's lease report (owned) or NULL */
     char cwd[1024];            /* the harness's working folder ("" = SANDBOX_WORKSPACE) */
-    /* called before every wait for the harness (the turn flushes its events there) */
+    /* called before every wait for the harness (the turn flushes its events there), and for
+     * the keeper's hello when set before environment_connect_keeper */
     void (*before_wait)(void *ctx);
     void *before_wait_ctx;
 };
@@ -83,8 +84,8 @@ int env_link_read_line(int fd, struct acp_lines *lines, int64_t deadline, char *
                        size_t *ret_len, const struct environment *env);
 
 /*
- * Attach to the keeper at env->paths.socket and read its "#hello" (before deadline): env->fd,
- * keeper_pid and sandbox_pid set. -EBUSY when another worker is attached; err says why.
+ * Attach to the keeper at env->paths.socket and read its "#hello" (before deadline; before_wait,
+ * when set, runs while it is awaited): env->fd, keeper_pid and sandbox_pid set. -EBUSY when another worker is attached; err says why.
  */
 int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen);
 

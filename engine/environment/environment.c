@@ -104,7 +104,8 @@ fail:
 }
 
 int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
-                          struct environment **ret, char *err, size_t errlen)
+                          void (*meanwhile)(void *ctx), void *ctx, struct environment **ret,
+                          char *err, size_t errlen)
 {
     struct environment *env;
     struct pool_session *ps;
@@ -136,7 +137,11 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
     env->h = h;
     env->has_slot = true;
     env->warm = true;
+    env->before_wait = meanwhile; /* while the hello is awaited */
+    env->before_wait_ctx = ctx;
     r = environment_connect_keeper(env, util_now_ms() + 5000, err, errlen);
+    env->before_wait = NULL;
+    env->before_wait_ctx = NULL;
     if (r < 0) {
         env->has_slot = false;
         environment_free(env);

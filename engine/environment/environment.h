@@ -36,8 +36,13 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         bool per_turn, bool had_lease, struct environment **ret, char *err,
                         size_t errlen);
 
-/* Attach to the keeper of the checked-out slot h (state busy, owned by the caller). */
+/*
+ * Attach to the keeper of the checked-out slot h (state busy, owned by the caller). meanwhile
+ * (may be NULL) runs with ctx while the keeper's hello is awaited: work of the turn's own that
+ * then costs it no time (the turn's journal, engine_start.c).
+ */
 int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
-                          struct environment **ret, char *err, size_t errlen);
+                          void (*meanwhile)(void *ctx), void *ctx, struct environment **ret,
+                          char *err, size_t errlen);
 
 #endif

@@ -143,6 +143,8 @@ static int deliver(struct event_stream *es, const char *kind, json_object *ev, b
 
     buf_init(&line, strcmp(kind, "result") == 0 ? RESULT_LINE_MAX + 256 : EVENT_LINE_MAX);
     r = events_record_line_seq(kind, ev, seq, seq == 1 ? es->turn_id : NULL, &line);
+    if (es->journal_opener)
+        event_stream_journal_open(es);
     if (r == 0 && es->journal) {
         int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
         if (jr == 0 && !own)
@@ -212,6 +214,16 @@ int event_stream_result(struct event_stream *es, json_object *payload)
         es->journal = NULL;
     }
     return r == -ENOMEM ? r : 0;
+}
+
+void event_stream_journal_open(struct event_stream *es)
+{
+    int (*opener)(void *ctx, struct journal **ret) = es->journal_opener;
+
+    es->journal_opener = NULL;
+    if (!opener || es->journal)
+        return;
+    (void)opener(es->journal_opener_ctx, &es->journal);
 }
 
 int64_t event_stream_journal_due(const struct event_stream *es)

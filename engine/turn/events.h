@@ -63,6 +63,13 @@ struct event_stream {
     int64_t readers_checked_ms; /* monotonic: the last look for followers */
     const char *turn_id;        /* named in the first record (borrowed; NULL: not named) */
     struct journal *journal;    /* owned (journal_close at release); NULL: not journaled */
+    /*
+     * A journal to open at its first need (event_stream_journal_open): the first record, or a
+     * wait the turn does anyway (the keeper's hello of a warm turn, engine_start.c), so that
+     * making its file costs the turn no time of its own. Cleared once called.
+     */
+    int (*journal_opener)(void *ctx, struct journal **ret);
+    void *journal_opener_ctx;
     bool result_written;        /* event_stream_result wrote the result record */
     int64_t last_write_ms;      /* monotonic: the last record (keepalives count) */
     uint64_t keepalive_ms;      /* 0: no keepalives */
@@ -109,6 +116,9 @@ void event_stream_keepalive(struct event_stream *es);
  * a follower that attaches while the turn is silent gets them within a second.
  */
 int64_t event_stream_journal_due(const struct event_stream *es);
+/* Open the journal the stream is to have (journal_opener), if it is not open yet; a journal
+ * that cannot be opened leaves the turn unjournaled (logged). */
+void event_stream_journal_open(struct event_stream *es);
 
 /* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
 void event_stream_flush(struct event_stream *es);

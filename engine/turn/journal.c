@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "base/jsonx.h"
 #include "base/util.h"
 #include "turn/journal_files.h"
 
@@ -38,7 +38,9 @@ struct journal {
     uint64_t last_seq;
     uint64_t last_det;
     bool punch_failed;
+    bool spare_after;  /* made by journal_create: a spare follows its close */
     struct journal_meta meta;
+    char root[PATH_MAX];
 };
 
 struct journal_reader {
@@ -51,8 +53,9 @@ struct journal_reader {
     struct buf pending; /* read, not yet a whole line */
 };
 
-static int open_path(const char *root, const char *turn_id, const char *project_id, int flags,
-                     char path[PATH_MAX])
+/* The path of the journal of (project_id, turn_id) under root. */
+static int journal_path(const char *root, const char *turn_id, const char *project_id,
+                        char path[PATH_MAX])
 {
     char name[JOURNAL_FILE_MAX];
     int r;
@@ -64,25 +67,115 @@ static int open_path(const char *root, const char *turn_id, const char *project_
         return r;
     if (snprintf(path, PATH_MAX, "%s/%s", root, name) >= PATH_MAX)
         return -ENAMETOOLONG;
+    return 0;
+}
+
+static int open_path(const char *root, const char *turn_id, const char *project_id, int flags,
+                     char path[PATH_MAX])
+{
+    int r = journal_path(root, turn_id, project_id, path);
+
+    if (r < 0)
+        return r;
     r = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
     return r < 0 ? -errno : r;
 }
 
-/* One "M {...}" line queued (o is taken). */
-static int append_meta(struct journal *j, json_object *o)
-{
-    const char *text;
-    size_t n;
-    int r;
+/*
+ * A thread's spare: an empty journal file under the root of the thread's last journal, made,
+ * locked (writer) and given its first page after that journal closed (journal_close, once the
+ * client has the turn's result), so that the thread's next turn starts its journal with one
+ * rename instead of a file creation and a page allocation on the turn's way. Removed when the
+ * thread exits; a dead process's spares go with the master's sweep (journal_sweep.c).
+ */
+struct spare {
+    int fd;
+    size_t root_len;
+    char path[PATH_MAX]; /* <root>/<pid><random>.spare */
+};
 
-    text = jsonx_text(o, &n);
-    r = buf_append_str(&j->pending, "M ");
-    if (r == 0)
-        r = buf_append(&j->pending, text, n);
-    if (r == 0)
-        r = buf_append_char(&j->pending, '\n');
-    json_object_put(o);
-    return r;
+static __thread struct spare spare_tls = {.fd = -1};
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_drop(struct spare *s)
+{
+    if (s->fd < 0)
+        return;
+    (void)unlink(s->path); /* still ours: the writer lock is held until the close */
+    close(s->fd);
+    s->fd = -1;
+}
+
+static void spare_at_exit(void *arg)
+{
+    spare_drop(arg);
+}
+
+static void spare_key_make(void)
+{
+    if (pthread_key_create(&spare_key, spare_at_exit) != 0)
+        spare_key = (pthread_key_t)-1;
+}
+
+static bool spare_under(const struct spare *s, const char *root, size_t root_len)
+{
+    return s->fd >= 0 && s->root_len == root_len && memcmp(s->path, root, root_len) == 0;
+}
+
+static void spare_prepare(const char *root)
+{
+    struct spare *s = &spare_tls;
+    size_t root_len = strlen(root);
+    char rnd[2 * 12 + 1];
+    struct stat st;
+    int fd;
+
+    if (spare_under(s, root, root_len))
+        return;
+    spare_drop(s);
+    if (util_random_hex(rnd, 12) < 0 ||
+        snprintf(s->path, sizeof(s->path), "%s/%08x%s" JOURNAL_SPARE_SUFFIX, root,
+                 (unsigned)util_self_pid(), rnd) >= (int)sizeof(s->path))
+        return;
+    fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return;
+    /* locked before anyone could take it for a dead process's (the sweep locks to remove) */
+    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 || fstat(fd, &st) < 0 ||
+        st.st_nlink == 0 || ((st.st_mode & 0777) != 0600 && fchmod(fd, 0600) < 0)) {
+        close(fd);
+        return;
+    }
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096); /* the first page, allocated now */
+    pthread_once(&spare_once, spare_key_make);
+    if (spare_key != (pthread_key_t)-1)
+        (void)pthread_setspecific(spare_key, s);
+    s->fd = fd;
+    s->root_len = root_len;
+}
+
+/*
+ * The thread's spare renamed to path: its fd (locked, empty, 0600); -EEXIST when path exists
+ * (the spare stays), another -errno when there is no spare for root (or it is gone).
+ */
+static int spare_take(const char *root, const char *path)
+{
+    struct spare *s = &spare_tls;
+    int fd;
+
+    if (!spare_under(s, root, strlen(root)))
+        return -ENOENT;
+    if (renameat2(AT_FDCWD, s->path, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+        int r = -errno;
+
+        if (r != -EEXIST)
+            spare_drop(s);
+        return r;
+    }
+    fd = s->fd;
+    s->fd = -1;
+    return fd;
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -148,15 +241,27 @@ int journal_create(const char *root, const struct turn_settings *ts, const char 
                    struct journal **ret)
 {
     struct journal *j = journal_alloc(ts);
-    struct stat st;
+    char path[PATH_MAX];
+    struct stat st = {.st_size = 0, .st_mode = 0600};
     int r;
 
     if (!j)
         return -ENOMEM;
-    r = open_locked(root, turn_id, project_id, &st);
+    if (snprintf(j->root, sizeof(j->root), "%s", root) >= (int)sizeof(j->root)) {
+        r = -ENAMETOOLONG;
+        goto fail;
+    }
+    r = journal_path(root, turn_id, project_id, path);
+    if (r < 0)
+        goto fail;
+    /* the thread's spare, renamed (none, or the name is taken: the file made or found here) */
+    r = spare_take(root, path);
+    if (r < 0)
+        r = open_locked(root, turn_id, project_id, &st);
     if (r < 0)
         goto fail;
     j->fd = r;
+    j->spare_after = true;
     /* an earlier turn of the same id (finished, or abandoned by a dead writer) is replaced */
     if ((st.st_size > 0 && ftruncate(j->fd, 0) < 0) ||
         ((st.st_mode & 0777) != 0600 && fchmod(j->fd, 0600) < 0)) {
@@ -251,40 +356,32 @@ int journal_flush(struct journal *j)
 
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
 {
-    json_object *o = json_object_new_object(), *slot = json_object_new_object();
-    int r;
+    int r = buf_printf(&j->pending, "M {\"slot\":{\"index\":%u,\"generation\":%u}}\n",
+                       (unsigned)index, (unsigned)generation);
 
     j->meta.has_slot = true;
     j->meta.slot_index = index;
     j->meta.slot_generation = generation;
-    json_object_object_add(slot, "index", json_object_new_int64(index));
-    json_object_object_add(slot, "generation", json_object_new_int64(generation));
-    json_object_object_add(o, "slot", slot);
-    r = append_meta(j, o);
     /* written at once: a worker that adopts the turn looks for it there */
     return r == 0 ? journal_flush(j) : r;
 }
 
 int journal_note_writer(struct journal *j)
 {
-    json_object *o = json_object_new_object();
     int r;
 
     j->meta.pid = util_self_pid();
-    json_object_object_add(o, "pid", json_object_new_int(j->meta.pid));
-    r = append_meta(j, o);
+    r = buf_printf(&j->pending, "M {\"pid\":%d}\n", (int)j->meta.pid);
     return r == 0 ? journal_flush(j) : r; /* a second death is looked for under this pid */
 }
 
 int journal_finish(struct journal *j)
 {
-    json_object *o = json_object_new_object();
     int r;
 
     j->meta.state = JOURNAL_DONE;
     j->meta.finished_ms = util_wall_ms();
-    json_object_object_add(o, "finishedMs", json_object_new_int64(j->meta.finished_ms));
-    r = append_meta(j, o);
+    r = buf_printf(&j->pending, "M {\"finishedMs\":%lld}\n", (long long)j->meta.finished_ms);
     if (r == 0)
         r = journal_flush(j);
     /* the mark a sweep reads with one stat: done, finished at its ctime */
@@ -317,6 +414,9 @@ void journal_close(struct journal *j)
         (void)journal_flush(j);
         close(j->fd); /* the writer lock goes with it */
     }
+    /* the client has the result by now (event_stream_result): the next turn's file, made */
+    if (j->spare_after)
+        spare_prepare(j->root);
     buf_release(&j->pending);
     free(j);
 }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,15 @@
 
 #define SCAN_CHUNK 65536
 
+/* SHA-256, fetched once (an implicit fetch per digest costs more than the digest). */
+static EVP_MD *sha256;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+    sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 int journal_files_name(const char *turn_id, const char *project_id, char out[JOURNAL_FILE_MAX])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -24,9 +34,10 @@ int journal_files_name(const char *turn_id, const char *project_id, char out[JOU
     struct buf b;
     int r;
 
+    pthread_once(&sha256_once, sha256_fetch);
     buf_init(&b, 2 * JOURNAL_ID_MAX + 2);
     r = buf_printf(&b, "%s\n%s", project_id ? project_id : "", turn_id);
-    if (r == 0 && EVP_Digest(b.data, b.len, md, &n, EVP_sha256(), NULL) != 1)
+    if (r == 0 && EVP_Digest(b.data, b.len, md, &n, sha256 ? sha256 : EVP_sha256(), NULL) != 1)
         r = -EIO;
     buf_release(&b);
     if (r < 0)
@@ -106,24 +117,21 @@ int journal_files_meta_apply(const char *json, size_t len, struct journal_meta *
 
 int journal_files_header(const struct journal_meta *m, struct buf *out)
 {
-    json_object *o = json_object_new_object();
-    const char *text;
-    size_t n;
-    int r;
+    int r = buf_append_str(out, "M {\"turnId\":");
 
-    json_object_object_add(o, "turnId", json_object_new_string(m->turn_id));
-    json_object_object_add(o, "projectId", json_object_new_string(m->project_id));
-    json_object_object_add(o, "sessionKey", json_object_new_string(m->session_key));
-    json_object_object_add(o, "pid", json_object_new_int(m->pid));
-    json_object_object_add(o, "createdMs", json_object_new_int64(m->created_ms));
-    json_object_object_add(o, "detached", json_object_new_boolean(m->detached));
-    text = jsonx_text(o, &n);
-    r = buf_append_str(out, "M ");
     if (r == 0)
-        r = buf_append(out, text, n);
+        r = jsonx_append_string(out, m->turn_id);
     if (r == 0)
-        r = buf_append_char(out, '\n');
-    json_object_put(o);
+        r = buf_append_str(out, ",\"projectId\":");
+    if (r == 0)
+        r = jsonx_append_string(out, m->project_id);
+    if (r == 0)
+        r = buf_append_str(out, ",\"sessionKey\":");
+    if (r == 0)
+        r = jsonx_append_string(out, m->session_key);
+    if (r == 0)
+        r = buf_printf(out, ",\"pid\":%d,\"createdMs\":%lld,\"detached\":%s}\n", (int)m->pid,
+                       (long long)m->created_ms, m->detached ? "true" : "false");
     return r;
 }
 
@@ -205,6 +213,21 @@ static int ofd_lock(int fd, int cmd, short type, int which, struct flock *ret)
     if (ret)
         *ret = l;
     return 0;
+}
+
+pid_t journal_files_spare_pid(const char *name)
+{
+    size_t len = strlen(name);
+    unsigned long pid;
+
+    if (len != JOURNAL_NAME_LEN + strlen(JOURNAL_SPARE_SUFFIX) ||
+        strspn(name, "0123456789abcdef") != JOURNAL_NAME_LEN ||
+        strcmp(name + JOURNAL_NAME_LEN, JOURNAL_SPARE_SUFFIX) != 0)
+        return 0;
+    pid = 0;
+    for (size_t i = 0; i < JOURNAL_SPARE_PID_LEN; i++)
+        pid = pid * 16 + (unsigned long)util_hex_digit(name[i]);
+    return pid > 0 && pid <= INT32_MAX ? (pid_t)pid : 0;
 }
 
 int journal_files_lock(int fd, int which, bool exclusive)

@@ -1,14 +1,18 @@
 /*
  * journal — a turn's records in a file: write and read back from a cursor, the per-turn bound
  * (punched out) and the oldest seq it keeps, one writer at a time, the take-over of a dead
- * writer's journal (its torn last line cut off), followers seen by the writer, and the sweep's
- * expiry, abandon and total cap (journal_sweep).
+ * writer's journal (its torn last line cut off), followers seen by the writer, a thread's spare
+ * file (made after a turn, renamed for the next, gone with the thread or its dead process), and
+ * the sweep's expiry, abandon and total cap (journal_sweep).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -310,6 +314,123 @@ static void test_journal_sweep_expiry_abandon_and_total(void)
     drop_root(root);
 }
 
+/* The spares under root: how many, and the inode of the last one seen. */
+static int spares_in(const char *root, ino_t *ret_ino)
+{
+    DIR *d = opendir(root);
+    struct dirent *e;
+    int n = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    while ((e = readdir(d))) {
+        struct stat st;
+
+        if (!journal_files_spare_pid(e->d_name))
+            continue;
+        n++;
+        if (ret_ino && fstatat(dirfd(d), e->d_name, &st, 0) == 0)
+            *ret_ino = st.st_ino;
+    }
+    closedir(d);
+    return n;
+}
+
+static ino_t journal_ino(const char *root, const char *turn_id)
+{
+    char name[JOURNAL_FILE_MAX], path[4096];
+    struct stat st = {0};
+
+    CU_ASSERT_EQUAL(journal_files_name(turn_id, "p", name), 0);
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    CU_ASSERT_EQUAL(stat(path, &st), 0);
+    return st.st_ino;
+}
+
+static void *spare_thread(void *arg)
+{
+    const char *root = arg;
+    struct journal *j = NULL;
+    struct journal_reader *r = NULL;
+    uint64_t seqs[4], oldest;
+    ino_t spare = 0;
+    bool result;
+
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-1", "p", "p:s", false, &j), 0);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 0); /* the thread's first turn makes its file */
+    append_result(j, 1);
+    CU_ASSERT_EQUAL(journal_finish(j), 0);
+    journal_close(j);
+    /* after the turn: one spare, held by this thread (a sweep cannot take it) */
+    CU_ASSERT_EQUAL(spares_in(root, &spare), 1);
+    CU_ASSERT_EQUAL(journal_sweep_run(root, &SETTINGS, util_wall_ms(), NULL), 0);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 1);
+    /* the next turn's journal is that file, renamed; reads and follows as any other */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-2", "p", "p:s", false, &j), 0);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 0);
+    CU_ASSERT_EQUAL(journal_ino(root, "s-2"), spare);
+    append(j, 1, 1, "on the spare");
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "s-2", "p", 0, &r, &oldest), 0);
+    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 1);
+    CU_ASSERT_TRUE(journal_writer_alive(r));
+    journal_reader_free(r);
+    /* a second writer of the same turn is refused, whatever the spare */
+    {
+        struct journal *j2 = NULL;
+
+        CU_ASSERT_EQUAL(journal_create(root, &SETTINGS, "s-2", "p", "p:s", false, &j2), -EEXIST);
+    }
+    journal_close(j);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 1);
+    /* the name taken by a finished turn: that one is replaced, the spare stays for later */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-1", "p", "p:s", false, &j), 0);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 1);
+    journal_close(j);
+    return NULL;
+}
+
+static void test_journal_spare_file_per_thread(void)
+{
+    struct journal_sweep_stats st;
+    struct journal_entry *v = NULL;
+    char *root = tmp_root(), path[4096];
+    pthread_t t;
+    size_t n = 0;
+    pid_t dead;
+    int fd;
+
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, spare_thread, root), 0);
+    CU_ASSERT_EQUAL(pthread_join(t, NULL), 0);
+    /* the thread is gone, and its spare with it; the journals are listed, no spare is */
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 0);
+    CU_ASSERT_EQUAL(journal_sweep_list(root, false, &v, &n), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    free(v);
+    /* a spare left by a process that died: the sweep removes it */
+    dead = fork();
+    if (dead == 0)
+        _exit(0);
+    CU_ASSERT_FATAL(dead > 0);
+    CU_ASSERT_EQUAL(waitpid(dead, NULL, 0), dead);
+    snprintf(path, sizeof(path), "%s/%08x%s" JOURNAL_SPARE_SUFFIX, root, (unsigned)dead,
+             "0123456789abcdef01234567");
+    fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    CU_ASSERT_EQUAL(journal_files_spare_pid(strrchr(path, '/') + 1), dead);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 1);
+    CU_ASSERT_EQUAL(journal_sweep_run(root, &SETTINGS, util_wall_ms(), &st), 0);
+    CU_ASSERT_EQUAL(st.spares, 1);
+    CU_ASSERT_EQUAL(st.count, 2);
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 0);
+    /* names that only look like one are no spare */
+    CU_ASSERT_EQUAL(journal_files_spare_pid("00000000000000000000000000000000.spare"), 0);
+    CU_ASSERT_EQUAL(journal_files_spare_pid("0000000a0000000000000000000000000.spare"), 0);
+    CU_ASSERT_EQUAL(journal_files_spare_pid("0000000a000000000000000000000000.turn"), 0);
+    CU_ASSERT_EQUAL(journal_files_spare_pid("0000000A000000000000000000000000.spare"), 0);
+    CU_ASSERT_EQUAL(journal_files_spare_pid("0000000a000000000000000000000000.spare"), 10);
+    drop_root(root);
+}
+
 static void test_journal_line_prefix(void)
 {
     uint64_t seq = 0, det = 0;
@@ -337,6 +458,7 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_bound_drops_the_oldest_records", test_journal_bound_drops_the_oldest_records},
     {"test_journal_take_over_of_a_dead_writer", test_journal_take_over_of_a_dead_writer},
     {"test_journal_sweep_expiry_abandon_and_total", test_journal_sweep_expiry_abandon_and_total},
+    {"test_journal_spare_file_per_thread", test_journal_spare_file_per_thread},
     {"test_journal_line_prefix", test_journal_line_prefix},
     CU_TEST_INFO_NULL,
 };

@@ -48,7 +48,40 @@ static void test_jsonx_parse_once_keeps_the_depth_cap(void)
     CU_ASSERT_PTR_NULL(o);
 }
 
+/* A string appended as JSON text parses back to itself, whatever it holds. */
+static void test_jsonx_append_string_round_trips(void)
+{
+    const char *in[] = {"", "plain-id_1.2:3", "q\"uote\\back/slash", "line\nbreak\ttab\x01\x1f",
+                        "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93", "\x7f"};
+    struct buf b;
+
+    buf_init(&b, 4096);
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        json_object *o = NULL;
+        char err[64];
+
+        buf_reset(&b);
+        CU_ASSERT_EQUAL_FATAL(jsonx_append_string(&b, in[i]), 0);
+        CU_ASSERT_PTR_NULL(memchr(b.data, '\n', b.len)); /* one line */
+        CU_ASSERT_EQUAL_FATAL(jsonx_parse(b.data, b.len, JSONX_DEFAULT_DEPTH, &o, err, sizeof(err)),
+                              0);
+        CU_ASSERT_TRUE(json_object_is_type(o, json_type_string));
+        CU_ASSERT_STRING_EQUAL(json_object_get_string(o), in[i]);
+        json_object_put(o);
+    }
+    buf_reset(&b);
+    CU_ASSERT_EQUAL(jsonx_append_string(&b, "a\"b"), 0);
+    CU_ASSERT_EQUAL(b.len, 6);
+    CU_ASSERT_EQUAL(memcmp(b.data, "\"a\\\"b\"", 6), 0);
+    /* a buffer at its cap refuses, it does not truncate silently */
+    buf_release(&b);
+    buf_init(&b, 4);
+    CU_ASSERT_TRUE(jsonx_append_string(&b, "abcdef") < 0);
+    buf_release(&b);
+}
+
 CU_TestInfo jsonx_tests[] = {
+    {"test_jsonx_append_string_round_trips", test_jsonx_append_string_round_trips},
     {"test_jsonx_parse_once_reads_like_parse", test_jsonx_parse_once_reads_like_parse},
     {"test_jsonx_parse_once_keeps_the_depth_cap", test_jsonx_parse_once_keeps_the_depth_cap},
     CU_TEST_INFO_NULL,
