@@ -16,6 +16,7 @@
 #include "provider/provider.h"
 #include "sandbox/host.h"
 #include "session/pool.h"
+#include "turn/journal.h"
 
 int engine_worker_start(const struct engine_config *cfg)
 {
@@ -29,6 +30,11 @@ int engine_worker_start(const struct engine_config *cfg)
 int engine_worker_stop(int64_t deadline_ms)
 {
     return platform_worker_stop(deadline_ms);
+}
+
+void engine_request_done(void)
+{
+    journal_end_deferred();
 }
 
 int engine_inflight_claim(const struct engine_config *cfg, pid_t pid)

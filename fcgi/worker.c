@@ -45,6 +45,7 @@ static void *thread_main(void *arg)
             break;
         routes_handle(&t->rc, &req);
         FCGX_Finish_r(&req);
+        engine_request_done();
     }
     FCGX_Free(&req, 1);
     return NULL;

@@ -209,8 +209,12 @@ int event_stream_result(struct event_stream *es, json_object *payload)
     es->result_written = r == 0;
     event_stream_flush(es); /* the client has its result before the journal is closed */
     if (r == 0 && es->journal) {
-        (void)journal_finish(es->journal);
-        journal_close(es->journal); /* the writer lock goes: the turn is over */
+        if (es->journal_end_later) {
+            journal_end_later(es->journal);
+        } else {
+            (void)journal_finish(es->journal);
+            journal_close(es->journal); /* the writer lock goes: the turn is over */
+        }
         es->journal = NULL;
     }
     return r == -ENOMEM ? r : 0;

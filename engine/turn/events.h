@@ -70,6 +70,9 @@ struct event_stream {
      */
     int (*journal_opener)(void *ctx, struct journal **ret);
     void *journal_opener_ctx;
+    /* the journal's end (finished mark, close) after the request is answered
+     * (journal_end_later: engine_request_done); else at the result */
+    bool journal_end_later;
     bool result_written;        /* event_stream_result wrote the result record */
     int64_t last_write_ms;      /* monotonic: the last record (keepalives count) */
     uint64_t keepalive_ms;      /* 0: no keepalives */

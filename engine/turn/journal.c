@@ -421,6 +421,49 @@ void journal_close(struct journal *j)
     free(j);
 }
 
+/* A journal whose end waits for its thread's request to be answered (journal_end_later). */
+static __thread struct journal *deferred_tls;
+static pthread_key_t deferred_key;
+static pthread_once_t deferred_once = PTHREAD_ONCE_INIT;
+
+static void deferred_at_exit(void *arg)
+{
+    (void)arg;
+    journal_end_deferred();
+}
+
+static void deferred_key_make(void)
+{
+    if (pthread_key_create(&deferred_key, deferred_at_exit) != 0)
+        deferred_key = (pthread_key_t)-1;
+}
+
+void journal_end_deferred(void)
+{
+    struct journal *j = deferred_tls;
+
+    if (!j)
+        return;
+    deferred_tls = NULL;
+    (void)journal_finish(j);
+    journal_close(j);
+}
+
+void journal_end_later(struct journal *j)
+{
+    if (!j)
+        return;
+    journal_end_deferred();
+    (void)journal_flush(j); /* the records, the result's included, are in the file now */
+    pthread_once(&deferred_once, deferred_key_make);
+    if (deferred_key == (pthread_key_t)-1 || pthread_setspecific(deferred_key, j) != 0) {
+        (void)journal_finish(j);
+        journal_close(j);
+        return;
+    }
+    deferred_tls = j;
+}
+
 /* ---- readers ----------------------------------------------------------------------------- */
 
 void journal_reader_free(struct journal_reader *r)

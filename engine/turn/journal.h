@@ -111,6 +111,14 @@ void journal_last(const struct journal *j, uint64_t *ret_seq, uint64_t *ret_det)
 const struct journal_meta *journal_meta_of(const struct journal *j);
 /* Drop the writer lock and free. NULL is a no-op. */
 void journal_close(struct journal *j);
+/*
+ * journal_finish and journal_close, later: when this thread calls journal_end_deferred (its
+ * request is answered), ends another journal the same way, or exits. What is queued is
+ * written now (the result record is in the file before the caller's client has all of it).
+ */
+void journal_end_later(struct journal *j);
+/* Finish and close this thread's journal left by journal_end_later, if any. */
+void journal_end_deferred(void);
 
 /* ---- readers ----------------------------------------------------------------------------- */
 

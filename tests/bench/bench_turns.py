@@ -2,9 +2,11 @@
 
   journal   the warm turn of row 1 (`loadgen --sessions 1`) on the bench stack (journal on,
             the default) and on a second stack that differs only in
-            AGENT_RUNNER_TURN_JOURNAL_MS=0 (records still numbered, nothing journaled), the
-            runs interleaved (on, off, on, off, ...) so that both see the same machine; the
-            p50 of each side is the median of its runs' p50s.
+            AGENT_RUNNER_TURN_JOURNAL_MS=0 (records still numbered, nothing journaled), in
+            back-to-back pairs of runs (the order alternating) so that both see the same
+            machine; the ratio is the median of the pairs' ratios (a run-to-run drift of the
+            machine, often larger than the journal's cost, cancels within a pair), and each
+            side's p50 the median of its runs' p50s.
   reattach  GET /turns/{id}/events?after=1 of a finished scripted turn on a keep-alive TLS
             connection: from writing the request to reading the first replayed record.
 """
@@ -23,11 +25,14 @@ import stack  # noqa: E402
 from turns import script, scripted_request  # noqa: E402
 
 TARGET_RATIO = 1.05  # journal on / off, warm p50
+PAIRS = 8  # back-to-back runs of each side (PAIRS_QUICK with --quick)
+PAIRS_QUICK = 2
 TARGET_REATTACH_MS = 2.0
 
 
 def journal_cost(st, env, model, loadgen, q, log):
-    """Warm p50 with the journal (st) and without (a second stack), interleaved runs."""
+    """Warm p50 with the journal (st) and without (a second stack): runs in back-to-back pairs,
+    the order alternating (on, off / off, on, ...) so that drift hits both sides alike."""
     off_env = dict(env)
     off_env["AGENT_RUNNER_TURN_JOURNAL_MS"] = "0"
     off = stack.Stack(workers=2, threads=96, model=model, env=off_env)
@@ -37,8 +42,9 @@ def journal_cost(st, env, model, loadgen, q, log):
         log(f"starting a second stack without the journal in {off.tmp}")
         off.start()
         loadgen(off, "--sessions", "4", "--turns", "50", "--prefix", "warmup")
-        for i in range(2 if q else 4):
-            for side, s, runs in (("on", st, on_runs), ("off", off, off_runs)):
+        for i in range(PAIRS_QUICK if q else PAIRS):
+            sides = [("on", st, on_runs), ("off", off, off_runs)]
+            for side, s, runs in (sides if i % 2 == 0 else sides[::-1]):
                 runs.append(loadgen(s, "--sessions", "1", "--turns", turns, "--prefix",
                                     f"j{side}{i}-{uuid.uuid4().hex[:6]}"))
     finally:
@@ -46,7 +52,9 @@ def journal_cost(st, env, model, loadgen, q, log):
         off.cleanup()
     p50 = {k: statistics.median(x["all"]["p50_ms"] for x in v)
            for k, v in (("on", on_runs), ("off", off_runs))}
+    pairs = [a["all"]["p50_ms"] / max(b["all"]["p50_ms"], 1e-9) for a, b in zip(on_runs, off_runs)]
     return {"on": p50["on"], "off": p50["off"], "turns": turns,
+            "paired": statistics.median(pairs),
             "on_runs": [x["all"]["p50_ms"] for x in on_runs],
             "off_runs": [x["all"]["p50_ms"] for x in off_runs],
             "errors": sum(x["errors"] for x in on_runs + off_runs)}
@@ -95,15 +103,17 @@ def measure(st, env, model, loadgen, q, log):
 
 def rows(t, fmt_ms):
     j, a = t["journal"], t["reattach"]
-    ratio = j["on"] / max(j["off"], 1e-9)
+    ratio = j["paired"]
     runs = ", ".join(fmt_ms(x) for x in j["on_runs"])
     offs = ", ".join(fmt_ms(x) for x in j["off_runs"])
     return [
         ("11. warm turn p50, journaled (the default)", fmt_ms(j["on"]),
          f"<= {TARGET_RATIO:.2f}x unjournaled ({'met' if ratio <= TARGET_RATIO else '**missed**'})",
-         f"`loadgen --sessions 1 --turns {j['turns']}` interleaved with the same on a stack with "
-         f"AGENT_RUNNER_TURN_JOURNAL_MS=0, same run; runs: {runs}; {j['errors']} errors",
-         f"journaled / unjournaled = {ratio:.3f}x"),
+         f"`loadgen --sessions 1 --turns {j['turns']}` in {len(j['on_runs'])} back-to-back pairs "
+         f"with the same on a stack with AGENT_RUNNER_TURN_JOURNAL_MS=0 (order alternating); "
+         f"runs: {runs}; {j['errors']} errors",
+         f"journaled / unjournaled = {ratio:.3f}x (median of the pairs' ratios; "
+         f"{j['on'] / max(j['off'], 1e-9):.3f}x of the two medians)"),
         ("11. warm turn p50, not journaled", fmt_ms(j["off"]), "—",
          f"the same turns on the second stack (records numbered, no journal); runs: {offs}", ""),
         ("11. reattach: request to the first replayed record p50", fmt_ms(a["p50"]),
