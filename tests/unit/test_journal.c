@@ -431,6 +431,74 @@ static void test_journal_spare_file_per_thread(void)
     drop_root(root);
 }
 
+static mode_t journal_mode(const char *root, const char *turn_id)
+{
+    char name[JOURNAL_FILE_MAX], path[4096];
+    struct stat st = {0};
+
+    CU_ASSERT_EQUAL(journal_files_name(turn_id, "p", name), 0);
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    CU_ASSERT_EQUAL(stat(path, &st), 0);
+    return st.st_mode & 0777;
+}
+
+static void *end_later_thread(void *arg)
+{
+    const char *root = arg;
+    struct journal *j = NULL;
+
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-2", "p", "p:s", false, &j), 0);
+    append_result(j, 1);
+    journal_end_later(j);
+    return NULL; /* the thread's exit ends it */
+}
+
+/* A journal ended later: its records are in the file at once, its end comes with
+ * journal_end_deferred, the next journal_end_later, or the thread's exit. */
+static void test_journal_end_later(void)
+{
+    char *root = tmp_root();
+    struct journal *j = NULL, *k = NULL;
+    struct journal_reader *r = NULL;
+    uint64_t seqs[4], oldest;
+    bool result = false;
+    pthread_t t;
+
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-1", "p", "p:s", false, &j), 0);
+    append(j, 1, 1, "a");
+    {
+        const char *line = "{\"kind\":\"result\",\"seq\":2}\n";
+
+        CU_ASSERT_EQUAL(journal_append(j, 2, 2, line, strlen(line)), 0);
+        CU_ASSERT_TRUE(journal_queued(j) > 0);
+    }
+    journal_end_later(j); /* queued, not flushed: end_later writes it */
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "e-1", "p", 0, &r, &oldest), 0);
+    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 2);
+    CU_ASSERT_TRUE(result);
+    CU_ASSERT_TRUE(journal_writer_alive(r)); /* not ended yet */
+    CU_ASSERT_EQUAL(journal_mode(root, "e-1"), 0600);
+    journal_end_deferred();
+    CU_ASSERT_FALSE(journal_writer_alive(r));
+    CU_ASSERT_EQUAL(journal_mode(root, "e-1"), JOURNAL_DONE_MODE);
+    journal_reader_free(r);
+    journal_end_deferred(); /* nothing left: a no-op */
+    /* a second one ends the first */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-3", "p", "p:s", false, &j), 0);
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-4", "p", "p:s", false, &k), 0);
+    journal_end_later(j);
+    journal_end_later(k);
+    CU_ASSERT_EQUAL(journal_mode(root, "e-3"), JOURNAL_DONE_MODE);
+    CU_ASSERT_EQUAL(journal_mode(root, "e-4"), 0600);
+    journal_end_deferred();
+    CU_ASSERT_EQUAL(journal_mode(root, "e-4"), JOURNAL_DONE_MODE);
+    /* a thread that exits ends its own */
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, end_later_thread, root), 0);
+    CU_ASSERT_EQUAL(pthread_join(t, NULL), 0);
+    CU_ASSERT_EQUAL(journal_mode(root, "e-2"), JOURNAL_DONE_MODE);
+    drop_root(root);
+}
+
 static void test_journal_line_prefix(void)
 {
     uint64_t seq = 0, det = 0;
@@ -459,6 +527,7 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_take_over_of_a_dead_writer", test_journal_take_over_of_a_dead_writer},
     {"test_journal_sweep_expiry_abandon_and_total", test_journal_sweep_expiry_abandon_and_total},
     {"test_journal_spare_file_per_thread", test_journal_spare_file_per_thread},
+    {"test_journal_end_later", test_journal_end_later},
     {"test_journal_line_prefix", test_journal_line_prefix},
     CU_TEST_INFO_NULL,
 };
