@@ -385,10 +385,13 @@ static int probe_cap(void *arg)
     char c;
     struct timeval tv = {.tv_sec = 10};
 
+    setsockopt(a, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(b, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (connect(a, (struct sockaddr *)&sa, sizeof(sa)) == -1)
         return PROBE_OTHER;
-    usleep(300 * 1000); /* let the proxy take the first one */
+    /* the proxy holds the first one once a byte came back through it (the echo server) */
+    if (write(a, "x", 1) != 1 || read(a, &c, 1) != 1)
+        return PROBE_OTHER;
     if (connect(b, (struct sockaddr *)&sa, sizeof(sa)) == -1)
         return PROBE_REFUSED;
     return read(b, &c, 1) <= 0 ? PROBE_RESET : PROBE_OTHER;

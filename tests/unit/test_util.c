@@ -58,7 +58,7 @@ static void test_util_wall_ns_is_the_wall_clock(void)
 {
     int64_t ms = util_wall_ms(), ns = util_wall_ns();
 
-    CU_ASSERT_TRUE(ns / 1000000 >= ms && ns / 1000000 - ms < 1000);
+    CU_ASSERT_TRUE(ns / 1000000 >= ms && ns / 1000000 - ms < 60000); /* not the monotonic one */
 }
 
 static void test_util_sleep_ms_sleeps_at_least_that_long(void)
