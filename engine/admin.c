@@ -310,7 +310,7 @@ int admin_turns_sweep(const struct admin *a)
     r = journal_sweep_run(a->cfg->turns.dir, &a->cfg->turns, util_wall_ms(), &st);
     if (r < 0)
         return r;
-    return (int)(st.expired + st.abandoned + st.evicted + st.spares);
+    return (int)(st.expired + st.abandoned + st.evicted);
 }
 
 int admin_turns_dir(const char *instance, char *out, size_t outlen)

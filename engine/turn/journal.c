@@ -82,16 +82,17 @@ static int open_path(const char *root, const char *turn_id, const char *project_
 }
 
 /*
- * A thread's spare: an empty journal file under the root of the thread's last journal, made,
- * locked (writer) and given its first page after that journal closed (journal_close, once the
- * client has the turn's result), so that the thread's next turn starts its journal with one
- * rename instead of a file creation and a page allocation on the turn's way. Removed when the
- * thread exits; a dead process's spares go with the master's sweep (journal_sweep.c).
+ * A thread's spare: an unnamed journal file (O_TMPFILE) under the root of the thread's last
+ * journal, locked (writer) and given its first page after that journal closed (journal_close,
+ * once the client has the turn's result), so that the thread's next turn starts its journal
+ * with one link instead of a file creation and a page allocation on the turn's way. Nothing
+ * else sees it: it has no name until then, and it is gone with its descriptor (the thread's
+ * exit, or its process's).
  */
 struct spare {
     int fd;
     size_t root_len;
-    char path[PATH_MAX]; /* <root>/<pid><random>.spare */
+    char root[PATH_MAX];
 };
 
 static __thread struct spare spare_tls = {.fd = -1};
@@ -102,7 +103,6 @@ static void spare_drop(struct spare *s)
 {
     if (s->fd < 0)
         return;
-    (void)unlink(s->path); /* still ours: the writer lock is held until the close */
     close(s->fd);
     s->fd = -1;
 }
@@ -120,30 +120,25 @@ static void spare_key_make(void)
 
 static bool spare_under(const struct spare *s, const char *root, size_t root_len)
 {
-    return s->fd >= 0 && s->root_len == root_len && memcmp(s->path, root, root_len) == 0;
+    return s->fd >= 0 && s->root_len == root_len && memcmp(s->root, root, root_len) == 0;
 }
 
 static void spare_prepare(const char *root)
 {
     struct spare *s = &spare_tls;
     size_t root_len = strlen(root);
-    char rnd[2 * 12 + 1];
-    struct stat st;
     int fd;
 
     if (spare_under(s, root, root_len))
         return;
     spare_drop(s);
-    if (util_random_hex(rnd, 12) < 0 ||
-        snprintf(s->path, sizeof(s->path), "%s/%08x%s" JOURNAL_SPARE_SUFFIX, root,
-                 (unsigned)util_self_pid(), rnd) >= (int)sizeof(s->path))
+    if (root_len >= sizeof(s->root))
         return;
-    fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    /* a file system without unnamed files: every journal is made on its turn's way */
+    fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
-    /* locked before anyone could take it for a dead process's (the sweep locks to remove) */
-    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 || fstat(fd, &st) < 0 ||
-        st.st_nlink == 0 || ((st.st_mode & 0777) != 0600 && fchmod(fd, 0600) < 0)) {
+    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 || fchmod(fd, 0600) < 0) {
         close(fd);
         return;
     }
@@ -151,22 +146,25 @@ static void spare_prepare(const char *root)
     pthread_once(&spare_once, spare_key_make);
     if (spare_key != (pthread_key_t)-1)
         (void)pthread_setspecific(spare_key, s);
-    s->fd = fd;
+    memcpy(s->root, root, root_len + 1);
     s->root_len = root_len;
+    s->fd = fd;
 }
 
 /*
- * The thread's spare renamed to path: its fd (locked, empty, 0600); -EEXIST when path exists
- * (the spare stays), another -errno when there is no spare for root (or it is gone).
+ * The thread's spare linked at path: its fd (locked, empty, 0600); -EEXIST when path exists
+ * (the spare stays), another -errno when there is no spare for root (or it cannot be linked).
  */
 static int spare_take(const char *root, const char *path)
 {
     struct spare *s = &spare_tls;
+    char proc[64];
     int fd;
 
     if (!spare_under(s, root, strlen(root)))
         return -ENOENT;
-    if (renameat2(AT_FDCWD, s->path, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", s->fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
         int r = -errno;
 
         if (r != -EEXIST)

@@ -29,11 +29,10 @@
  * together are bounded by the master's sweep (journal_sweep.h).
  *
  * Spares: the file of a new journal is not made on the turn's way. A thread whose journal
- * closed makes its next one ahead — "<pid><random>.spare" under the same root, locked, its
- * first page allocated — and journal_create renames it to the turn's name (RENAME_NOREPLACE:
- * a name in use takes the old path, the spare stays). A thread's spare goes when the thread
- * exits; a dead process's with the master's sweep (journal_sweep.h). Nothing else lists a
- * spare.
+ * closed makes its next one ahead — an unnamed file (O_TMPFILE) under the same root, locked,
+ * its first page allocated — and journal_create links it at the turn's name (a name in use
+ * takes the old path, the spare stays). Unnamed, a spare is seen by no sweep or listing, and
+ * it is gone with its thread or process.
  *
  * One writer per journal (one thread); readers in any process. Records are written in batches,
  * one write on O_APPEND each; a follower that meets a line without its '\n' waits for the rest,

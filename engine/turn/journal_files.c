@@ -215,21 +215,6 @@ static int ofd_lock(int fd, int cmd, short type, int which, struct flock *ret)
     return 0;
 }
 
-pid_t journal_files_spare_pid(const char *name)
-{
-    size_t len = strlen(name);
-    unsigned long pid;
-
-    if (len != JOURNAL_NAME_LEN + strlen(JOURNAL_SPARE_SUFFIX) ||
-        strspn(name, "0123456789abcdef") != JOURNAL_NAME_LEN ||
-        strcmp(name + JOURNAL_NAME_LEN, JOURNAL_SPARE_SUFFIX) != 0)
-        return 0;
-    pid = 0;
-    for (size_t i = 0; i < JOURNAL_SPARE_PID_LEN; i++)
-        pid = pid * 16 + (unsigned long)util_hex_digit(name[i]);
-    return pid > 0 && pid <= INT32_MAX ? (pid_t)pid : 0;
-}
-
 int journal_files_lock(int fd, int which, bool exclusive)
 {
     return ofd_lock(fd, F_OFD_SETLK, exclusive ? F_WRLCK : F_RDLCK, which, NULL);

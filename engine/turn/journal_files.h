@@ -21,17 +21,10 @@
 #include "turn/journal.h"
 
 #define JOURNAL_SUFFIX ".turn"
-#define JOURNAL_SPARE_SUFFIX ".spare" /* a thread's next journal, made ahead (journal.c) */
-#define JOURNAL_FILE_MAX (JOURNAL_NAME_LEN + sizeof(JOURNAL_SPARE_SUFFIX))
+#define JOURNAL_FILE_MAX (JOURNAL_NAME_LEN + sizeof(JOURNAL_SUFFIX))
 #define JOURNAL_DONE_MODE 0700 /* the file's mode once its result is in (0600 before) */
 #define JOURNAL_LOCK_WRITER 0  /* the lock bytes */
 #define JOURNAL_LOCK_READERS 1
-
-/*
- * A spare's name is "<pid: 8 hex><24 random hex>.spare": the sweep removes the spares of a
- * process that is gone (journal_files_spare_pid).
- */
-#define JOURNAL_SPARE_PID_LEN 8
 
 /* The file name of (project_id, turn_id): "<32 hex>.turn". */
 int journal_files_name(const char *turn_id, const char *project_id, char out[JOURNAL_FILE_MAX]);
@@ -52,8 +45,6 @@ int journal_files_header(const struct journal_meta *m, struct buf *out);
  */
 int journal_files_scan(int fd, struct journal_meta *m, uint64_t *ret_end, uint64_t *ret_seq,
                        uint64_t *ret_det);
-/* The pid a spare's name carries, or 0 when name is not a spare's. */
-pid_t journal_files_spare_pid(const char *name);
 /* Take (F_OFD_SETLK) lock byte `which`, exclusive or shared, without waiting: 0, -EAGAIN. */
 int journal_files_lock(int fd, int which, bool exclusive);
 void journal_files_unlock(int fd, int which);

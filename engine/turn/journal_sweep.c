@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +17,6 @@
 /* One entry of the root folder, as a stat sees it. */
 struct seen {
     char name[JOURNAL_NAME_LEN + 8];
-    pid_t spare_pid; /* a thread's spare journal file (journal.c), of this process; 0 */
     bool done;
     int64_t finished_ms; /* ctime of a finished one */
     int64_t changed_ms;  /* mtime */
@@ -37,10 +35,8 @@ static bool journal_file(const char *name)
            strcmp(name + JOURNAL_NAME_LEN, JOURNAL_SUFFIX) == 0;
 }
 
-/* Every journal file under root with its stat (and the spares too, with spares): a new array
- * and its length. */
-static int stat_all(const char *root, bool spares, int *ret_dirfd, struct seen **ret,
-                    size_t *ret_n)
+/* Every journal file under root with its stat: a new array and its length. */
+static int stat_all(const char *root, int *ret_dirfd, struct seen **ret, size_t *ret_n)
 {
     DIR *d = opendir(root);
     struct seen *v = NULL;
@@ -54,10 +50,9 @@ static int stat_all(const char *root, bool spares, int *ret_dirfd, struct seen *
         return errno == ENOENT ? 0 : -errno;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
-        pid_t spare = spares ? journal_files_spare_pid(e->d_name) : 0;
         struct stat st;
 
-        if ((!spare && !journal_file(e->d_name)) || len >= sizeof(v->name) ||
+        if (!journal_file(e->d_name) || len >= sizeof(v->name) ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
             continue;
         if (n == cap) {
@@ -70,7 +65,6 @@ static int stat_all(const char *root, bool spares, int *ret_dirfd, struct seen *
             v = nv;
         }
         memcpy(v[n].name, e->d_name, len + 1);
-        v[n].spare_pid = spare;
         v[n].done = (st.st_mode & 0777) == JOURNAL_DONE_MODE;
         v[n].finished_ms = ms_of(&st.st_ctim);
         v[n].changed_ms = ms_of(&st.st_mtim);
@@ -90,7 +84,7 @@ int journal_sweep_list(const char *root, bool orphans_only, struct journal_entry
     struct journal_entry *v;
     struct seen *s = NULL;
     size_t n = 0, k = 0;
-    int dfd, r = stat_all(root, false, &dfd, &s, &n);
+    int dfd, r = stat_all(root, &dfd, &s, &n);
 
     *ret = NULL;
     *ret_n = 0;
@@ -157,19 +151,13 @@ int journal_sweep_run(const char *root, const struct turn_settings *ts, int64_t 
     struct journal_sweep_stats st = {0};
     struct seen *v = NULL;
     size_t n = 0, kept = 0;
-    int dfd, r = stat_all(root, true, &dfd, &v, &n);
+    int dfd, r = stat_all(root, &dfd, &v, &n);
 
     if (r < 0)
         return r;
     for (size_t i = 0; i < n; i++) {
         const struct seen *e = &v[i];
 
-        /* a spare of a process that is gone (a live one's is its thread's, locked) */
-        if (e->spare_pid) {
-            if (kill(e->spare_pid, 0) < 0 && errno == ESRCH && remove_journal(dfd, e->name))
-                st.spares++;
-            continue;
-        }
         if (e->done && e->finished_ms + (int64_t)ts->keep_ms <= now_wall_ms &&
             remove_journal(dfd, e->name)) {
             st.expired++;

@@ -38,14 +38,12 @@ struct journal_sweep_stats {
     uint32_t expired;   /* finished longer than keep_ms ago */
     uint32_t abandoned; /* no writer and no write for keep_ms */
     uint32_t evicted;   /* finished ones removed, oldest first, to fit total_bytes */
-    uint32_t spares;    /* spare journal files of processes that are gone */
     uint64_t bytes;     /* what is left, on disk */
     uint32_t count;     /* how many are left */
 };
 
 /*
- * The master's sweep (once a second): remove expired and abandoned journals and the spare
- * journal files (journal.c) of processes that are gone, then the oldest
+ * The master's sweep (once a second): remove expired and abandoned journals, then the oldest
  * finished ones while all of them together hold more than total_bytes on disk. A running
  * turn's journal is never removed for space (its own bound limits it).
  */
