@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "base/buf.h"
+#include "base/util.h"
 
 int agenta_sanitize_filename(const char *in, char *out, size_t outlen)
 {
@@ -34,16 +35,6 @@ int agenta_sanitize_filename(const char *in, char *out, size_t outlen)
     if (n == 0 || strcmp(out, ".") == 0 || strcmp(out, "..") == 0)
         return -EINVAL;
     return 0;
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
 }
 
 static bool utf8_valid(const unsigned char *s, size_t n)
@@ -111,12 +102,12 @@ static int decode_5987(const char *v, size_t len, struct buf *out)
         int r;
 
         if (ch == '%') {
-            if (end - p < 3 || hexval(p[1]) < 0 || hexval(p[2]) < 0) {
+            if (end - p < 3 || util_hex_digit(p[1]) < 0 || util_hex_digit(p[2]) < 0) {
                 if (!latin1)
                     return -EINVAL; /* decodeURIComponent refuses a stray '%' */
                 r = buf_append_char(out, '%');
             } else {
-                ch = (unsigned)(hexval(p[1]) * 16 + hexval(p[2]));
+                ch = (unsigned)(util_hex_digit(p[1]) * 16 + util_hex_digit(p[2]));
                 p += 2;
                 if (latin1 && ch >= 0x80)
                     r = buf_printf(out, "%c%c", (char)(0xc0 | (ch >> 6)),

@@ -37,17 +37,6 @@ int ids_uuid5(const uint8_t ns[16], const char *name, size_t len, char out[37])
     return 0;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ids_uuid_parse(const char *text, uint8_t out[16])
 {
     uint8_t u[16];
@@ -58,8 +47,8 @@ int ids_uuid_parse(const char *text, uint8_t out[16])
 
         if (*p == '-' && (p - text == 8 || p - text == 13 || p - text == 18 || p - text == 23))
             continue;
-        hi = hex_digit(p[0]);
-        lo = p[1] ? hex_digit(p[1]) : -1;
+        hi = util_hex_digit(p[0]);
+        lo = p[1] ? util_hex_digit(p[1]) : -1;
         if (hi < 0 || lo < 0 || n >= 16)
             return -EINVAL;
         u[n++] = (uint8_t)(hi * 16 + lo);

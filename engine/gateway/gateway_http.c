@@ -240,17 +240,6 @@ void gateway_chunked_init(struct gateway_chunked *c)
     memset(c, 0, sizeof(*c));
 }
 
-static int hex_digit(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* One byte of a size line, an extension, or a trailer line. -EBADMSG when malformed. */
 static int framing_byte(struct gateway_chunked *c, char ch)
 {
@@ -260,7 +249,7 @@ static int framing_byte(struct gateway_chunked *c, char ch)
         return -EBADMSG;
     switch (c->state) {
     case CH_SIZE:
-        d = hex_digit(ch);
+        d = util_hex_digit(ch);
         if (d >= 0) {
             if (c->left > (UINT64_MAX >> 4) >> 8) /* 2^52 bytes: nobody sends that */
                 return -EBADMSG;
