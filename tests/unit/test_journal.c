@@ -358,7 +358,8 @@ static int names_in(const char *root)
     return n;
 }
 
-static ino_t journal_ino(const char *root, const char *turn_id)
+/* The stat of the journal file of (p, turn_id) under root. */
+static struct stat journal_stat(const char *root, const char *turn_id)
 {
     char name[JOURNAL_FILE_MAX], path[4096];
     struct stat st = {0};
@@ -366,7 +367,7 @@ static ino_t journal_ino(const char *root, const char *turn_id)
     CU_ASSERT_EQUAL(journal_files_name(turn_id, "p", name), 0);
     snprintf(path, sizeof(path), "%s/%s", root, name);
     CU_ASSERT_EQUAL(stat(path, &st), 0);
-    return st.st_ino;
+    return st;
 }
 
 static void *spare_thread(void *arg)
@@ -388,7 +389,7 @@ static void *spare_thread(void *arg)
     CU_ASSERT_EQUAL(names_in(root), 1);
     /* the next turn's journal is that file, linked; it reads and follows as any other */
     CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-2", "p", "p:s", false, &j), 0);
-    CU_ASSERT_EQUAL(journal_ino(root, "s-2"), spare);
+    CU_ASSERT_EQUAL(journal_stat(root, "s-2").st_ino, spare);
     CU_ASSERT_EQUAL(names_in(root), 2);
     append(j, 1, 1, "on the spare");
     CU_ASSERT_EQUAL_FATAL(journal_open(root, "s-2", "p", 0, &r, &oldest), 0);
@@ -433,13 +434,7 @@ static void test_journal_spare_file_per_thread(void)
 
 static mode_t journal_mode(const char *root, const char *turn_id)
 {
-    char name[JOURNAL_FILE_MAX], path[4096];
-    struct stat st = {0};
-
-    CU_ASSERT_EQUAL(journal_files_name(turn_id, "p", name), 0);
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    CU_ASSERT_EQUAL(stat(path, &st), 0);
-    return st.st_mode & 0777;
+    return journal_stat(root, turn_id).st_mode & 0777;
 }
 
 static void *end_later_thread(void *arg)
