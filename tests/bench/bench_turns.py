@@ -25,7 +25,7 @@ import stack  # noqa: E402
 from turns import script, scripted_request  # noqa: E402
 
 TARGET_RATIO = 1.05  # journal on / off, warm p50
-PAIRS = 8  # back-to-back runs of each side (PAIRS_QUICK with --quick)
+PAIRS = 16  # back-to-back runs of each side (PAIRS_QUICK with --quick)
 PAIRS_QUICK = 2
 TARGET_REATTACH_MS = 2.0
 
