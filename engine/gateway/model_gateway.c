@@ -127,6 +127,18 @@ void model_gateway_calls(struct model_gateway *g, int delta)
         __atomic_sub_fetch(&g->active, 1, __ATOMIC_RELAXED);
 }
 
+/* Take c off the gateway's list of connections (g->lock held). */
+static void conn_unlink_locked(struct model_gateway *g, struct gateway_conn *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    __atomic_sub_fetch(&g->nconns, 1, __ATOMIC_RELAXED);
+}
+
 static void *conn_main(void *arg)
 {
     struct gateway_conn *c = arg;
@@ -135,13 +147,7 @@ static void *conn_main(void *arg)
     while (gateway_conn_serve(c))
         ;
     pthread_mutex_lock(&g->lock);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        g->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    __atomic_sub_fetch(&g->nconns, 1, __ATOMIC_RELAXED);
+    conn_unlink_locked(g, c);
     close(c->fd);
     pthread_cond_broadcast(&g->quiet);
     pthread_mutex_unlock(&g->lock);
@@ -302,13 +308,7 @@ static void accept_one(struct model_gateway *g)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     if (pthread_create(&t, &attr, conn_main, c) != 0) {
         pthread_mutex_lock(&g->lock);
-        if (c->prev)
-            c->prev->next = c->next;
-        else
-            g->conns = c->next;
-        if (c->next)
-            c->next->prev = c->prev;
-        __atomic_sub_fetch(&g->nconns, 1, __ATOMIC_RELAXED);
+        conn_unlink_locked(g, c);
         pthread_mutex_unlock(&g->lock);
         close(fd);
         free(c);

@@ -5,18 +5,9 @@ Run from the repository root: python3 tests/fuzz/seeds_daytona.py. Seeds are nam
 inputs libFuzzer found and that were kept are named found-* and are not touched here. The input
 layouts are described at the top of tests/fuzz/fuzz_ws_frame.c and fuzz_daytona_demux.c.
 """
-import os
 import struct
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
-
-
-def write(target, name, data):
-    d = os.path.join(CORPUS, target)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "seed-" + name), "wb") as f:
-        f.write(data)
+from seeds import write  # tests/fuzz/seeds.py: seed-<name> files under the corpus folder
 
 
 def frame(op, payload, fin=True, masked=False, length=None):

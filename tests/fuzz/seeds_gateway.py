@@ -7,15 +7,7 @@ Run from the repository root: python3 tests/fuzz/seeds_gateway.py.
 import json
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORPUS = os.path.join(ROOT, "tests", "fuzz", "corpus")
-
-
-def write(target, name, data):
-    d = os.path.join(CORPUS, target)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "seed-" + name), "wb") as f:
-        f.write(data if isinstance(data, bytes) else data.encode())
+from seeds import CORPUS, write  # tests/fuzz/seeds.py: seed-<name> files under the corpus folder
 
 
 def j(o):
