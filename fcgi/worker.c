@@ -4,8 +4,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,30 +28,146 @@ struct worker_thread {
     bool started;
 };
 
-static pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool stopping;
+/*
+ * The worker's connections from nginx, in one epoll set that every idle thread waits on: the
+ * listening socket (a new connection) and each connection nginx keeps open between requests
+ * (fastcgi_keep_conn), armed one-shot while no thread serves it. A kept connection costs no
+ * thread while it is idle, and a turn on it costs no connect, accept and close.
+ */
+static int epfd = -1;
+static int stop_fd = -1; /* an eventfd, readable once the worker stops */
+
+#define DRAIN_MAX (64u * 1024) /* request body bytes a route left unread, read to keep */
+
+/*
+ * A connection with a request to read (its fd), or -1: the worker stops, or its listening
+ * socket is gone (shut down: the drain of the whole service).
+ */
+static int next_connection(void)
+{
+    for (;;) {
+        struct epoll_event ev;
+        int n, fd;
+
+        if (atomic_load(&stopping))
+            return -1;
+        n = epoll_wait(epfd, &ev, 1, -1);
+        if (n < 0 && errno != EINTR) {
+            log_error("epoll_wait: %s", strerror(errno));
+            return -1;
+        }
+        if (n <= 0)
+            continue;
+        if (ev.data.fd == stop_fd)
+            return -1;
+        if (ev.data.fd != STDIN_FILENO) {
+            /* a kept connection: nginx's next request, or its end */
+            if (!(ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                return ev.data.fd;
+            close(ev.data.fd);
+            continue;
+        }
+        fd = accept4(STDIN_FILENO, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        switch (errno) {
+        case EAGAIN:
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+            continue; /* another thread or worker took it */
+        case EMFILE:
+        case ENFILE:
+        case ENOBUFS:
+        case ENOMEM:
+            log_warn("cannot accept a connection: %s", strerror(errno));
+            usleep(10000);
+            continue;
+        default:
+            return -1;
+        }
+    }
+}
+
+/*
+ * The request is answered: nginx asked to keep its connection (FCGI_KEEP_CONN); keep it when
+ * the route read its input to the end (what is left would be taken for the next request's
+ * first record) and the worker is not stopping. Decided before the end record goes out
+ * (FCGX_Finish_r closes a connection not kept), so nginx never takes a connection from its
+ * cache that the runner is closing.
+ */
+static void keep_or_close(FCGX_Request *req)
+{
+    char junk[4096];
+    size_t left = 0;
+    int n = 0;
+
+    if (!req->keepConnection || req->ipcFd < 0)
+        return;
+    while (left < DRAIN_MAX && (n = FCGX_GetStr(junk, sizeof(junk), req->in)) > 0)
+        left += (size_t)n;
+    if (n > 0 || FCGX_GetError(req->in) != 0 || atomic_load(&stopping))
+        req->keepConnection = 0;
+}
+
+/* A kept connection waits in the epoll set for its next request. */
+static void rearm(int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.fd = fd};
+
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        return;
+    if (errno == ENOENT && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        return;
+    log_warn("cannot keep a connection: %s", strerror(errno));
+    close(fd);
+}
 
 static void *thread_main(void *arg)
 {
     struct worker_thread *t = arg;
     FCGX_Request req;
+    int fd;
 
-    if (FCGX_InitRequest(&req, 0, 0) != 0)
+    /* no listening socket for libfcgi: next_connection accepts */
+    if (FCGX_InitRequest(&req, -1, 0) != 0)
         return NULL;
-    while (!atomic_load(&stopping)) {
-        int rc;
-
-        pthread_mutex_lock(&accept_lock);
-        rc = atomic_load(&stopping) ? -1 : FCGX_Accept_r(&req);
-        pthread_mutex_unlock(&accept_lock);
-        if (rc < 0)
-            break;
+    while ((fd = next_connection()) >= 0) {
+        req.ipcFd = fd;
+        req.keepConnection = 1; /* FCGX_Accept_r's own finish of the last request keeps fd */
+        if (FCGX_Accept_r(&req) < 0)
+            continue; /* nothing to read on it after all (libfcgi closed it) */
         routes_handle(&t->rc, &req);
+        keep_or_close(&req);
         FCGX_Finish_r(&req);
+        if (req.ipcFd >= 0) {
+            fd = req.ipcFd;
+            req.ipcFd = -1;
+            rearm(fd);
+        }
         engine_request_done();
     }
-    FCGX_Free(&req, 1);
     return NULL;
+}
+
+static int epoll_setup(void)
+{
+    struct epoll_event lev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = STDIN_FILENO};
+    struct epoll_event sev = {.events = EPOLLIN, .data.fd = -1};
+    int fl = fcntl(STDIN_FILENO, F_GETFL);
+
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    stop_fd = eventfd(0, EFD_CLOEXEC);
+    sev.data.fd = stop_fd;
+    /* non-blocking: a connection another thread or worker took is EAGAIN, not a hang */
+    if (epfd < 0 || stop_fd < 0 || fl < 0 || fcntl(STDIN_FILENO, F_SETFL, fl | O_NONBLOCK) < 0 ||
+        epoll_ctl(epfd, EPOLL_CTL_ADD, STDIN_FILENO, &lev) < 0 ||
+        epoll_ctl(epfd, EPOLL_CTL_ADD, stop_fd, &sev) < 0) {
+        log_error("cannot set up the worker's connections: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int worker_main(const struct runner_config *cfg, unsigned index)
@@ -84,6 +203,8 @@ int worker_main(const struct runner_config *cfg, unsigned index)
         log_error("worker %u: no free in-flight entry", index);
         return 1;
     }
+    if (epoll_setup() < 0)
+        return 1;
     threads = calloc(n, sizeof(*threads));
     if (!threads)
         return 1;
@@ -109,12 +230,13 @@ int worker_main(const struct runner_config *cfg, unsigned index)
     log_info("worker %u stopping: finishing requests in progress", index);
     atomic_store(&stopping, true);
     /*
-     * Shutting the listening socket down makes every accept(2) blocked on it return (in every
-     * worker: this is a drain of the whole service). No signals into libfcgi's accept loop: a
-     * thread it interrupted while it waited for a new connection's first byte would spin.
-     * Requests in progress keep their own connections and run to their end.
+     * Shutting the listening socket down ends accepting in every worker (its accept4 fails:
+     * this is a drain of the whole service); the eventfd wakes this worker's idle threads.
+     * Requests in progress keep their own connections and run to their end; a kept connection
+     * is closed after its request (keep_or_close) or, idle, when the worker exits.
      */
     shutdown(STDIN_FILENO, SHUT_RDWR);
+    (void)eventfd_write(stop_fd, 1); /* threads waiting for a connection leave */
     for (unsigned i = 0; i < n; i++)
         if (threads[i].started)
             pthread_join(threads[i].tid, NULL);
