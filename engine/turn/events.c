@@ -278,8 +278,10 @@ void event_stream_flush(struct event_stream *es)
         int64_t now = util_now_ms();
         bool readers = false;
 
+        /* the first look READERS_CHECK_MS after the first record: a short turn's records
+         * all go at its result, and a follower that came that early waits that long */
         if (!es->journal_flushed_ms)
-            es->journal_flushed_ms = now;
+            es->journal_flushed_ms = es->readers_checked_ms = now;
         if (now - es->readers_checked_ms >= READERS_CHECK_MS) { /* a probe is a system call */
             es->readers_checked_ms = now;
             readers = journal_has_readers(es->journal);

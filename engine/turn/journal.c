@@ -39,6 +39,7 @@ struct journal {
     uint64_t last_det;
     bool punch_failed;
     bool spare_after;  /* made by journal_create: a spare follows its close */
+    bool finish_queued; /* the finishedMs line is queued or written (finish_line) */
     struct journal_meta meta;
     char root[PATH_MAX];
 };
@@ -123,6 +124,26 @@ static bool spare_under(const struct spare *s, const char *root, size_t root_len
     return s->fd >= 0 && s->root_len == root_len && memcmp(s->root, root, root_len) == 0;
 }
 
+/* The process's umask leaves a file made 0600 at 0600 (read once: it is never changed). */
+static bool umask_keeps_owner;
+static pthread_once_t umask_once = PTHREAD_ONCE_INIT;
+
+static void umask_read(void)
+{
+    char line[128];
+    FILE *f = fopen("/proc/self/status", "re");
+    unsigned long mask;
+
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "Umask: %lo", &mask) == 1) {
+            umask_keeps_owner = (mask & 0600) == 0;
+            break;
+        }
+    fclose(f);
+}
+
 static void spare_prepare(const char *root)
 {
     struct spare *s = &spare_tls;
@@ -138,7 +159,9 @@ static void spare_prepare(const char *root)
     fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
     if (fd < 0)
         return;
-    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 || fchmod(fd, 0600) < 0) {
+    pthread_once(&umask_once, umask_read);
+    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 ||
+        (!umask_keeps_owner && fchmod(fd, 0600) < 0)) {
         close(fd);
         return;
     }
@@ -373,13 +396,21 @@ int journal_note_writer(struct journal *j)
     return r == 0 ? journal_flush(j) : r; /* a second death is looked for under this pid */
 }
 
-int journal_finish(struct journal *j)
+/* The result is in: the finishedMs line, queued (once). */
+static int finish_line(struct journal *j)
 {
-    int r;
-
+    if (j->finish_queued)
+        return 0;
+    j->finish_queued = true;
     j->meta.state = JOURNAL_DONE;
     j->meta.finished_ms = util_wall_ms();
-    r = buf_printf(&j->pending, "M {\"finishedMs\":%lld}\n", (long long)j->meta.finished_ms);
+    return buf_printf(&j->pending, "M {\"finishedMs\":%lld}\n", (long long)j->meta.finished_ms);
+}
+
+int journal_finish(struct journal *j)
+{
+    int r = finish_line(j);
+
     if (r == 0)
         r = journal_flush(j);
     /* the mark a sweep reads with one stat: done, finished at its ctime */
@@ -452,7 +483,10 @@ void journal_end_later(struct journal *j)
     if (!j)
         return;
     journal_end_deferred();
-    (void)journal_flush(j); /* the records, the result's included, are in the file now */
+    /* the records, the result's included, and the finished line are in the file now, in one
+     * write; the mark a sweep reads (journal_finish's mode) follows the response */
+    (void)finish_line(j);
+    (void)journal_flush(j);
     pthread_once(&deferred_once, deferred_key_make);
     if (deferred_key == (pthread_key_t)-1 || pthread_setspecific(deferred_key, j) != 0) {
         (void)journal_finish(j);

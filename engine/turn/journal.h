@@ -112,8 +112,9 @@ const struct journal_meta *journal_meta_of(const struct journal *j);
 void journal_close(struct journal *j);
 /*
  * journal_finish and journal_close, later: when this thread calls journal_end_deferred (its
- * request is answered), ends another journal the same way, or exits. What is queued is
- * written now (the result record is in the file before the caller's client has all of it).
+ * request is answered), ends another journal the same way, or exits. What is queued and the
+ * finishedMs line are written now, in one write (the result record is in the file before the
+ * caller's client has all of it); the finished mode and the close come later.
  */
 void journal_end_later(struct journal *j);
 /* Finish and close this thread's journal left by journal_end_later, if any. */
