@@ -670,6 +670,8 @@ json_object *admin_stats_json(const struct pool *p)
         {"usage_mismatch", pool_counter_get(p, PC_USAGE_MISMATCH)},
         {"cold_starts", metrics_cold_starts_total(m)},
         {"runs_in_flight", pool_inflight_total(p)},
+        {"fcgi_connections", pool_counter_get(p, PC_FCGI_CONNECTIONS)},
+        {"fcgi_kept_requests", pool_counter_get(p, PC_FCGI_KEPT_REQUESTS)},
     };
     json_object *doc = json_object_new_object(), *counters = json_object_new_object();
     struct pool_info info;

@@ -123,6 +123,8 @@ int engine_worker_stop(int64_t deadline_ms);
 /* The calling thread's request is answered: what its turn left for then is done (a streamed
  * turn's journal is marked finished and closed, event_stream.journal_end_later). */
 void engine_request_done(void);
+/* A request came on a new FastCGI connection (kept false) or on one nginx kept open. */
+void engine_note_connection(const struct engine_config *cfg, bool kept);
 /* The worker's entry in the in-flight table of the session table: its index, or -ENOSPC. */
 int engine_inflight_claim(const struct engine_config *cfg, pid_t pid);
 

@@ -37,6 +37,12 @@ void engine_request_done(void)
     journal_end_deferred();
 }
 
+void engine_note_connection(const struct engine_config *cfg, bool kept)
+{
+    if (cfg->pool)
+        pool_counter_add(cfg->pool, kept ? PC_FCGI_KEPT_REQUESTS : PC_FCGI_CONNECTIONS, 1);
+}
+
 int engine_inflight_claim(const struct engine_config *cfg, pid_t pid)
 {
     if (!cfg->pool)

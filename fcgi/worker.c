@@ -38,13 +38,13 @@ static atomic_bool stopping;
 static int epfd = -1;
 static int stop_fd = -1; /* an eventfd, readable once the worker stops */
 
-#define DRAIN_MAX (64u * 1024) /* request body bytes a route left unread, read to keep */
+#define DRAIN_MAX (1024u * 1024) /* request body bytes a route left unread, read to keep */
 
 /*
- * A connection with a request to read (its fd), or -1: the worker stops, or its listening
- * socket is gone (shut down: the drain of the whole service).
+ * A connection with a request to read (its fd; *kept: one nginx kept open), or -1: the worker
+ * stops, or its listening socket is gone (shut down: the drain of the whole service).
  */
-static int next_connection(void)
+static int next_connection(bool *kept)
 {
     for (;;) {
         struct epoll_event ev;
@@ -63,11 +63,13 @@ static int next_connection(void)
             return -1;
         if (ev.data.fd != STDIN_FILENO) {
             /* a kept connection: nginx's next request, or its end */
+            *kept = true;
             if (!(ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
                 return ev.data.fd;
             close(ev.data.fd);
             continue;
         }
+        *kept = false;
         fd = accept4(STDIN_FILENO, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
             return fd;
@@ -128,12 +130,14 @@ static void *thread_main(void *arg)
 {
     struct worker_thread *t = arg;
     FCGX_Request req;
+    bool kept = false;
     int fd;
 
     /* no listening socket for libfcgi: next_connection accepts */
     if (FCGX_InitRequest(&req, -1, 0) != 0)
         return NULL;
-    while ((fd = next_connection()) >= 0) {
+    while ((fd = next_connection(&kept)) >= 0) {
+        engine_note_connection(&t->rc.cfg->engine, kept);
         req.ipcFd = fd;
         req.keepConnection = 1; /* FCGX_Accept_r's own finish of the last request keeps fd */
         if (FCGX_Accept_r(&req) < 0)

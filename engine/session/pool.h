@@ -67,6 +67,8 @@ enum pool_counter {
     PC_CLUSTER_STATE,               /* gauge: 0 off, 1 ok, 2 degraded (Redis unreachable) */
     PC_CLUSTER_MEMBERS,             /* gauge: live members the master last saw */
     PC_CLUSTER_LOAD,                /* gauge: sessions this member holds */
+    PC_FCGI_CONNECTIONS,            /* FastCGI connections the workers accepted from nginx */
+    PC_FCGI_KEPT_REQUESTS,          /* requests read from a connection an earlier one left open */
 };
 
 struct pool_handle {
