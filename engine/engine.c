@@ -362,7 +362,10 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     int r;
 
     event_stream_flush(es);
-    r = environment_reconnect(cfg, lk->s.h, engine_stream_meanwhile, es, &env, err, sizeof(err));
+    /* a new prompt goes out without waiting for the keeper's hello: a keeper that refuses or
+     * is gone fails the turn before any harness line, which retries cold (retry_if_silent);
+     * an approval's resume has no such retry, and waits for it */
+    r = environment_reconnect(cfg, lk->s.h, !resume, &env, err, sizeof(err));
     if (r < 0) {
         log_debug("live session '%s' unreachable (%s): starting cold", t->key, err);
         (void)pool_session_drain(cfg->pool, lk->s.h, TEARDOWN_HARNESS_EXITED);
@@ -688,7 +691,7 @@ static int cancel_parked(const struct engine_config *cfg, const char *key)
     if (r < 0)
         goto out;
     idle = s->idle_ms ? s->idle_ms : CANCEL_IDLE_FALLBACK_MS;
-    r = environment_reconnect(cfg, s->h, NULL, NULL, &env, err, sizeof(err));
+    r = environment_reconnect(cfg, s->h, false, &env, err, sizeof(err));
     if (r < 0) {
         engine_kill_session(cfg, key, TEARDOWN_HARNESS_EXITED);
         goto out;

@@ -24,11 +24,6 @@ static void flush_events(void *ctx)
     event_stream_flush(ctx);
 }
 
-void engine_stream_meanwhile(void *ctx)
-{
-    event_stream_journal_open(ctx);
-}
-
 void engine_stream_before_waits(struct environment *env, struct event_stream *es)
 {
     env->before_wait = flush_events;

@@ -13,9 +13,6 @@
 #include "environment/environment.h"
 #include "turn/events.h"
 
-/* While a warm turn awaits its keeper's hello (environment_reconnect's meanwhile; ctx: the
- * event stream): the turn's journal is made then (event_stream_journal_open). */
-void engine_stream_meanwhile(void *ctx);
 /* Events reach the client before every wait for the harness (env's before_wait hook). */
 void engine_stream_before_waits(struct environment *env, struct event_stream *es);
 

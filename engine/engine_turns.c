@@ -285,7 +285,7 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
         (void)journal_note_writer(j); /* a second death is looked for under this pid */
         /* "#busy": the keeper has not yet read the dead worker's end of the socket */
         for (int tries = 0; tries < ADOPT_BUSY_TRIES; tries++) {
-            r = environment_reconnect(cfg, h, NULL, NULL, &env, err, sizeof(err));
+            r = environment_reconnect(cfg, h, false, &env, err, sizeof(err));
             if (r != -EBUSY)
                 break;
             util_sleep_ms(ADOPT_BUSY_WAIT_MS);

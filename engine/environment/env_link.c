@@ -83,12 +83,10 @@ int env_link_read_line(int fd, struct acp_lines *lines, int64_t deadline, char *
     }
 }
 
-int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
+/* Connect to the keeper's socket: env->fd. */
+static int connect_keeper(struct environment *env, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    struct keeper_msg m;
-    char *line = NULL;
-    size_t len;
     int fd, r;
 
     memcpy(sa.sun_path, env->paths.socket, strlen(env->paths.socket) + 1);
@@ -102,7 +100,32 @@ int environment_connect_keeper(struct environment *env, int64_t deadline, char *
         return r;
     }
     env->fd = fd;
-    r = env_link_read_line(fd, &env->lines, deadline, &line, &len, env);
+    return 0;
+}
+
+int environment_attach_ahead(struct environment *env, int64_t hello_deadline, char *err,
+                             size_t errlen)
+{
+    int r = connect_keeper(env, err, errlen);
+
+    if (r < 0)
+        return r;
+    env->hello_pending = true;
+    env->hello_deadline = hello_deadline;
+    return 0;
+}
+
+int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen)
+{
+    struct keeper_msg m;
+    char *line = NULL;
+    size_t len;
+    int r;
+
+    r = connect_keeper(env, err, errlen);
+    if (r < 0)
+        return r;
+    r = env_link_read_line(env->fd, &env->lines, deadline, &line, &len, env);
     if (r < 0) {
         snprintf(err, errlen, "the keeper did not answer: %s", strerror(-r));
         return r;
@@ -241,6 +264,21 @@ static int model_message(const struct keeper_msg *km, struct acp_msg *ret)
     return r;
 }
 
+/* The first line on a link attached ahead: the keeper's "#hello", or the attach failed. */
+static int hello_taken(struct environment *env, const char *line, size_t len)
+{
+    struct keeper_msg m;
+
+    env->hello_pending = false;
+    if (keeper_proto_decode(line, len, &m) == 0 && m.kind == KEEPER_MSG_HELLO) {
+        env->keeper_pid = m.keeper_pid;
+        env->sandbox_pid = m.sandbox_pid;
+        return 0;
+    }
+    log_debug("the keeper refused the attach (%.40s)", line);
+    return connection_over(env, NULL);
+}
+
 int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_msg *ret)
 {
     char err[160];
@@ -253,10 +291,25 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
 
         if (env->fd < 0 || env->harness_exited)
             return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+        int64_t until;
+
         if (env->ahead.len && flush_ahead(env) < 0)
             return AR_E_HARNESS_EXITED;
-        r = env_link_read_line(env->fd, &env->lines, wait_until(env, deadline_ms), &line, &len,
-                               env);
+        until = wait_until(env, deadline_ms);
+        if (env->hello_pending && (!until || until > env->hello_deadline))
+            until = env->hello_deadline;
+        r = env_link_read_line(env->fd, &env->lines, until, &line, &len, env);
+        if (env->hello_pending && r > 0) {
+            r = hello_taken(env, line, len);
+            free(line);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (env->hello_pending && r == -ETIMEDOUT && util_now_ms() >= env->hello_deadline) {
+            log_debug("the keeper did not answer the attach");
+            return connection_over(env, NULL);
+        }
         if (r == -ETIMEDOUT && env->cfg->sandbox && util_now_ms() >= env->next_limit_check) {
             env->next_limit_check = util_now_ms() + ENVIRONMENT_LIMIT_POLL_MS;
             if (environment_check_limits(env))

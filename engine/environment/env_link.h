@@ -51,6 +51,10 @@ struct environment {
     bool from_spare;          /* a claimed spare (environment_claim_spare) */
     bool from_shell;          /* a claimed pre-made shell (environment_claim_shell) */
     bool keeper_lost;         /* the keeper's socket closed without "#exit" or "#fail" */
+    /* attached without waiting for the keeper's "#hello" (environment_attach_ahead): the
+     * first line environment_recv reads must be it, before hello_deadline (monotonic ms) */
+    bool hello_pending;
+    int64_t hello_deadline;
     char fail[192];           /* why the keeper ended the environment ("#fail"), or "" */
     const char *limit;        /* the sandbox limit that tripped ("sandbox_pids_limit"), or NULL */
     char limit_msg[192];      /* and what it says */
@@ -88,6 +92,16 @@ int env_link_read_line(int fd, struct acp_lines *lines, int64_t deadline, char *
  * when set, runs while it is awaited): env->fd, keeper_pid and sandbox_pid set. -EBUSY when another worker is attached; err says why.
  */
 int environment_connect_keeper(struct environment *env, int64_t deadline, char *err, size_t errlen);
+/*
+ * Attach to the keeper at env->paths.socket without waiting for its "#hello": what the caller
+ * sends next (the turn's "#turn" and prompt) is in the keeper's socket when it accepts, and
+ * environment_recv takes the hello (by hello_deadline) before any other line. A keeper that
+ * refuses ("#busy", another worker is attached: it closes the connection unread) or does not
+ * answer in time ends the link as a lost keeper (AR_E_KEEPER_LOST), before any harness line.
+ * env->keeper_pid and sandbox_pid are the caller's (the session table's) until the hello.
+ */
+int environment_attach_ahead(struct environment *env, int64_t hello_deadline, char *err,
+                             size_t errlen);
 
 struct turn_env;
 /* The turn's view of env (turn_env.h): valid while env lives. */

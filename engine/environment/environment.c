@@ -17,6 +17,8 @@
 #include "sandbox/host.h"
 #include "telemetry/stages.h"
 
+#define RECONNECT_HELLO_MS 5000 /* a live keeper says hello at once; one that does not is lost */
+
 int environment_acquire(const struct engine_config *cfg, const struct run_request *req,
                         const struct sandbox_plan *plan, const char *key, uint64_t idle_ms,
                         bool per_turn, bool had_lease, struct environment **ret, char *err,
@@ -103,9 +105,8 @@ fail:
     return r;
 }
 
-int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
-                          void (*meanwhile)(void *ctx), void *ctx, struct environment **ret,
-                          char *err, size_t errlen)
+int environment_reconnect(const struct engine_config *cfg, struct pool_handle h, bool ahead,
+                          struct environment **ret, char *err, size_t errlen)
 {
     struct environment *env;
     struct pool_session *ps;
@@ -129,6 +130,8 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
     }
     memcpy(env->paths.dir, ps->env_dir, sizeof(ps->env_dir));
     memcpy(env->acp_session, ps->acp_session, sizeof(env->acp_session));
+    env->keeper_pid = ps->keeper_pid; /* the hello says it again */
+    env->sandbox_pid = ps->sandbox_pid;
     /* env->provider stays NULL: a live keeper already runs its sandbox (the slot's provider
      * field is the model's provider family, for logs) */
     free(ps);
@@ -137,11 +140,10 @@ int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
     env->h = h;
     env->has_slot = true;
     env->warm = true;
-    env->before_wait = meanwhile; /* while the hello is awaited */
-    env->before_wait_ctx = ctx;
-    r = environment_connect_keeper(env, util_now_ms() + 5000, err, errlen);
-    env->before_wait = NULL;
-    env->before_wait_ctx = NULL;
+    if (ahead)
+        r = environment_attach_ahead(env, util_now_ms() + RECONNECT_HELLO_MS, err, errlen);
+    else
+        r = environment_connect_keeper(env, util_now_ms() + RECONNECT_HELLO_MS, err, errlen);
     if (r < 0) {
         env->has_slot = false;
         environment_free(env);

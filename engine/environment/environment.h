@@ -37,12 +37,12 @@ int environment_acquire(const struct engine_config *cfg, const struct run_reques
                         size_t errlen);
 
 /*
- * Attach to the keeper of the checked-out slot h (state busy, owned by the caller). meanwhile
- * (may be NULL) runs with ctx while the keeper's hello is awaited: work of the turn's own that
- * then costs it no time (the turn's journal, engine_start.c).
+ * Attach to the keeper of the checked-out slot h (state busy, owned by the caller). ahead:
+ * without waiting for the keeper's hello (environment_attach_ahead: a warm turn's prompt goes
+ * out at once, and a keeper that refuses shows as a lost keeper before any harness line);
+ * else the hello is read here.
  */
-int environment_reconnect(const struct engine_config *cfg, struct pool_handle h,
-                          void (*meanwhile)(void *ctx), void *ctx, struct environment **ret,
-                          char *err, size_t errlen);
+int environment_reconnect(const struct engine_config *cfg, struct pool_handle h, bool ahead,
+                          struct environment **ret, char *err, size_t errlen);
 
 #endif

@@ -167,6 +167,7 @@ static CU_SuiteInfo suites[] = {
     {"engine_config", NULL, NULL, NULL, NULL, engine_config_tests},
     {"engine_worker", NULL, NULL, NULL, NULL, engine_worker_tests},
     {"turn_loop", NULL, NULL, NULL, NULL, turn_loop_tests},
+    {"env_link", NULL, NULL, NULL, NULL, env_link_tests},
     {"httpc", NULL, NULL, NULL, NULL, httpc_tests},
     {"tool_http", NULL, NULL, NULL, NULL, tool_http_tests},
     {"ssrf_guard", NULL, NULL, NULL, NULL, ssrf_guard_tests},

@@ -45,6 +45,7 @@ extern CU_TestInfo admin_tests[];
 extern CU_TestInfo engine_config_tests[];
 extern CU_TestInfo engine_worker_tests[];
 extern CU_TestInfo turn_loop_tests[];
+extern CU_TestInfo env_link_tests[];
 extern CU_TestInfo httpc_tests[];
 extern CU_TestInfo tool_http_tests[];
 extern CU_TestInfo ssrf_guard_tests[];
