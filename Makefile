@@ -38,7 +38,7 @@ BIN := $(BUILD)/bin
 
 # engine/<layer>/*.c (and provider/daytona/): the engine library; keeper/ and fcgi/ are programs
 ENGINE_SRC := $(wildcard engine/*.c engine/*/*.c engine/*/*/*.c)
-KEEPER_SRC := $(filter-out keeper/main.c keeper/keeper_local.c,$(wildcard keeper/*.c))
+KEEPER_SRC := $(filter-out keeper/main.c keeper/keeper_local.c keeper/curl_lazy.c,$(wildcard keeper/*.c))
 FRONT_SRC  := $(filter-out fcgi/master.c fcgi/ctl.c,$(wildcard fcgi/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 # tests/fuzz/fuzz_<target>.c, each with its seed corpus in tests/fuzz/corpus/<target>/
@@ -52,7 +52,7 @@ UNIT_OBJ   := $(UNIT_SRC:%.c=$(BUILD)/%.o)
 BENCH_OBJ  := $(BUILD)/tests/bench/loadgen.o $(BUILD)/tests/bench/bench_pool.o \
               $(BUILD)/tests/bench/bench_net.o
 ALL_OBJ    := $(ENGINE_OBJ) $(FRONT_OBJ) $(KEEPER_OBJ) $(UNIT_OBJ) $(BUILD)/fcgi/master.o $(BUILD)/fcgi/ctl.o \
-              $(BUILD)/keeper/main.o $(BUILD)/keeper/keeper_local.o \
+              $(BUILD)/keeper/main.o $(BUILD)/keeper/keeper_local.o $(BUILD)/keeper/curl_lazy.o \
               $(BUILD)/tests/fixtures/acp_scripted.o $(BENCH_OBJ) \
               $(BUILD)/tools/agent_runner_mcp.o $(BUILD)/tools/pi_stdio.o \
               $(BUILD)/tests/fixtures/daytona_driver.o
@@ -90,12 +90,13 @@ $(BIN)/agent-runnerd: $(BUILD)/fcgi/master.o $(BUILD)/libfront.a $(BUILD)/libeng
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The keeper of a local sandbox: keeper_local.o (the local provider's registry) ahead of the
-# engine keeps the Daytona provider out, and with it libcurl, OpenSSL and their libraries
-# (--as-needed: only what is referenced is loaded). A remote sandbox's keeper has them all.
+# engine keeps the Daytona provider out, and with it OpenSSL and its libraries (--as-needed:
+# only what is referenced is loaded); curl_lazy.o loads libcurl (the model gateway's upstream
+# client) at its first use instead of at every start. A remote sandbox's keeper has them all.
 $(BIN)/agent-runner-keeper: $(BUILD)/keeper/main.o $(BUILD)/keeper/keeper_local.o \
-                            $(BUILD)/libkeeper.a $(BUILD)/libengine.a
+                            $(BUILD)/keeper/curl_lazy.o $(BUILD)/libkeeper.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $^ $(filter-out -lcurl,$(LDLIBS))
 
 $(BIN)/agent-runner-keeper-remote: $(BUILD)/keeper/main.o $(BUILD)/libkeeper.a $(BUILD)/libengine.a
 	@mkdir -p $(@D)

@@ -157,7 +157,10 @@ static void *thread_main(void *arg)
 
 static int epoll_setup(void)
 {
-    struct epoll_event lev = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = STDIN_FILENO};
+    /* not EPOLLEXCLUSIVE: that wakes the first worker's set as long as it has an idle thread,
+     * and one worker would take every new connection (and refuse runs at its own cap while
+     * the other idles); a new connection wakes one thread per worker, and one of them wins */
+    struct epoll_event lev = {.events = EPOLLIN, .data.fd = STDIN_FILENO};
     struct epoll_event sev = {.events = EPOLLIN, .data.fd = -1};
     int fl = fcntl(STDIN_FILENO, F_GETFL);
 

@@ -150,8 +150,30 @@ def gateway_turn(ctx, harness, spare=None):
     found, files, procs = scan_sandbox(ctx, f"{p}:{s}", key)
     assert not found, f"pieces of the key in the {harness} sandbox: {found}"
     assert files > 0 and procs > 1, (files, procs)
+    # the keeper loaded libcurl for the gateway's upstream calls (keeper/curl_lazy.c)
+    assert keeper_maps(ctx, f"{p}:{s}", "libcurl.so"), "the keeper forwarded without libcurl?"
     kill(ctx, p, s)
     return res
+
+
+def keeper_maps(ctx, key, lib):
+    sess = ctx.stack.session(key)
+    assert sess and sess["keeperPid"] > 0, sess
+    with open(f"/proc/{sess['keeperPid']}/maps") as f:
+        return lib in f.read()
+
+
+def test_a_keeper_loads_libcurl_at_its_first_model_call_only(ctx):
+    # a scripted session calls no model: its keeper never maps libcurl and the thirty
+    # libraries behind it (the start of every keeper pays none of them); the pi keepers of
+    # the tests above did, at their first call
+    p, s = ids()
+    status, recs = ctx.stack.stream(scripted_request(script([{"chunk": "x"}]), projectId=p,
+                                                     sessionId=s))
+    assert status == 200 and result_of(recs)["ok"] is True, recs
+    assert not keeper_maps(ctx, f"{p}:{s}", "libcurl.so")
+    assert not keeper_maps(ctx, f"{p}:{s}", "libssl.so")
+    kill(ctx, p, s)
 
 
 def test_pi_runs_through_the_gateway_and_its_key_stays_out(ctx):
