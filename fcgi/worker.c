@@ -10,6 +10,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -37,6 +38,22 @@ static atomic_bool stopping;
  */
 static int epfd = -1;
 static int stop_fd = -1; /* an eventfd, readable once the worker stops */
+/* the kept connections waiting in the set (idle[fd]), shut down when the worker stops: a
+ * request nginx sends into one then fails at once instead of waiting for the worker's exit */
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char *idle;
+static size_t idle_max;
+
+#define IDLE_MAX_FDS (1u << 20)
+
+static void idle_mark(int fd, bool on)
+{
+    if (fd < 0 || (size_t)fd >= idle_max)
+        return;
+    pthread_mutex_lock(&idle_lock);
+    idle[fd] = on;
+    pthread_mutex_unlock(&idle_lock);
+}
 
 #define DRAIN_MAX (1024u * 1024) /* request body bytes a route left unread, read to keep */
 
@@ -64,6 +81,7 @@ static int next_connection(bool *kept)
         if (ev.data.fd != STDIN_FILENO) {
             /* a kept connection: nginx's next request, or its end */
             *kept = true;
+            idle_mark(ev.data.fd, false);
             if (!(ev.events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
                 return ev.data.fd;
             close(ev.data.fd);
@@ -95,9 +113,8 @@ static int next_connection(bool *kept)
 /*
  * The request is answered: nginx asked to keep its connection (FCGI_KEEP_CONN); keep it when
  * the route read its input to the end (what is left would be taken for the next request's
- * first record) and the worker is not stopping. Decided before the end record goes out
- * (FCGX_Finish_r closes a connection not kept), so nginx never takes a connection from its
- * cache that the runner is closing.
+ * first record) and the worker is not stopping. Decided before the end record goes out:
+ * FCGX_Finish_r closes a connection not kept right after it.
  */
 static void keep_or_close(FCGX_Request *req)
 {
@@ -118,11 +135,13 @@ static void rearm(int fd)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.fd = fd};
 
+    idle_mark(fd, true); /* before the set can hand it to another thread */
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
         return;
     if (errno == ENOENT && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return;
     log_warn("cannot keep a connection: %s", strerror(errno));
+    idle_mark(fd, false);
     close(fd);
 }
 
@@ -163,7 +182,14 @@ static int epoll_setup(void)
     struct epoll_event lev = {.events = EPOLLIN, .data.fd = STDIN_FILENO};
     struct epoll_event sev = {.events = EPOLLIN, .data.fd = -1};
     int fl = fcntl(STDIN_FILENO, F_GETFL);
+    struct rlimit nofile;
 
+    idle_max = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < IDLE_MAX_FDS
+                   ? (size_t)nofile.rlim_cur
+                   : IDLE_MAX_FDS;
+    idle = calloc(idle_max, 1);
+    if (!idle)
+        return -1;
     epfd = epoll_create1(EPOLL_CLOEXEC);
     stop_fd = eventfd(0, EFD_CLOEXEC);
     sev.data.fd = stop_fd;
@@ -244,6 +270,11 @@ int worker_main(const struct runner_config *cfg, unsigned index)
      */
     shutdown(STDIN_FILENO, SHUT_RDWR);
     (void)eventfd_write(stop_fd, 1); /* threads waiting for a connection leave */
+    pthread_mutex_lock(&idle_lock);
+    for (size_t fd = 0; fd < idle_max; fd++)
+        if (idle[fd])
+            shutdown((int)fd, SHUT_RDWR);
+    pthread_mutex_unlock(&idle_lock);
     for (unsigned i = 0; i < n; i++)
         if (threads[i].started)
             pthread_join(threads[i].tid, NULL);
