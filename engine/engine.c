@@ -362,6 +362,8 @@ static int run_live(struct engine_turn *t, struct pool_lookup *lk, struct event_
     int r;
 
     event_stream_flush(es);
+    if (!resume)
+        engine_turns_journal_now(t, es, lk->s.h.index, lk->s.h.generation);
     /* a new prompt goes out without waiting for the keeper's hello: a keeper that refuses or
      * is gone fails the turn before any harness line, which retries cold (retry_if_silent);
      * an approval's resume has no such retry, and waits for it */

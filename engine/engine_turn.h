@@ -40,6 +40,10 @@ struct engine_turn {
     struct trace_run *trace;        /* the run's trace while engine_run runs (may be NULL) */
     bool spare_ok; /* a new environment may be a claimed spare (spare_ineligible said NULL) */
     bool adopted;  /* carried on from a dead worker (engine_turns.h): runs as if detached */
+    /* the warm slot the turn's journal names from its first line (engine_turns_journal_now) */
+    bool journal_slot;
+    uint32_t journal_slot_index;
+    uint32_t journal_slot_generation;
     struct engine_keep *keep; /* a cold start's use of the kept harness state (engine_keep.h) */
     /* a per-turn environment whose turn ended: torn down after the result is sent
      * (engine_turn_free), never before; owned */

@@ -38,8 +38,12 @@ static int turns_root(const struct engine_config *cfg, char out[PATH_MAX])
 static int open_journal(void *ctx, struct journal **ret)
 {
     const struct engine_turn *t = ctx;
-    int r = journal_create(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id, t->req->project_id,
-                           t->key, t->req->detached, ret);
+    int r = t->journal_slot
+                ? journal_create_at_slot(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id,
+                                         t->req->project_id, t->key, t->req->detached,
+                                         t->journal_slot_index, t->journal_slot_generation, ret)
+                : journal_create(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id,
+                                 t->req->project_id, t->key, t->req->detached, ret);
 
     if (r < 0)
         log_debug("turn '%s' is not journaled: %s", t->req->turn_id, strerror(-r));
@@ -52,6 +56,17 @@ void engine_turns_journal_open(const struct engine_turn *t, struct event_stream 
         return;
     es->journal_opener = open_journal;
     es->journal_opener_ctx = (void *)t;
+}
+
+void engine_turns_journal_now(struct engine_turn *t, struct event_stream *es, uint32_t index,
+                              uint32_t generation)
+{
+    if (!es->journal_opener || es->journal)
+        return;
+    t->journal_slot = true;
+    t->journal_slot_index = index;
+    t->journal_slot_generation = generation;
+    event_stream_journal_open(es);
 }
 
 bool engine_turns_audience(const struct engine_turn *t, struct event_stream *es)

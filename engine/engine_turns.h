@@ -48,6 +48,14 @@ struct engine_adopted {
  */
 void engine_turns_journal_open(const struct engine_turn *t, struct event_stream *es);
 /*
+ * A warm turn whose prompt goes to the harness of slot (index, generation): its journal made
+ * now, naming the slot in its first write, before the keeper is reached. Then the keeper's
+ * socket gets the attach and the prompt back to back (environment_attach_ahead), and the
+ * slot is in the journal before the prompt is anywhere a dying worker could leave it.
+ */
+void engine_turns_journal_now(struct engine_turn *t, struct event_stream *es, uint32_t index,
+                              uint32_t generation);
+/*
  * The turn's prompt goes next (resume: a parked approval's answers): the journal records the
  * slot, and the keeper is told (so it can hold the turn for an adopter) unless the turn cannot
  * be carried on by another worker — an approval resume, platform mode. No-op without a

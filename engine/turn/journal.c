@@ -257,9 +257,18 @@ static int open_locked(const char *root, const char *turn_id, const char *projec
     return fd;
 }
 
-int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
-                   const char *project_id, const char *session_key, bool detached,
-                   struct journal **ret)
+static int slot_line(struct journal *j, uint32_t index, uint32_t generation)
+{
+    j->meta.has_slot = true;
+    j->meta.slot_index = index;
+    j->meta.slot_generation = generation;
+    return buf_printf(&j->pending, "M {\"slot\":{\"index\":%u,\"generation\":%u}}\n",
+                      (unsigned)index, (unsigned)generation);
+}
+
+static int create(const char *root, const struct turn_settings *ts, const char *turn_id,
+                  const char *project_id, const char *session_key, bool detached,
+                  const uint32_t *slot, struct journal **ret)
 {
     struct journal *j = journal_alloc(ts);
     char path[PATH_MAX];
@@ -297,16 +306,37 @@ int journal_create(const char *root, const struct turn_settings *ts, const char 
     j->meta.created_ms = util_wall_ms();
     j->meta.detached = detached;
     r = journal_files_header(&j->meta, &j->pending);
+    if (r < 0)
+        goto fail;
+    if (slot)
+        r = slot_line(j, slot[0], slot[1]);
+    j->header_end = j->pending.len; /* the header (and slot) line, never dropped by the bound */
     if (r == 0)
         r = journal_flush(j);
     if (r < 0)
         goto fail;
-    j->header_end = j->mark = j->size;
+    j->mark = j->size;
     *ret = j;
     return 0;
 fail:
     journal_close(j);
     return r;
+}
+
+int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
+                   const char *project_id, const char *session_key, bool detached,
+                   struct journal **ret)
+{
+    return create(root, ts, turn_id, project_id, session_key, detached, NULL, ret);
+}
+
+int journal_create_at_slot(const char *root, const struct turn_settings *ts, const char *turn_id,
+                           const char *project_id, const char *session_key, bool detached,
+                           uint32_t index, uint32_t generation, struct journal **ret)
+{
+    uint32_t slot[2] = {index, generation};
+
+    return create(root, ts, turn_id, project_id, session_key, detached, slot, ret);
 }
 
 /*
@@ -377,12 +407,11 @@ int journal_flush(struct journal *j)
 
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
 {
-    int r = buf_printf(&j->pending, "M {\"slot\":{\"index\":%u,\"generation\":%u}}\n",
-                       (unsigned)index, (unsigned)generation);
+    int r;
 
-    j->meta.has_slot = true;
-    j->meta.slot_index = index;
-    j->meta.slot_generation = generation;
+    if (j->meta.has_slot && j->meta.slot_index == index && j->meta.slot_generation == generation)
+        return 0; /* named since journal_create_at_slot */
+    r = slot_line(j, index, generation);
     /* written at once: a worker that adopts the turn looks for it there */
     return r == 0 ? journal_flush(j) : r;
 }

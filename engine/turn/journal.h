@@ -82,6 +82,11 @@ struct journal;
 int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
                    const char *project_id, const char *session_key, bool detached,
                    struct journal **ret);
+/* journal_create for a prompt that goes to the harness of slot (index, generation): the
+ * header and the slot line (journal_set_slot) in one write. */
+int journal_create_at_slot(const char *root, const struct turn_settings *ts, const char *turn_id,
+                           const char *project_id, const char *session_key, bool detached,
+                           uint32_t index, uint32_t generation, struct journal **ret);
 /*
  * Keep one record (len bytes, '\n' included) numbered seq, with det of the turn's own events
  * so far: queued, and written by journal_flush (or at once past 256 KiB queued). -errno (the
