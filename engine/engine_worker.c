@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agenta/platform.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "harness/harness.h"
 #include "harness/login.h"
@@ -24,11 +25,14 @@ int engine_worker_start(const struct engine_config *cfg)
 
     if (r == 0)
         r = engine_turns_start(cfg);
+    if (r == 0 && journal_background() < 0)
+        log_warn("no journal helper thread: journals end on the threads that answer");
     return r;
 }
 
 int engine_worker_stop(int64_t deadline_ms)
 {
+    journal_background_drain(deadline_ms); /* finished marks before the process goes */
     return platform_worker_stop(deadline_ms);
 }
 

@@ -8,11 +8,16 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -144,6 +149,24 @@ static void umask_read(void)
     fclose(f);
 }
 
+/* An unnamed journal file under root, writer-locked, its first page allocated; -errno. */
+static int spare_make(const char *root)
+{
+    /* a file system without unnamed files: every journal is made on its turn's way */
+    int fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
+
+    if (fd < 0)
+        return -errno;
+    pthread_once(&umask_once, umask_read);
+    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 ||
+        (!umask_keeps_owner && fchmod(fd, 0600) < 0)) {
+        close(fd);
+        return -EIO;
+    }
+    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096); /* the first page, allocated now */
+    return fd;
+}
+
 static void spare_prepare(const char *root)
 {
     struct spare *s = &spare_tls;
@@ -155,17 +178,9 @@ static void spare_prepare(const char *root)
     spare_drop(s);
     if (root_len >= sizeof(s->root))
         return;
-    /* a file system without unnamed files: every journal is made on its turn's way */
-    fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
+    fd = spare_make(root);
     if (fd < 0)
         return;
-    pthread_once(&umask_once, umask_read);
-    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 ||
-        (!umask_keeps_owner && fchmod(fd, 0600) < 0)) {
-        close(fd);
-        return;
-    }
-    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096); /* the first page, allocated now */
     pthread_once(&spare_once, spare_key_make);
     if (spare_key != (pthread_key_t)-1)
         (void)pthread_setspecific(spare_key, s);
@@ -175,14 +190,271 @@ static void spare_prepare(const char *root)
 }
 
 /*
+ * Background mode (journal_background, a worker process): one helper thread that runs only
+ * when a core has nothing else to do (SCHED_IDLE) does what follows a turn's response — the
+ * finished mark and the close of ended journals (journal_end_deferred queues them), and a
+ * small pool of spares shared by the process's threads — so that none of it competes with the
+ * turns on their way. It is woken once per HELPER_BATCH ended turns (or HELPER_LAG_MS after
+ * the first, or when the pool ran dry): a wake is a context switch, dear on some hosts. A helper
+ * that falls behind (a machine busy to its last cycle) is passed by: a long queue makes the
+ * answering thread make its own spare again, a full one ends journals there too.
+ */
+#define HELPER_QUEUE 256
+#define HELPER_BEHIND 32
+#define HELPER_BATCH 8     /* ended journals that wake the helper at once */
+#define HELPER_LAG_MS 50   /* ... else it comes for them this late at most */
+#define HELPER_SPARES 12
+
+struct helper {
+    pthread_mutex_t lock;
+    pthread_cond_t work;    /* something queued, or the pool ran dry */
+    pthread_cond_t drained; /* the helper is idle */
+    struct journal *queue[HELPER_QUEUE];
+    size_t queued; /* also read without the lock (helper_behind: a hint) */
+    bool busy;     /* ending one it took off the queue, or making a spare */
+    bool waiting;  /* it waits for work: a signal wakes it */
+    bool spares_failed; /* none could be made under root: until the next end */
+    bool hurry;         /* journal_background_drain waits: no lag */
+    int spares[HELPER_SPARES];
+    size_t nspares;
+    char root[PATH_MAX];
+};
+
+static struct helper helper = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                               .work = PTHREAD_COND_INITIALIZER,
+                               .drained = PTHREAD_COND_INITIALIZER};
+static atomic_bool helper_on_flag;
+static bool helper_started; /* under helper.lock */
+
+static void end_now(struct journal *j);
+
+static bool helper_has_work(const struct helper *h)
+{
+    return h->queued ||
+           (atomic_load(&helper_on_flag) && h->root[0] && !h->spares_failed &&
+            h->nspares < HELPER_SPARES);
+}
+
+/* Work that wakes the helper at once: a batch of ended journals, or an empty pool. */
+static bool helper_urgent(const struct helper *h)
+{
+    return h->queued >= HELPER_BATCH || (h->hurry && h->queued) ||
+           (atomic_load(&helper_on_flag) && h->root[0] && !h->spares_failed && !h->nspares);
+}
+
+/* Wait (h->lock held) until there is work to do now: urgent, or waiting HELPER_LAG_MS. */
+static void helper_wait(struct helper *h)
+{
+    int64_t until = 0;
+
+    h->waiting = true;
+    while (!helper_urgent(h)) {
+        struct timespec ts;
+
+        if (!helper_has_work(h)) {
+            until = 0;
+            pthread_cond_wait(&h->work, &h->lock);
+            continue;
+        }
+        if (!until)
+            until = util_now_ms() + HELPER_LAG_MS;
+        else if (util_now_ms() >= until)
+            break;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += HELPER_LAG_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->work, &h->lock, &ts);
+    }
+    h->waiting = false;
+}
+
+static void *helper_main(void *arg)
+{
+    struct sched_param idle = {.sched_priority = 0};
+    struct helper *h = arg;
+    bool awake = false;
+
+    /* nice 19 where the kernel refuses SCHED_IDLE */
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
+        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        char root[PATH_MAX];
+        int fd;
+
+        if (!helper_has_work(h)) {
+            awake = false;
+            h->hurry = false;
+            pthread_cond_broadcast(&h->drained);
+        }
+        if (!awake) {
+            helper_wait(h);
+            awake = true; /* until all is done */
+            continue;
+        }
+        h->busy = true;
+        if (h->queued) {
+            size_t q = h->queued - 1;
+            struct journal *j = h->queue[q];
+
+            __atomic_store_n(&h->queued, q, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&h->lock);
+            end_now(j);
+            pthread_mutex_lock(&h->lock);
+            h->busy = false;
+            continue;
+        }
+        memcpy(root, h->root, sizeof(root));
+        pthread_mutex_unlock(&h->lock);
+        fd = spare_make(root);
+        pthread_mutex_lock(&h->lock);
+        h->busy = false;
+        if (fd >= 0 && atomic_load(&helper_on_flag) && h->nspares < HELPER_SPARES &&
+            strcmp(root, h->root) == 0)
+            h->spares[h->nspares++] = fd;
+        else if (fd >= 0)
+            close(fd);
+        else
+            h->spares_failed = true;
+    }
+    return NULL;
+}
+
+int journal_background(void)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    int r = 0;
+
+    pthread_mutex_lock(&helper.lock);
+    if (!helper_started) {
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        r = -pthread_create(&t, &attr, helper_main, &helper);
+        pthread_attr_destroy(&attr);
+        helper_started = r == 0;
+    }
+    atomic_store(&helper_on_flag, helper_started);
+    pthread_mutex_unlock(&helper.lock);
+    return r;
+}
+
+void journal_background_drain(int64_t deadline_ms)
+{
+    pthread_mutex_lock(&helper.lock);
+    helper.hurry = helper.queued > 0;
+    if (helper.waiting)
+        pthread_cond_signal(&helper.work); /* no lag: the caller waits */
+    while (helper_started && (helper.queued || helper.busy) && util_now_ms() < deadline_ms) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&helper.drained, &helper.lock, &ts);
+    }
+    pthread_mutex_unlock(&helper.lock);
+}
+
+void journal_background_off(void)
+{
+    atomic_store(&helper_on_flag, false);
+    journal_background_drain(util_now_ms() + 60000);
+    pthread_mutex_lock(&helper.lock);
+    for (size_t i = 0; i < helper.nspares; i++)
+        close(helper.spares[i]);
+    helper.nspares = 0;
+    pthread_mutex_unlock(&helper.lock);
+}
+
+static bool helper_on(void)
+{
+    return atomic_load(&helper_on_flag);
+}
+
+/* Background mode: the helper has fallen behind (the machine leaves it no time). */
+static bool helper_behind(void)
+{
+    return __atomic_load_n(&helper.queued, __ATOMIC_RELAXED) >= HELPER_BEHIND;
+}
+
+/* Background mode: a pooled spare under root (-ENOENT: none; the helper makes more). */
+static int helper_spare(const char *root)
+{
+    int fd = -ENOENT;
+
+    pthread_mutex_lock(&helper.lock);
+    if (strcmp(helper.root, root) != 0 && strlen(root) < sizeof(helper.root)) {
+        for (size_t i = 0; i < helper.nspares; i++)
+            close(helper.spares[i]); /* made under another root */
+        helper.nspares = 0;
+        helper.spares_failed = false;
+        snprintf(helper.root, sizeof(helper.root), "%s", root);
+    }
+    if (helper.nspares && strcmp(helper.root, root) == 0)
+        fd = helper.spares[--helper.nspares];
+    /* a pool with spares left is refilled with the next batch of ends */
+    if (helper.waiting && helper_urgent(&helper))
+        pthread_cond_signal(&helper.work);
+    pthread_mutex_unlock(&helper.lock);
+    return fd;
+}
+
+/* Background mode: queue j's end (false: the queue is full, or no helper). */
+static bool helper_end(struct journal *j)
+{
+    bool queued = false;
+
+    if (!helper_on())
+        return false;
+    pthread_mutex_lock(&helper.lock);
+    if (helper.queued < HELPER_QUEUE) {
+        helper.queue[helper.queued] = j;
+        __atomic_store_n(&helper.queued, helper.queued + 1, __ATOMIC_RELAXED);
+        helper.spares_failed = false; /* try again */
+        if (helper.waiting && (helper.queued == 1 || helper_urgent(&helper)))
+            pthread_cond_signal(&helper.work); /* the first starts its lag, a batch is now */
+        queued = true;
+    }
+    pthread_mutex_unlock(&helper.lock);
+    return queued;
+}
+
+/* A spare fd linked at path: the fd, or -errno (-EEXIST: path exists; the spare is closed). */
+static int spare_link(int fd, const char *path)
+{
+    char proc[64];
+
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
+        int r = -errno;
+
+        close(fd);
+        return r;
+    }
+    return fd;
+}
+
+/*
  * The thread's spare linked at path: its fd (locked, empty, 0600); -EEXIST when path exists
  * (the spare stays), another -errno when there is no spare for root (or it cannot be linked).
+ * In background mode a pooled one first.
  */
 static int spare_take(const char *root, const char *path)
 {
     struct spare *s = &spare_tls;
     char proc[64];
     int fd;
+
+    if (helper_on() && (fd = helper_spare(root)) >= 0)
+        return spare_link(fd, path);
 
     if (!spare_under(s, root, strlen(root)))
         return -ENOENT;
@@ -365,12 +637,28 @@ static void bound_punch(struct journal *j)
         j->punched = j->punch_to;
 }
 
+/* "<seq> <det> ", without printf (a record's every line has it). */
+static int record_prefix(struct buf *b, uint64_t seq, uint64_t det)
+{
+    char text[48], *p = text + sizeof(text);
+    uint64_t v[2] = {det, seq};
+
+    for (int i = 0; i < 2; i++) {
+        *--p = ' ';
+        do {
+            *--p = (char)('0' + v[i] % 10);
+            v[i] /= 10;
+        } while (v[i]);
+    }
+    return buf_append(b, p, (size_t)(text + sizeof(text) - p));
+}
+
 int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len)
 {
     int r;
 
     bound_mark(j);
-    r = buf_printf(&j->pending, "%llu %llu ", (unsigned long long)seq, (unsigned long long)det);
+    r = record_prefix(&j->pending, seq, det);
 
     if (r == 0)
         r = buf_append(&j->pending, line, len);
@@ -472,8 +760,11 @@ void journal_close(struct journal *j)
         (void)journal_flush(j);
         close(j->fd); /* the writer lock goes with it */
     }
-    /* the client has the result by now (event_stream_result): the next turn's file, made */
-    if (j->spare_after)
+    /* the client has the result by now (event_stream_result): the next turn's file, made
+     * (in background mode by the helper) */
+    if (j->spare_after && helper_on() && !helper_behind())
+        ; /* the helper refills the pool */
+    else if (j->spare_after)
         spare_prepare(j->root);
     buf_release(&j->pending);
     free(j);
@@ -496,6 +787,12 @@ static void deferred_key_make(void)
         deferred_key = (pthread_key_t)-1;
 }
 
+static void end_now(struct journal *j)
+{
+    (void)journal_finish(j);
+    journal_close(j);
+}
+
 void journal_end_deferred(void)
 {
     struct journal *j = deferred_tls;
@@ -503,8 +800,8 @@ void journal_end_deferred(void)
     if (!j)
         return;
     deferred_tls = NULL;
-    (void)journal_finish(j);
-    journal_close(j);
+    if (!helper_end(j))
+        end_now(j);
 }
 
 void journal_end_later(struct journal *j)

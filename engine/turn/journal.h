@@ -122,8 +122,22 @@ void journal_close(struct journal *j);
  * caller's client has all of it); the finished mode and the close come later.
  */
 void journal_end_later(struct journal *j);
-/* Finish and close this thread's journal left by journal_end_later, if any. */
+/* Finish and close this thread's journal left by journal_end_later, if any (in background
+ * mode: queued for the helper). */
 void journal_end_deferred(void);
+/*
+ * Background mode for a worker process: a helper thread of the lowest priority ends the
+ * journals journal_end_deferred hands it (finished mark, close) and keeps a small pool of
+ * spares for every thread, off the turns' way; one that falls behind is passed by (the
+ * answering thread ends its journal and makes its own spare). 0, or -errno (no helper: all
+ * stays on the answering thread).
+ */
+int journal_background(void);
+/* Wait until deadline_ms (monotonic) for the helper to have ended what it was handed. */
+void journal_background_drain(int64_t deadline_ms);
+/* Back to ending journals on the answering thread (the helper's work drained, its spares
+ * closed; the thread stays, idle). For tests. */
+void journal_background_off(void);
 
 /* ---- readers ----------------------------------------------------------------------------- */
 

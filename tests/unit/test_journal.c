@@ -494,6 +494,73 @@ static void test_journal_end_later(void)
     drop_root(root);
 }
 
+/* Wait up to 10 s for the journal of turn_id to be marked finished. */
+static bool done_soon(const char *root, const char *turn_id)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (journal_mode(root, turn_id) == JOURNAL_DONE_MODE)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* Background mode (a worker's): the helper thread ends what journal_end_deferred hands it
+ * and keeps spares that any thread's next journal is linked from. */
+static void test_journal_background_helper(void)
+{
+    char *root = tmp_root();
+    struct journal *j = NULL;
+    struct journal_reader *r = NULL;
+    uint64_t seqs[4], oldest;
+    bool result = false;
+    ino_t spare = 0;
+    int n = 0;
+
+    CU_ASSERT_EQUAL_FATAL(journal_background(), 0);
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-1", "p", "p:s", false, &j), 0);
+    append_result(j, 1);
+    journal_end_later(j);
+    journal_end_deferred(); /* handed to the helper: the writer may still hold it here */
+    CU_ASSERT_TRUE(done_soon(root, "b-1"));
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "b-1", "p", 0, &r, &oldest), 0);
+    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 1);
+    CU_ASSERT_TRUE(result);
+    for (int i = 0; i < 1000 && journal_writer_alive(r); i++)
+        usleep(10000);
+    CU_ASSERT_FALSE(journal_writer_alive(r)); /* closed by the helper */
+    journal_reader_free(r);
+    /* the pool: spares of this process, unnamed, made by the helper */
+    for (int i = 0; i < 1000 && (n = spares_in(root, &spare)) < 1; i++)
+        usleep(10000);
+    CU_ASSERT_TRUE(n >= 1);
+    CU_ASSERT_EQUAL(names_in(root), 1);
+    /* the next journal is one of them, linked (the last made is the first taken) */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-2", "p", "p:s", false, &j), 0);
+    CU_ASSERT_EQUAL(journal_stat(root, "b-2").st_ino, spare);
+    CU_ASSERT_EQUAL(names_in(root), 2);
+    /* several ended at once, drained by a deadline */
+    append_result(j, 1);
+    journal_end_later(j);
+    journal_end_deferred();
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-3", "p", "p:s", false, &j), 0);
+    append_result(j, 1);
+    journal_end_later(j);
+    journal_end_deferred();
+    journal_background_drain(util_now_ms() + 10000);
+    CU_ASSERT_EQUAL(journal_mode(root, "b-2"), JOURNAL_DONE_MODE);
+    CU_ASSERT_EQUAL(journal_mode(root, "b-3"), JOURNAL_DONE_MODE);
+    /* off again: the pool's spares are closed, ends are the caller's */
+    journal_background_off();
+    CU_ASSERT_EQUAL(spares_in(root, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-4", "p", "p:s", false, &j), 0);
+    append_result(j, 1);
+    journal_end_later(j);
+    journal_end_deferred();
+    CU_ASSERT_EQUAL(journal_mode(root, "b-4"), JOURNAL_DONE_MODE);
+    drop_root(root);
+}
+
 static void test_journal_line_prefix(void)
 {
     uint64_t seq = 0, det = 0;
@@ -524,5 +591,6 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_spare_file_per_thread", test_journal_spare_file_per_thread},
     {"test_journal_end_later", test_journal_end_later},
     {"test_journal_line_prefix", test_journal_line_prefix},
+    {"test_journal_background_helper", test_journal_background_helper},
     CU_TEST_INFO_NULL,
 };
