@@ -315,14 +315,22 @@ static void adopt(const struct engine_config *cfg, struct journal *j, const stru
                  env            ? err
                  : r == -ESTALE ? "its slot changed hands"
                                 : ar_strerror(r));
+        bool not_started = env && r == -ENOENT; /* the keeper holds no such turn */
+
         if (env) {
             environment_destroy(env, TEARDOWN_FAILED_TURN);
             environment_free(env);
         }
-        close_lost(&es, &res,
-                   "the runner's worker died during this turn and its agent could not be "
-                   "reached again",
-                   "turn_lost");
+        if (not_started) /* its prompt never got there */
+            close_lost(&es, &res,
+                       "the runner's worker died before this turn's prompt reached the agent: "
+                       "nothing ran, send the turn again",
+                       "turn_not_started");
+        else
+            close_lost(&es, &res,
+                       "the runner's worker died during this turn and its agent could not be "
+                       "reached again",
+                       "turn_lost");
         goto out;
     }
     log_debug("adopting turn '%s' of a dead worker (%llu records journaled)", m->turn_id,

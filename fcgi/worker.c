@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -56,6 +57,7 @@ static void idle_mark(int fd, bool on)
 }
 
 #define DRAIN_MAX (1024u * 1024) /* request body bytes a route left unread, read to keep */
+#define FIRST_BYTE_MS 2000       /* a new connection silent this long is dropped */
 
 /*
  * A connection with a request to read (its fd; *kept: one nginx kept open), or -1: the worker
@@ -88,6 +90,13 @@ static int next_connection(bool *kept)
             continue;
         }
         *kept = false;
+        if (ev.events & (EPOLLHUP | EPOLLERR)) {
+            /* shut down (the service drains; a unix socket then reads EAGAIN, not EINVAL):
+             * out of the set, or every idle thread would spin on it. The threads stay for
+             * the kept connections until this worker is told to stop. */
+            (void)epoll_ctl(epfd, EPOLL_CTL_DEL, STDIN_FILENO, NULL);
+            continue;
+        }
         fd = accept4(STDIN_FILENO, NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
             return fd;
@@ -130,12 +139,34 @@ static void keep_or_close(FCGX_Request *req)
         req->keepConnection = 0;
 }
 
+/* A new connection has a byte to read within FIRST_BYTE_MS (nginx writes its request at once). */
+static bool first_byte_soon(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+
+    while ((r = poll(&p, 1, FIRST_BYTE_MS)) < 0 && errno == EINTR)
+        ;
+    return r == 1 && (p.revents & POLLIN);
+}
+
 /* A kept connection waits in the epoll set for its next request. */
 static void rearm(int fd)
 {
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.fd = fd};
+    bool stop;
 
-    idle_mark(fd, true); /* before the set can hand it to another thread */
+    /* marked before the set can hand it to another thread; once the stop's scan ran (it sets
+     * stopping first), not kept at all */
+    pthread_mutex_lock(&idle_lock);
+    stop = atomic_load(&stopping);
+    if (!stop && fd >= 0 && (size_t)fd < idle_max)
+        idle[fd] = 1;
+    pthread_mutex_unlock(&idle_lock);
+    if (stop) {
+        close(fd);
+        return;
+    }
     if (epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
         return;
     if (errno == ENOENT && epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
@@ -156,6 +187,10 @@ static void *thread_main(void *arg)
     if (FCGX_InitRequest(&req, -1, 0) != 0)
         return NULL;
     while ((fd = next_connection(&kept)) >= 0) {
+        if (!kept && !first_byte_soon(fd)) {
+            close(fd); /* libfcgi's rule for a new connection: its first byte within 2 s */
+            continue;
+        }
         engine_note_connection(&t->rc.cfg->engine, kept);
         req.ipcFd = fd;
         req.keepConnection = 1; /* FCGX_Accept_r's own finish of the last request keeps fd */

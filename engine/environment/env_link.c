@@ -19,6 +19,9 @@
 #include "sandbox/host.h"
 #include "turn/turn_env.h"
 
+/* what goes to a keeper attached ahead before its hello: well under a socket's buffer */
+#define AHEAD_WRITE_MAX (32u * 1024)
+
 struct environment *environment_new(const struct engine_config *cfg)
 {
     struct environment *env = calloc(1, sizeof(*env));
@@ -154,12 +157,42 @@ static int flush_ahead(struct environment *env)
     return r;
 }
 
+static int connection_over(struct environment *env, const struct keeper_msg *km);
+static int hello_taken(struct environment *env, const char *line, size_t len);
+
+/*
+ * Before a write that may not fit the socket's buffer, the keeper's hello (attached ahead): a
+ * keeper that accepts nothing would leave the write blocked with no deadline, where the hello
+ * has one. AR_E_KEEPER_LOST when it does not come.
+ */
+static int hello_before_big_write(struct environment *env, size_t len)
+{
+    char *line;
+    size_t n;
+    int r;
+
+    if (!env->hello_pending || len + env->ahead.len <= AHEAD_WRITE_MAX)
+        return 0;
+    r = env_link_read_line(env->fd, &env->lines, env->hello_deadline, &line, &n, NULL);
+    if (r <= 0) {
+        log_debug("the keeper did not answer the attach: %s", strerror(r < 0 ? -r : EPIPE));
+        env->hello_pending = false;
+        return connection_over(env, NULL);
+    }
+    r = hello_taken(env, line, n);
+    free(line);
+    return r;
+}
+
 int environment_send(struct environment *env, const struct buf *line)
 {
     int r;
 
     if (env->fd < 0 || env->harness_exited)
         return env->keeper_lost ? AR_E_KEEPER_LOST : AR_E_HARNESS_EXITED;
+    r = hello_before_big_write(env, line->len);
+    if (r < 0)
+        return r;
     if (env->keeper_limits[0] && strstr(line->data, "\"session/prompt\""))
         env->keeper_limits[0] = '\0'; /* a new prompt: the last verdict is stale */
     if (env->ahead.len) {
@@ -310,7 +343,8 @@ int environment_recv(struct environment *env, int64_t deadline_ms, struct acp_ms
             log_debug("the keeper did not answer the attach");
             return connection_over(env, NULL);
         }
-        if (r == -ETIMEDOUT && env->cfg->sandbox && util_now_ms() >= env->next_limit_check) {
+        if (r == -ETIMEDOUT && env->cfg->sandbox && !env->hello_pending &&
+            util_now_ms() >= env->next_limit_check) {
             env->next_limit_check = util_now_ms() + ENVIRONMENT_LIMIT_POLL_MS;
             if (environment_check_limits(env))
                 return AR_E_SANDBOX_LIMIT;

@@ -8,21 +8,17 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/inotify.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/util.h"
 #include "turn/journal_files.h"
+#include "turn/journal_spares.h"
 
 #define HALF_MIN_BYTES 2048u
 #define PENDING_MAX (RESULT_LINE_MAX + 4096) /* queued lines (a result record fits) */
@@ -85,390 +81,6 @@ static int open_path(const char *root, const char *turn_id, const char *project_
         return r;
     r = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
     return r < 0 ? -errno : r;
-}
-
-/*
- * A thread's spare: an unnamed journal file (O_TMPFILE) under the root of the thread's last
- * journal, locked (writer) and given its first page after that journal closed (journal_close,
- * once the client has the turn's result), so that the thread's next turn starts its journal
- * with one link instead of a file creation and a page allocation on the turn's way. Nothing
- * else sees it: it has no name until then, and it is gone with its descriptor (the thread's
- * exit, or its process's).
- */
-struct spare {
-    int fd;
-    size_t root_len;
-    char root[PATH_MAX];
-};
-
-static __thread struct spare spare_tls = {.fd = -1};
-static pthread_key_t spare_key;
-static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
-
-static void spare_drop(struct spare *s)
-{
-    if (s->fd < 0)
-        return;
-    close(s->fd);
-    s->fd = -1;
-}
-
-static void spare_at_exit(void *arg)
-{
-    spare_drop(arg);
-}
-
-static void spare_key_make(void)
-{
-    if (pthread_key_create(&spare_key, spare_at_exit) != 0)
-        spare_key = (pthread_key_t)-1;
-}
-
-static bool spare_under(const struct spare *s, const char *root, size_t root_len)
-{
-    return s->fd >= 0 && s->root_len == root_len && memcmp(s->root, root, root_len) == 0;
-}
-
-/* The process's umask leaves a file made 0600 at 0600 (read once: it is never changed). */
-static bool umask_keeps_owner;
-static pthread_once_t umask_once = PTHREAD_ONCE_INIT;
-
-static void umask_read(void)
-{
-    char line[128];
-    FILE *f = fopen("/proc/self/status", "re");
-    unsigned long mask;
-
-    if (!f)
-        return;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "Umask: %lo", &mask) == 1) {
-            umask_keeps_owner = (mask & 0600) == 0;
-            break;
-        }
-    fclose(f);
-}
-
-/* An unnamed journal file under root, writer-locked, its first page allocated; -errno. */
-static int spare_make(const char *root)
-{
-    /* a file system without unnamed files: every journal is made on its turn's way */
-    int fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
-
-    if (fd < 0)
-        return -errno;
-    pthread_once(&umask_once, umask_read);
-    if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0 ||
-        (!umask_keeps_owner && fchmod(fd, 0600) < 0)) {
-        close(fd);
-        return -EIO;
-    }
-    (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096); /* the first page, allocated now */
-    return fd;
-}
-
-static void spare_prepare(const char *root)
-{
-    struct spare *s = &spare_tls;
-    size_t root_len = strlen(root);
-    int fd;
-
-    if (spare_under(s, root, root_len))
-        return;
-    spare_drop(s);
-    if (root_len >= sizeof(s->root))
-        return;
-    fd = spare_make(root);
-    if (fd < 0)
-        return;
-    pthread_once(&spare_once, spare_key_make);
-    if (spare_key != (pthread_key_t)-1)
-        (void)pthread_setspecific(spare_key, s);
-    memcpy(s->root, root, root_len + 1);
-    s->root_len = root_len;
-    s->fd = fd;
-}
-
-/*
- * Background mode (journal_background, a worker process): one helper thread that runs only
- * when a core has nothing else to do (SCHED_IDLE) does what follows a turn's response — the
- * finished mark and the close of ended journals (journal_end_deferred queues them), and a
- * small pool of spares shared by the process's threads — so that none of it competes with the
- * turns on their way. It is woken once per HELPER_BATCH ended turns (or HELPER_LAG_MS after
- * the first, or when the pool ran dry): a wake is a context switch, dear on some hosts. A helper
- * that falls behind (a machine busy to its last cycle) is passed by: a long queue makes the
- * answering thread make its own spare again, a full one ends journals there too.
- */
-#define HELPER_QUEUE 256
-#define HELPER_BEHIND 32
-#define HELPER_BATCH 8     /* ended journals that wake the helper at once */
-#define HELPER_LAG_MS 50   /* ... else it comes for them this late at most */
-#define HELPER_SPARES 12
-
-struct helper {
-    pthread_mutex_t lock;
-    pthread_cond_t work;    /* something queued, or the pool ran dry */
-    pthread_cond_t drained; /* the helper is idle */
-    struct journal *queue[HELPER_QUEUE];
-    size_t queued; /* also read without the lock (helper_behind: a hint) */
-    bool busy;     /* ending one it took off the queue, or making a spare */
-    bool waiting;  /* it waits for work: a signal wakes it */
-    bool spares_failed; /* none could be made under root: until the next end */
-    bool hurry;         /* journal_background_drain waits: no lag */
-    int spares[HELPER_SPARES];
-    size_t nspares;
-    char root[PATH_MAX];
-};
-
-static struct helper helper = {.lock = PTHREAD_MUTEX_INITIALIZER,
-                               .work = PTHREAD_COND_INITIALIZER,
-                               .drained = PTHREAD_COND_INITIALIZER};
-static atomic_bool helper_on_flag;
-static bool helper_started; /* under helper.lock */
-
-static void end_now(struct journal *j);
-
-static bool helper_has_work(const struct helper *h)
-{
-    return h->queued ||
-           (atomic_load(&helper_on_flag) && h->root[0] && !h->spares_failed &&
-            h->nspares < HELPER_SPARES);
-}
-
-/* Work that wakes the helper at once: a batch of ended journals, or an empty pool. */
-static bool helper_urgent(const struct helper *h)
-{
-    return h->queued >= HELPER_BATCH || (h->hurry && h->queued) ||
-           (atomic_load(&helper_on_flag) && h->root[0] && !h->spares_failed && !h->nspares);
-}
-
-/* Wait (h->lock held) until there is work to do now: urgent, or waiting HELPER_LAG_MS. */
-static void helper_wait(struct helper *h)
-{
-    int64_t until = 0;
-
-    h->waiting = true;
-    while (!helper_urgent(h)) {
-        struct timespec ts;
-
-        if (!helper_has_work(h)) {
-            until = 0;
-            pthread_cond_wait(&h->work, &h->lock);
-            continue;
-        }
-        if (!until)
-            until = util_now_ms() + HELPER_LAG_MS;
-        else if (util_now_ms() >= until)
-            break;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += HELPER_LAG_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&h->work, &h->lock, &ts);
-    }
-    h->waiting = false;
-}
-
-static void *helper_main(void *arg)
-{
-    struct sched_param idle = {.sched_priority = 0};
-    struct helper *h = arg;
-    bool awake = false;
-
-    /* nice 19 where the kernel refuses SCHED_IDLE */
-    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle) != 0)
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-    pthread_mutex_lock(&h->lock);
-    for (;;) {
-        char root[PATH_MAX];
-        int fd;
-
-        if (!helper_has_work(h)) {
-            awake = false;
-            h->hurry = false;
-            pthread_cond_broadcast(&h->drained);
-        }
-        if (!awake) {
-            helper_wait(h);
-            awake = true; /* until all is done */
-            continue;
-        }
-        h->busy = true;
-        if (h->queued) {
-            size_t q = h->queued - 1;
-            struct journal *j = h->queue[q];
-
-            __atomic_store_n(&h->queued, q, __ATOMIC_RELAXED);
-            pthread_mutex_unlock(&h->lock);
-            end_now(j);
-            pthread_mutex_lock(&h->lock);
-            h->busy = false;
-            continue;
-        }
-        memcpy(root, h->root, sizeof(root));
-        pthread_mutex_unlock(&h->lock);
-        fd = spare_make(root);
-        pthread_mutex_lock(&h->lock);
-        h->busy = false;
-        if (fd >= 0 && atomic_load(&helper_on_flag) && h->nspares < HELPER_SPARES &&
-            strcmp(root, h->root) == 0)
-            h->spares[h->nspares++] = fd;
-        else if (fd >= 0)
-            close(fd);
-        else
-            h->spares_failed = true;
-    }
-    return NULL;
-}
-
-int journal_background(void)
-{
-    pthread_attr_t attr;
-    pthread_t t;
-    int r = 0;
-
-    pthread_mutex_lock(&helper.lock);
-    if (!helper_started) {
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        r = -pthread_create(&t, &attr, helper_main, &helper);
-        pthread_attr_destroy(&attr);
-        helper_started = r == 0;
-    }
-    atomic_store(&helper_on_flag, helper_started);
-    pthread_mutex_unlock(&helper.lock);
-    return r;
-}
-
-void journal_background_drain(int64_t deadline_ms)
-{
-    pthread_mutex_lock(&helper.lock);
-    helper.hurry = helper.queued > 0;
-    if (helper.waiting)
-        pthread_cond_signal(&helper.work); /* no lag: the caller waits */
-    while (helper_started && (helper.queued || helper.busy) && util_now_ms() < deadline_ms) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&helper.drained, &helper.lock, &ts);
-    }
-    pthread_mutex_unlock(&helper.lock);
-}
-
-void journal_background_off(void)
-{
-    atomic_store(&helper_on_flag, false);
-    journal_background_drain(util_now_ms() + 60000);
-    pthread_mutex_lock(&helper.lock);
-    for (size_t i = 0; i < helper.nspares; i++)
-        close(helper.spares[i]);
-    helper.nspares = 0;
-    pthread_mutex_unlock(&helper.lock);
-}
-
-static bool helper_on(void)
-{
-    return atomic_load(&helper_on_flag);
-}
-
-/* Background mode: the helper has fallen behind (the machine leaves it no time). */
-static bool helper_behind(void)
-{
-    return __atomic_load_n(&helper.queued, __ATOMIC_RELAXED) >= HELPER_BEHIND;
-}
-
-/* Background mode: a pooled spare under root (-ENOENT: none; the helper makes more). */
-static int helper_spare(const char *root)
-{
-    int fd = -ENOENT;
-
-    pthread_mutex_lock(&helper.lock);
-    if (strcmp(helper.root, root) != 0 && strlen(root) < sizeof(helper.root)) {
-        for (size_t i = 0; i < helper.nspares; i++)
-            close(helper.spares[i]); /* made under another root */
-        helper.nspares = 0;
-        helper.spares_failed = false;
-        snprintf(helper.root, sizeof(helper.root), "%s", root);
-    }
-    if (helper.nspares && strcmp(helper.root, root) == 0)
-        fd = helper.spares[--helper.nspares];
-    /* a pool with spares left is refilled with the next batch of ends */
-    if (helper.waiting && helper_urgent(&helper))
-        pthread_cond_signal(&helper.work);
-    pthread_mutex_unlock(&helper.lock);
-    return fd;
-}
-
-/* Background mode: queue j's end (false: the queue is full, or no helper). */
-static bool helper_end(struct journal *j)
-{
-    bool queued = false;
-
-    if (!helper_on())
-        return false;
-    pthread_mutex_lock(&helper.lock);
-    if (helper.queued < HELPER_QUEUE) {
-        helper.queue[helper.queued] = j;
-        __atomic_store_n(&helper.queued, helper.queued + 1, __ATOMIC_RELAXED);
-        helper.spares_failed = false; /* try again */
-        if (helper.waiting && (helper.queued == 1 || helper_urgent(&helper)))
-            pthread_cond_signal(&helper.work); /* the first starts its lag, a batch is now */
-        queued = true;
-    }
-    pthread_mutex_unlock(&helper.lock);
-    return queued;
-}
-
-/* A spare fd linked at path: the fd, or -errno (-EEXIST: path exists; the spare is closed). */
-static int spare_link(int fd, const char *path)
-{
-    char proc[64];
-
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
-        int r = -errno;
-
-        close(fd);
-        return r;
-    }
-    return fd;
-}
-
-/*
- * The thread's spare linked at path: its fd (locked, empty, 0600); -EEXIST when path exists
- * (the spare stays), another -errno when there is no spare for root (or it cannot be linked).
- * In background mode a pooled one first.
- */
-static int spare_take(const char *root, const char *path)
-{
-    struct spare *s = &spare_tls;
-    char proc[64];
-    int fd;
-
-    if (helper_on() && (fd = helper_spare(root)) >= 0)
-        return spare_link(fd, path);
-
-    if (!spare_under(s, root, strlen(root)))
-        return -ENOENT;
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", s->fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
-        int r = -errno;
-
-        if (r != -EEXIST)
-            spare_drop(s);
-        return r;
-    }
-    fd = s->fd;
-    s->fd = -1;
-    return fd;
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
@@ -557,7 +169,7 @@ static int create(const char *root, const struct turn_settings *ts, const char *
     if (r < 0)
         goto fail;
     /* the thread's spare, renamed (none, or the name is taken: the file made or found here) */
-    r = spare_take(root, path);
+    r = journal_spare_take(root, path);
     if (r < 0)
         r = open_locked(root, turn_id, project_id, &st);
     if (r < 0)
@@ -762,10 +374,8 @@ void journal_close(struct journal *j)
     }
     /* the client has the result by now (event_stream_result): the next turn's file, made
      * (in background mode by the helper) */
-    if (j->spare_after && helper_on() && !helper_behind())
-        ; /* the helper refills the pool */
-    else if (j->spare_after)
-        spare_prepare(j->root);
+    if (j->spare_after)
+        journal_spare_closed(j->root);
     buf_release(&j->pending);
     free(j);
 }
@@ -787,12 +397,6 @@ static void deferred_key_make(void)
         deferred_key = (pthread_key_t)-1;
 }
 
-static void end_now(struct journal *j)
-{
-    (void)journal_finish(j);
-    journal_close(j);
-}
-
 void journal_end_deferred(void)
 {
     struct journal *j = deferred_tls;
@@ -800,8 +404,10 @@ void journal_end_deferred(void)
     if (!j)
         return;
     deferred_tls = NULL;
-    if (!helper_end(j))
-        end_now(j);
+    if (!journal_spare_end_later(j)) {
+        (void)journal_finish(j);
+        journal_close(j);
+    }
 }
 
 void journal_end_later(struct journal *j)

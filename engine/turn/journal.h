@@ -28,11 +28,11 @@
  * out; a cursor older than what is kept gets -ERANGE and the oldest seq kept. All journals
  * together are bounded by the master's sweep (journal_sweep.h).
  *
- * Spares: the file of a new journal is not made on the turn's way. A thread whose journal
- * closed makes its next one ahead — an unnamed file (O_TMPFILE) under the same root, locked,
- * its first page allocated — and journal_create links it at the turn's name (a name in use
- * takes the old path, the spare stays). Unnamed, a spare is seen by no sweep or listing, and
- * it is gone with its thread or process.
+ * Spares: the file of a new journal is not made on the turn's way but linked from a spare made
+ * ahead, an unnamed file (O_TMPFILE) under the same root, locked, its first page allocated (a
+ * name in use takes the old path). Unnamed, a spare is seen by no sweep or listing, and it is
+ * gone with its descriptor. Who makes them, and who ends a journal after its response in a
+ * worker process (the background mode below): journal_spares.h.
  *
  * One writer per journal (one thread); readers in any process. Records are written in batches,
  * one write on O_APPEND each; a follower that meets a line without its '\n' waits for the rest,

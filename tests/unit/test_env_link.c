@@ -143,7 +143,30 @@ static void test_env_link_attach_ahead_refused_or_silent_is_a_lost_keeper(void)
     keeper_close(&k);
 }
 
+/* A prompt larger than a socket's buffer waits for the hello first: a keeper that accepts
+ * nothing cannot leave it blocked past the hello's deadline. */
+static void test_env_link_big_write_waits_for_the_hello(void)
+{
+    struct fake_keeper k;
+    struct buf line;
+    char err[128];
+    int64_t t0;
+
+    CU_ASSERT_EQUAL_FATAL(keeper_open(&k), 0);
+    t0 = util_now_ms();
+    CU_ASSERT_EQUAL_FATAL(environment_attach_ahead(k.env, t0 + 300, err, sizeof(err)), 0);
+    buf_init(&line, 8u << 20);
+    for (int i = 0; i < 64 * 1024; i++)
+        CU_ASSERT_EQUAL_FATAL(buf_append_str(&line, "0123456789abcdef"), 0); /* 1 MiB */
+    CU_ASSERT_EQUAL(buf_append_char(&line, '\n'), 0);
+    CU_ASSERT_EQUAL(environment_send(k.env, &line), AR_E_KEEPER_LOST); /* never accepted */
+    CU_ASSERT(util_now_ms() - t0 < 60000);
+    buf_release(&line);
+    keeper_close(&k);
+}
+
 CU_TestInfo env_link_tests[] = {
+    {"test_env_link_big_write_waits_for_the_hello", test_env_link_big_write_waits_for_the_hello},
     {"test_env_link_attach_ahead_takes_the_hello_first",
      test_env_link_attach_ahead_takes_the_hello_first},
     {"test_env_link_attach_ahead_refused_or_silent_is_a_lost_keeper",
