@@ -200,15 +200,10 @@ static void helper_wait(struct helper *h)
             continue;
         }
         if (!until)
-            until = util_now_ms() + HELPER_LAG_MS;
-        else if (util_now_ms() >= until)
+            until = util_wall_ms() + HELPER_LAG_MS; /* the condition's clock */
+        else if (util_wall_ms() >= until)
             break;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += HELPER_LAG_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        util_deadline_ts(until, &ts);
         pthread_cond_timedwait(&h->work, &h->lock, &ts);
     }
     h->waiting = false;
@@ -298,17 +293,13 @@ int journal_background(void)
 /* Wait (helper.lock held) until cond is false or deadline_ms (monotonic). */
 static void helper_await(bool (*cond)(const struct helper *h), int64_t deadline_ms)
 {
-    while (helper_started && cond(&helper) && util_now_ms() < deadline_ms) {
-        struct timespec ts;
+    struct timespec ts;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 10 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&helper.drained, &helper.lock, &ts);
-    }
+    /* the condition's clock is the wall clock */
+    util_deadline_ts(util_wall_ms() + (deadline_ms - util_now_ms()), &ts);
+    while (helper_started && cond(&helper) && util_now_ms() < deadline_ms)
+        if (pthread_cond_timedwait(&helper.drained, &helper.lock, &ts) == ETIMEDOUT)
+            break;
 }
 
 static bool ends_pending(const struct helper *h)
@@ -401,19 +392,13 @@ void journal_spare_closed(const char *root)
     spare_prepare(root);
 }
 
-/* A spare fd linked at path: the fd, or -errno (-EEXIST: path exists; the spare is closed). */
+/* The unnamed file fd linked at path: 0 or -errno (-EEXIST: path exists). */
 static int spare_link(int fd, const char *path)
 {
     char proc[64];
 
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
-        int r = -errno;
-
-        close(fd);
-        return r;
-    }
-    return fd;
+    return linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
 /*
@@ -424,17 +409,18 @@ static int spare_link(int fd, const char *path)
 int journal_spare_take(const char *root, const char *path)
 {
     struct spare *s = &spare_tls;
-    char proc[64];
-    int fd;
+    int fd, r;
 
-    if (helper_on() && (fd = helper_spare(root)) >= 0)
-        return spare_link(fd, path);
+    if (helper_on() && (fd = helper_spare(root)) >= 0) {
+        r = spare_link(fd, path);
+        if (r < 0)
+            close(fd);
+        return r < 0 ? r : fd;
+    }
     if (!spare_under(s, root, strlen(root)))
         return -ENOENT;
-    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", s->fd);
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0) {
-        int r = -errno;
-
+    r = spare_link(s->fd, path);
+    if (r < 0) {
         if (r != -EEXIST)
             spare_drop(s);
         return r;

@@ -7,7 +7,7 @@ outnumbers the threads."""
 import json
 import threading
 
-from turns import ids, result_of, script, scripted_request
+from turns import ids, in_parallel, result_of, script, scripted_request
 
 STACK = {"workers": 1, "threads": 2}
 
@@ -37,11 +37,7 @@ def burst(ctx, n, path="/health"):
         finally:
             c.close()
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    in_parallel(one, n, 60)
     return out
 
 

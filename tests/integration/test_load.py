@@ -4,7 +4,7 @@ admission cap runs get a clean 429 instead of failing."""
 import threading
 import time
 
-from turns import result_of, script
+from turns import in_parallel, result_of, script
 
 # 2 x 600 threads: each worker admits 525 runs and keeps 75 threads for probes and control
 # routes (admission stays below the thread count), so all 500 concurrent turns are
@@ -38,11 +38,7 @@ def blast(ctx, n, prompt_of):
         except Exception as e:  # a connection error is an answer too, but counted
             results[i] = ("error", repr(e))
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(600)
+    in_parallel(one, n, 600)
     return results
 
 

@@ -18,6 +18,7 @@ A command inside the sandbox, two ways (the scripted/pi pair most sandbox checks
 """
 
 import json
+import threading
 import uuid
 
 # harness: (provider, key binding, base path under the fake model, shell tool name,
@@ -170,3 +171,12 @@ def tool_results_seen_by_model(req):
         if it.get("type") in ("function_call_output", "custom_tool_call_output"):
             out.append(json.dumps(it.get("output")))
     return out
+
+
+def in_parallel(fn, n, join_s):
+    """fn(i) for i in range(n), each on its own thread; waits up to join_s for each."""
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
