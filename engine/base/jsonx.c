@@ -287,19 +287,20 @@ json_object *jsonx_copy(json_object *o)
     return c;
 }
 
-int jsonx_append_string(struct buf *out, const char *s)
+int jsonx_append_string_len(struct buf *out, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
     int r = buf_append_char(out, '"');
 
-    for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
+    while (r == 0 && p < end) {
         const unsigned char *run = p;
 
-        while (*p && *p >= 0x20 && *p != '"' && *p != '\\')
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\')
             p++;
         if (p > run)
             r = buf_append(out, (const char *)run, (size_t)(p - run));
-        if (r < 0 || !*p)
+        if (r < 0 || p == end)
             break;
         if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
@@ -310,8 +311,14 @@ int jsonx_append_string(struct buf *out, const char *s)
 
             r = buf_append(out, e, 6);
         }
+        p++;
     }
     if (r == 0)
         r = buf_append_char(out, '"');
     return r;
+}
+
+int jsonx_append_string(struct buf *out, const char *s)
+{
+    return jsonx_append_string_len(out, s, strlen(s));
 }

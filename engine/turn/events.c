@@ -1,6 +1,9 @@
 #include "turn/events.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/jsonx.h"
@@ -228,6 +231,30 @@ void event_stream_journal_open(struct event_stream *es)
     if (!opener || es->journal)
         return;
     (void)opener(es->journal_opener_ctx, &es->journal);
+}
+
+/* The fault a test injects (AGENT_RUNNER_FAULT_DIE_BEFORE_JOURNAL=<turn id prefix>): the worker
+ * dies with the prompt out and the journal not made yet, the window journal_recreate covers. */
+static const char *fault_prefix;
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+
+static void fault_read(void)
+{
+    const char *v = getenv("AGENT_RUNNER_FAULT_DIE_BEFORE_JOURNAL");
+
+    fault_prefix = v && v[0] ? v : NULL;
+}
+
+void event_stream_journal_link(struct event_stream *es)
+{
+    if (!es->journal || journal_linked(es->journal))
+        return;
+    pthread_once(&fault_once, fault_read);
+    if (fault_prefix && strncmp(journal_meta_of(es->journal)->turn_id, fault_prefix,
+                                strlen(fault_prefix)) == 0)
+        raise(SIGKILL);
+    if (journal_link(es->journal) < 0)
+        log_debug("turn journal: no file: the turn cannot be reattached");
 }
 
 int64_t event_stream_journal_due(const struct event_stream *es)

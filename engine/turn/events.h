@@ -122,6 +122,8 @@ int64_t event_stream_journal_due(const struct event_stream *es);
 /* Open the journal the stream is to have (journal_opener), if it is not open yet; a journal
  * that cannot be opened leaves the turn unjournaled (logged). */
 void event_stream_journal_open(struct event_stream *es);
+/* A prepared journal gets its file (journal_link), before a wait for the harness. */
+void event_stream_journal_link(struct event_stream *es);
 
 /* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
 void event_stream_flush(struct event_stream *es);

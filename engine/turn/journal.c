@@ -41,8 +41,10 @@ struct journal {
     bool punch_failed;
     bool spare_after;  /* made by journal_create: a spare follows its close */
     bool finish_queued; /* the finishedMs line is queued or written (finish_line) */
+    bool link_failed;   /* a prepared journal whose file could not be made */
     struct journal_meta meta;
     char root[PATH_MAX];
+    char path[PATH_MAX]; /* its file's */
 };
 
 struct journal_reader {
@@ -150,38 +152,47 @@ static int slot_line(struct journal *j, uint32_t index, uint32_t generation)
                       (unsigned)index, (unsigned)generation);
 }
 
-static int create(const char *root, const struct turn_settings *ts, const char *turn_id,
-                  const char *project_id, const char *session_key, bool detached,
-                  const uint32_t *slot, struct journal **ret)
+/* The journal's file, made (a spare linked at its name, or opened): what is queued (the header
+ * first) goes into it. */
+static int link_file(struct journal *j)
 {
-    struct journal *j = journal_alloc(ts);
-    char path[PATH_MAX];
     struct stat st = {.st_size = 0, .st_mode = 0600};
     int r;
 
-    if (!j)
-        return -ENOMEM;
-    if (snprintf(j->root, sizeof(j->root), "%s", root) >= (int)sizeof(j->root)) {
-        r = -ENAMETOOLONG;
-        goto fail;
-    }
-    r = journal_path(root, turn_id, project_id, path);
-    if (r < 0)
-        goto fail;
     /* the thread's spare, renamed (none, or the name is taken: the file made or found here) */
-    r = journal_spare_take(root, path);
+    r = journal_spare_take(j->root, j->path);
     if (r < 0)
-        r = open_locked(root, turn_id, project_id, &st);
+        r = open_locked(j->root, j->meta.turn_id,
+                        j->meta.project_id[0] ? j->meta.project_id : NULL, &st);
     if (r < 0)
-        goto fail;
+        return r;
     j->fd = r;
     j->spare_after = true;
     /* an earlier turn of the same id (finished, or abandoned by a dead writer) is replaced */
     if ((st.st_size > 0 && ftruncate(j->fd, 0) < 0) ||
-        ((st.st_mode & 0777) != 0600 && fchmod(j->fd, 0600) < 0)) {
-        r = -errno;
+        ((st.st_mode & 0777) != 0600 && fchmod(j->fd, 0600) < 0))
+        return -errno;
+    return journal_flush(j);
+}
+
+/* The journal in memory: its header (and slot) line queued, no file yet (link_file). */
+static int prepare(const char *root, const struct turn_settings *ts, const char *turn_id,
+                   const char *project_id, const char *session_key, bool detached,
+                   const uint32_t *slot, struct journal **ret)
+{
+    struct journal *j = journal_alloc(ts);
+    int r;
+
+    if (!j)
+        return -ENOMEM;
+    if (strlen(turn_id) >= JOURNAL_ID_MAX || (project_id && strlen(project_id) >= JOURNAL_ID_MAX) ||
+        snprintf(j->root, sizeof(j->root), "%s", root) >= (int)sizeof(j->root)) {
+        r = -ENAMETOOLONG;
         goto fail;
     }
+    r = journal_path(root, turn_id, project_id, j->path);
+    if (r < 0)
+        goto fail;
     snprintf(j->meta.turn_id, sizeof(j->meta.turn_id), "%s", turn_id);
     snprintf(j->meta.project_id, sizeof(j->meta.project_id), "%s", project_id ? project_id : "");
     snprintf(j->meta.session_key, sizeof(j->meta.session_key), "%s",
@@ -190,20 +201,33 @@ static int create(const char *root, const struct turn_settings *ts, const char *
     j->meta.created_ms = util_wall_ms();
     j->meta.detached = detached;
     r = journal_files_header(&j->meta, &j->pending);
-    if (r < 0)
-        goto fail;
-    if (slot)
+    if (r == 0 && slot)
         r = slot_line(j, slot[0], slot[1]);
-    j->header_end = j->pending.len; /* the header (and slot) line, never dropped by the bound */
-    if (r == 0)
-        r = journal_flush(j);
     if (r < 0)
         goto fail;
-    j->mark = j->size;
+    j->header_end = j->pending.len; /* the header (and slot) line, never dropped by the bound */
+    j->mark = j->header_end;
     *ret = j;
     return 0;
 fail:
+    buf_reset(&j->pending); /* nothing of it is written */
+    j->link_failed = true;
     journal_close(j);
+    return r;
+}
+
+static int create(const char *root, const struct turn_settings *ts, const char *turn_id,
+                  const char *project_id, const char *session_key, bool detached,
+                  const uint32_t *slot, struct journal **ret)
+{
+    int r = prepare(root, ts, turn_id, project_id, session_key, detached, slot, ret);
+
+    if (r == 0 && (r = link_file(*ret)) < 0) {
+        (*ret)->link_failed = true;
+        buf_reset(&(*ret)->pending);
+        journal_close(*ret);
+        *ret = NULL;
+    }
     return r;
 }
 
@@ -221,6 +245,36 @@ int journal_create_at_slot(const char *root, const struct turn_settings *ts, con
     uint32_t slot[2] = {index, generation};
 
     return create(root, ts, turn_id, project_id, session_key, detached, slot, ret);
+}
+
+int journal_prepare_at_slot(const char *root, const struct turn_settings *ts, const char *turn_id,
+                            const char *project_id, const char *session_key, bool detached,
+                            uint32_t index, uint32_t generation, struct journal **ret)
+{
+    uint32_t slot[2] = {index, generation};
+
+    return prepare(root, ts, turn_id, project_id, session_key, detached, slot, ret);
+}
+
+int journal_link(struct journal *j)
+{
+    return j->fd >= 0 ? 0 : link_file(j);
+}
+
+bool journal_linked(const struct journal *j)
+{
+    return j->fd >= 0;
+}
+
+int journal_unlinked_head(const struct journal *j, const char **ret_path, const char **ret_head,
+                          size_t *ret_len)
+{
+    if (j->fd >= 0 || j->link_failed || j->pending.len < j->header_end)
+        return -EALREADY;
+    *ret_path = j->path;
+    *ret_head = j->pending.data; /* the header, the slot line and the records queued so far */
+    *ret_len = j->pending.len;
+    return 0;
 }
 
 /*
@@ -295,6 +349,16 @@ int journal_flush(struct journal *j)
 
     if (n == 0)
         return 0;
+    if (j->fd < 0 && !j->link_failed) {
+        r = link_file(j); /* prepared, and its file is wanted now */
+        if (r < 0)
+            j->link_failed = true; /* not tried again: the records go nowhere */
+        return r;
+    }
+    if (j->fd < 0) {
+        buf_reset(&j->pending);
+        return -EBADF;
+    }
     /* one write on O_APPEND: whole lines, or a torn last one the next writer cuts off */
     r = util_write_all(j->fd, j->pending.data, n);
     buf_reset(&j->pending);
@@ -343,13 +407,15 @@ int journal_finish(struct journal *j)
     if (r == 0)
         r = journal_flush(j);
     /* the mark a sweep reads with one stat: done, finished at its ctime */
-    if (fchmod(j->fd, JOURNAL_DONE_MODE) < 0 && r == 0)
+    if (j->fd >= 0 && fchmod(j->fd, JOURNAL_DONE_MODE) < 0 && r == 0)
         r = -errno;
     return r;
 }
 
 bool journal_has_readers(struct journal *j)
 {
+    if (j->fd < 0)
+        return false; /* no file, nobody can follow it yet */
     return journal_files_locked(j->fd, JOURNAL_LOCK_READERS, true);
 }
 
@@ -368,6 +434,8 @@ void journal_close(struct journal *j)
 {
     if (!j)
         return;
+    if (j->fd < 0 && j->pending.len)
+        (void)journal_flush(j); /* a prepared journal gets its file now */
     if (j->fd >= 0) {
         (void)journal_flush(j);
         close(j->fd); /* the writer lock goes with it */

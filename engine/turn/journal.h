@@ -88,6 +88,33 @@ int journal_create_at_slot(const char *root, const struct turn_settings *ts, con
                            const char *project_id, const char *session_key, bool detached,
                            uint32_t index, uint32_t generation, struct journal **ret);
 /*
+ * journal_create_at_slot without the file: the header and slot line are queued in memory, and
+ * the file is made at journal_link, or at the first write (journal_flush, _finish, _close,
+ * _end_later). A warm turn's journal is prepared before its prompt goes out and linked after:
+ * the file is made while the keeper and the harness work, not before. A worker that dies in
+ * between leaves no file; the keeper, which holds the turn, makes it from what "#turn" told it
+ * (journal_recreate). Until it is linked a journal has no readers.
+ */
+int journal_prepare_at_slot(const char *root, const struct turn_settings *ts, const char *turn_id,
+                            const char *project_id, const char *session_key, bool detached,
+                            uint32_t index, uint32_t generation, struct journal **ret);
+/* Make a prepared journal's file now and write what is queued. 0 (also when it has one),
+ * -errno (then its records go nowhere). */
+int journal_link(struct journal *j);
+bool journal_linked(const struct journal *j);
+/* A prepared journal not linked yet: its file's path and what it queued (the header and slot
+ * lines, the records so far), what journal_recreate needs. -EALREADY once it has its file. */
+int journal_unlinked_head(const struct journal *j, const char **ret_path, const char **ret_head,
+                          size_t *ret_len);
+/*
+ * The keeper's part (journal_recreate.c: libc only, for the keeper), when the worker of a warm
+ * turn died before its prepared journal had a file: unless the file at path starts with head
+ * (the worker made it), make it (head alone, no writer), so that a reattach or the
+ * orphan scan finds the turn and adopts it from the keeper. 1 made, 0 it was there, -EEXIST a
+ * live writer holds that name, -errno.
+ */
+int journal_recreate(const char *path, const char *head, size_t len);
+/*
  * Keep one record (len bytes, '\n' included) numbered seq, with det of the turn's own events
  * so far: queued, and written by journal_flush (or at once past 256 KiB queued). -errno (the
  * record is lost for reattach; the caller goes on streaming).

@@ -605,6 +605,88 @@ static void test_journal_line_prefix(void)
                     -EBADMSG);
 }
 
+
+/*
+ * A prepared journal has no file until it is linked (or first written); what it queued is
+ * what the keeper gets, and journal_recreate makes the file from it when the worker died
+ * first: the same file, no writer, taken over and read like any other.
+ */
+static void test_journal_prepared_then_linked_or_recreated(void)
+{
+    char *root = tmp_root();
+    struct journal *j = NULL, *w = NULL;
+    struct journal_reader *r = NULL;
+    const char *path, *head;
+    char *copy, *copy_path;
+    uint64_t seqs[8], oldest = 0, seq, det;
+    size_t len;
+    bool result;
+
+    CU_ASSERT_EQUAL_FATAL(util_mkdir_p(root, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(journal_prepare_at_slot(root, &SETTINGS, "t-p", "p1", "p1:s1", false, 4,
+                                                  9, &j),
+                          0);
+    CU_ASSERT_FALSE(journal_linked(j));
+    CU_ASSERT_FALSE(journal_has_readers(j));
+    CU_ASSERT_EQUAL(journal_append(j, 1, 1, "{\"kind\":\"event\",\"seq\":1}\n", 25), 0);
+    CU_ASSERT_EQUAL(journal_open(root, "t-p", "p1", 0, &r, &oldest), -ENOENT); /* no file */
+    CU_ASSERT_EQUAL_FATAL(journal_unlinked_head(j, &path, &head, &len), 0);
+    CU_ASSERT_EQUAL(head[0], 'M');
+    CU_ASSERT_EQUAL(head[len - 1], '\n');
+    CU_ASSERT_PTR_NOT_NULL(memmem(head, len, "\"slot\":{\"index\":4,\"generation\":9}", 33));
+    CU_ASSERT_PTR_NOT_NULL(memmem(head, len, "\n1 1 {\"kind\"", 12)); /* the queued record */
+    copy = strndup(head, len);
+    copy_path = strdup(path);
+    /* the worker dies here: the keeper makes the file, once */
+    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), 1);
+    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), 0);
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "t-p", "p1", 0, &r, &oldest), 0);
+    CU_ASSERT_FALSE(journal_writer_alive(r));
+    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 1);
+    CU_ASSERT_EQUAL_FATAL(journal_take_over(r, &SETTINGS, &w), 0);
+    CU_ASSERT_TRUE(journal_meta_of(w)->has_slot);
+    CU_ASSERT_EQUAL(journal_meta_of(w)->slot_index, 4);
+    CU_ASSERT_EQUAL(journal_meta_of(w)->slot_generation, 9);
+    journal_last(w, &seq, &det);
+    CU_ASSERT_EQUAL(seq, 1);
+    append_result(w, 2);
+    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 1);
+    CU_ASSERT_TRUE(result);
+    journal_close(w);
+    journal_reader_free(r);
+    r = NULL;
+    /* what a keeper makes for a journal whose writer lives is refused; one whose file the
+     * worker made (the same head) is left as it is */
+    journal_close(j); /* never linked: its file is made at its close, replacing the above */
+    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), 0);
+    CU_ASSERT_EQUAL_FATAL(journal_prepare_at_slot(root, &SETTINGS, "t-q", "p1", "p1:s1", false, 1,
+                                                  1, &j),
+                          0);
+    CU_ASSERT_EQUAL(journal_link(j), 0);
+    CU_ASSERT_TRUE(journal_linked(j));
+    CU_ASSERT_EQUAL(journal_unlinked_head(j, &path, &head, &len), -EALREADY);
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "t-q", "p1", 0, &r, &oldest), 0);
+    CU_ASSERT_TRUE(journal_writer_alive(r));
+    journal_reader_free(r);
+    free(copy);
+    free(copy_path);
+    CU_ASSERT_EQUAL_FATAL(journal_prepare_at_slot(root, &SETTINGS, "t-r", "p1", "p1:s1", false, 1,
+                                                  1, &w),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(journal_unlinked_head(w, &path, &head, &len), 0);
+    copy = strndup(head, len);
+    copy_path = strdup(path);
+    CU_ASSERT_EQUAL(journal_link(w), 0);
+    /* a live writer holds t-r, with another head: the keeper does not touch it */
+    copy[len - 2] = copy[len - 2] == '}' ? ' ' : '}';
+    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), -EEXIST);
+    free(copy);
+    free(copy_path);
+    journal_close(w);
+    journal_close(j);
+    drop_root(root);
+}
+
 CU_TestInfo journal_tests[] = {
     {"test_journal_reads_back_after_a_cursor", test_journal_reads_back_after_a_cursor},
     {"test_journal_one_writer_and_a_replaced_finished_one",
@@ -616,5 +698,7 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_end_later", test_journal_end_later},
     {"test_journal_line_prefix", test_journal_line_prefix},
     {"test_journal_background_helper", test_journal_background_helper},
+    {"test_journal_prepared_then_linked_or_recreated",
+     test_journal_prepared_then_linked_or_recreated},
     CU_TEST_INFO_NULL,
 };
