@@ -84,11 +84,67 @@ static void umask_read(void)
     fclose(f);
 }
 
+/*
+ * A descriptor of root (O_PATH), kept for the process's life, so that a spare is made and
+ * linked without walking root's path each time: -1 when it cannot be had (the path is used).
+ * A worker has one root; a few are kept (tests use many), none is ever closed (another thread
+ * may be using it).
+ */
+#define ROOTS_KEPT 4
+
+static struct {
+    char path[PATH_MAX];
+    size_t len;
+    int fd;
+    dev_t dev;
+    ino_t ino;
+} roots[ROOTS_KEPT];
+static size_t nroots;
+static pthread_mutex_t roots_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int root_fd(const char *root, size_t len)
+{
+    char path[PATH_MAX];
+    int fd = -1;
+
+    if (len >= PATH_MAX)
+        return -1;
+    memcpy(path, root, len); /* root may go on past len (a file's path) */
+    path[len] = '\0';
+    pthread_mutex_lock(&roots_lock);
+    for (size_t i = 0; i < nroots && fd < 0; i++)
+        if (roots[i].len == len && memcmp(roots[i].path, root, len) == 0)
+            fd = roots[i].fd;
+    if (fd < 0 && nroots < ROOTS_KEPT) {
+        struct stat st;
+
+        fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            memcpy(roots[nroots].path, path, len + 1);
+            roots[nroots].len = len;
+            roots[nroots].fd = fd;
+            roots[nroots].dev = st.st_dev;
+            roots[nroots].ino = st.st_ino;
+            nroots++;
+        } else if (fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&roots_lock);
+    return fd;
+}
+
 /* An unnamed journal file under root, writer-locked, its first page allocated; -errno. */
 static int spare_make(const char *root)
 {
-    /* a file system without unnamed files: every journal is made on its turn's way */
-    int fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
+    int dfd = root_fd(root, strlen(root));
+    /* a file system without unnamed files: every journal is made on its turn's way (a root
+     * made anew since its descriptor was kept: the path) */
+    int fd = dfd >= 0 ? openat(dfd, ".", O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600) : -1;
+
+    if (fd < 0)
+        fd = open(root, O_TMPFILE | O_RDWR | O_APPEND | O_CLOEXEC, 0600);
 
     if (fd < 0)
         return -errno;
@@ -393,12 +449,32 @@ void journal_spare_closed(const char *root)
 }
 
 /* The unnamed file fd linked at path: 0 or -errno (-EEXIST: path exists). */
+/* linkat(AT_EMPTY_PATH) works here (CAP_DAC_READ_SEARCH); else a link through /proc. */
+static atomic_bool empty_path_refused;
+
 static int spare_link(int fd, const char *path)
 {
+    const char *slash = strrchr(path, '/');
     char proc[64];
 
+    bool tried = false;
+
+    /* the spare at root's descriptor and the file's name: no path walk but the name's */
+    if (slash && slash > path && !atomic_load_explicit(&empty_path_refused, memory_order_relaxed)) {
+        int dfd = root_fd(path, (size_t)(slash - path));
+
+        if (dfd >= 0 && linkat(fd, "", dfd, slash + 1, AT_EMPTY_PATH) == 0)
+            return 0;
+        if (dfd >= 0 && errno == EEXIST)
+            return -EEXIST;
+        tried = dfd >= 0;
+    }
     snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-    return linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0)
+        return -errno;
+    if (tried) /* without CAP_DAC_READ_SEARCH (ENOENT), or a root made anew: the path from now */
+        atomic_store_explicit(&empty_path_refused, true, memory_order_relaxed);
+    return 0;
 }
 
 /*
