@@ -18,6 +18,11 @@
  * --setup-url URL sends the cold setup turns there instead (several hosts: sessions claimed by
  * one member, their measured warm turns sent to another, which forwards them to the owner).
  *
+ * --alternate URL (warm mode, one thread): two sessions, the first on --url and the second on
+ * URL, and one turn in flight at a time, the two sessions taking turns, --block turns each
+ * (default 1): two stacks that differ in one setting measured under the same machine, block
+ * by block ("alternate" in the output: the second one's figures; "all": the first one's).
+ *
  * cold mode (--cold): --turns turns per session without a sessionId: every turn starts a new
  * keeper + sandbox + agent and destroys it at the end.
  *
@@ -63,10 +68,12 @@ struct samples {
 struct opts {
     const char *url;
     const char *setup_url; /* --setup-url: where the cold setup turns go (default: url) */
+    const char *alt_url;   /* --alternate: the second session's stack */
+    char alt_kill_url[1024];
     const char *token;
     const char *prefix;
     char kill_url[1024];
-    unsigned sessions, turns, threads, chain;
+    unsigned sessions, turns, threads, chain, block;
     bool cold;
 };
 
@@ -103,7 +110,7 @@ struct thread {
     struct session *s;
     size_t ns;
     size_t active;
-    struct samples all, follow, anchor, ready, delta;
+    struct samples all, follow, anchor, ready, delta, alt;
     uint64_t errors, new_connections, turns;
     char first_errors[ERRORS_SHOWN][256];
     unsigned nfirst;
@@ -386,6 +393,12 @@ static void add_common(struct sbuf *b, const struct session *s)
     }
 }
 
+/* s is the --alternate session (its turns go to the second stack). */
+static bool on_alt(const struct session *s)
+{
+    return s->th->o->alt_url && s->index % 2 == 1;
+}
+
 /* Build the next request of s and hand it to curl. */
 static void start_turn(struct session *s)
 {
@@ -405,11 +418,13 @@ static void start_turn(struct session *s)
         sb_str(b, "{\"projectId\":\"bench\",\"sessionId\":");
         sb_json_str(b, s->sid);
         sb_str(b, "}");
-        curl_easy_setopt(s->easy, CURLOPT_URL, o->kill_url);
+        curl_easy_setopt(s->easy, CURLOPT_URL, on_alt(s) ? o->alt_kill_url : o->kill_url);
     } else {
         /* several hosts: a session made on one member, its warm turns sent to another */
         curl_easy_setopt(s->easy, CURLOPT_URL,
-                         s->phase == PH_COLD_SETUP && o->setup_url ? o->setup_url : o->url);
+                         on_alt(s)                                 ? o->alt_url
+                         : s->phase == PH_COLD_SETUP && o->setup_url ? o->setup_url
+                                                                     : o->url);
         snprintf(s->text, sizeof(s->text), "%s s%u turn %u", o->prefix, s->index, ++s->seq);
         s->followup = false;
         if (s->phase == PH_COLD_SETUP || o->cold) {
@@ -487,6 +502,10 @@ static void finish_turn(struct session *s, CURLcode rc)
         th->turns++;
         if (good) {
             int64_t ns = s->t_result - s->t0;
+            if (on_alt(s)) {
+                samples_add(&th->alt, ns);
+                goto next;
+            }
             samples_add(&th->all, ns);
             samples_add(s->followup ? &th->follow : &th->anchor, ns);
             if (s->t_ready)
@@ -495,6 +514,7 @@ static void finish_turn(struct session *s, CURLcode rc)
                 samples_add(&th->delta, s->t_delta - s->t0);
         }
     }
+next:
     /* follow the agent's own count, so one bad turn does not fail every later one */
     if (s->output && sscanf(s->output, "echo[%u]", &k) == 1)
         s->echo_next = k + 1;
@@ -507,6 +527,17 @@ static void finish_turn(struct session *s, CURLcode rc)
     if (s->phase == PH_COLD_SETUP) {
         s->turns_done = 0;
         return; /* the measured phase starts once every session is warm */
+    }
+    if (o->alt_url && s->phase == PH_MEASURE) {
+        /* the other's turn, every --block turns */
+        struct session *n = s->turns_done % o->block == 0 || s->turns_done >= o->turns
+                                ? &th->s[(size_t)(s - th->s + 1) % th->ns]
+                                : s;
+        if (n->turns_done < o->turns)
+            start_turn(n);
+        else if (s->turns_done < o->turns)
+            start_turn(s);
+        return;
     }
     if (s->turns_done < o->turns)
         start_turn(s);
@@ -553,7 +584,7 @@ static void *thread_main(void *arg)
     pthread_barrier_wait(&barrier);
     for (size_t i = 0; i < th->ns; i++) {
         th->s[i].phase = PH_MEASURE;
-        if (o->turns > 0)
+        if (o->turns > 0 && (!o->alt_url || i == 0)) /* alternating: one turn at a time */
             start_turn(&th->s[i]);
     }
     run_loop(th);
@@ -591,7 +622,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: loadgen --url https://127.0.0.1:PORT/run --token T [--sessions N] "
                     "[--turns N] [--threads N] [--chain N] [--cold] [--prefix P] "
-                    "[--setup-url URL]\n");
+                    "[--setup-url URL] [--alternate URL [--block N]]\n");
     exit(2);
 }
 
@@ -630,8 +661,9 @@ static void setup_session(struct session *s, struct thread *th, unsigned index)
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.sessions = 1, .turns = 100, .threads = 1, .chain = 1, .prefix = NULL};
-    struct samples all = {0}, follow = {0}, anchor = {0}, ready = {0}, delta = {0};
+    struct opts o = {
+        .sessions = 1, .turns = 100, .threads = 1, .chain = 1, .block = 1, .prefix = NULL};
+    struct samples all = {0}, follow = {0}, anchor = {0}, ready = {0}, delta = {0}, alt = {0};
     struct thread *threads;
     struct session *sessions;
     uint64_t errors = 0, conns = 0, turns = 0;
@@ -652,6 +684,10 @@ int main(int argc, char **argv)
             o.url = v;
         else if (strcmp(a, "--setup-url") == 0)
             o.setup_url = v;
+        else if (strcmp(a, "--alternate") == 0)
+            o.alt_url = v;
+        else if (strcmp(a, "--block") == 0)
+            o.block = parse_unsigned(a, v, 1, 1000000);
         else if (strcmp(a, "--token") == 0)
             o.token = v;
         else if (strcmp(a, "--prefix") == 0)
@@ -671,6 +707,14 @@ int main(int argc, char **argv)
         usage();
     snprintf(o.kill_url, sizeof(o.kill_url), "%.*s/kill", (int)(strrchr(o.url, '/') - o.url),
              o.url);
+    if (o.alt_url) {
+        if (strlen(o.alt_url) > 900 || !strrchr(o.alt_url, '/') || o.cold)
+            usage();
+        snprintf(o.alt_kill_url, sizeof(o.alt_kill_url), "%.*s/kill",
+                 (int)(strrchr(o.alt_url, '/') - o.alt_url), o.alt_url);
+        o.sessions = 2;
+        o.threads = 1;
+    }
     if (!o.prefix) {
         snprintf(prefix, sizeof(prefix), "lg%ld", (long)getpid());
         o.prefix = prefix;
@@ -714,6 +758,7 @@ int main(int argc, char **argv)
         samples_merge(&anchor, &threads[t].anchor);
         samples_merge(&ready, &threads[t].ready);
         samples_merge(&delta, &threads[t].delta);
+        samples_merge(&alt, &threads[t].alt);
         errors += threads[t].errors;
         conns += threads[t].new_connections;
         turns += threads[t].turns;
@@ -730,7 +775,9 @@ int main(int argc, char **argv)
     print_stats("followup", &follow, true);
     print_stats("anchor", &anchor, true);
     print_stats("environment_ready", &ready, true);
-    print_stats("first_delta", &delta, false);
+    print_stats("first_delta", &delta, !!o.alt_url);
+    if (o.alt_url)
+        print_stats("alternate", &alt, false);
     printf("}\n");
 
     for (unsigned i = 0; i < o.sessions; i++) {
@@ -751,12 +798,14 @@ int main(int argc, char **argv)
         free(threads[t].anchor.ns);
         free(threads[t].ready.ns);
         free(threads[t].delta.ns);
+        free(threads[t].alt.ns);
     }
     free(all.ns);
     free(follow.ns);
     free(anchor.ns);
     free(ready.ns);
     free(delta.ns);
+    free(alt.ns);
     free(threads);
     free(sessions);
     curl_global_cleanup();
