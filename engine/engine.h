@@ -120,9 +120,6 @@ const char *engine_harness_name(enum harness_kind kind);
 int engine_worker_start(const struct engine_config *cfg);
 /* At worker shutdown: wait until deadline_ms (monotonic) for queued platform calls; -ETIMEDOUT. */
 int engine_worker_stop(int64_t deadline_ms);
-/* The calling thread's request is answered: what its turn left for then is done (a streamed
- * turn's journal is marked finished and closed, event_stream.journal_end_later). */
-void engine_request_done(void);
 /* A request came on a new FastCGI connection (kept false) or on one nginx kept open. */
 void engine_note_connection(const struct engine_config *cfg, bool kept);
 /* The worker's entry in the in-flight table of the session table: its index, or -ENOSPC. */

@@ -19,12 +19,9 @@
 #include "telemetry/trace.h"
 #include "turn/run_turn.h"
 
-/* Before every wait for the harness: the client's records out, and a prepared journal's file
- * made (the prompt is out: the keeper and the harness work meanwhile; journal.h). */
 static void flush_events(void *ctx)
 {
     event_stream_flush(ctx);
-    event_stream_journal_link(ctx);
 }
 
 void engine_stream_before_waits(struct environment *env, struct event_stream *es)

@@ -42,7 +42,6 @@ struct engine_turn {
     bool adopted;  /* carried on from a dead worker (engine_turns.h): runs as if detached */
     /* the warm slot the turn's journal names from its first line (engine_turns_journal_now) */
     bool journal_slot;
-    bool journal_prepare; /* its file is made after the prompt went out (journal_link) */
     uint32_t journal_slot_index;
     uint32_t journal_slot_generation;
     struct engine_keep *keep; /* a cold start's use of the kept harness state (engine_keep.h) */

@@ -38,9 +38,8 @@ static int turns_root(const struct engine_config *cfg, char out[PATH_MAX])
 static int open_journal(void *ctx, struct journal **ret)
 {
     const struct engine_turn *t = ctx;
-    /* a warm turn's file is made after its prompt went out (journal.h, journal_prepare_at_slot) */
     int r = t->journal_slot
-                ? (t->journal_prepare ? journal_prepare_at_slot : journal_create_at_slot)(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id,
+                ? journal_create_at_slot(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id,
                                          t->req->project_id, t->key, t->req->detached,
                                          t->journal_slot_index, t->journal_slot_generation, ret)
                 : journal_create(t->cfg->turns.dir, &t->cfg->turns, t->req->turn_id,
@@ -65,7 +64,6 @@ void engine_turns_journal_now(struct engine_turn *t, struct event_stream *es, ui
     if (!es->journal_opener || es->journal)
         return;
     t->journal_slot = true;
-    t->journal_prepare = true;
     t->journal_slot_index = index;
     t->journal_slot_generation = generation;
     event_stream_journal_open(es);
@@ -83,30 +81,6 @@ bool engine_turns_audience(const struct engine_turn *t, struct event_stream *es)
     return grace && util_now_ms() < es->client_gone_ms + (int64_t)grace;
 }
 
-/*
- * What the keeper needs to make the journal of a turn whose worker died before its file was
- * made (journal_recreate): its path and the header the worker prepared.
- */
-static int journal_fields(struct buf *line, const struct journal *j)
-{
-    const char *path, *head;
-    size_t len;
-    int r;
-
-    if (journal_unlinked_head(j, &path, &head, &len) < 0)
-        return 0;
-    r = buf_append_str(line, ",\"journal\":{\"path\":");
-    if (r == 0)
-        r = jsonx_append_string(line, path);
-    if (r == 0)
-        r = buf_append_str(line, ",\"head\":");
-    if (r == 0)
-        r = jsonx_append_string_len(line, head, len);
-    if (r == 0)
-        r = buf_append_char(line, '}');
-    return r;
-}
-
 void engine_turns_register(const struct engine_turn *t, struct environment *env,
                            struct event_stream *es, const struct run_result *res,
                            const struct lifecycle_policy *policy, bool resume)
@@ -120,11 +94,6 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
     event_stream_journal_open(es);
     if (!es->journal || !env->has_slot)
         return;
-    /* every record before the prompt is in the file (or, for a journal without its file yet,
-     * in what "#turn" gives the keeper): an adopter rebuilds only what the harness said, and
-     * numbers it after them */
-    if (journal_linked(es->journal))
-        (void)journal_flush(es->journal);
     /* the journal names the slot whatever happens: a dead worker's turn is looked for there */
     if (resume || t->plat || !t->req->body) {
         (void)journal_set_slot(es->journal, env->h.index, env->h.generation);
@@ -148,8 +117,6 @@ void engine_turns_register(const struct engine_turn *t, struct environment *env,
                        (unsigned long long)policy->idle_ms, (long long)turn_caps_to_bits(&res->caps));
     if (r == 0)
         r = jsonx_append_string(&line, res->trace_id ? res->trace_id : "");
-    if (r == 0)
-        r = journal_fields(&line, es->journal);
     if (r == 0)
         r = buf_append_str(&line, ",\"request\":");
     if (r == 0)

@@ -17,7 +17,6 @@
 #include "provider/provider.h"
 #include "sandbox/host.h"
 #include "session/pool.h"
-#include "turn/journal.h"
 
 int engine_worker_start(const struct engine_config *cfg)
 {
@@ -25,20 +24,12 @@ int engine_worker_start(const struct engine_config *cfg)
 
     if (r == 0)
         r = engine_turns_start(cfg);
-    if (r == 0 && journal_background() < 0)
-        log_warn("no journal helper thread: journals end on the threads that answer");
     return r;
 }
 
 int engine_worker_stop(int64_t deadline_ms)
 {
-    journal_background_drain(deadline_ms); /* finished marks before the process goes */
     return platform_worker_stop(deadline_ms);
-}
-
-void engine_request_done(void)
-{
-    journal_end_deferred();
 }
 
 void engine_note_connection(const struct engine_config *cfg, bool kept)

@@ -159,7 +159,6 @@ static void run_streaming(struct engine_turn *turn, const char *turn_id, struct 
     http_stream_start(h, turn_id);
     event_stream_init(&es, &sink);
     es.turn_id = turn_id;
-    es.journal_end_later = true; /* worker.c: engine_request_done once the response is out */
     run_result_init(&res);
     engine_run(turn, &es, &res);
     result = run_result_to_json(&res);
@@ -212,7 +211,6 @@ static void refuse_run(struct http_req *h, int status, const char *msg, const ch
     http_stream_start(h, turn_id);
     event_stream_init(&es, &sink);
     es.turn_id = turn_id;
-    es.journal_end_later = true; /* worker.c: engine_request_done once the response is out */
     run_result_init(&res);
     run_result_fail(&res, "%s", msg);
     event_emit(&es, event_error(msg, code));

@@ -204,7 +204,6 @@ static void *thread_main(void *arg)
             req.ipcFd = -1;
             rearm(fd);
         }
-        engine_request_done();
     }
     return NULL;
 }

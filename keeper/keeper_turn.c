@@ -3,7 +3,6 @@
  */
 #include "keeper_turn.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +12,6 @@
 #include "base/util.h"
 #include "keeper_state.h"
 #include "proto/keeper_proto.h"
-#include "turn/journal.h"
 
 #define ADOPT_DEFAULT_MS 30000
 #define ADOPT_MAX_MS 600000
@@ -86,34 +84,6 @@ void keeper_turn_keep_tool(void *ctx, const char *line, size_t len)
     keeper_turn_keep(ctx, line, len);
 }
 
-/*
- * A warm turn's worker makes the turn's journal after its prompt went out (journal.h); one
- * that died before it did left none, and nobody would look for the turn: it is made here from
- * what "#turn" said, before the turn is held.
- */
-static void make_journal(struct keeper_turn *t)
-{
-    json_object *o = NULL, *j;
-    const char *path, *head;
-    char err[64];
-    int r;
-
-    if (jsonx_parse(t->payload, t->payload_len, JSONX_DEFAULT_DEPTH + 4, &o, err, sizeof(err)) <
-        0)
-        return;
-    j = jsonx_get(o, "journal");
-    path = j ? jsonx_str(j, "path") : NULL;
-    head = j ? jsonx_str(j, "head") : NULL;
-    if (path && head) {
-        r = journal_recreate(path, head, strlen(head));
-        if (r < 0)
-            log_warn("turn '%s': cannot make its journal: %s", t->id, strerror(-r));
-        else if (r == 1)
-            log_info("turn '%s': its worker died before its journal was made: made", t->id);
-    }
-    json_object_put(o);
-}
-
 bool keeper_turn_hold(struct keeper *k)
 {
     struct keeper_turn *t = &k->turn;
@@ -121,7 +91,6 @@ bool keeper_turn_hold(struct keeper *k)
     if (!t->active || t->overflow || k->parked || k->channel.calls_answered != t->calls_base ||
         !read_payload(t))
         return false;
-    make_journal(t);
     t->held = true;
     t->adopted = false;
     k->deadline = util_now_ms() + t->adopt_ms;

@@ -287,20 +287,19 @@ json_object *jsonx_copy(json_object *o)
     return c;
 }
 
-int jsonx_append_string_len(struct buf *out, const char *s, size_t len)
+int jsonx_append_string(struct buf *out, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
     int r = buf_append_char(out, '"');
 
-    while (r == 0 && p < end) {
+    for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
         const unsigned char *run = p;
 
-        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\')
+        while (*p && *p >= 0x20 && *p != '"' && *p != '\\')
             p++;
         if (p > run)
             r = buf_append(out, (const char *)run, (size_t)(p - run));
-        if (r < 0 || p == end)
+        if (r < 0 || !*p)
             break;
         if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
@@ -311,14 +310,8 @@ int jsonx_append_string_len(struct buf *out, const char *s, size_t len)
 
             r = buf_append(out, e, 6);
         }
-        p++;
     }
     if (r == 0)
         r = buf_append_char(out, '"');
     return r;
-}
-
-int jsonx_append_string(struct buf *out, const char *s)
-{
-    return jsonx_append_string_len(out, s, strlen(s));
 }

@@ -58,7 +58,5 @@ json_object *jsonx_copy(json_object *o);
  * bytes as they are) to out: a line built with buf_printf, without an object for it. -errno.
  */
 int jsonx_append_string(struct buf *out, const char *s);
-/* The same for len bytes of s (NUL bytes escaped). */
-int jsonx_append_string_len(struct buf *out, const char *s, size_t len);
 
 #endif

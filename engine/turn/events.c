@@ -1,9 +1,6 @@
 #include "turn/events.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/jsonx.h"
@@ -13,8 +10,6 @@
 #include "turn/journal.h"
 
 #define COALESCE_MAX RUN_OUTPUT_MAX
-#define JOURNAL_LAG_MS 1000  /* a journal nobody reads is written at least this often */
-#define READERS_CHECK_MS 50  /* a turn looks for followers at most this often */
 
 void event_stream_init(struct event_stream *es, const struct event_sink *sink)
 {
@@ -133,12 +128,10 @@ static int collect(struct event_stream *es, json_object *ev)
 }
 
 /*
- * Number, write and journal one record (streaming). The journal is written in batches, before
- * each flush to the client (event_stream_flush): a turn's own record the client got and the
- * journal did not is rebuilt with the same number by a worker that adopts the turn. A
- * keepalive is not rebuilt: it is journaled (and written) before the client gets it.
+ * Number, journal and write one record (streaming): in the journal before the client has it,
+ * so a worker that adopts the turn numbers what it rebuilds after it.
  */
-static int deliver(struct event_stream *es, const char *kind, json_object *ev, bool own)
+static int deliver(struct event_stream *es, const char *kind, json_object *ev)
 {
     uint64_t seq = ++es->seq;
     struct buf line;
@@ -150,8 +143,6 @@ static int deliver(struct event_stream *es, const char *kind, json_object *ev, b
         event_stream_journal_open(es);
     if (r == 0 && es->journal) {
         int jr = journal_append(es->journal, seq, es->det, line.data, line.len);
-        if (jr == 0 && !own)
-            jr = journal_flush(es->journal);
         if (jr < 0)
             log_debug("turn journal: record %llu not kept: %s", (unsigned long long)seq,
                       strerror(-jr));
@@ -197,7 +188,7 @@ int event_emit(struct event_stream *es, json_object *ev)
         json_object_put(ev); /* rebuilt by an adoption: the dead worker delivered it */
         return 0;
     }
-    r = deliver(es, "event", ev, true);
+    r = deliver(es, "event", ev);
     json_object_put(ev);
     return r == -ENOMEM ? r : 0;
 }
@@ -208,16 +199,12 @@ int event_stream_result(struct event_stream *es, json_object *payload)
 
     if (!es->streaming || !payload)
         return payload ? 0 : -ENOMEM;
-    r = deliver(es, "result", payload, true);
+    r = deliver(es, "result", payload);
     es->result_written = r == 0;
-    event_stream_flush(es); /* the client has its result before the journal is closed */
+    event_stream_flush(es);
     if (r == 0 && es->journal) {
-        if (es->journal_end_later) {
-            journal_end_later(es->journal);
-        } else {
-            (void)journal_finish(es->journal);
-            journal_close(es->journal); /* the writer lock goes: the turn is over */
-        }
+        (void)journal_finish(es->journal);
+        journal_close(es->journal); /* the turn is over */
         es->journal = NULL;
     }
     return r == -ENOMEM ? r : 0;
@@ -231,37 +218,6 @@ void event_stream_journal_open(struct event_stream *es)
     if (!opener || es->journal)
         return;
     (void)opener(es->journal_opener_ctx, &es->journal);
-}
-
-/* The fault a test injects (AGENT_RUNNER_FAULT_DIE_BEFORE_JOURNAL=<turn id prefix>): the worker
- * dies with the prompt out and the journal not made yet, the window journal_recreate covers. */
-static const char *fault_prefix;
-static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
-
-static void fault_read(void)
-{
-    const char *v = getenv("AGENT_RUNNER_FAULT_DIE_BEFORE_JOURNAL");
-
-    fault_prefix = v && v[0] ? v : NULL;
-}
-
-void event_stream_journal_link(struct event_stream *es)
-{
-    if (!es->journal || journal_linked(es->journal))
-        return;
-    pthread_once(&fault_once, fault_read);
-    if (fault_prefix && strncmp(journal_meta_of(es->journal)->turn_id, fault_prefix,
-                                strlen(fault_prefix)) == 0)
-        raise(SIGKILL);
-    if (journal_link(es->journal) < 0)
-        log_debug("turn journal: no file: the turn cannot be reattached");
-}
-
-int64_t event_stream_journal_due(const struct event_stream *es)
-{
-    if (!es->journal || !journal_queued(es->journal))
-        return 0;
-    return (es->journal_flushed_ms ? es->journal_flushed_ms : util_now_ms()) + JOURNAL_LAG_MS;
 }
 
 int64_t event_stream_keepalive_at(const struct event_stream *es)
@@ -279,19 +235,12 @@ void event_stream_keepalive(struct event_stream *es)
         json_object_put(ev);
         return;
     }
-    (void)deliver(es, "event", ev, false);
+    (void)deliver(es, "event", ev);
     json_object_put(ev);
     event_stream_flush(es);
 }
 
-/*
- * The client's copy first (the turn's own records: their order does not matter, see deliver).
- * The journal is written when someone follows the turn or the client is gone (they read it
- * now), else at most once a second (agent-runner-ctl turns shows its progress), when enough
- * is queued, and at the result: records a worker dies holding are rebuilt by the one that
- * adopts the turn, so waiting costs nothing but the view of who reads it, and a short turn
- * with one client pays one write for its records.
- */
+/* The client's copy (the journal has every record as it is made: deliver). */
 void event_stream_flush(struct event_stream *es)
 {
     if (es->unflushed && !es->client_gone) {
@@ -299,23 +248,6 @@ void event_stream_flush(struct event_stream *es)
         if (es->sink.flush(es->sink.ctx) < 0) {
             es->client_gone = true;
             es->client_gone_ms = util_now_ms();
-        }
-    }
-    if (es->journal && journal_queued(es->journal)) {
-        int64_t now = util_now_ms();
-        bool readers = false;
-
-        /* the first look READERS_CHECK_MS after the first record: a short turn's records
-         * all go at its result, and a follower that came that early waits that long */
-        if (!es->journal_flushed_ms)
-            es->journal_flushed_ms = es->readers_checked_ms = now;
-        if (now - es->readers_checked_ms >= READERS_CHECK_MS) { /* a probe is a system call */
-            es->readers_checked_ms = now;
-            readers = journal_has_readers(es->journal);
-        }
-        if (es->client_gone || readers || now - es->journal_flushed_ms >= JOURNAL_LAG_MS) {
-            (void)journal_flush(es->journal);
-            es->journal_flushed_ms = now;
         }
     }
 }

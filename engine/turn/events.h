@@ -59,20 +59,14 @@ struct event_stream {
     /* records with seq <= sink_after are journaled, not written: the client has them (an
      * adoption rebuilds what the journal missed) */
     uint64_t sink_after;
-    int64_t journal_flushed_ms; /* monotonic: the journal's last write */
-    int64_t readers_checked_ms; /* monotonic: the last look for followers */
     const char *turn_id;        /* named in the first record (borrowed; NULL: not named) */
     struct journal *journal;    /* owned (journal_close at release); NULL: not journaled */
     /*
-     * A journal to open at its first need (event_stream_journal_open): the first record, or a
-     * wait the turn does anyway (the keeper's hello of a warm turn, engine_start.c), so that
-     * making its file costs the turn no time of its own. Cleared once called.
+     * A journal to open at its first need (event_stream_journal_open): the first record, or
+     * before a warm turn's prompt (engine_turns_journal_now). Cleared once called.
      */
     int (*journal_opener)(void *ctx, struct journal **ret);
     void *journal_opener_ctx;
-    /* the journal's end (finished mark, close) after the request is answered
-     * (journal_end_later: engine_request_done); else at the result */
-    bool journal_end_later;
     bool result_written;        /* event_stream_result wrote the result record */
     int64_t last_write_ms;      /* monotonic: the last record (keepalives count) */
     uint64_t keepalive_ms;      /* 0: no keepalives */
@@ -113,17 +107,9 @@ int event_stream_result(struct event_stream *es, json_object *payload);
  */
 int64_t event_stream_keepalive_at(const struct event_stream *es);
 void event_stream_keepalive(struct event_stream *es);
-/*
- * When records wait in the journal's queue (they are written at most a second late, see
- * event_stream_flush): the monotonic time the turn should flush again (0: nothing waits), so
- * a follower that attaches while the turn is silent gets them within a second.
- */
-int64_t event_stream_journal_due(const struct event_stream *es);
 /* Open the journal the stream is to have (journal_opener), if it is not open yet; a journal
  * that cannot be opened leaves the turn unjournaled (logged). */
 void event_stream_journal_open(struct event_stream *es);
-/* A prepared journal gets its file (journal_link), before a wait for the harness. */
-void event_stream_journal_link(struct event_stream *es);
 
 /* Push out what the sink buffered (no-op when nothing is pending or the sink has no flush). */
 void event_stream_flush(struct event_stream *es);

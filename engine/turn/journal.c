@@ -1,234 +1,124 @@
 /*
- * journal — a streamed turn's records in a file that outlives its worker (journal.h).
+ * journal — a streamed turn's records in shared memory that outlives its worker (journal.h),
+ * on the arena of journal_arena.h.
  */
 #include "turn/journal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include "base/util.h"
-#include "turn/journal_files.h"
-#include "turn/journal_spares.h"
+#include "turn/journal_arena.h"
 
-#define HALF_MIN_BYTES 2048u
-#define PENDING_MAX (RESULT_LINE_MAX + 4096) /* queued lines (a result record fits) */
-#define PENDING_FLUSH (256u * 1024)          /* written at once from this size on */
 #define READ_CHUNK 65536
 #define LINE_MAX_BYTES (EVENT_LINE_MAX + 64)
 #define RESULT_PREFIX "{\"kind\":\"result\""
+#define READER_FRESH_MS 5000 /* a follower that gave no sign of life this long is gone */
 
 struct journal {
-    int fd;
-    struct buf pending;  /* lines not written yet (journal_flush) */
-    uint64_t size;       /* where the next line goes (written lines only) */
-    uint64_t header_end; /* the header line is never dropped */
-    uint64_t mark;       /* where the newest half of the bound starts (a line start) */
-    uint64_t punch_to;   /* everything before it (after the header) goes at the next write */
-    uint64_t punched;
-    uint64_t half; /* turn_bytes / 2 */
-    uint64_t last_seq;
-    uint64_t last_det;
-    bool punch_failed;
-    bool spare_after;  /* made by journal_create: a spare follows its close */
-    bool finish_queued; /* the finishedMs line is queued or written (finish_line) */
-    bool link_failed;   /* a prepared journal whose file could not be made */
+    struct arena *a;
+    uint32_t e;
+    uint32_t gen;
+    uint64_t turn_bytes;
+    uint64_t last_seq, last_det;
     struct journal_meta meta;
-    char root[PATH_MAX];
-    char path[PATH_MAX]; /* its file's */
 };
 
 struct journal_reader {
-    int fd;
-    int inotify_fd;
-    char path[PATH_MAX];
-    uint64_t header_end;
-    uint64_t pos; /* the next byte to read */
+    struct arena *a;
+    uint32_t e;
+    uint32_t gen;
+    uint64_t pos; /* the next stream byte to copy */
     uint64_t after;
-    struct buf pending; /* read, not yet a whole line */
+    struct buf pending; /* copied, not yet a whole line */
 };
 
-/* The path of the journal of (project_id, turn_id) under root. */
-static int journal_path(const char *root, const char *turn_id, const char *project_id,
-                        char path[PATH_MAX])
+int journal_parse_line(const char *line, size_t len, uint64_t *ret_seq, uint64_t *ret_det,
+                       size_t *ret_off)
 {
-    char name[JOURNAL_FILE_MAX];
-    int r;
+    uint64_t v[2] = {0, 0};
+    size_t i = 0;
 
-    if (strlen(turn_id) >= JOURNAL_ID_MAX || (project_id && strlen(project_id) >= JOURNAL_ID_MAX))
-        return -ENAMETOOLONG;
-    r = journal_files_name(turn_id, project_id, name);
-    if (r < 0)
-        return r;
-    if (snprintf(path, PATH_MAX, "%s/%s", root, name) >= PATH_MAX)
-        return -ENAMETOOLONG;
+    for (int k = 0; k < 2; k++) {
+        size_t start = i;
+
+        while (i < len && line[i] >= '0' && line[i] <= '9' && i - start < 19)
+            v[k] = v[k] * 10 + (uint64_t)(line[i++] - '0');
+        if (i == start || i >= len || line[i] != ' ')
+            return -EBADMSG;
+        i++;
+    }
+    if (i >= len || line[i] != '{')
+        return -EBADMSG;
+    *ret_seq = v[0];
+    *ret_det = v[1];
+    *ret_off = i;
     return 0;
 }
 
-static int open_path(const char *root, const char *turn_id, const char *project_id, int flags,
-                     char path[PATH_MAX])
+static bool ids_fit(const char *turn_id, const char *project_id)
 {
-    int r = journal_path(root, turn_id, project_id, path);
-
-    if (r < 0)
-        return r;
-    r = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-    return r < 0 ? -errno : r;
+    return strlen(turn_id) < JOURNAL_ID_MAX && strlen(project_id) < JOURNAL_ID_MAX;
 }
 
 /* ---- the writer ------------------------------------------------------------------------ */
-
-static struct journal *journal_alloc(const struct turn_settings *ts)
-{
-    struct journal *j = calloc(1, sizeof(*j));
-
-    if (!j)
-        return NULL;
-    j->fd = -1;
-    j->half = ts->turn_bytes / 2 > HALF_MIN_BYTES ? ts->turn_bytes / 2 : HALF_MIN_BYTES;
-    buf_init(&j->pending, PENDING_MAX);
-    return j;
-}
-
-/* fd still names path (a sweep did not remove the file between the open and the lock). */
-static bool still_linked(int fd, const char *path)
-{
-    struct stat a, b;
-
-    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
-           a.st_dev == b.st_dev && a.st_nlink > 0;
-}
-
-/* Open (made when missing) and lock the journal file of a turn: its fd, -EEXIST, -errno. */
-static int open_locked(const char *root, const char *turn_id, const char *project_id,
-                       struct stat *ret_st)
-{
-    char path[PATH_MAX];
-    int fd = -EAGAIN, r;
-
-    for (int tries = 0; tries < 3 && fd == -EAGAIN; tries++) {
-        fd = open_path(root, turn_id, project_id, O_RDWR | O_CREAT | O_APPEND, path);
-        if (fd == -ENOENT && (r = util_mkdir_p(root, 0700)) < 0)
-            return r;
-        if (fd == -ENOENT) {
-            fd = -EAGAIN;
-            continue;
-        }
-        if (fd < 0)
-            return fd;
-        if (journal_files_lock(fd, JOURNAL_LOCK_WRITER, true) < 0) {
-            close(fd);
-            return -EEXIST; /* a live writer has this turn */
-        }
-        if (fstat(fd, ret_st) < 0) {
-            r = -errno;
-            close(fd);
-            return r;
-        }
-        /* a file that was there: make sure a sweep did not remove it before the lock */
-        if (ret_st->st_size > 0 && !still_linked(fd, path)) {
-            close(fd);
-            fd = -EAGAIN;
-        }
-    }
-    return fd;
-}
-
-static int slot_line(struct journal *j, uint32_t index, uint32_t generation)
-{
-    j->meta.has_slot = true;
-    j->meta.slot_index = index;
-    j->meta.slot_generation = generation;
-    return buf_printf(&j->pending, "M {\"slot\":{\"index\":%u,\"generation\":%u}}\n",
-                      (unsigned)index, (unsigned)generation);
-}
-
-/* The journal's file, made (a spare linked at its name, or opened): what is queued (the header
- * first) goes into it. */
-static int link_file(struct journal *j)
-{
-    struct stat st = {.st_size = 0, .st_mode = 0600};
-    int r;
-
-    /* the thread's spare, renamed (none, or the name is taken: the file made or found here) */
-    r = journal_spare_take(j->root, j->path);
-    if (r < 0)
-        r = open_locked(j->root, j->meta.turn_id,
-                        j->meta.project_id[0] ? j->meta.project_id : NULL, &st);
-    if (r < 0)
-        return r;
-    j->fd = r;
-    j->spare_after = true;
-    /* an earlier turn of the same id (finished, or abandoned by a dead writer) is replaced */
-    if ((st.st_size > 0 && ftruncate(j->fd, 0) < 0) ||
-        ((st.st_mode & 0777) != 0600 && fchmod(j->fd, 0600) < 0))
-        return -errno;
-    return journal_flush(j);
-}
-
-/* The journal in memory: its header (and slot) line queued, no file yet (link_file). */
-static int prepare(const char *root, const struct turn_settings *ts, const char *turn_id,
-                   const char *project_id, const char *session_key, bool detached,
-                   const uint32_t *slot, struct journal **ret)
-{
-    struct journal *j = journal_alloc(ts);
-    int r;
-
-    if (!j)
-        return -ENOMEM;
-    if (strlen(turn_id) >= JOURNAL_ID_MAX || (project_id && strlen(project_id) >= JOURNAL_ID_MAX) ||
-        snprintf(j->root, sizeof(j->root), "%s", root) >= (int)sizeof(j->root)) {
-        r = -ENAMETOOLONG;
-        goto fail;
-    }
-    r = journal_path(root, turn_id, project_id, j->path);
-    if (r < 0)
-        goto fail;
-    snprintf(j->meta.turn_id, sizeof(j->meta.turn_id), "%s", turn_id);
-    snprintf(j->meta.project_id, sizeof(j->meta.project_id), "%s", project_id ? project_id : "");
-    snprintf(j->meta.session_key, sizeof(j->meta.session_key), "%s",
-             session_key ? session_key : "");
-    j->meta.pid = util_self_pid();
-    j->meta.created_ms = util_wall_ms();
-    j->meta.detached = detached;
-    r = journal_files_header(&j->meta, &j->pending);
-    if (r == 0 && slot)
-        r = slot_line(j, slot[0], slot[1]);
-    if (r < 0)
-        goto fail;
-    j->header_end = j->pending.len; /* the header (and slot) line, never dropped by the bound */
-    j->mark = j->header_end;
-    *ret = j;
-    return 0;
-fail:
-    buf_reset(&j->pending); /* nothing of it is written */
-    j->link_failed = true;
-    journal_close(j);
-    return r;
-}
 
 static int create(const char *root, const struct turn_settings *ts, const char *turn_id,
                   const char *project_id, const char *session_key, bool detached,
                   const uint32_t *slot, struct journal **ret)
 {
-    int r = prepare(root, ts, turn_id, project_id, session_key, detached, slot, ret);
+    struct journal *j;
+    struct arena_entry *en;
+    struct arena *a;
+    uint32_t e;
+    int r;
 
-    if (r == 0 && (r = link_file(*ret)) < 0) {
-        (*ret)->link_failed = true;
-        buf_reset(&(*ret)->pending);
-        journal_close(*ret);
-        *ret = NULL;
+    project_id = project_id ? project_id : "";
+    if (!ids_fit(turn_id, project_id) || (session_key && strlen(session_key) >= JOURNAL_KEY_MAX))
+        return -ENAMETOOLONG;
+    if ((r = arena_get(root, ts, &a)) < 0)
+        return r;
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    arena_lock(a);
+    e = arena_find(a, turn_id, project_id);
+    if (e != ARENA_NONE) {
+        en = arena_entry(a, e);
+        if (en->state == ARENA_RUNNING && arena_writer_alive(en)) {
+            arena_unlock(a);
+            free(j);
+            return -EEXIST; /* a live writer has this turn */
+        }
+        arena_entry_reset(a, e); /* an earlier turn of the same id, finished or abandoned */
+    } else if ((e = arena_entry_new(a, turn_id, project_id)) == ARENA_NONE) {
+        arena_unlock(a);
+        free(j);
+        return -ENOSPC;
     }
-    return r;
+    en = arena_entry(a, e);
+    snprintf(en->meta.session_key, sizeof(en->meta.session_key), "%s",
+             session_key ? session_key : "");
+    en->meta.pid = util_self_pid();
+    en->meta.created_ms = util_wall_ms();
+    en->meta.detached = detached;
+    en->meta.state = JOURNAL_RUNNING;
+    if (slot) {
+        en->meta.has_slot = true;
+        en->meta.slot_index = slot[0];
+        en->meta.slot_generation = slot[1];
+    }
+    atomic_store(&en->changed_ms, en->meta.created_ms);
+    j->a = a;
+    j->e = e;
+    j->gen = atomic_load(&en->gen);
+    j->meta = en->meta;
+    arena_unlock(a);
+    j->turn_bytes = ts->turn_bytes;
+    *ret = j;
+    return 0;
 }
 
 int journal_create(const char *root, const struct turn_settings *ts, const char *turn_id,
@@ -247,68 +137,105 @@ int journal_create_at_slot(const char *root, const struct turn_settings *ts, con
     return create(root, ts, turn_id, project_id, session_key, detached, slot, ret);
 }
 
-int journal_prepare_at_slot(const char *root, const struct turn_settings *ts, const char *turn_id,
-                            const char *project_id, const char *session_key, bool detached,
-                            uint32_t index, uint32_t generation, struct journal **ret)
+/* The entry is still this journal's (not swept, evicted or made anew by someone else). */
+static struct arena_entry *mine(struct journal *j)
 {
-    uint32_t slot[2] = {index, generation};
+    struct arena_entry *en = arena_entry(j->a, j->e);
 
-    return prepare(root, ts, turn_id, project_id, session_key, detached, slot, ret);
+    return atomic_load(&en->gen) == j->gen ? en : NULL;
 }
 
-int journal_link(struct journal *j)
+/* Copy n bytes to the end of the stream, a chunk added under the lock when the last is full;
+ * *line_at: where the line starts (noted in its chunk). -ENOSPC when the arena is full. */
+static int put(struct journal *j, struct arena_entry *en, uint64_t *end, const char *p, size_t n,
+               bool line_start)
 {
-    return j->fd >= 0 ? 0 : link_file(j);
-}
+    while (n) {
+        struct arena_chunk *ch = en->last ? arena_chunk(j->a, en->last) : NULL;
+        size_t at, take;
 
-bool journal_linked(const struct journal *j)
-{
-    return j->fd >= 0;
-}
+        if (!ch || *end >= ch->offset + ARENA_CHUNK_DATA) {
+            uint32_t c;
 
-int journal_unlinked_head(const struct journal *j, const char **ret_path, const char **ret_head,
-                          size_t *ret_len)
-{
-    if (j->fd >= 0 || j->link_failed || j->pending.len < j->header_end)
-        return -EALREADY;
-    *ret_path = j->path;
-    *ret_head = j->pending.data; /* the header, the slot line and the records queued so far */
-    *ret_len = j->pending.len;
+            arena_lock(j->a);
+            c = atomic_load(&en->gen) == j->gen ? arena_chunk_add(j->a, j->e) : ARENA_NONE;
+            arena_unlock(j->a);
+            if (c == ARENA_NONE)
+                return -ENOSPC;
+            ch = arena_chunk(j->a, c);
+        }
+        at = (size_t)(*end - ch->offset);
+        if (line_start && ch->line == ARENA_NO_LINE)
+            ch->line = (uint32_t)at;
+        line_start = false;
+        take = ARENA_CHUNK_DATA - at < n ? ARENA_CHUNK_DATA - at : n;
+        memcpy(ch->data + at, p, take);
+        p += take;
+        n -= take;
+        *end += take;
+    }
     return 0;
 }
 
+/* The seq of the record that starts at stream offset off, in chunk c. */
+static uint64_t seq_at(struct journal *j, uint32_t c, uint64_t off)
+{
+    char digits[24];
+    size_t n = 0;
+    uint64_t seq = 0;
+
+    while (c != ARENA_NONE && n < sizeof(digits)) {
+        struct arena_chunk *ch = arena_chunk(j->a, c);
+
+        while (off < ch->offset + ARENA_CHUNK_DATA && n < sizeof(digits)) {
+            char d = ch->data[off - ch->offset];
+            if (d < '0' || d > '9')
+                return seq;
+            seq = seq * 10 + (uint64_t)(d - '0');
+            off++;
+            n++;
+        }
+        c = ch->next;
+    }
+    return seq;
+}
+
 /*
- * The bound: once the newest half holds `half` bytes (a line start being the next record's
- * offset), everything before the half before it (after the header) is to go; it is punched
- * out of the file once written (bound_punch).
+ * The bound: once the stream holds more than turn_bytes, its oldest chunks go, the new start
+ * being the first record that starts in a later chunk; the last chunk always stays.
  */
-static void bound_mark(struct journal *j)
+static void bound(struct journal *j, struct arena_entry *en, uint64_t end)
 {
-    uint64_t at = j->size + j->pending.len; /* where the next line starts */
+    arena_lock(j->a);
+    while (atomic_load(&en->gen) == j->gen && en->nchunks > 1 &&
+           end - atomic_load(&en->start) > j->turn_bytes) {
+        uint32_t c = arena_chunk(j->a, en->first)->next;
+        uint64_t line = 0;
 
-    if (at - j->mark < j->half)
-        return;
-    j->punch_to = j->mark;
-    j->mark = at;
+        /* the first line start after the oldest chunk (a record may span several chunks) */
+        while (c != ARENA_NONE && arena_chunk(j->a, c)->line == ARENA_NO_LINE)
+            c = arena_chunk(j->a, c)->next;
+        if (c == ARENA_NONE)
+            break;
+        line = arena_chunk(j->a, c)->offset + arena_chunk(j->a, c)->line;
+        atomic_store(&en->first_seq, seq_at(j, c, line));
+        atomic_store(&en->start, line);
+        while (en->first != c)
+            arena_chunk_drop_first(j->a, j->e);
+    }
+    arena_unlock(j->a);
 }
 
-static void bound_punch(struct journal *j)
+int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len)
 {
-    if (j->punch_to <= j->header_end || j->punch_to <= j->punched || j->punch_failed)
-        return;
-    if (fallocate(j->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)j->header_end,
-                  (off_t)(j->punch_to - j->header_end)) < 0)
-        j->punch_failed = true; /* a file system without holes: the turn's journal grows */
-    else
-        j->punched = j->punch_to;
-}
-
-/* "<seq> <det> ", without printf (a record's every line has it). */
-static int record_prefix(struct buf *b, uint64_t seq, uint64_t det)
-{
+    struct arena_entry *en = mine(j);
     char text[48], *p = text + sizeof(text);
-    uint64_t v[2] = {det, seq};
+    uint64_t v[2] = {det, seq}, end;
+    int r;
 
+    if (!en)
+        return -ESTALE; /* swept or taken over meanwhile */
+    /* "<seq> <det> " without printf */
     for (int i = 0; i < 2; i++) {
         *--p = ' ';
         do {
@@ -316,107 +243,86 @@ static int record_prefix(struct buf *b, uint64_t seq, uint64_t det)
             v[i] /= 10;
         } while (v[i]);
     }
-    return buf_append(b, p, (size_t)(text + sizeof(text) - p));
-}
-
-int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *line, size_t len)
-{
-    int r;
-
-    bound_mark(j);
-    r = record_prefix(&j->pending, seq, det);
-
+    end = atomic_load_explicit(&en->end, memory_order_relaxed);
+    r = put(j, en, &end, p, (size_t)(text + sizeof(text) - p), true);
     if (r == 0)
-        r = buf_append(&j->pending, line, len);
+        r = put(j, en, &end, line, len, false);
     if (r < 0) {
-        (void)journal_flush(j); /* what fits goes; this record is lost for reattach */
+        /* what was copied is past the end, and the next record goes over it; chunks added
+         * for it go back */
+        arena_lock(j->a);
+        if (atomic_load(&en->gen) == j->gen)
+            arena_chunk_trim(j->a, j->e, atomic_load(&en->end));
+        arena_unlock(j->a);
         return r;
     }
+    if (!atomic_load_explicit(&en->first_seq, memory_order_relaxed))
+        atomic_store(&en->first_seq, seq);
+    atomic_store(&en->last_seq, seq);
+    atomic_store(&en->last_det, det);
+    atomic_store(&en->changed_ms, util_wall_ms());
+    atomic_store(&en->end, end); /* the record is there for readers (seq_cst: see arena_wake) */
     j->last_seq = seq;
     j->last_det = det;
-    return j->pending.len >= PENDING_FLUSH ? journal_flush(j) : 0;
-}
-
-size_t journal_queued(const struct journal *j)
-{
-    return j->pending.len;
-}
-
-int journal_flush(struct journal *j)
-{
-    size_t n = j->pending.len;
-    int r;
-
-    if (n == 0)
-        return 0;
-    if (j->fd < 0 && !j->link_failed) {
-        r = link_file(j); /* prepared, and its file is wanted now */
-        if (r < 0)
-            j->link_failed = true; /* not tried again: the records go nowhere */
-        return r;
-    }
-    if (j->fd < 0) {
-        buf_reset(&j->pending);
-        return -EBADF;
-    }
-    /* one write on O_APPEND: whole lines, or a torn last one the next writer cuts off */
-    r = util_write_all(j->fd, j->pending.data, n);
-    buf_reset(&j->pending);
-    if (r < 0)
-        return r;
-    j->size += n;
-    bound_punch(j);
+    arena_wake(en);
+    if (end - atomic_load_explicit(&en->start, memory_order_relaxed) > j->turn_bytes)
+        bound(j, en, end);
     return 0;
 }
 
 int journal_set_slot(struct journal *j, uint32_t index, uint32_t generation)
 {
-    int r;
+    struct arena_entry *en;
 
-    if (j->meta.has_slot && j->meta.slot_index == index && j->meta.slot_generation == generation)
-        return 0; /* named since journal_create_at_slot */
-    r = slot_line(j, index, generation);
-    /* written at once: a worker that adopts the turn looks for it there */
-    return r == 0 ? journal_flush(j) : r;
+    arena_lock(j->a);
+    en = mine(j);
+    if (en) {
+        en->meta.has_slot = true;
+        en->meta.slot_index = index;
+        en->meta.slot_generation = generation;
+        j->meta = en->meta;
+    }
+    arena_unlock(j->a);
+    return en ? 0 : -ESTALE;
 }
 
 int journal_note_writer(struct journal *j)
 {
-    int r;
+    struct arena_entry *en;
 
-    j->meta.pid = util_self_pid();
-    r = buf_printf(&j->pending, "M {\"pid\":%d}\n", (int)j->meta.pid);
-    return r == 0 ? journal_flush(j) : r; /* a second death is looked for under this pid */
-}
-
-/* The result is in: the finishedMs line, queued (once). */
-static int finish_line(struct journal *j)
-{
-    if (j->finish_queued)
-        return 0;
-    j->finish_queued = true;
-    j->meta.state = JOURNAL_DONE;
-    j->meta.finished_ms = util_wall_ms();
-    return buf_printf(&j->pending, "M {\"finishedMs\":%lld}\n", (long long)j->meta.finished_ms);
+    arena_lock(j->a);
+    en = mine(j);
+    if (en) {
+        arena_entry_write_by_me(en);
+        en->meta.pid = util_self_pid(); /* a second death is looked for under this pid */
+        j->meta = en->meta;
+    }
+    arena_unlock(j->a);
+    return en ? 0 : -ESTALE;
 }
 
 int journal_finish(struct journal *j)
 {
-    int r = finish_line(j);
+    struct arena_entry *en;
 
-    if (r == 0)
-        r = journal_flush(j);
-    /* the mark a sweep reads with one stat: done, finished at its ctime */
-    if (j->fd >= 0 && fchmod(j->fd, JOURNAL_DONE_MODE) < 0 && r == 0)
-        r = -errno;
-    return r;
+    arena_lock(j->a);
+    en = mine(j);
+    if (en) {
+        arena_entry_done(j->a, j->e, util_wall_ms());
+        j->meta = en->meta;
+    }
+    arena_unlock(j->a);
+    if (en)
+        arena_wake(en);
+    return en ? 0 : -ESTALE;
 }
 
 bool journal_has_readers(struct journal *j)
 {
-    if (j->fd < 0)
-        return false; /* no file, nobody can follow it yet */
-    return journal_files_locked(j->fd, JOURNAL_LOCK_READERS, true);
+    struct arena_entry *en = mine(j);
+
+    return en && atomic_load(&en->readers) > 0 &&
+           util_wall_ms() - atomic_load(&en->reader_ms) < READER_FRESH_MS;
 }
 
 void journal_last(const struct journal *j, uint64_t *ret_seq, uint64_t *ret_det)
@@ -432,188 +338,136 @@ const struct journal_meta *journal_meta_of(const struct journal *j)
 
 void journal_close(struct journal *j)
 {
+    struct arena_entry *en;
+
     if (!j)
         return;
-    if (j->fd < 0 && j->pending.len)
-        (void)journal_flush(j); /* a prepared journal gets its file now */
-    if (j->fd >= 0) {
-        (void)journal_flush(j);
-        close(j->fd); /* the writer lock goes with it */
-    }
-    /* the client has the result by now (event_stream_result): the next turn's file, made
-     * (in background mode by the helper) */
-    if (j->spare_after)
-        journal_spare_closed(j->root);
-    buf_release(&j->pending);
+    arena_lock(j->a);
+    en = mine(j);
+    /* a turn left unfinished has no writer now: whoever comes for it takes it over */
+    if (en && en->state == ARENA_RUNNING && atomic_load(&en->writer) == util_self_pid())
+        atomic_store(&en->writer, 0);
+    arena_unlock(j->a);
+    if (en)
+        arena_wake(en);
     free(j);
 }
 
-/* A journal whose end waits for its thread's request to be answered (journal_end_later). */
-static __thread struct journal *deferred_tls;
-static pthread_key_t deferred_key;
-static pthread_once_t deferred_once = PTHREAD_ONCE_INIT;
-
-static void deferred_at_exit(void *arg)
-{
-    (void)arg;
-    journal_end_deferred();
-}
-
-static void deferred_key_make(void)
-{
-    if (pthread_key_create(&deferred_key, deferred_at_exit) != 0)
-        deferred_key = (pthread_key_t)-1;
-}
-
-void journal_end_deferred(void)
-{
-    struct journal *j = deferred_tls;
-
-    if (!j)
-        return;
-    deferred_tls = NULL;
-    if (!journal_spare_end_later(j)) {
-        (void)journal_finish(j);
-        journal_close(j);
-    }
-}
-
-void journal_end_later(struct journal *j)
-{
-    if (!j)
-        return;
-    journal_end_deferred();
-    /* the records, the result's included, and the finished line are in the file now, in one
-     * write; the mark a sweep reads (journal_finish's mode) follows the response */
-    (void)finish_line(j);
-    (void)journal_flush(j);
-    pthread_once(&deferred_once, deferred_key_make);
-    if (deferred_key == (pthread_key_t)-1 || pthread_setspecific(deferred_key, j) != 0) {
-        (void)journal_finish(j);
-        journal_close(j);
-        return;
-    }
-    deferred_tls = j;
-}
-
 /* ---- readers ----------------------------------------------------------------------------- */
+
+static void reader_alive(struct arena_entry *en)
+{
+    atomic_store(&en->reader_ms, util_wall_ms());
+}
 
 void journal_reader_free(struct journal_reader *r)
 {
     if (!r)
         return;
-    if (r->fd >= 0)
-        close(r->fd);
-    if (r->inotify_fd >= 0)
-        close(r->inotify_fd);
+    if (r->a) {
+        struct arena_entry *en = arena_entry(r->a, r->e);
+        uint32_t n = atomic_load(&en->readers);
+
+        while (atomic_load(&en->gen) == r->gen && n > 0 &&
+               !atomic_compare_exchange_weak(&en->readers, &n, n - 1))
+            ;
+    }
     buf_release(&r->pending);
     free(r);
-}
-
-/*
- * The first record of the file at or after pos, pos being a line start (holes skipped: a hole
- * ends at a line start): 1 with its offset and seq, 0 when there is none yet.
- */
-static int first_record(int fd, uint64_t pos, uint64_t *ret_off, uint64_t *ret_seq)
-{
-    char buf[4096];
-    bool in_meta = false; /* inside an "M" line, looking for its end */
-
-    for (;;) {
-        ssize_t n = pread(fd, buf, sizeof(buf), (off_t)pos);
-        uint64_t seq, det;
-        size_t off, i = 0;
-        char *nl;
-
-        if (n <= 0)
-            return n < 0 ? -errno : 0;
-        if (!in_meta) {
-            while (i < (size_t)n && buf[i] == '\0')
-                i++;
-            if (i == (size_t)n) {
-                off_t data = lseek(fd, (off_t)(pos + (uint64_t)n), SEEK_DATA);
-                if (data < 0)
-                    return 0;
-                pos = (uint64_t)data;
-                continue;
-            }
-            if (buf[i] != 'M') {
-                if (journal_files_parse_line(buf + i, (size_t)n - i, &seq, &det, &off) != 1)
-                    return 0; /* not a whole prefix yet */
-                *ret_off = pos + i;
-                *ret_seq = seq;
-                return 1;
-            }
-        }
-        nl = memchr(buf + i, '\n', (size_t)n - i);
-        in_meta = !nl;
-        pos += nl ? (uint64_t)(nl - buf) + 1 : (uint64_t)n;
-    }
-}
-
-static int open_reader(const char *path, int fd, const char *turn_id, const char *project_id,
-                       struct journal_reader **ret)
-{
-    struct journal_reader *r = calloc(1, sizeof(*r));
-    struct journal_meta m = {0};
-    char head[JOURNAL_ID_MAX * 3 + JOURNAL_KEY_MAX + 256];
-    ssize_t n = pread(fd, head, sizeof(head) - 1, 0);
-    char *nl = n > 0 ? memchr(head, '\n', (size_t)n) : NULL;
-    uint64_t seq, det;
-    size_t off;
-
-    if (!r) {
-        close(fd);
-        return -ENOMEM;
-    }
-    r->fd = fd;
-    r->inotify_fd = -1;
-    snprintf(r->path, sizeof(r->path), "%s", path);
-    buf_init(&r->pending, LINE_MAX_BYTES);
-    if (!nl || journal_files_parse_line(head, (size_t)(nl - head), &seq, &det, &off) != 2 ||
-        journal_files_meta_apply(head + off, (size_t)(nl - head) - off, &m) < 0 ||
-        strcmp(m.turn_id, turn_id) != 0 || strcmp(m.project_id, project_id ? project_id : "")) {
-        journal_reader_free(r);
-        return -ENOENT; /* not this turn's (a name collision is refused like an unknown one) */
-    }
-    r->pos = r->header_end = (uint64_t)(nl - head) + 1;
-    r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (r->inotify_fd >= 0)
-        (void)inotify_add_watch(r->inotify_fd, path, IN_MODIFY | IN_ATTRIB);
-    *ret = r;
-    return 0;
 }
 
 int journal_open(const char *root, const char *turn_id, const char *project_id, uint64_t after,
                  struct journal_reader **ret, uint64_t *ret_oldest)
 {
-    char path[PATH_MAX];
-    struct journal_reader *r = NULL;
-    uint64_t first_off, first_seq;
-    int fd, k;
+    struct journal_reader *r;
+    struct arena_entry *en;
+    struct arena *a;
+    uint64_t first;
+    uint32_t e;
 
-    fd = open_path(root, turn_id, project_id, O_RDWR, path);
-    if (fd < 0)
+    project_id = project_id ? project_id : "";
+    if (!ids_fit(turn_id, project_id) || arena_get(root, NULL, &a) < 0)
         return -ENOENT;
-    k = open_reader(path, fd, turn_id, project_id, &r);
-    if (k < 0)
-        return k;
-    /* follow first (the writer then sees a reader), then look: nothing slips between */
-    if (journal_files_lock(r->fd, JOURNAL_LOCK_READERS, false) < 0) {
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    buf_init(&r->pending, LINE_MAX_BYTES);
+    arena_lock(a);
+    e = arena_find(a, turn_id, project_id);
+    if (e == ARENA_NONE) {
+        arena_unlock(a);
         journal_reader_free(r);
-        return -ENOENT;
+        return -ENOENT; /* unknown, expired, or another project's */
     }
-    k = first_record(r->fd, r->pos, &first_off, &first_seq);
-    if (k == 1 && first_seq > after + 1) {
-        *ret_oldest = first_seq;
+    en = arena_entry(a, e);
+    first = atomic_load(&en->first_seq);
+    if (first > after + 1) {
+        arena_unlock(a);
+        *ret_oldest = first;
         journal_reader_free(r);
         return -ERANGE;
     }
-    if (k == 1)
-        r->pos = first_off;
+    /* follow first (the writer then sees a reader), then read: nothing slips between */
+    r->a = a;
+    r->e = e;
+    r->gen = atomic_load(&en->gen);
+    atomic_fetch_add(&en->readers, 1);
+    reader_alive(en);
+    r->pos = atomic_load(&en->start);
     r->after = after;
+    arena_unlock(a);
     *ret = r;
     return 0;
+}
+
+/*
+ * Copy stream bytes [r->pos, end) (at most READ_CHUNK) into r->pending, following the chunk
+ * chain without the lock; a chunk freed meanwhile voids the copy. 1 copied, 0 nothing new,
+ * -ERANGE the reader fell behind the bound, -ENOENT the journal is gone.
+ */
+static int copy_more(struct journal_reader *r)
+{
+    struct arena_entry *en = arena_entry(r->a, r->e);
+    uint64_t end = atomic_load(&en->end), start = atomic_load(&en->start), want;
+    uint32_t c = en->first;
+
+    if (atomic_load(&en->gen) != r->gen)
+        return -ENOENT;
+    if (r->pos < start)
+        return -ERANGE;
+    if (r->pos >= end)
+        return 0;
+    want = end - r->pos < READ_CHUNK ? end - r->pos : READ_CHUNK;
+    for (uint32_t hops = 0; c != ARENA_NONE && want && hops <= r->a->h->nchunks; hops++) {
+        struct arena_chunk *ch = arena_chunk(r->a, c);
+        uint32_t g = atomic_load_explicit(&ch->gen, memory_order_acquire), next = ch->next;
+        uint64_t off = ch->offset;
+        bool owned = ch->entry == r->e;
+        size_t at, take;
+
+        if (!owned || r->pos < off) {
+            if (atomic_load(&en->gen) != r->gen)
+                return -ENOENT;
+            return atomic_load(&en->start) > r->pos ? -ERANGE : 0; /* moved: again later */
+        }
+        if (r->pos >= off + ARENA_CHUNK_DATA) {
+            c = next;
+            continue;
+        }
+        at = (size_t)(r->pos - off);
+        take = ARENA_CHUNK_DATA - at < want ? ARENA_CHUNK_DATA - at : (size_t)want;
+        if (buf_append(&r->pending, ch->data + at, take) < 0)
+            return -E2BIG;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&ch->gen, memory_order_relaxed) != g) {
+            r->pending.len -= take; /* freed under us: the bound passed this reader by */
+            return atomic_load(&en->gen) != r->gen ? -ENOENT : -ERANGE;
+        }
+        r->pos += take;
+        want -= take;
+        c = next;
+    }
+    return 1;
 }
 
 /* A whole line in pending: 1 (taken out into out when it is a new record), 0 none. */
@@ -628,8 +482,7 @@ static int take_line(struct journal_reader *r, struct buf *out, uint64_t *ret_se
     if (!nl)
         return 0;
     len = (size_t)(nl - r->pending.data) + 1;
-    if (journal_files_parse_line(r->pending.data, len - 1, &seq, &det, &off) == 1 &&
-        seq > r->after) {
+    if (journal_parse_line(r->pending.data, len - 1, &seq, &det, &off) == 0 && seq > r->after) {
         buf_reset(out);
         if (buf_append(out, r->pending.data + off, len - off) == 0) {
             *ret_seq = seq;
@@ -644,93 +497,76 @@ static int take_line(struct journal_reader *r, struct buf *out, uint64_t *ret_se
 
 int journal_read(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, bool *ret_result)
 {
-    char chunk[READ_CHUNK];
-
+    reader_alive(arena_entry(r->a, r->e));
     for (;;) {
         bool fresh;
-        ssize_t n;
+        int k;
 
         while (take_line(r, out, ret_seq, ret_result, &fresh) == 1)
             if (fresh)
                 return 1;
-        n = pread(r->fd, chunk, sizeof(chunk), (off_t)r->pos);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : 0;
-        /* the bound punched out what this reader had still to read: it fell behind */
-        if (memchr(chunk, '\0', (size_t)n))
-            return -ERANGE;
-        if (buf_append(&r->pending, chunk, (size_t)n) < 0)
-            return -E2BIG;
-        r->pos += (uint64_t)n;
+        k = copy_more(r);
+        if (k <= 0)
+            return k == -ENOENT ? -ERANGE : k;
     }
 }
 
 void journal_wait(struct journal_reader *r, int timeout_ms)
 {
-    struct pollfd p = {.fd = r->inotify_fd, .events = POLLIN};
-    char drain[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    struct arena_entry *en = arena_entry(r->a, r->e);
+    uint32_t seen;
 
-    if (r->inotify_fd < 0) {
-        util_sleep_ms(timeout_ms < 20 ? timeout_ms : 20);
-        return;
-    }
-    if (poll(&p, 1, timeout_ms) == 1)
-        while (read(r->inotify_fd, drain, sizeof(drain)) > 0)
-            ;
+    atomic_fetch_add(&en->waiters, 1);
+    seen = atomic_load(&en->futex);
+    if (atomic_load(&en->end) <= r->pos && atomic_load(&en->gen) == r->gen &&
+        (en->state == ARENA_RUNNING && arena_writer_alive(en)))
+        arena_wait(en, seen, timeout_ms);
+    else if (atomic_load(&en->end) <= r->pos)
+        util_sleep_ms(timeout_ms < 20 ? timeout_ms : 20); /* done or orphaned: a caller looks */
+    atomic_fetch_sub(&en->waiters, 1);
+    reader_alive(en);
 }
 
 bool journal_writer_alive(struct journal_reader *r)
 {
-    return journal_files_locked(r->fd, JOURNAL_LOCK_WRITER, false);
-}
+    struct arena_entry *en = arena_entry(r->a, r->e);
 
-/* A descriptor of its own (O_APPEND) on the reader's file, to write it. */
-static int reopen_for_writing(const struct journal_reader *r)
-{
-    struct stat a, b;
-    int fd = open(r->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
-
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, &a) < 0 || fstat(r->fd, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
-        close(fd);
-        return -ENOENT; /* replaced or removed meanwhile */
-    }
-    return fd;
+    return atomic_load(&en->gen) == r->gen && arena_writer_alive(en);
 }
 
 int journal_take_over(struct journal_reader *r, const struct turn_settings *ts,
                       struct journal **ret)
 {
-    struct journal *j = journal_alloc(ts);
-    uint64_t end, first_off, first_seq;
-    int k;
+    struct journal *j = calloc(1, sizeof(*j));
+    struct arena_entry *en = arena_entry(r->a, r->e);
 
     if (!j)
         return -ENOMEM;
-    j->fd = reopen_for_writing(r);
-    k = j->fd < 0 ? j->fd : journal_files_lock(j->fd, JOURNAL_LOCK_WRITER, true);
-    if (k == -EAGAIN)
-        k = -EBUSY;
-    if (k == 0)
-        k = journal_files_scan(j->fd, &j->meta, &end, &j->last_seq, &j->last_det);
-    if (k == 0 && ftruncate(j->fd, (off_t)end) < 0) /* a torn last line is cut off */
-        k = -errno;
-    if (k < 0) {
-        journal_close(j);
-        return k;
+    arena_lock(r->a);
+    if (atomic_load(&en->gen) != r->gen || en->state == ARENA_FREE) {
+        arena_unlock(r->a);
+        free(j);
+        return -ENOENT;
     }
-    j->size = end;
-    j->header_end = j->mark = r->header_end;
-    if (first_record(j->fd, r->header_end, &first_off, &first_seq) == 1)
-        j->mark = first_off; /* the oldest kept record: the bound drops what precedes it */
-    /* the reader goes on after the last whole record */
+    if (arena_writer_alive(en)) {
+        arena_unlock(r->a);
+        free(j);
+        return -EBUSY;
+    }
+    arena_entry_write_by_me(en);
+    j->a = r->a;
+    j->e = r->e;
+    j->gen = r->gen;
+    j->turn_bytes = ts->turn_bytes;
+    j->last_seq = atomic_load(&en->last_seq);
+    j->last_det = atomic_load(&en->last_det);
+    j->meta = en->meta;
+    /* the reader goes on after the last record */
     buf_reset(&r->pending);
-    r->pos = end;
+    r->pos = atomic_load(&en->end);
     if (r->after < j->last_seq)
         r->after = j->last_seq;
+    arena_unlock(r->a);
     *ret = j;
     return 0;
 }

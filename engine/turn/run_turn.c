@@ -375,18 +375,15 @@ static void loop_check_cancel(struct turn_loop *L, int64_t now)
 
 /*
  * The next wait ends at the earliest of: a run limit, the pause, the cancel grace, a poll, the
- * stream's next keepalive, its journal's next write.
+ * stream's next keepalive.
  */
 static int64_t loop_deadline(const struct turn_loop *L, int64_t now)
 {
     int64_t deadline = run_limits_deadline(&L->limits);
     int64_t keepalive = event_stream_keepalive_at(L->es);
-    int64_t journal = event_stream_journal_due(L->es);
 
     if (keepalive && (!deadline || keepalive < deadline))
         deadline = keepalive;
-    if (journal && (!deadline || journal < deadline))
-        deadline = journal;
     if (L->quiet_until && (!deadline || L->quiet_until < deadline))
         deadline = L->quiet_until;
     if (L->cancelling && (!deadline || L->cancel_deadline < deadline))
@@ -408,8 +405,6 @@ static void on_deadline(struct turn_loop *L, int64_t now)
 
     if (keepalive && now >= keepalive)
         event_stream_keepalive(L->es); /* a silent stream: proxies and clients keep it */
-    if (event_stream_journal_due(L->es) && now >= event_stream_journal_due(L->es))
-        event_stream_flush(L->es); /* what waits in the journal's queue, for its readers */
     if (turn_model_expired(L, now)) {
         finish_held(L);
         return;

@@ -14,11 +14,8 @@ import stack
 from stack import wait_for
 from turns import events_of, ids, model_requests, pi_request, result_of, script, scripted_request
 
-FAULT_PREFIX = "die-before-journal-"  # turns whose worker dies before their journal is made
-
 STACK = {"workers": 2, "threads": 8,
          "env": {"AGENT_RUNNER_STREAM_KEEPALIVE_MS": "10000",
-                 "AGENT_RUNNER_FAULT_DIE_BEFORE_JOURNAL": FAULT_PREFIX,
                  # small journals, so that one turn can outgrow its own (the 410 test)
                  "AGENT_RUNNER_TURN_JOURNAL_BYTES": "16384"}}
 
@@ -181,41 +178,6 @@ def test_scripted_turn_goes_on_when_its_worker_is_killed(ctx):
     status, recs = ctx.stack.stream(req)
     assert result_of(recs)["output"] == "echo[2]: next", result_of(recs)
     assert ctx.stack.session(f"{p}:{s}")["keeperPid"] == before["keeperPid"]
-    ctx.stack.ctl("kill", f"{p}:{s}")
-
-
-def test_a_worker_dead_before_its_journal_was_made_loses_no_turn(ctx):
-    """A warm turn's journal file is made after its prompt went out (while the agent works); a
-    worker that dies in between leaves the turn to the keeper, which makes the file from what
-    "#turn" said: the client finds the turn and gets all of it, from the same agent process."""
-    p, s = ids()
-    first = scripted_request(script([{"chunk": "warm"}]), projectId=p, sessionId=s)
-    status, recs = ctx.stack.stream(first)
-    assert status == 200 and result_of(recs)["ok"] is True, recs
-    before = ctx.stack.session(f"{p}:{s}")
-    tid = FAULT_PREFIX + uuid.uuid4().hex[:12]
-    steps = [{"sleep": 200}]
-    for k in range(4):
-        steps += [{"chunk": f"|d{k}"}, {"sleep": 50}]
-    req = dict(first, turnId=tid, messages=first["messages"] + [
-        {"role": "assistant", "content": result_of(recs)["output"]},
-        {"role": "user", "content": script(steps)}])
-    c, r = ctx.stack.open_stream(req)
-    got = read_until_cut(r) if r.status == 200 else []
-    c.close()
-    assert not any(x["kind"] == "result" for x in got), got
-    after = got[-1]["seq"] if got else 0
-    status, _, more = reattach(ctx, tid, after=after, project=p)
-    assert status == 200, more
-    whole = got + more
-    check_whole(whole)
-    assert deltas(whole) == "".join(f"|d{k}" for k in range(4)), whole
-    res = whole[-1]["result"]
-    assert res["ok"] is True and res["output"] == deltas(whole), res
-    now = wait_for(lambda: ctx.stack.session(f"{p}:{s}"), what="the session")
-    assert (now["keeperPid"], now["sandboxPid"]) == (before["keeperPid"],
-                                                    before["sandboxPid"]), (before, now)
-    assert "its worker died before its journal was made" in ctx.stack.log_text()
     ctx.stack.ctl("kill", f"{p}:{s}")
 
 

@@ -1,9 +1,9 @@
 /*
- * journal — a turn's records in a file: write and read back from a cursor, the per-turn bound
- * (punched out) and the oldest seq it keeps, one writer at a time, the take-over of a dead
- * writer's journal (its torn last line cut off), followers seen by the writer, a thread's spare
- * file (made after a turn, renamed for the next, gone with the thread or its dead process), and
- * the sweep's expiry, abandon and total cap (journal_sweep).
+ * journal — a turn's records in the shared-memory arena: write and read back from a cursor,
+ * the per-turn bound (oldest chunks dropped) and the oldest seq it keeps, one writer at a time,
+ * the take-over of a dead writer's journal (a record in whole or not at all), followers seen
+ * by the writer and woken by its records, a full arena making room from the oldest finished
+ * journal, and the sweep's expiry, abandon and total cap (journal_sweep).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +20,6 @@
 #include "base/util.h"
 #include "suites.h"
 #include "turn/journal.h"
-#include "turn/journal_files.h"
 #include "turn/journal_sweep.h"
 
 static const struct turn_settings SETTINGS = {
@@ -56,7 +55,6 @@ static void append(struct journal *j, uint64_t seq, uint64_t det, const char *te
                      (unsigned long long)seq, text);
 
     CU_ASSERT_EQUAL(journal_append(j, seq, det, line, (size_t)n), 0);
-    CU_ASSERT_EQUAL(journal_flush(j), 0);
 }
 
 static void append_result(struct journal *j, uint64_t seq)
@@ -66,7 +64,6 @@ static void append_result(struct journal *j, uint64_t seq)
                      (unsigned long long)seq);
 
     CU_ASSERT_EQUAL(journal_append(j, seq, seq, line, (size_t)n), 0);
-    CU_ASSERT_EQUAL(journal_flush(j), 0);
 }
 
 /* Every record the reader has now: their seqs into seqs[] (at most max), how many. */
@@ -163,7 +160,7 @@ static void test_journal_bound_drops_the_oldest_records(void)
     bool result;
     size_t n;
 
-    small.turn_bytes = 8192; /* two segments of 4 KiB */
+    small.turn_bytes = 8192; /* two chunks of 4 KiB */
     memset(pad, 'x', sizeof(pad) - 1);
     pad[sizeof(pad) - 1] = '\0';
     CU_ASSERT_EQUAL_FATAL(journal_create(root, &small, "t-3", "p", "", false, &j), 0);
@@ -177,14 +174,14 @@ static void test_journal_bound_drops_the_oldest_records(void)
     CU_ASSERT_EQUAL(seqs[0], oldest);
     CU_ASSERT_EQUAL(seqs[n - 1], 200);
     journal_reader_free(r);
-    /* what it holds stays near the bound: at most two segments */
+    /* what it holds stays near the bound: a chunk more at most */
     {
         struct journal_entry *v = NULL;
         size_t nv = 0;
 
         CU_ASSERT_EQUAL(journal_sweep_list(root, false, &v, &nv), 0);
         CU_ASSERT_EQUAL_FATAL(nv, 1);
-        CU_ASSERT_TRUE(v[0].bytes <= 5 * 4096); /* about turn_bytes, on disk */
+        CU_ASSERT_TRUE(v[0].bytes <= 8192 + 2 * 4096); /* about turn_bytes */
         CU_ASSERT_EQUAL(v[0].last_seq, 200);
         CU_ASSERT_TRUE(v[0].writer_alive);
         free(v);
@@ -193,7 +190,7 @@ static void test_journal_bound_drops_the_oldest_records(void)
     drop_root(root);
 }
 
-/* A child writes a turn's first records and a torn line, then dies holding the lock. */
+/* A child writes a turn's first records, then dies its writer (no close). */
 static void die_mid_record(const char *root)
 {
     pid_t pid = fork();
@@ -210,8 +207,6 @@ static void die_mid_record(const char *root)
                              (unsigned long long)i);
             journal_append(j, i, i, line, (size_t)n);
         }
-        journal_append(j, 4, 4, "{\"kind\":\"event\",\"se", 19); /* no newline: torn */
-        journal_flush(j);
         _exit(0);
     }
     {
@@ -231,7 +226,7 @@ static void test_journal_take_over_of_a_dead_writer(void)
 
     die_mid_record(root);
     CU_ASSERT_EQUAL_FATAL(journal_open(root, "t-4", "p", 0, &r, &oldest), 0);
-    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 3); /* the torn line waits */
+    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 3);
     CU_ASSERT_FALSE(journal_writer_alive(r));
     CU_ASSERT_EQUAL_FATAL(journal_take_over(r, &SETTINGS, &j), 0);
     CU_ASSERT_TRUE(journal_writer_alive(r));
@@ -250,7 +245,7 @@ static void test_journal_take_over_of_a_dead_writer(void)
     CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 2);
     CU_ASSERT_EQUAL(seqs[0], 4);
     CU_ASSERT_TRUE(result);
-    /* from the start: whole records only, the torn one gone */
+    /* from the start: every record once */
     CU_ASSERT_EQUAL(read_all(r2, seqs, 8, &result), 5);
     CU_ASSERT_EQUAL(seqs[3], 4);
     CU_ASSERT_EQUAL(journal_note_writer(j), 0);
@@ -284,7 +279,7 @@ static void test_journal_sweep_expiry_abandon_and_total(void)
     }
     journal_finish(a);
     journal_close(a);
-    util_sleep_ms(30); /* file times may be as coarse as a kernel tick */
+    util_sleep_ms(5);
     journal_finish(b);
     journal_close(b);
     /* nothing is due yet */
@@ -306,282 +301,12 @@ static void test_journal_sweep_expiry_abandon_and_total(void)
     CU_ASSERT_EQUAL(st.abandoned, 0);
     /* a writer gone and silent for the window: abandoned */
     journal_close(c);
-    CU_ASSERT_EQUAL(journal_sweep_run(root, &ts, now + (int64_t)ts.keep_ms + 1000, &st), 0);
+    /* (running ones are looked at every 30 s) */
+    CU_ASSERT_EQUAL(journal_sweep_run(root, &ts, now + (int64_t)ts.keep_ms + 31000, &st), 0);
     CU_ASSERT_EQUAL(st.abandoned, 1);
     CU_ASSERT_EQUAL(journal_sweep_list(root, false, &v, &n), 0);
     CU_ASSERT_EQUAL(n, 0);
     free(v);
-    drop_root(root);
-}
-
-/* This process's descriptors of unnamed files under root — its spares, and a journal made
- * from one (its descriptor keeps the unnamed path): how many, and the inode of the last. */
-static int spares_in_all(const char *root, ino_t *ret_ino, ino_t *all, int max);
-
-static int spares_in(const char *root, ino_t *ret_ino)
-{
-    return spares_in_all(root, ret_ino, NULL, 0);
-}
-
-/* The unnamed files under root this process holds open (their inodes in all[], up to max). */
-static int spares_in_all(const char *root, ino_t *ret_ino, ino_t *all, int max)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    size_t rl = strlen(root);
-    int n = 0;
-
-    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-    while ((e = readdir(d))) {
-        char link[300], target[4096];
-        struct stat st;
-        ssize_t k;
-
-        snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-        k = readlink(link, target, sizeof(target) - 1);
-        if (k <= 0)
-            continue;
-        target[k] = '\0';
-        if (strncmp(target, root, rl) != 0 || target[rl] != '/' || !strstr(target, "(deleted)"))
-            continue;
-        if (stat(link, &st) == 0) {
-            if (ret_ino)
-                *ret_ino = st.st_ino;
-            if (n < max)
-                all[n] = st.st_ino;
-        }
-        n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* The names under root. */
-static int names_in(const char *root)
-{
-    DIR *d = opendir(root);
-    struct dirent *e;
-    int n = 0;
-
-    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-    while ((e = readdir(d)))
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* The stat of the journal file of (p, turn_id) under root. */
-static struct stat journal_stat(const char *root, const char *turn_id)
-{
-    char name[JOURNAL_FILE_MAX], path[4096];
-    struct stat st = {0};
-
-    CU_ASSERT_EQUAL(journal_files_name(turn_id, "p", name), 0);
-    snprintf(path, sizeof(path), "%s/%s", root, name);
-    CU_ASSERT_EQUAL(stat(path, &st), 0);
-    return st;
-}
-
-static void *spare_thread(void *arg)
-{
-    const char *root = arg;
-    struct journal *j = NULL;
-    struct journal_reader *r = NULL;
-    uint64_t seqs[4], oldest;
-    ino_t spare = 0;
-    bool result;
-
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-1", "p", "p:s", false, &j), 0);
-    CU_ASSERT_EQUAL(spares_in(root, NULL), 0); /* the thread's first turn makes its file */
-    append_result(j, 1);
-    CU_ASSERT_EQUAL(journal_finish(j), 0);
-    journal_close(j);
-    /* after the turn: one spare, unnamed: the folder holds the journal only */
-    CU_ASSERT_EQUAL(spares_in(root, &spare), 1);
-    CU_ASSERT_EQUAL(names_in(root), 1);
-    /* the next turn's journal is that file, linked; it reads and follows as any other */
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-2", "p", "p:s", false, &j), 0);
-    CU_ASSERT_EQUAL(journal_stat(root, "s-2").st_ino, spare);
-    CU_ASSERT_EQUAL(names_in(root), 2);
-    append(j, 1, 1, "on the spare");
-    CU_ASSERT_EQUAL_FATAL(journal_open(root, "s-2", "p", 0, &r, &oldest), 0);
-    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 1);
-    CU_ASSERT_TRUE(journal_writer_alive(r));
-    journal_reader_free(r);
-    /* a second writer of the same turn is refused, whatever the spare */
-    {
-        struct journal *j2 = NULL;
-
-        CU_ASSERT_EQUAL(journal_create(root, &SETTINGS, "s-2", "p", "p:s", false, &j2), -EEXIST);
-    }
-    journal_close(j);
-    CU_ASSERT_EQUAL(spares_in(root, NULL), 1);
-    /* the name taken by a finished turn: that one is replaced, the spare stays for later */
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "s-1", "p", "p:s", false, &j), 0);
-    CU_ASSERT_EQUAL(spares_in(root, NULL), 1);
-    journal_close(j);
-    CU_ASSERT_EQUAL(names_in(root), 2);
-    return NULL;
-}
-
-static void test_journal_spare_file_per_thread(void)
-{
-    struct journal_sweep_stats st;
-    struct journal_entry *v = NULL;
-    char *root = tmp_root();
-    pthread_t t;
-    size_t n = 0;
-
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, spare_thread, root), 0);
-    CU_ASSERT_EQUAL(pthread_join(t, NULL), 0);
-    /* the thread is gone, and its spare with it; the sweep and the listing see the journals */
-    CU_ASSERT_EQUAL(spares_in(root, NULL), 0);
-    CU_ASSERT_EQUAL(journal_sweep_list(root, false, &v, &n), 0);
-    CU_ASSERT_EQUAL(n, 2);
-    free(v);
-    CU_ASSERT_EQUAL(journal_sweep_run(root, &SETTINGS, util_wall_ms(), &st), 0);
-    CU_ASSERT_EQUAL(st.count, 2);
-    drop_root(root);
-}
-
-static mode_t journal_mode(const char *root, const char *turn_id)
-{
-    return journal_stat(root, turn_id).st_mode & 0777;
-}
-
-static void *end_later_thread(void *arg)
-{
-    const char *root = arg;
-    struct journal *j = NULL;
-
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-2", "p", "p:s", false, &j), 0);
-    append_result(j, 1);
-    journal_end_later(j);
-    return NULL; /* the thread's exit ends it */
-}
-
-/* A journal ended later: its records are in the file at once, its end comes with
- * journal_end_deferred, the next journal_end_later, or the thread's exit. */
-static void test_journal_end_later(void)
-{
-    char *root = tmp_root();
-    struct journal *j = NULL, *k = NULL;
-    struct journal_reader *r = NULL;
-    uint64_t seqs[4], oldest;
-    bool result = false;
-    pthread_t t;
-
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-1", "p", "p:s", false, &j), 0);
-    append(j, 1, 1, "a");
-    {
-        const char *line = "{\"kind\":\"result\",\"seq\":2}\n";
-
-        CU_ASSERT_EQUAL(journal_append(j, 2, 2, line, strlen(line)), 0);
-        CU_ASSERT_TRUE(journal_queued(j) > 0);
-    }
-    journal_end_later(j); /* queued, not flushed: end_later writes it */
-    CU_ASSERT_EQUAL_FATAL(journal_open(root, "e-1", "p", 0, &r, &oldest), 0);
-    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 2);
-    CU_ASSERT_TRUE(result);
-    CU_ASSERT_TRUE(journal_writer_alive(r)); /* not ended yet */
-    CU_ASSERT_EQUAL(journal_mode(root, "e-1"), 0600);
-    journal_end_deferred();
-    CU_ASSERT_FALSE(journal_writer_alive(r));
-    CU_ASSERT_EQUAL(journal_mode(root, "e-1"), JOURNAL_DONE_MODE);
-    journal_reader_free(r);
-    journal_end_deferred(); /* nothing left: a no-op */
-    /* a second one ends the first */
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-3", "p", "p:s", false, &j), 0);
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "e-4", "p", "p:s", false, &k), 0);
-    journal_end_later(j);
-    journal_end_later(k);
-    CU_ASSERT_EQUAL(journal_mode(root, "e-3"), JOURNAL_DONE_MODE);
-    CU_ASSERT_EQUAL(journal_mode(root, "e-4"), 0600);
-    journal_end_deferred();
-    CU_ASSERT_EQUAL(journal_mode(root, "e-4"), JOURNAL_DONE_MODE);
-    /* a thread that exits ends its own */
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, end_later_thread, root), 0);
-    CU_ASSERT_EQUAL(pthread_join(t, NULL), 0);
-    CU_ASSERT_EQUAL(journal_mode(root, "e-2"), JOURNAL_DONE_MODE);
-    drop_root(root);
-}
-
-/* Wait up to 10 s for the journal of turn_id to be marked finished. */
-static bool done_soon(const char *root, const char *turn_id)
-{
-    for (int i = 0; i < 1000; i++) {
-        if (journal_mode(root, turn_id) == JOURNAL_DONE_MODE)
-            return true;
-        usleep(10000);
-    }
-    return false;
-}
-
-/* Background mode (a worker's): the helper thread ends what journal_end_deferred hands it
- * and keeps spares that any thread's next journal is linked from. */
-static void test_journal_background_helper(void)
-{
-    char *root = tmp_root();
-    struct journal *j = NULL;
-    struct journal_reader *r = NULL;
-    uint64_t seqs[4], oldest;
-    bool result = false;
-    ino_t spare = 0, pool[64];
-    int n = 0;
-
-    CU_ASSERT_EQUAL_FATAL(journal_background(), 0);
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-1", "p", "p:s", false, &j), 0);
-    append_result(j, 1);
-    journal_end_later(j);
-    journal_end_deferred(); /* handed to the helper: the writer may still hold it here */
-    CU_ASSERT_TRUE(done_soon(root, "b-1"));
-    CU_ASSERT_EQUAL_FATAL(journal_open(root, "b-1", "p", 0, &r, &oldest), 0);
-    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 1);
-    CU_ASSERT_TRUE(result);
-    for (int i = 0; i < 1000 && journal_writer_alive(r); i++)
-        usleep(10000);
-    CU_ASSERT_FALSE(journal_writer_alive(r)); /* closed by the helper */
-    journal_reader_free(r);
-    /* the pool: spares of this process, unnamed, made by the helper until it is full (the
-     * count stays the same for 300 ms) */
-    for (int i = 0, same = 0, last = -1; i < 1000 && same < 30; i++) {
-        n = spares_in_all(root, &spare, pool, 64);
-        same = n > 0 && n == last ? same + 1 : 0;
-        last = n;
-        usleep(10000);
-    }
-    CU_ASSERT_TRUE(n >= 1 && n <= 64);
-    CU_ASSERT_EQUAL(names_in(root), 1);
-    /* the next journal is one of them, linked */
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-2", "p", "p:s", false, &j), 0);
-    {
-        ino_t ino = journal_stat(root, "b-2").st_ino;
-        bool pooled = false;
-
-        for (int i = 0; i < n && i < 64; i++)
-            pooled |= pool[i] == ino;
-        CU_ASSERT_TRUE(pooled);
-    }
-    CU_ASSERT_EQUAL(names_in(root), 2);
-    /* several ended at once, drained by a deadline */
-    append_result(j, 1);
-    journal_end_later(j);
-    journal_end_deferred();
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-3", "p", "p:s", false, &j), 0);
-    append_result(j, 1);
-    journal_end_later(j);
-    journal_end_deferred();
-    journal_background_drain(util_now_ms() + 10000);
-    CU_ASSERT_EQUAL(journal_mode(root, "b-2"), JOURNAL_DONE_MODE);
-    CU_ASSERT_EQUAL(journal_mode(root, "b-3"), JOURNAL_DONE_MODE);
-    /* off again: the pool's spares are closed, ends are the caller's */
-    journal_background_off();
-    CU_ASSERT_EQUAL(spares_in(root, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "b-4", "p", "p:s", false, &j), 0);
-    append_result(j, 1);
-    journal_end_later(j);
-    journal_end_deferred();
-    CU_ASSERT_EQUAL(journal_mode(root, "b-4"), JOURNAL_DONE_MODE);
     drop_root(root);
 }
 
@@ -590,99 +315,119 @@ static void test_journal_line_prefix(void)
     uint64_t seq = 0, det = 0;
     size_t off = 0;
 
-    CU_ASSERT_EQUAL(journal_files_parse_line("12 7 {\"k\":1}", 12, &seq, &det, &off), 1);
+    CU_ASSERT_EQUAL(journal_parse_line("12 7 {\"k\":1}", 12, &seq, &det, &off), 0);
     CU_ASSERT_EQUAL(seq, 12);
     CU_ASSERT_EQUAL(det, 7);
     CU_ASSERT_EQUAL(off, 5);
-    CU_ASSERT_EQUAL(journal_files_parse_line("M {\"pid\":3}", 11, &seq, &det, &off), 2);
-    CU_ASSERT_EQUAL(off, 2);
-    CU_ASSERT_EQUAL(journal_files_parse_line("12 {}", 5, &seq, &det, &off), -EBADMSG);
-    CU_ASSERT_EQUAL(journal_files_parse_line("a 1 {}", 6, &seq, &det, &off), -EBADMSG);
-    CU_ASSERT_EQUAL(journal_files_parse_line("1 1 x", 5, &seq, &det, &off), -EBADMSG);
-    CU_ASSERT_EQUAL(journal_files_parse_line("1 1 ", 4, &seq, &det, &off), -EBADMSG);
-    CU_ASSERT_EQUAL(journal_files_parse_line("M x", 3, &seq, &det, &off), -EBADMSG);
-    CU_ASSERT_EQUAL(journal_files_parse_line("99999999999999999999 1 {}", 25, &seq, &det, &off),
+    CU_ASSERT_EQUAL(journal_parse_line("M {\"pid\":3}", 11, &seq, &det, &off), -EBADMSG);
+    CU_ASSERT_EQUAL(journal_parse_line("12 {}", 5, &seq, &det, &off), -EBADMSG);
+    CU_ASSERT_EQUAL(journal_parse_line("a 1 {}", 6, &seq, &det, &off), -EBADMSG);
+    CU_ASSERT_EQUAL(journal_parse_line("1 1 x", 5, &seq, &det, &off), -EBADMSG);
+    CU_ASSERT_EQUAL(journal_parse_line("1 1 ", 4, &seq, &det, &off), -EBADMSG);
+    CU_ASSERT_EQUAL(journal_parse_line("99999999999999999999 1 {}", 25, &seq, &det, &off),
                     -EBADMSG);
 }
 
-
 /*
- * A prepared journal has no file until it is linked (or first written); what it queued is
- * what the keeper gets, and journal_recreate makes the file from it when the worker died
- * first: the same file, no writer, taken over and read like any other.
+ * An arena of 16 chunks (its least): a record spanning chunks reads back whole; new journals
+ * take the room of the oldest finished ones; with only running ones left, a new journal is
+ * refused (-ENOSPC) and a record that finds no room is not kept (the journal goes on).
  */
-static void test_journal_prepared_then_linked_or_recreated(void)
+static void test_journal_full_arena_makes_room_from_the_oldest_finished(void)
+{
+    struct turn_settings tiny = SETTINGS;
+    char *root = tmp_root(), id[16], *big;
+    struct journal *j[16] = {NULL}, *x = NULL;
+    struct journal_reader *r = NULL;
+    struct buf rec;
+    uint64_t oldest, seq;
+    bool result;
+    size_t blen = 10000;
+
+    tiny.total_bytes = 16 * 4096;
+    big = malloc(blen + 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    blen = (size_t)snprintf(big, blen + 64, "{\"kind\":\"event\",\"t\":\"%0*d\"}\n", 9950, 7);
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &tiny, "big", "p", "", false, &j[0]), 0);
+    CU_ASSERT_EQUAL(journal_append(j[0], 1, 1, big, blen), 0); /* three chunks */
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "big", "p", 0, &r, &oldest), 0);
+    buf_init(&rec, 1u << 20);
+    CU_ASSERT_EQUAL(journal_read(r, &rec, &seq, &result), 1);
+    CU_ASSERT_EQUAL(rec.len, blen);
+    CU_ASSERT_EQUAL(memcmp(rec.data, big, blen), 0);
+    journal_reader_free(r);
+    append_result(j[0], 2);
+    CU_ASSERT_EQUAL(journal_finish(j[0]), 0);
+    journal_close(j[0]);
+    /* 13 more running journals of a chunk each fill it; the next one's chunk is the room of
+     * "big" (the only finished one) */
+    for (int i = 1; i <= 13; i++) {
+        snprintf(id, sizeof(id), "run-%d", i);
+        CU_ASSERT_EQUAL_FATAL(journal_create(root, &tiny, id, "p", "", false, &j[i]), 0);
+        append(j[i], 1, 1, "x");
+    }
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "big", "p", 0, &r, &oldest), 0);
+    journal_reader_free(r);
+    for (int i = 14; i <= 15; i++) {
+        snprintf(id, sizeof(id), "run-%d", i);
+        CU_ASSERT_EQUAL_FATAL(journal_create(root, &tiny, id, "p", "", false, &j[i]), 0);
+        append(j[i], 1, 1, "x");
+        if (i == 14)
+            CU_ASSERT_EQUAL(journal_open(root, "big", "p", 0, &r, &oldest), -ENOENT);
+    }
+    /* 15 running journals hold 15 chunks; a 16th takes the last; then nothing is left */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &tiny, "last", "p", "", false, &x), 0);
+    append(x, 1, 1, "x");
+    CU_ASSERT_EQUAL(journal_append(x, 2, 2, big, blen), -ENOSPC);
+    append_result(x, 2); /* the journal goes on after a record it could not keep */
+    CU_ASSERT_EQUAL(journal_finish(x), 0);
+    journal_close(x);
+    /* a finished one is room again for a new journal; running ones never are */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &tiny, "after", "p", "", false, &x), 0);
+    CU_ASSERT_EQUAL(journal_open(root, "last", "p", 0, &r, &oldest), -ENOENT);
+    CU_ASSERT_EQUAL(journal_append(x, 1, 1, big, blen), -ENOSPC);
+    journal_close(x);
+    for (int i = 1; i <= 15; i++)
+        journal_close(j[i]);
+    buf_release(&rec);
+    free(big);
+    drop_root(root);
+}
+
+static void *late_writer(void *arg)
+{
+    util_sleep_ms(100);
+    append_result(arg, 2);
+    return NULL;
+}
+
+/* A follower asleep in journal_wait is woken by the next record, long before its timeout. */
+static void test_journal_follower_is_woken_by_a_record(void)
 {
     char *root = tmp_root();
-    struct journal *j = NULL, *w = NULL;
+    struct journal *j = NULL;
     struct journal_reader *r = NULL;
-    const char *path, *head;
-    char *copy, *copy_path;
-    uint64_t seqs[8], oldest = 0, seq, det;
-    size_t len;
-    bool result;
+    uint64_t seqs[4], oldest;
+    int64_t t0;
+    pthread_t th;
+    bool result = false;
 
-    CU_ASSERT_EQUAL_FATAL(util_mkdir_p(root, 0700), 0);
-    CU_ASSERT_EQUAL_FATAL(journal_prepare_at_slot(root, &SETTINGS, "t-p", "p1", "p1:s1", false, 4,
-                                                  9, &j),
-                          0);
-    CU_ASSERT_FALSE(journal_linked(j));
-    CU_ASSERT_FALSE(journal_has_readers(j));
-    CU_ASSERT_EQUAL(journal_append(j, 1, 1, "{\"kind\":\"event\",\"seq\":1}\n", 25), 0);
-    CU_ASSERT_EQUAL(journal_open(root, "t-p", "p1", 0, &r, &oldest), -ENOENT); /* no file */
-    CU_ASSERT_EQUAL_FATAL(journal_unlinked_head(j, &path, &head, &len), 0);
-    CU_ASSERT_EQUAL(head[0], 'M');
-    CU_ASSERT_EQUAL(head[len - 1], '\n');
-    CU_ASSERT_PTR_NOT_NULL(memmem(head, len, "\"slot\":{\"index\":4,\"generation\":9}", 33));
-    CU_ASSERT_PTR_NOT_NULL(memmem(head, len, "\n1 1 {\"kind\"", 12)); /* the queued record */
-    copy = strndup(head, len);
-    copy_path = strdup(path);
-    /* the worker dies here: the keeper makes the file, once */
-    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), 1);
-    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), 0);
-    CU_ASSERT_EQUAL_FATAL(journal_open(root, "t-p", "p1", 0, &r, &oldest), 0);
-    CU_ASSERT_FALSE(journal_writer_alive(r));
-    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 1);
-    CU_ASSERT_EQUAL_FATAL(journal_take_over(r, &SETTINGS, &w), 0);
-    CU_ASSERT_TRUE(journal_meta_of(w)->has_slot);
-    CU_ASSERT_EQUAL(journal_meta_of(w)->slot_index, 4);
-    CU_ASSERT_EQUAL(journal_meta_of(w)->slot_generation, 9);
-    journal_last(w, &seq, &det);
-    CU_ASSERT_EQUAL(seq, 1);
-    append_result(w, 2);
-    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 1);
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "w", "", "", false, &j), 0);
+    append(j, 1, 1, "one");
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "w", NULL, 0, &r, &oldest), 0);
+    CU_ASSERT_EQUAL(read_all(r, seqs, 4, &result), 1);
+    CU_ASSERT_TRUE(journal_has_readers(j));
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, late_writer, j), 0);
+    t0 = util_now_ms();
+    while (!result && util_now_ms() - t0 < 20000) {
+        journal_wait(r, 10000);
+        (void)read_all(r, seqs, 4, &result);
+    }
     CU_ASSERT_TRUE(result);
-    journal_close(w);
+    CU_ASSERT_TRUE(util_now_ms() - t0 < 9000); /* woken, not timed out */
+    pthread_join(th, NULL);
     journal_reader_free(r);
-    r = NULL;
-    /* what a keeper makes for a journal whose writer lives is refused; one whose file the
-     * worker made (the same head) is left as it is */
-    journal_close(j); /* never linked: its file is made at its close, replacing the above */
-    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), 0);
-    CU_ASSERT_EQUAL_FATAL(journal_prepare_at_slot(root, &SETTINGS, "t-q", "p1", "p1:s1", false, 1,
-                                                  1, &j),
-                          0);
-    CU_ASSERT_EQUAL(journal_link(j), 0);
-    CU_ASSERT_TRUE(journal_linked(j));
-    CU_ASSERT_EQUAL(journal_unlinked_head(j, &path, &head, &len), -EALREADY);
-    CU_ASSERT_EQUAL_FATAL(journal_open(root, "t-q", "p1", 0, &r, &oldest), 0);
-    CU_ASSERT_TRUE(journal_writer_alive(r));
-    journal_reader_free(r);
-    free(copy);
-    free(copy_path);
-    CU_ASSERT_EQUAL_FATAL(journal_prepare_at_slot(root, &SETTINGS, "t-r", "p1", "p1:s1", false, 1,
-                                                  1, &w),
-                          0);
-    CU_ASSERT_EQUAL_FATAL(journal_unlinked_head(w, &path, &head, &len), 0);
-    copy = strndup(head, len);
-    copy_path = strdup(path);
-    CU_ASSERT_EQUAL(journal_link(w), 0);
-    /* a live writer holds t-r, with another head: the keeper does not touch it */
-    copy[len - 2] = copy[len - 2] == '}' ? ' ' : '}';
-    CU_ASSERT_EQUAL(journal_recreate(copy_path, copy, len), -EEXIST);
-    free(copy);
-    free(copy_path);
-    journal_close(w);
+    CU_ASSERT_FALSE(journal_has_readers(j));
     journal_close(j);
     drop_root(root);
 }
@@ -694,11 +439,9 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_bound_drops_the_oldest_records", test_journal_bound_drops_the_oldest_records},
     {"test_journal_take_over_of_a_dead_writer", test_journal_take_over_of_a_dead_writer},
     {"test_journal_sweep_expiry_abandon_and_total", test_journal_sweep_expiry_abandon_and_total},
-    {"test_journal_spare_file_per_thread", test_journal_spare_file_per_thread},
-    {"test_journal_end_later", test_journal_end_later},
     {"test_journal_line_prefix", test_journal_line_prefix},
-    {"test_journal_background_helper", test_journal_background_helper},
-    {"test_journal_prepared_then_linked_or_recreated",
-     test_journal_prepared_then_linked_or_recreated},
+    {"test_journal_full_arena_makes_room_from_the_oldest_finished",
+     test_journal_full_arena_makes_room_from_the_oldest_finished},
+    {"test_journal_follower_is_woken_by_a_record", test_journal_follower_is_woken_by_a_record},
     CU_TEST_INFO_NULL,
 };

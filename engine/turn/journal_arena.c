@@ -1,0 +1,572 @@
+/*
+ * journal_arena — the shared-memory store of the journals (journal_arena.h).
+ */
+#include "turn/journal_arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/util.h"
+
+#define ARENA_MAGIC 0x314e5241524e524aull /* "JRNRARN1" */
+#define ARENA_VERSION 1
+#define ARENA_FILE "journal.arena"
+#define ARENAS_KEPT 64 /* roots a process maps (one in a worker; tests use many) */
+#define MIN_CHUNKS 16u
+
+/* ---- layout -------------------------------------------------------------------------------- */
+
+static size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static uint32_t pow2_at_least(uint32_t v)
+{
+    uint32_t p = 1;
+
+    while (p < v && p < (1u << 31))
+        p <<= 1;
+    return p;
+}
+
+/* Where the parts of an arena of these counts lie, and its size. */
+static size_t layout(uint32_t nentries, uint32_t nchunks, uint32_t nbuckets, size_t *ret_buckets,
+                     size_t *ret_entries, size_t *ret_chunks)
+{
+    size_t off = align_up(sizeof(struct arena_head), 64);
+
+    *ret_buckets = off;
+    off = align_up(off + (size_t)nbuckets * sizeof(uint32_t), 64);
+    *ret_entries = off;
+    off = align_up(off + (size_t)nentries * sizeof(struct arena_entry), ARENA_CHUNK);
+    *ret_chunks = off;
+    return off + (size_t)nchunks * sizeof(struct arena_chunk);
+}
+
+static int init_head(struct arena_head *h, uint32_t nentries, uint32_t nchunks, uint32_t nbuckets)
+{
+    pthread_mutexattr_t at;
+    int r;
+
+    memset(h, 0, sizeof(*h));
+    h->version = ARENA_VERSION;
+    h->nentries = nentries;
+    h->nchunks = nchunks;
+    h->nbuckets = nbuckets;
+    if ((r = pthread_mutexattr_init(&at)) != 0)
+        return -r;
+    r = pthread_mutexattr_setpshared(&at, PTHREAD_PROCESS_SHARED);
+    if (r == 0)
+        r = pthread_mutexattr_setrobust(&at, PTHREAD_MUTEX_ROBUST);
+    if (r == 0)
+        r = pthread_mutex_init(&h->lock, &at);
+    pthread_mutexattr_destroy(&at);
+    if (r != 0)
+        return -r;
+    __atomic_store_n(&h->magic, ARENA_MAGIC, __ATOMIC_RELEASE); /* last: the arena is ready */
+    return 0;
+}
+
+/* Open (or with ts make) the arena file of root, its size known and its head ready: its fd. */
+static int open_file(const char *root, const struct turn_settings *ts, size_t *ret_size)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    int fd, r = 0;
+
+    if (snprintf(path, sizeof(path), "%s/%s", root, ARENA_FILE) >= (int)sizeof(path))
+        return -ENAMETOOLONG;
+    if (ts && (r = util_mkdir_p(root, 0700)) < 0)
+        return r;
+    fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (ts ? O_CREAT : 0), 0600);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX) < 0 || fstat(fd, &st) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    if (st.st_size < (off_t)sizeof(struct arena_head)) {
+        /* new (or its maker died before its head was written): made here, if we may */
+        uint32_t nchunks, nentries, nbuckets;
+        size_t b, e, c, size;
+        struct arena_head *h;
+
+        if (!ts) {
+            r = -ENOENT;
+            goto fail;
+        }
+        nchunks = (uint32_t)(ts->total_bytes / ARENA_CHUNK);
+        if (nchunks < MIN_CHUNKS)
+            nchunks = MIN_CHUNKS;
+        nentries = nchunks; /* a journal has a chunk at least */
+        nbuckets = pow2_at_least(nentries);
+        size = layout(nentries, nchunks, nbuckets, &b, &e, &c);
+        if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0) {
+            r = -errno;
+            goto fail;
+        }
+        h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (h == MAP_FAILED) {
+            r = -errno;
+            goto fail;
+        }
+        r = init_head(h, nentries, nchunks, nbuckets);
+        munmap(h, sizeof(*h));
+        if (r < 0)
+            goto fail;
+        st.st_size = (off_t)size;
+    }
+    (void)flock(fd, LOCK_UN);
+    *ret_size = (size_t)st.st_size;
+    return fd;
+fail:
+    close(fd);
+    return r;
+}
+
+static struct {
+    char root[PATH_MAX];
+    struct arena a;
+} arenas[ARENAS_KEPT];
+static size_t narenas;
+static pthread_mutex_t arenas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int map_arena(const char *root, const struct turn_settings *ts, struct arena *a)
+{
+    size_t size = 0, b, e, c;
+    struct arena_head *h;
+    int fd = open_file(root, ts, &size);
+
+    if (fd < 0)
+        return fd;
+    h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (h == MAP_FAILED)
+        return -errno;
+    if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != ARENA_MAGIC ||
+        h->version != ARENA_VERSION || !h->nchunks || !h->nentries ||
+        (h->nbuckets & (h->nbuckets - 1)) != 0 ||
+        layout(h->nentries, h->nchunks, h->nbuckets, &b, &e, &c) > size) {
+        munmap(h, size);
+        return -EBADMSG;
+    }
+    a->h = h;
+    a->buckets = (uint32_t *)((char *)h + b);
+    a->entries = (struct arena_entry *)((char *)h + e);
+    a->chunks = (struct arena_chunk *)((char *)h + c);
+    a->size = size;
+    return 0;
+}
+
+int arena_get(const char *root, const struct turn_settings *ts, struct arena **ret)
+{
+    int r = 0;
+
+    if (strlen(root) >= PATH_MAX)
+        return -ENAMETOOLONG;
+    pthread_mutex_lock(&arenas_lock);
+    for (size_t i = 0; i < narenas; i++)
+        if (strcmp(arenas[i].root, root) == 0) {
+            *ret = &arenas[i].a;
+            goto out;
+        }
+    if (narenas == ARENAS_KEPT) {
+        r = -EMFILE;
+        goto out;
+    }
+    r = map_arena(root, ts, &arenas[narenas].a);
+    if (r == 0) {
+        snprintf(arenas[narenas].root, sizeof(arenas[narenas].root), "%s", root);
+        *ret = &arenas[narenas].a;
+        narenas++;
+    }
+out:
+    pthread_mutex_unlock(&arenas_lock);
+    return r;
+}
+
+void arena_lock(struct arena *a)
+{
+    if (pthread_mutex_lock(&a->h->lock) == EOWNERDEAD)
+        (void)pthread_mutex_consistent(&a->h->lock); /* its holder died: the lists are ours */
+}
+
+void arena_unlock(struct arena *a)
+{
+    pthread_mutex_unlock(&a->h->lock);
+}
+
+struct arena_entry *arena_entry(struct arena *a, uint32_t e)
+{
+    return &a->entries[e - 1];
+}
+
+struct arena_chunk *arena_chunk(struct arena *a, uint32_t c)
+{
+    return &a->chunks[c - 1];
+}
+
+/* ---- names --------------------------------------------------------------------------------- */
+
+static uint64_t name_hash(const char *turn_id, const char *project_id)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (const unsigned char *p = (const unsigned char *)project_id; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    h = (h ^ '\n') * 1099511628211ull;
+    for (const unsigned char *p = (const unsigned char *)turn_id; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h;
+}
+
+uint32_t arena_find(struct arena *a, const char *turn_id, const char *project_id)
+{
+    uint64_t h = name_hash(turn_id, project_id);
+    uint32_t e = a->buckets[h & (a->h->nbuckets - 1)];
+
+    for (uint32_t hops = 0; e != ARENA_NONE && hops < a->h->nentries; hops++) {
+        struct arena_entry *en = arena_entry(a, e);
+
+        if (en->state != ARENA_FREE && en->hash == h && strcmp(en->meta.turn_id, turn_id) == 0 &&
+            strcmp(en->meta.project_id, project_id) == 0)
+            return e;
+        e = en->hash_next;
+    }
+    return ARENA_NONE;
+}
+
+static void unhash(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+    uint32_t *link = &a->buckets[en->hash & (a->h->nbuckets - 1)];
+
+    for (uint32_t hops = 0; *link != ARENA_NONE && hops < a->h->nentries; hops++) {
+        if (*link == e) {
+            *link = en->hash_next;
+            break;
+        }
+        link = &arena_entry(a, *link)->hash_next;
+    }
+    en->hash_next = ARENA_NONE;
+}
+
+/* ---- the finished list ---------------------------------------------------------------------- */
+
+static void done_unlink(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+
+    if (en->done_prev)
+        arena_entry(a, en->done_prev)->done_next = en->done_next;
+    else if (a->h->done_head == e)
+        a->h->done_head = en->done_next;
+    if (en->done_next)
+        arena_entry(a, en->done_next)->done_prev = en->done_prev;
+    else if (a->h->done_tail == e)
+        a->h->done_tail = en->done_prev;
+    en->done_prev = en->done_next = ARENA_NONE;
+}
+
+void arena_entry_done(struct arena *a, uint32_t e, int64_t finished_ms)
+{
+    struct arena_entry *en = arena_entry(a, e);
+
+    if (en->state == ARENA_DONE)
+        done_unlink(a, e);
+    en->state = ARENA_DONE;
+    en->meta.state = JOURNAL_DONE;
+    en->meta.finished_ms = finished_ms;
+    en->done_prev = a->h->done_tail;
+    en->done_next = ARENA_NONE;
+    if (a->h->done_tail)
+        arena_entry(a, a->h->done_tail)->done_next = e;
+    else
+        a->h->done_head = e;
+    a->h->done_tail = e;
+}
+
+/* ---- chunks -------------------------------------------------------------------------------- */
+
+static void chunk_free(struct arena *a, uint32_t c)
+{
+    struct arena_chunk *ch = arena_chunk(a, c);
+
+    atomic_fetch_add_explicit(&ch->gen, 1, memory_order_release); /* readers' copies are void */
+    ch->entry = ARENA_NONE;
+    ch->next = a->h->free_chunks;
+    a->h->free_chunks = c;
+    a->h->used_chunks--;
+}
+
+static void chunks_free(struct arena *a, struct arena_entry *en)
+{
+    uint32_t c = en->first;
+
+    for (uint32_t n = 0; c != ARENA_NONE && n < a->h->nchunks; n++) {
+        uint32_t next = arena_chunk(a, c)->next;
+
+        chunk_free(a, c);
+        c = next;
+    }
+    en->first = en->last = ARENA_NONE;
+    en->nchunks = 0;
+}
+
+/* Drop the oldest finished journal (not keep) for room: true when one went. */
+static bool evict_one(struct arena *a, uint32_t keep)
+{
+    uint32_t e = a->h->done_head;
+
+    if (e == keep && e != ARENA_NONE)
+        e = arena_entry(a, e)->done_next;
+    if (e == ARENA_NONE)
+        return false;
+    arena_entry_free(a, e);
+    a->h->evicted++;
+    return true;
+}
+
+uint32_t arena_chunk_add(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+    struct arena_chunk *ch;
+    uint32_t c = ARENA_NONE;
+
+    while (c == ARENA_NONE) {
+        if (a->h->free_chunks != ARENA_NONE) {
+            c = a->h->free_chunks;
+            a->h->free_chunks = arena_chunk(a, c)->next;
+        } else if (a->h->fresh_chunks < a->h->nchunks) {
+            c = ++a->h->fresh_chunks;
+        } else if (!evict_one(a, e)) {
+            return ARENA_NONE;
+        }
+    }
+    ch = arena_chunk(a, c);
+    ch->entry = e;
+    ch->next = ARENA_NONE;
+    ch->line = ARENA_NO_LINE;
+    ch->offset = en->last ? arena_chunk(a, en->last)->offset + ARENA_CHUNK_DATA
+                          : atomic_load_explicit(&en->end, memory_order_relaxed);
+    if (en->last)
+        arena_chunk(a, en->last)->next = c;
+    else
+        en->first = c;
+    en->last = c;
+    en->nchunks++;
+    a->h->used_chunks++;
+    return c;
+}
+
+void arena_chunk_trim(struct arena *a, uint32_t e, uint64_t end)
+{
+    struct arena_entry *en = arena_entry(a, e);
+    uint32_t c = en->first, keep = ARENA_NONE;
+
+    for (uint32_t n = 0; c != ARENA_NONE && n < a->h->nchunks; n++) {
+        struct arena_chunk *ch = arena_chunk(a, c);
+
+        if (ch->offset >= end && ch->offset > 0)
+            break;
+        keep = c;
+        c = ch->next;
+    }
+    while (c != ARENA_NONE) {
+        uint32_t next = arena_chunk(a, c)->next;
+
+        chunk_free(a, c);
+        en->nchunks--;
+        c = next;
+    }
+    if (keep != ARENA_NONE)
+        arena_chunk(a, keep)->next = ARENA_NONE;
+    else
+        en->first = ARENA_NONE;
+    en->last = keep;
+}
+
+void arena_chunk_drop_first(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+    uint32_t c = en->first;
+
+    if (c == ARENA_NONE || c == en->last)
+        return;
+    en->first = arena_chunk(a, c)->next;
+    en->nchunks--;
+    chunk_free(a, c);
+}
+
+/* ---- entries ------------------------------------------------------------------------------- */
+
+static void entry_clear(struct arena_entry *en)
+{
+    atomic_fetch_add_explicit(&en->gen, 1, memory_order_release);
+    atomic_store(&en->start, 0);
+    atomic_store(&en->end, 0);
+    atomic_store(&en->first_seq, 0);
+    atomic_store(&en->last_seq, 0);
+    atomic_store(&en->last_det, 0);
+    atomic_store(&en->readers, 0);
+    atomic_store(&en->reader_ms, 0);
+    atomic_store(&en->writer, 0);
+    en->writer_start = 0;
+    memset(&en->meta, 0, sizeof(en->meta));
+}
+
+void arena_entry_free(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+
+    if (en->state == ARENA_FREE)
+        return;
+    if (en->state == ARENA_DONE)
+        done_unlink(a, e);
+    unhash(a, e);
+    chunks_free(a, en);
+    entry_clear(en);
+    arena_wake(en); /* followers find it gone */
+    en->state = ARENA_FREE;
+    en->hash_next = a->h->free_entries; /* the free list's link */
+    a->h->free_entries = e;
+    a->h->used_entries--;
+}
+
+void arena_entry_reset(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+    char turn_id[JOURNAL_ID_MAX], project_id[JOURNAL_ID_MAX];
+
+    if (en->state == ARENA_DONE)
+        done_unlink(a, e);
+    chunks_free(a, en);
+    memcpy(turn_id, en->meta.turn_id, sizeof(turn_id));
+    memcpy(project_id, en->meta.project_id, sizeof(project_id));
+    entry_clear(en);
+    arena_wake(en); /* followers of the turn it held find it replaced */
+    memcpy(en->meta.turn_id, turn_id, sizeof(turn_id));
+    memcpy(en->meta.project_id, project_id, sizeof(project_id));
+    en->state = ARENA_RUNNING;
+    arena_entry_write_by_me(en);
+}
+
+uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *project_id)
+{
+    struct arena_entry *en;
+    uint32_t e = ARENA_NONE, *bucket;
+
+    while (e == ARENA_NONE) {
+        if (a->h->free_entries != ARENA_NONE) {
+            e = a->h->free_entries;
+            a->h->free_entries = arena_entry(a, e)->hash_next;
+        } else if (a->h->fresh_entries < a->h->nentries) {
+            e = ++a->h->fresh_entries;
+        } else if (!evict_one(a, ARENA_NONE)) {
+            return ARENA_NONE;
+        }
+    }
+    en = arena_entry(a, e);
+    entry_clear(en);
+    en->first = en->last = ARENA_NONE;
+    en->nchunks = 0;
+    en->done_prev = en->done_next = ARENA_NONE;
+    snprintf(en->meta.turn_id, sizeof(en->meta.turn_id), "%s", turn_id);
+    snprintf(en->meta.project_id, sizeof(en->meta.project_id), "%s", project_id);
+    en->hash = name_hash(turn_id, project_id);
+    bucket = &a->buckets[en->hash & (a->h->nbuckets - 1)];
+    en->hash_next = *bucket;
+    *bucket = e;
+    en->state = ARENA_RUNNING;
+    a->h->used_entries++;
+    arena_entry_write_by_me(en);
+    return e;
+}
+
+/* ---- writers ------------------------------------------------------------------------------- */
+
+/* The start time of process pid (field 22 of /proc/<pid>/stat), 0 when it is gone (a zombie
+ * too: it will never write again). */
+static int64_t start_of(int32_t pid)
+{
+    char path[64], text[1024], *p;
+    ssize_t n;
+    int fd;
+    unsigned long long start = 0;
+    char state = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, text, sizeof(text) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    p = strrchr(text, ')');
+    /* after the name: state, then 18 fields to the start time */
+    if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+                            "%*s %*s %llu",
+                     &state, &start) != 2)
+        return 0;
+    return state == 'Z' || state == 'X' ? 0 : (int64_t)start;
+}
+
+static int64_t my_start;
+static pthread_once_t my_start_once = PTHREAD_ONCE_INIT;
+
+static void my_start_read(void)
+{
+    my_start = start_of(util_self_pid());
+}
+
+void arena_entry_write_by_me(struct arena_entry *en)
+{
+    pthread_once(&my_start_once, my_start_read);
+    en->writer_start = my_start;
+    atomic_store(&en->writer, util_self_pid());
+}
+
+bool arena_writer_alive(const struct arena_entry *en)
+{
+    int32_t pid = atomic_load((_Atomic int32_t *)&en->writer);
+    int64_t start = en->writer_start;
+
+    if (pid <= 0)
+        return false;
+    if (pid == util_self_pid()) {
+        pthread_once(&my_start_once, my_start_read);
+        return start == my_start;
+    }
+    return start != 0 && start_of(pid) == start;
+}
+
+/* ---- followers ----------------------------------------------------------------------------- */
+
+void arena_wake(struct arena_entry *en)
+{
+    if (!atomic_load(&en->waiters))
+        return;
+    atomic_fetch_add(&en->futex, 1);
+    (void)syscall(SYS_futex, &en->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+void arena_wait(struct arena_entry *en, uint32_t seen, int timeout_ms)
+{
+    struct timespec ts = {.tv_sec = timeout_ms / 1000, .tv_nsec = (timeout_ms % 1000) * 1000000L};
+
+    (void)syscall(SYS_futex, &en->futex, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
