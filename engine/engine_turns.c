@@ -25,6 +25,7 @@
 #define ORPHAN_EVERY_MS 5000 /* and then this often, while a scan may find one (below) */
 #define ORPHAN_FULL_MS 60000 /* and at least this often in any case */
 #define ORPHAN_QUIET_MS 1000 /* a journal unchanged this long with no writer is orphaned */
+#define PREFAULT_EVERY_MS 1000 /* the journals' next memory is faulted in this often */
 #define PAYLOAD_TEXT_MAX (256u * 1024 * 1024)
 
 static int turns_root(const struct engine_config *cfg, char out[PATH_MAX])
@@ -504,11 +505,14 @@ static void take_orphan(const struct engine_config *cfg, const char *root,
 }
 
 /*
- * A turn is orphaned only when its writer, a worker, died; the master counts every worker it
- * replaces (PC_WORKER_RESTARTS). A scan stats every journal of the folder (thousands when turns
- * are many: finished ones stay AGENT_RUNNER_TURN_JOURNAL_MS), so after the first one a worker
- * scans when that count moved, again while the last scan saw an unfinished journal without a
- * writer (an orphan it took, or one not quiet long enough yet), and every ORPHAN_FULL_MS.
+ * The worker's background thread for journals. Every second it faults in the journals' next
+ * memory (journal_prefault). A turn is orphaned only when its writer, a worker, died; the
+ * master counts every worker it replaces (PC_WORKER_RESTARTS). A scan looks at every journal
+ * of the arena (thousands when turns are many: finished ones stay
+ * AGENT_RUNNER_TURN_JOURNAL_MS), so after the first one a worker scans (at most every
+ * ORPHAN_EVERY_MS) when that count moved, again while the last scan saw an unfinished journal
+ * without a writer (an orphan it took, or one not quiet long enough yet), and every
+ * ORPHAN_FULL_MS.
  */
 static void *orphan_scan(void *arg)
 {
@@ -518,15 +522,25 @@ static void *orphan_scan(void *arg)
     bool pending = true; /* the first scan: this worker may replace a dead one */
     char root[PATH_MAX];
 
+    int64_t next_scan;
+
     if (turns_root(cfg, root) < 0)
         return NULL;
-    util_sleep_ms(ORPHAN_FIRST_MS);
+    (void)journal_prefault(root, &cfg->turns); /* before this worker's first turn */
+    next_scan = util_wall_ms() + ORPHAN_FIRST_MS;
     for (;;) {
         struct journal_entry *v = NULL;
-        uint64_t restarts = cfg->pool ? pool_counter_get(cfg->pool, PC_WORKER_RESTARTS) : 0;
+        uint64_t restarts;
         size_t n = 0;
-        int64_t now = util_wall_ms();
+        int64_t now;
 
+        util_sleep_ms(PREFAULT_EVERY_MS);
+        (void)journal_prefault(root, &cfg->turns);
+        now = util_wall_ms();
+        if (now < next_scan)
+            continue;
+        next_scan = now + ORPHAN_EVERY_MS;
+        restarts = cfg->pool ? pool_counter_get(cfg->pool, PC_WORKER_RESTARTS) : 0;
         if (!cfg->pool || restarts != restarts_seen)
             pending = true;
         restarts_seen = restarts;
@@ -545,7 +559,6 @@ static void *orphan_scan(void *arg)
                 }
             free(v);
         }
-        util_sleep_ms(ORPHAN_EVERY_MS);
     }
     return NULL;
 }

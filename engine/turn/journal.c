@@ -353,6 +353,16 @@ void journal_close(struct journal *j)
     free(j);
 }
 
+int journal_prefault(const char *root, const struct turn_settings *ts)
+{
+    struct arena *a;
+    int r = arena_get(root, ts, &a);
+
+    if (r == 0)
+        arena_prefault(a);
+    return r;
+}
+
 /* ---- readers ----------------------------------------------------------------------------- */
 
 static void reader_alive(struct arena_entry *en)

@@ -97,6 +97,13 @@ const struct journal_meta *journal_meta_of(const struct journal *j);
 /* Free; a journal left unfinished has no writer from now (an orphan). NULL is a no-op. */
 void journal_close(struct journal *j);
 
+/*
+ * Map root's journals (made when missing) and fault in the memory the next journals of this
+ * process will use, so that writing them costs no page fault on a turn's way: a worker's
+ * background thread calls it every second. -errno.
+ */
+int journal_prefault(const char *root, const struct turn_settings *ts);
+
 /* ---- readers ----------------------------------------------------------------------------- */
 
 struct journal_reader;

@@ -197,6 +197,58 @@ out:
     return r;
 }
 
+#define AHEAD_MIN 1024u   /* chunks (4 MiB) or entries */
+#define AHEAD_MAX 16384u  /* chunks (64 MiB) or entries */
+
+/* madvise(MADV_POPULATE_WRITE) of [from, to) in units of size at base (page-aligned ends);
+ * where the kernel has none (before 5.14), a read of every page. */
+static void populate(void *base, size_t size, uint32_t from, uint32_t to)
+{
+    uintptr_t a = ((uintptr_t)base + (size_t)from * size) & ~(uintptr_t)(ARENA_CHUNK - 1);
+    uintptr_t b = (uintptr_t)base + (size_t)to * size;
+
+    if (b <= a)
+        return;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0)
+        return;
+#endif
+    for (uintptr_t p = a; p < b; p += ARENA_CHUNK)
+        (void)*(volatile const char *)p;
+}
+
+/* How far ahead of fresh (seen at the last call: *seen) to fault in. */
+static uint32_t ahead(uint32_t fresh, uint32_t *seen)
+{
+    uint32_t took = fresh > *seen ? fresh - *seen : 0, v = took > AHEAD_MAX / 2 ? AHEAD_MAX : 2 * took;
+
+    *seen = fresh;
+    return v < AHEAD_MIN ? AHEAD_MIN : v;
+}
+
+void arena_prefault(struct arena *a)
+{
+    uint32_t fresh_c = __atomic_load_n(&a->h->fresh_chunks, __ATOMIC_RELAXED);
+    uint32_t fresh_e = __atomic_load_n(&a->h->fresh_entries, __ATOMIC_RELAXED);
+    uint32_t chunks = fresh_c + ahead(fresh_c, &a->seen_chunks);
+    uint32_t entries = fresh_e + ahead(fresh_e, &a->seen_entries);
+
+    if (chunks > a->h->nchunks)
+        chunks = a->h->nchunks;
+    if (entries > a->h->nentries)
+        entries = a->h->nentries;
+    if (!a->mapped_entries) /* the first time: the names too */
+        populate(a->buckets, sizeof(uint32_t), 0, a->h->nbuckets);
+    if (entries > a->mapped_entries) {
+        populate(a->entries, sizeof(struct arena_entry), a->mapped_entries, entries);
+        a->mapped_entries = entries;
+    }
+    if (chunks > a->mapped_chunks) {
+        populate(a->chunks, sizeof(struct arena_chunk), a->mapped_chunks, chunks);
+        a->mapped_chunks = chunks;
+    }
+}
+
 void arena_lock(struct arena *a)
 {
     if (pthread_mutex_lock(&a->h->lock) == EOWNERDEAD)

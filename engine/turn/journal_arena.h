@@ -95,6 +95,8 @@ struct arena {
     struct arena_chunk *chunks;
     size_t size;
     int64_t next_scan_ms; /* this process's next look at every entry (journal_sweep_run) */
+    uint32_t mapped_entries, mapped_chunks; /* this process has these in its page tables */
+    uint32_t seen_entries, seen_chunks;     /* fresh ones at its last arena_prefault */
 };
 
 /*
@@ -102,6 +104,16 @@ struct arena {
  * missing (total_bytes of chunks); without, -ENOENT when missing. -errno.
  */
 int arena_get(const char *root, const struct turn_settings *ts, struct arena **ret);
+
+/*
+ * Fault in, in this process, the entries and chunks in use and the next ones to be used: twice
+ * what the arena took since the last call (4 MiB at least, 64 MiB at most) beyond what it used
+ * so far. A new page of a tmpfs costs a fault, an allocation and a clear, a page another
+ * process wrote first a fault: off the turns' way (a worker's background thread, every
+ * second), a journal's records are plain copies. Once the arena has been used whole, every
+ * page is in every worker's page tables.
+ */
+void arena_prefault(struct arena *a);
 
 void arena_lock(struct arena *a);
 void arena_unlock(struct arena *a);
