@@ -594,9 +594,11 @@ void arena_entry_write_by_me(struct arena_entry *en)
 
 bool arena_writer_alive(const struct arena_entry *en)
 {
-    int32_t pid = atomic_load((_Atomic int32_t *)&en->writer);
-    int64_t start = en->writer_start;
+    return arena_pid_alive(atomic_load((_Atomic int32_t *)&en->writer), en->writer_start);
+}
 
+bool arena_pid_alive(int32_t pid, int64_t start)
+{
     if (pid <= 0)
         return false;
     if (pid == util_self_pid()) {

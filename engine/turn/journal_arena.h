@@ -147,6 +147,8 @@ struct arena_chunk *arena_chunk(struct arena *a, uint32_t c);
 void arena_entry_write_by_me(struct arena_entry *en);
 /* e's writer lives. */
 bool arena_writer_alive(const struct arena_entry *en);
+/* The process pid that started at start (arena_entry.writer_start) lives. */
+bool arena_pid_alive(int32_t pid, int64_t start);
 
 /* Wake the followers of e asleep in arena_wait. */
 void arena_wake(struct arena_entry *en);

@@ -30,8 +30,12 @@ int journal_sweep_list(const char *root, bool orphans_only, struct journal_entry
                        size_t *ret_n)
 {
     struct journal_entry *v;
+    struct writer {
+        int32_t pid;
+        int64_t start;
+    } *writers; /* who writes each, looked at after the lock */
     struct arena *a;
-    size_t n = 0, k = 0;
+    size_t n = 0, k = 0, kept = 0;
     uint32_t fresh;
     int r = arena_get(root, NULL, &a);
 
@@ -46,24 +50,34 @@ int journal_sweep_list(const char *root, bool orphans_only, struct journal_entry
     for (uint32_t e = 1; e <= fresh; e++)
         n += arena_entry(a, e)->state != ARENA_FREE;
     v = calloc(n ? n : 1, sizeof(*v));
-    for (uint32_t e = 1; v && e <= fresh && k < n; e++) {
+    writers = calloc(n ? n : 1, sizeof(*writers));
+    for (uint32_t e = 1; v && writers && e <= fresh && k < n; e++) {
         struct arena_entry *en = arena_entry(a, e);
         int32_t pid;
 
         if (en->state == ARENA_FREE || (orphans_only && en->state == ARENA_DONE))
             continue;
         entry_of(a, e, &v[k], &pid);
-        /* the writer is looked at here, a system call or two for a running one */
-        v[k].writer_alive = en->state == ARENA_RUNNING && arena_writer_alive(en);
-        if (orphans_only && v[k].writer_alive)
-            continue;
+        if (en->state == ARENA_RUNNING)
+            writers[k] = (struct writer){.pid = pid, .start = en->writer_start};
         k++;
     }
     arena_unlock(a);
-    if (!v)
+    if (!v || !writers) {
+        free(v);
+        free(writers);
         return -ENOMEM;
+    }
+    /* the writers: a look in /proc each, without holding the arena */
+    for (size_t i = 0; i < k; i++) {
+        v[i].writer_alive = v[i].meta.state == JOURNAL_RUNNING &&
+                            arena_pid_alive(writers[i].pid, writers[i].start);
+        if (!(orphans_only && v[i].writer_alive))
+            v[kept++] = v[i];
+    }
+    free(writers);
     *ret = v;
-    *ret_n = k;
+    *ret_n = kept;
     return 0;
 }
 
