@@ -423,6 +423,8 @@ void engine_follow_run(struct engine_follow *f, const struct event_sink *sink)
         r = pump(f, sink, &rec, &gone);
         if (r != 0 || !sink_alive(sink, &gone))
             break; /* the result, a reader that fell behind, or the client went away */
+        if (journal_reader_done(f->rd))
+            break; /* finished, and read whole (a result the arena had no room for) */
         if (!journal_writer_alive(f->rd)) {
             r = journal_take_over(f->rd, &f->cfg->turns, &j);
             if (r == 0) {

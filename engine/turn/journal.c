@@ -21,6 +21,7 @@ struct journal {
     struct arena *a;
     uint32_t e;
     uint32_t gen;
+    uint32_t epoch; /* the entry's when this one became its writer */
     uint64_t turn_bytes;
     uint64_t last_seq, last_det;
     struct journal_meta meta;
@@ -114,6 +115,7 @@ static int create(const char *root, const struct turn_settings *ts, const char *
     j->a = a;
     j->e = e;
     j->gen = atomic_load(&en->gen);
+    j->epoch = atomic_load(&en->epoch);
     j->meta = en->meta;
     arena_unlock(a);
     j->turn_bytes = ts->turn_bytes;
@@ -137,12 +139,13 @@ int journal_create_at_slot(const char *root, const struct turn_settings *ts, con
     return create(root, ts, turn_id, project_id, session_key, detached, slot, ret);
 }
 
-/* The entry is still this journal's (not swept, evicted or made anew by someone else). */
+/* The entry is still this journal's (not swept, evicted or made anew by someone else, and
+ * no one took it over meanwhile). */
 static struct arena_entry *mine(struct journal *j)
 {
     struct arena_entry *en = arena_entry(j->a, j->e);
 
-    return atomic_load(&en->gen) == j->gen ? en : NULL;
+    return atomic_load(&en->gen) == j->gen && atomic_load(&en->epoch) == j->epoch ? en : NULL;
 }
 
 /* Copy n bytes to the end of the stream, a chunk added under the lock when the last is full;
@@ -154,11 +157,13 @@ static int put(struct journal *j, struct arena_entry *en, uint64_t *end, const c
         struct arena_chunk *ch = en->last ? arena_chunk(j->a, en->last) : NULL;
         size_t at, take;
 
+        if (ch && *end < ch->offset)
+            return -EIO; /* a chain past the end (a take-over trims it): never write before */
         if (!ch || *end >= ch->offset + ARENA_CHUNK_DATA) {
             uint32_t c;
 
             arena_lock(j->a);
-            c = atomic_load(&en->gen) == j->gen ? arena_chunk_add(j->a, j->e) : ARENA_NONE;
+            c = mine(j) ? arena_chunk_add(j->a, j->e) : ARENA_NONE;
             arena_unlock(j->a);
             if (c == ARENA_NONE)
                 return -ENOSPC;
@@ -258,8 +263,15 @@ int journal_append(struct journal *j, uint64_t seq, uint64_t det, const char *li
     }
     if (!atomic_load_explicit(&en->first_seq, memory_order_relaxed))
         atomic_store(&en->first_seq, seq);
-    atomic_store(&en->last_seq, seq);
-    atomic_store(&en->last_det, det);
+    {
+        /* the commit a taker reads: the slot not in use, then made the one in use */
+        uint32_t k = atomic_load_explicit(&en->commit_at, memory_order_relaxed) ^ 1u;
+
+        atomic_store_explicit(&en->commit[k].end, end, memory_order_relaxed);
+        atomic_store_explicit(&en->commit[k].seq, seq, memory_order_relaxed);
+        atomic_store_explicit(&en->commit[k].det, det, memory_order_relaxed);
+        atomic_store_explicit(&en->commit_at, k, memory_order_release);
+    }
     atomic_store(&en->changed_ms, util_wall_ms());
     atomic_store(&en->end, end); /* the record is there for readers (seq_cst: see arena_wake) */
     j->last_seq = seq;
@@ -440,6 +452,7 @@ static int copy_more(struct journal_reader *r)
     struct arena_entry *en = arena_entry(r->a, r->e);
     uint64_t end = atomic_load(&en->end), start = atomic_load(&en->start), want;
     uint32_t c = en->first;
+    size_t copied = 0;
 
     if (atomic_load(&en->gen) != r->gen)
         return -ENOENT;
@@ -449,6 +462,7 @@ static int copy_more(struct journal_reader *r)
         return 0;
     want = end - r->pos < READ_CHUNK ? end - r->pos : READ_CHUNK;
     for (uint32_t hops = 0; c != ARENA_NONE && want && hops <= r->a->h->nchunks; hops++) {
+        /* (copied counts what this call took: none, and the caller waits) */
         struct arena_chunk *ch = arena_chunk(r->a, c);
         uint32_t g = atomic_load_explicit(&ch->gen, memory_order_acquire), next = ch->next;
         uint64_t off = ch->offset;
@@ -469,15 +483,19 @@ static int copy_more(struct journal_reader *r)
         if (buf_append(&r->pending, ch->data + at, take) < 0)
             return -E2BIG;
         atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&ch->gen, memory_order_relaxed) != g) {
-            r->pending.len -= take; /* freed under us: the bound passed this reader by */
+        /* freed under us (the bound passed this reader by), or the entry, and the chunk with
+         * it, went to another turn meanwhile */
+        if (atomic_load_explicit(&ch->gen, memory_order_relaxed) != g ||
+            atomic_load(&en->gen) != r->gen) {
+            r->pending.len -= take;
             return atomic_load(&en->gen) != r->gen ? -ENOENT : -ERANGE;
         }
         r->pos += take;
         want -= take;
+        copied += take;
         c = next;
     }
-    return 1;
+    return copied > 0;
 }
 
 /* A whole line in pending: 1 (taken out into out when it is a new record), 0 none. */
@@ -524,17 +542,27 @@ int journal_read(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, b
 void journal_wait(struct journal_reader *r, int timeout_ms)
 {
     struct arena_entry *en = arena_entry(r->a, r->e);
-    uint32_t seen;
+    uint32_t seen, n;
 
     atomic_fetch_add(&en->waiters, 1);
     seen = atomic_load(&en->futex);
     if (atomic_load(&en->end) <= r->pos && atomic_load(&en->gen) == r->gen &&
         (en->state == ARENA_RUNNING && arena_writer_alive(en)))
         arena_wait(en, seen, timeout_ms);
-    else if (atomic_load(&en->end) <= r->pos)
-        util_sleep_ms(timeout_ms < 20 ? timeout_ms : 20); /* done or orphaned: a caller looks */
-    atomic_fetch_sub(&en->waiters, 1);
+    else /* done, orphaned, or a chain that moved under a copy: the caller looks again soon */
+        util_sleep_ms(timeout_ms < 5 ? timeout_ms : 5);
+    n = atomic_load(&en->waiters); /* (an entry made anew meanwhile starts at 0) */
+    while (n > 0 && !atomic_compare_exchange_weak(&en->waiters, &n, n - 1))
+        ;
     reader_alive(en);
+}
+
+bool journal_reader_done(struct journal_reader *r)
+{
+    struct arena_entry *en = arena_entry(r->a, r->e);
+
+    return atomic_load(&en->gen) != r->gen ||
+           (en->state == ARENA_DONE && atomic_load(&en->end) <= r->pos && !r->pending.len);
 }
 
 bool journal_writer_alive(struct journal_reader *r)
@@ -558,24 +586,46 @@ int journal_take_over(struct journal_reader *r, const struct turn_settings *ts,
         free(j);
         return -ENOENT;
     }
+    if (en->state == ARENA_DONE) {
+        arena_unlock(r->a);
+        free(j);
+        return -EALREADY; /* its result is in: nothing to carry on */
+    }
     if (arena_writer_alive(en)) {
         arena_unlock(r->a);
         free(j);
         return -EBUSY;
     }
+    {
+        /* the dead writer's last whole record (its commit): what it copied past it, and the
+         * chunks it took for that, go */
+        struct arena_commit *c = &en->commit[atomic_load(&en->commit_at) & 1u];
+        uint64_t end = atomic_load(&c->end);
+
+        j->last_seq = atomic_load(&c->seq);
+        j->last_det = atomic_load(&c->det);
+        arena_chunk_trim(r->a, r->e, end);
+        if (en->last != ARENA_NONE) {
+            struct arena_chunk *ch = arena_chunk(r->a, en->last);
+
+            if (ch->line != ARENA_NO_LINE && ch->offset + ch->line >= end)
+                ch->line = ARENA_NO_LINE;
+        }
+        atomic_store(&en->end, end);
+    }
+    atomic_fetch_add(&en->epoch, 1); /* a writer taken for dead that lives writes no more */
     arena_entry_write_by_me(en);
     j->a = r->a;
     j->e = r->e;
     j->gen = r->gen;
+    j->epoch = atomic_load(&en->epoch);
     j->turn_bytes = ts->turn_bytes;
-    j->last_seq = atomic_load(&en->last_seq);
-    j->last_det = atomic_load(&en->last_det);
     j->meta = en->meta;
-    /* the reader goes on after the last record */
-    buf_reset(&r->pending);
-    r->pos = atomic_load(&en->end);
-    if (r->after < j->last_seq)
-        r->after = j->last_seq;
+    /* the reader goes on where it was: everything before the end is whole records */
+    if (r->pos > atomic_load(&en->end)) {
+        buf_reset(&r->pending);
+        r->pos = atomic_load(&en->end);
+    }
     arena_unlock(r->a);
     *ret = j;
     return 0;

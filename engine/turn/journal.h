@@ -123,13 +123,15 @@ int journal_open(const char *root, const char *turn_id, const char *project_id, 
 int journal_read(struct journal_reader *r, struct buf *out, uint64_t *ret_seq, bool *ret_result);
 /* Wait at most timeout_ms for the journal to change. */
 void journal_wait(struct journal_reader *r, int timeout_ms);
+/* The journal is finished and this reader has read all of it (or the journal is gone). */
+bool journal_reader_done(struct journal_reader *r);
 /* The journal has a writer, and its process lives. */
 bool journal_writer_alive(struct journal_reader *r);
 /*
  * Become the writer of a journal whose writer died: -EBUSY when a live writer holds it,
- * -ENOENT when it is gone. The new writer appends after the last record (a record is in the
- * journal whole or not at all), and the reader goes on from there (read what it had not read
- * first).
+ * -EALREADY when it is finished, -ENOENT when it is gone. The new writer appends after the
+ * dead one's last whole record (what it was copying when it died is dropped); the reader goes
+ * on where it was (it still reads the records it had not read).
  */
 int journal_take_over(struct journal_reader *r, const struct turn_settings *ts,
                       struct journal **ret);

@@ -13,10 +13,12 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/util.h"
 
 #define ARENA_MAGIC 0x314e5241524e524aull /* "JRNRARN1" */
@@ -24,6 +26,7 @@
 #define ARENA_FILE "journal.arena"
 #define ARENAS_KEPT 64 /* roots a process maps (one in a worker; tests use many) */
 #define MIN_CHUNKS 16u
+#define RESERVE_STEP 64u /* fresh items reserved at once on a turn's way (the prefault's lag) */
 
 /* ---- layout -------------------------------------------------------------------------------- */
 
@@ -62,6 +65,9 @@ static int init_head(struct arena_head *h, uint32_t nentries, uint32_t nchunks, 
 
     memset(h, 0, sizeof(*h));
     h->version = ARENA_VERSION;
+    h->entry_size = (uint32_t)sizeof(struct arena_entry);
+    h->chunk_size = (uint32_t)sizeof(struct arena_chunk);
+    h->head_size = (uint32_t)sizeof(struct arena_head);
     h->nentries = nentries;
     h->nchunks = nchunks;
     h->nbuckets = nbuckets;
@@ -77,6 +83,21 @@ static int init_head(struct arena_head *h, uint32_t nentries, uint32_t nchunks, 
         return -r;
     __atomic_store_n(&h->magic, ARENA_MAGIC, __ATOMIC_RELEASE); /* last: the arena is ready */
     return 0;
+}
+
+/* The head of the arena file on fd is whole and of this build's layout. */
+static bool head_usable(int fd)
+{
+    struct arena_head *h = mmap(NULL, sizeof(*h), PROT_READ, MAP_SHARED, fd, 0);
+    bool ok;
+
+    if (h == MAP_FAILED)
+        return false;
+    ok = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == ARENA_MAGIC &&
+         h->version == ARENA_VERSION && h->entry_size == sizeof(struct arena_entry) &&
+         h->chunk_size == sizeof(struct arena_chunk) && h->head_size == sizeof(struct arena_head);
+    munmap(h, sizeof(*h));
+    return ok;
 }
 
 /* Open (or with ts make) the arena file of root, its size known and its head ready: its fd. */
@@ -97,17 +118,40 @@ static int open_file(const char *root, const struct turn_settings *ts, size_t *r
         r = -errno;
         goto fail;
     }
+    if (st.st_size >= (off_t)sizeof(struct arena_head) && ts && !head_usable(fd)) {
+        /* its maker died before its head was written, or another build made it: a new file
+         * (processes that mapped the old one keep it) */
+        if (unlink(path) < 0) {
+            r = -errno;
+            goto fail;
+        }
+        close(fd);
+        return open_file(root, ts, ret_size);
+    }
     if (st.st_size < (off_t)sizeof(struct arena_head)) {
-        /* new (or its maker died before its head was written): made here, if we may */
+        /* new: made here, if we may */
         uint32_t nchunks, nentries, nbuckets;
         size_t b, e, c, size;
         struct arena_head *h;
+        struct statvfs vfs;
 
         if (!ts) {
             r = -ENOENT;
             goto fail;
         }
         nchunks = (uint32_t)(ts->total_bytes / ARENA_CHUNK);
+        /* at most half of what the file system has room for */
+        if (fstatvfs(fd, &vfs) == 0 && vfs.f_bavail) {
+            uint64_t room = (uint64_t)vfs.f_bavail * vfs.f_frsize / 2;
+            uint64_t per = ARENA_CHUNK + sizeof(struct arena_entry) + sizeof(uint32_t) * 2;
+
+            if ((uint64_t)nchunks * per > room) {
+                log_warn("turn journals: %s has room for %llu MiB of them, not %llu", root,
+                         (unsigned long long)(room / per * ARENA_CHUNK >> 20),
+                         (unsigned long long)(ts->total_bytes >> 20));
+                nchunks = (uint32_t)(room / per);
+            }
+        }
         if (nchunks < MIN_CHUNKS)
             nchunks = MIN_CHUNKS;
         nentries = nchunks; /* a journal has a chunk at least */
@@ -115,6 +159,12 @@ static int open_file(const char *root, const struct turn_settings *ts, size_t *r
         size = layout(nentries, nchunks, nbuckets, &b, &e, &c);
         if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0) {
             r = -errno;
+            goto fail;
+        }
+        /* the head and the names: their pages now (the rest as it is used: arena_reserve) */
+        if (fallocate(fd, 0, 0, (off_t)e) < 0 && errno != EOPNOTSUPP) {
+            r = -errno;
+            (void)ftruncate(fd, 0);
             goto fail;
         }
         h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -152,16 +202,23 @@ static int map_arena(const char *root, const struct turn_settings *ts, struct ar
     if (fd < 0)
         return fd;
     h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (h == MAP_FAILED)
+    if (h == MAP_FAILED) {
+        close(fd);
         return -errno;
+    }
     if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != ARENA_MAGIC ||
-        h->version != ARENA_VERSION || !h->nchunks || !h->nentries ||
+        h->version != ARENA_VERSION || h->entry_size != sizeof(struct arena_entry) ||
+        h->chunk_size != sizeof(struct arena_chunk) || h->head_size != sizeof(struct arena_head) ||
+        !h->nchunks || !h->nentries ||
         (h->nbuckets & (h->nbuckets - 1)) != 0 ||
         layout(h->nentries, h->nchunks, h->nbuckets, &b, &e, &c) > size) {
         munmap(h, size);
+        close(fd);
         return -EBADMSG;
     }
+    a->fd = fd;
+    a->off_entries = e;
+    a->off_chunks = c;
     a->h = h;
     a->buckets = (uint32_t *)((char *)h + b);
     a->entries = (struct arena_entry *)((char *)h + e);
@@ -210,11 +267,57 @@ static void populate(void *base, size_t size, uint32_t from, uint32_t to)
     if (b <= a)
         return;
 #ifdef MADV_POPULATE_WRITE
-    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0)
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0 || errno != EINVAL)
         return;
 #endif
-    for (uintptr_t p = a; p < b; p += ARENA_CHUNK)
+    for (uintptr_t p = a; p < b; p += ARENA_CHUNK) /* (the pages are allocated: no SIGBUS) */
         (void)*(volatile const char *)p;
+}
+
+/*
+ * Allocate the pages of items [from, to) of the region at off (items of size bytes): true when
+ * they are there (a file system without fallocate: taken as there).
+ */
+static bool reserve_pages(struct arena *a, size_t off, size_t size, uint32_t from, uint32_t to)
+{
+    size_t lo = (off + (size_t)from * size) & ~(size_t)(ARENA_CHUNK - 1);
+    size_t hi = off + (size_t)to * size;
+
+    if (hi <= lo)
+        return true;
+    return fallocate(a->fd, 0, (off_t)lo, (off_t)(hi - lo)) == 0 || errno == EOPNOTSUPP;
+}
+
+/* Fresh entries (chunks) up to n have their pages: the lock held, the pages allocated
+ * before (or now: false when there is no room). */
+static bool reserve_entries(struct arena *a, uint32_t n, bool allocate)
+{
+    if (a->h->fresh_entries < a->h->reserved_entries && allocate)
+        return true; /* one is there already */
+    if (n > a->h->nentries)
+        n = a->h->nentries;
+    if (n <= a->h->reserved_entries)
+        return true;
+    if (allocate && !reserve_pages(a, a->off_entries, sizeof(struct arena_entry),
+                                   a->h->reserved_entries, n))
+        return false;
+    a->h->reserved_entries = n;
+    return true;
+}
+
+static bool reserve_chunks(struct arena *a, uint32_t n, bool allocate)
+{
+    if (a->h->fresh_chunks < a->h->reserved_chunks && allocate)
+        return true; /* one is there already */
+    if (n > a->h->nchunks)
+        n = a->h->nchunks;
+    if (n <= a->h->reserved_chunks)
+        return true;
+    if (allocate && !reserve_pages(a, a->off_chunks, sizeof(struct arena_chunk),
+                                   a->h->reserved_chunks, n))
+        return false;
+    a->h->reserved_chunks = n;
+    return true;
 }
 
 /* How far ahead of fresh (seen at the last call: *seen) to fault in. */
@@ -237,6 +340,23 @@ void arena_prefault(struct arena *a)
         chunks = a->h->nchunks;
     if (entries > a->h->nentries)
         entries = a->h->nentries;
+    /* their pages first, without the lock (allocating megabytes takes a while; two processes
+     * allocating the same pages is harmless), then the watermark under it */
+    {
+        uint32_t rc = __atomic_load_n(&a->h->reserved_chunks, __ATOMIC_RELAXED);
+        uint32_t re = __atomic_load_n(&a->h->reserved_entries, __ATOMIC_RELAXED);
+        bool ok_c = reserve_pages(a, a->off_chunks, sizeof(struct arena_chunk), rc, chunks);
+        bool ok_e = reserve_pages(a, a->off_entries, sizeof(struct arena_entry), re, entries);
+
+        arena_lock(a);
+        if (ok_c)
+            (void)reserve_chunks(a, chunks, false);
+        if (ok_e)
+            (void)reserve_entries(a, entries, false);
+        chunks = a->h->reserved_chunks;
+        entries = a->h->reserved_entries;
+        arena_unlock(a);
+    }
     if (!a->mapped_entries) /* the first time: the names too */
         populate(a->buckets, sizeof(uint32_t), 0, a->h->nbuckets);
     if (entries > a->mapped_entries) {
@@ -251,8 +371,11 @@ void arena_prefault(struct arena *a)
 
 void arena_lock(struct arena *a)
 {
-    if (pthread_mutex_lock(&a->h->lock) == EOWNERDEAD)
-        (void)pthread_mutex_consistent(&a->h->lock); /* its holder died: the lists are ours */
+    if (pthread_mutex_lock(&a->h->lock) == EOWNERDEAD) {
+        /* its holder died, maybe half-way through a change: the lists are rebuilt */
+        arena_repair(a);
+        (void)pthread_mutex_consistent(&a->h->lock);
+    }
 }
 
 void arena_unlock(struct arena *a)
@@ -272,7 +395,7 @@ struct arena_chunk *arena_chunk(struct arena *a, uint32_t c)
 
 /* ---- names --------------------------------------------------------------------------------- */
 
-static uint64_t name_hash(const char *turn_id, const char *project_id)
+uint64_t arena_name_hash(const char *turn_id, const char *project_id)
 {
     uint64_t h = 1469598103934665603ull;
 
@@ -286,7 +409,7 @@ static uint64_t name_hash(const char *turn_id, const char *project_id)
 
 uint32_t arena_find(struct arena *a, const char *turn_id, const char *project_id)
 {
-    uint64_t h = name_hash(turn_id, project_id);
+    uint64_t h = arena_name_hash(turn_id, project_id);
     uint32_t e = a->buckets[h & (a->h->nbuckets - 1)];
 
     for (uint32_t hops = 0; e != ARENA_NONE && hops < a->h->nentries; hops++) {
@@ -401,7 +524,8 @@ uint32_t arena_chunk_add(struct arena *a, uint32_t e)
         if (a->h->free_chunks != ARENA_NONE) {
             c = a->h->free_chunks;
             a->h->free_chunks = arena_chunk(a, c)->next;
-        } else if (a->h->fresh_chunks < a->h->nchunks) {
+        } else if (a->h->fresh_chunks < a->h->nchunks &&
+                   reserve_chunks(a, a->h->fresh_chunks + RESERVE_STEP, true)) {
             c = ++a->h->fresh_chunks;
         } else if (!evict_one(a, e)) {
             return ARENA_NONE;
@@ -470,9 +594,11 @@ static void entry_clear(struct arena_entry *en)
     atomic_store(&en->start, 0);
     atomic_store(&en->end, 0);
     atomic_store(&en->first_seq, 0);
-    atomic_store(&en->last_seq, 0);
-    atomic_store(&en->last_det, 0);
+    memset((void *)en->commit, 0, sizeof(en->commit));
+    atomic_store(&en->commit_at, 0);
+    atomic_fetch_add(&en->epoch, 1);
     atomic_store(&en->readers, 0);
+    atomic_store(&en->waiters, 0);
     atomic_store(&en->reader_ms, 0);
     atomic_store(&en->writer, 0);
     en->writer_start = 0;
@@ -524,7 +650,8 @@ uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *proje
         if (a->h->free_entries != ARENA_NONE) {
             e = a->h->free_entries;
             a->h->free_entries = arena_entry(a, e)->hash_next;
-        } else if (a->h->fresh_entries < a->h->nentries) {
+        } else if (a->h->fresh_entries < a->h->nentries &&
+                   reserve_entries(a, a->h->fresh_entries + RESERVE_STEP, true)) {
             e = ++a->h->fresh_entries;
         } else if (!evict_one(a, ARENA_NONE)) {
             return ARENA_NONE;
@@ -537,7 +664,7 @@ uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *proje
     en->done_prev = en->done_next = ARENA_NONE;
     snprintf(en->meta.turn_id, sizeof(en->meta.turn_id), "%s", turn_id);
     snprintf(en->meta.project_id, sizeof(en->meta.project_id), "%s", project_id);
-    en->hash = name_hash(turn_id, project_id);
+    en->hash = arena_name_hash(turn_id, project_id);
     bucket = &a->buckets[en->hash & (a->h->nbuckets - 1)];
     en->hash_next = *bucket;
     *bucket = e;
@@ -550,7 +677,7 @@ uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *proje
 /* ---- writers ------------------------------------------------------------------------------- */
 
 /* The start time of process pid (field 22 of /proc/<pid>/stat), 0 when it is gone (a zombie
- * too: it will never write again). */
+ * too: it will never write again), -1 when /proc cannot tell (then it is taken as alive). */
 static int64_t start_of(int32_t pid)
 {
     char path[64], text[1024], *p;
@@ -562,10 +689,12 @@ static int64_t start_of(int32_t pid)
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return errno == ENOENT || errno == ESRCH ? 0 : -1;
     n = read(fd, text, sizeof(text) - 1);
     close(fd);
-    if (n <= 0)
+    if (n < 0)
+        return errno == ESRCH ? 0 : -1;
+    if (n == 0)
         return 0;
     text[n] = '\0';
     p = strrchr(text, ')');
@@ -573,22 +702,28 @@ static int64_t start_of(int32_t pid)
     if (!p || sscanf(p + 1, " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
                             "%*s %*s %llu",
                      &state, &start) != 2)
-        return 0;
+        return -1;
     return state == 'Z' || state == 'X' ? 0 : (int64_t)start;
 }
 
-static int64_t my_start;
-static pthread_once_t my_start_once = PTHREAD_ONCE_INIT;
+/* This process's start time (read until /proc answers; a fork reads its own). */
+static _Atomic int64_t my_start;
+static _Atomic int32_t my_start_pid;
 
-static void my_start_read(void)
+static int64_t self_start(void)
 {
-    my_start = start_of(util_self_pid());
+    int32_t pid = util_self_pid();
+
+    if (atomic_load(&my_start_pid) != pid || atomic_load(&my_start) <= 0) {
+        atomic_store(&my_start, start_of(pid));
+        atomic_store(&my_start_pid, pid);
+    }
+    return atomic_load(&my_start);
 }
 
 void arena_entry_write_by_me(struct arena_entry *en)
 {
-    pthread_once(&my_start_once, my_start_read);
-    en->writer_start = my_start;
+    en->writer_start = self_start();
     atomic_store(&en->writer, util_self_pid());
 }
 
@@ -599,13 +734,16 @@ bool arena_writer_alive(const struct arena_entry *en)
 
 bool arena_pid_alive(int32_t pid, int64_t start)
 {
+    int64_t now;
+
     if (pid <= 0)
         return false;
-    if (pid == util_self_pid()) {
-        pthread_once(&my_start_once, my_start_read);
-        return start == my_start;
-    }
-    return start != 0 && start_of(pid) == start;
+    if (pid == util_self_pid())
+        return start == self_start() || self_start() < 0;
+    now = start_of(pid);
+    /* a process that cannot be read is taken as alive: two writers would be worse than a
+     * turn adopted late */
+    return now < 0 || start <= 0 || now == start;
 }
 
 /* ---- followers ----------------------------------------------------------------------------- */

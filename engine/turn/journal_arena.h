@@ -68,9 +68,15 @@ struct arena_entry {
     _Atomic uint32_t futex;     /* bumped when the stream grows while someone waits */
     uint32_t pad2;
     _Atomic uint64_t start;     /* the stream offset of its oldest kept record */
-    _Atomic uint64_t end;       /* the end of what is written */
+    _Atomic uint64_t end;       /* the end of what is written (readers read up to it) */
     _Atomic uint64_t first_seq; /* the oldest kept record's seq (0: none) */
-    _Atomic uint64_t last_seq, last_det;
+    /* the last record: its end, seq and det, written into the slot not in use and then made
+     * the one in use, so that a writer killed at any point leaves a whole one for its taker */
+    struct arena_commit {
+        _Atomic uint64_t end, seq, det;
+    } commit[2];
+    _Atomic uint32_t commit_at;
+    _Atomic uint32_t epoch; /* bumped by a take-over: the writer before it can write no more */
     uint64_t hash;
     struct journal_meta meta;
 };
@@ -85,10 +91,16 @@ struct arena_head {
     uint32_t done_head, done_tail;
     uint32_t used_chunks;
     uint32_t used_entries;
+    /* fresh ones are handed out only below these: their pages are allocated in the file
+     * (fallocate), so that a full file system is -ENOSPC and not a SIGBUS */
+    uint32_t reserved_entries, reserved_chunks;
+    uint32_t entry_size, chunk_size, head_size; /* what the maker's build laid out */
     uint64_t evicted; /* finished journals dropped for room, ever */
 };
 
 struct arena {
+    int fd; /* the file's, kept for fallocate */
+    size_t off_entries, off_chunks;
     struct arena_head *h;
     uint32_t *buckets;
     struct arena_entry *entries;
@@ -115,8 +127,18 @@ int arena_get(const char *root, const struct turn_settings *ts, struct arena **r
  */
 void arena_prefault(struct arena *a);
 
+/* Take the arena's lock; when its holder died, arena_repair first. */
 void arena_lock(struct arena *a);
 void arena_unlock(struct arena *a);
+
+/*
+ * The lock's holder died, maybe half-way through a change (journal_sweep.c): the entries and
+ * their chains are what counts; a journal whose chain is broken (a chunk out of range, another
+ * journal's, or met twice) is dropped; the free lists, the names, the finished list (by finish
+ * time) and the counts are made again from the rest. The lock held.
+ */
+void arena_repair(struct arena *a);
+uint64_t arena_name_hash(const char *turn_id, const char *project_id);
 
 /* The entry of (project_id, turn_id) (+1), ARENA_NONE (lock held). */
 uint32_t arena_find(struct arena *a, const char *turn_id, const char *project_id);

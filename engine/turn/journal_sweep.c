@@ -1,6 +1,6 @@
 /*
- * journal_sweep — list and sweep the journals of a root (journal_sweep.h), on the arena of
- * journal_arena.h.
+ * journal_sweep — list and sweep the journals of a root (journal_sweep.h), and repair their
+ * arena after a process died holding its lock (journal_arena.h).
  */
 #include "turn/journal_sweep.h"
 
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "turn/journal_arena.h"
 
 /* One entry as a list shows it (lock held); its writer is looked at later. */
@@ -20,7 +21,7 @@ static void entry_of(struct arena *a, uint32_t e, struct journal_entry *out, int
     snprintf(out->name, sizeof(out->name), "%016llx", (unsigned long long)en->hash);
     out->meta = en->meta;
     out->meta.state = en->state == ARENA_DONE ? JOURNAL_DONE : JOURNAL_RUNNING;
-    out->last_seq = atomic_load(&en->last_seq);
+    out->last_seq = atomic_load(&en->commit[atomic_load(&en->commit_at) & 1u].seq);
     out->bytes = (uint64_t)en->nchunks * ARENA_CHUNK;
     out->changed_ms = atomic_load(&en->changed_ms);
     *ret_pid = atomic_load(&en->writer);
@@ -132,4 +133,99 @@ int journal_sweep_run(const char *root, const struct turn_settings *ts, int64_t 
     if (ret)
         *ret = st;
     return 0;
+}
+
+/* ---- the arena's repair (journal_arena.h) ---------------------------------------------------------------------------------- */
+
+static int by_finish(const void *x, const void *y)
+{
+    const struct arena_entry *const *p = x, *const *q = y;
+
+    return ((*p)->meta.finished_ms > (*q)->meta.finished_ms) -
+           ((*p)->meta.finished_ms < (*q)->meta.finished_ms);
+}
+
+/* (journal_arena.h) */
+void arena_repair(struct arena *a)
+{
+    struct arena_head *h = a->h;
+    uint32_t nc = h->fresh_chunks < h->nchunks ? h->fresh_chunks : h->nchunks;
+    uint32_t ne = h->fresh_entries < h->nentries ? h->fresh_entries : h->nentries;
+    uint8_t *seen = calloc((size_t)nc / 8 + 1, 1);
+    struct arena_entry **done = calloc((size_t)ne + 1, sizeof(*done));
+    uint32_t ndone = 0;
+
+    log_warn("turn journals: a process died holding the arena's lock: repairing it");
+    if (!seen || !done) {
+        free(seen);
+        free(done);
+        return;
+    }
+    memset(a->buckets, 0, (size_t)h->nbuckets * sizeof(uint32_t));
+    h->free_entries = h->free_chunks = ARENA_NONE;
+    h->done_head = h->done_tail = ARENA_NONE;
+    h->used_chunks = h->used_entries = 0;
+    for (uint32_t e = ne; e >= 1; e--) {
+        struct arena_entry *en = arena_entry(a, e);
+        uint32_t c = en->first, last = ARENA_NONE, n = 0;
+        bool ok = en->state == ARENA_RUNNING || en->state == ARENA_DONE;
+
+        while (ok && c != ARENA_NONE) {
+            if (c > nc || (seen[(c - 1) / 8] & (1u << ((c - 1) % 8))) ||
+                arena_chunk(a, c)->entry != e) {
+                ok = false;
+                break;
+            }
+            seen[(c - 1) / 8] |= (uint8_t)(1u << ((c - 1) % 8));
+            last = c;
+            n++;
+            c = arena_chunk(a, c)->next;
+        }
+        if (!ok) {
+            /* its chunks marked so far go back with the others */
+            for (uint32_t k = 0, d = en->first; k < n; k++, d = arena_chunk(a, d)->next)
+                seen[(d - 1) / 8] &= (uint8_t) ~(1u << ((d - 1) % 8));
+            atomic_fetch_add(&en->gen, 1);
+            en->state = ARENA_FREE;
+            en->first = en->last = ARENA_NONE;
+            en->nchunks = 0;
+            en->hash_next = h->free_entries;
+            h->free_entries = e;
+            continue;
+        }
+        en->first = n ? en->first : ARENA_NONE;
+        en->last = last;
+        en->nchunks = n;
+        en->done_prev = en->done_next = ARENA_NONE;
+        en->hash = arena_name_hash(en->meta.turn_id, en->meta.project_id);
+        en->hash_next = a->buckets[en->hash & (h->nbuckets - 1)];
+        a->buckets[en->hash & (h->nbuckets - 1)] = e;
+        h->used_entries++;
+        h->used_chunks += n;
+        if (en->state == ARENA_DONE)
+            done[ndone++] = en;
+    }
+    for (uint32_t c = nc; c >= 1; c--) {
+        struct arena_chunk *ch = arena_chunk(a, c);
+
+        if (seen[(c - 1) / 8] & (1u << ((c - 1) % 8)))
+            continue;
+        atomic_fetch_add(&ch->gen, 1);
+        ch->entry = ARENA_NONE;
+        ch->next = h->free_chunks;
+        h->free_chunks = c;
+    }
+    qsort(done, ndone, sizeof(*done), by_finish);
+    for (uint32_t i = 0; i < ndone; i++) {
+        uint32_t e = (uint32_t)(done[i] - a->entries) + 1;
+
+        done[i]->done_prev = h->done_tail;
+        if (h->done_tail)
+            arena_entry(a, h->done_tail)->done_next = e;
+        else
+            h->done_head = e;
+        h->done_tail = e;
+    }
+    free(seen);
+    free(done);
 }

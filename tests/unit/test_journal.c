@@ -20,6 +20,7 @@
 #include "base/util.h"
 #include "suites.h"
 #include "turn/journal.h"
+#include "turn/journal_arena.h"
 #include "turn/journal_sweep.h"
 
 static const struct turn_settings SETTINGS = {
@@ -432,6 +433,62 @@ static void test_journal_follower_is_woken_by_a_record(void)
     drop_root(root);
 }
 
+/*
+ * A process that dies holding the arena's lock half-way through a change (here: a broken
+ * chain and a finished list pointing at a free entry): the next one to take the lock repairs
+ * the arena; the broken journal is dropped, the others read as before, new ones are made.
+ */
+static void test_journal_arena_repaired_after_a_holder_died(void)
+{
+    char *root = tmp_root();
+    struct journal *a = NULL, *b = NULL, *c = NULL;
+    struct journal_reader *r = NULL;
+    struct journal_entry *v = NULL;
+    struct arena *ar = NULL;
+    uint64_t seqs[8], oldest;
+    bool result;
+    size_t n = 0;
+    pid_t pid;
+    int status;
+
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "good", "p", "", false, &a), 0);
+    append(a, 1, 1, "kept");
+    append_result(a, 2);
+    CU_ASSERT_EQUAL(journal_finish(a), 0);
+    journal_close(a);
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "broken", "p", "", false, &b), 0);
+    append(b, 1, 1, "lost");
+    journal_close(b);
+    CU_ASSERT_EQUAL_FATAL(arena_get(root, NULL, &ar), 0);
+    pid = fork();
+    CU_ASSERT_TRUE_FATAL(pid >= 0);
+    if (pid == 0) {
+        uint32_t e = arena_find(ar, "broken", "p");
+
+        arena_lock(ar);
+        /* half-way: the broken journal's chain points at the good one's chunk, and the
+         * finished list at a free entry */
+        arena_entry(ar, e)->first = arena_entry(ar, arena_find(ar, "good", "p"))->first;
+        ar->h->done_head = ar->h->nentries;
+        _exit(0); /* the lock held */
+    }
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    /* the next lock repairs */
+    CU_ASSERT_EQUAL_FATAL(journal_create(root, &SETTINGS, "new", "p", "", false, &c), 0);
+    append(c, 1, 1, "after");
+    CU_ASSERT_EQUAL(journal_open(root, "broken", "p", 0, &r, &oldest), -ENOENT);
+    CU_ASSERT_EQUAL_FATAL(journal_open(root, "good", "p", 0, &r, &oldest), 0);
+    CU_ASSERT_EQUAL(read_all(r, seqs, 8, &result), 2);
+    CU_ASSERT_TRUE(result);
+    journal_reader_free(r);
+    CU_ASSERT_EQUAL(journal_sweep_list(root, false, &v, &n), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    free(v);
+    CU_ASSERT_EQUAL(ar->h->done_head, arena_find(ar, "good", "p"));
+    journal_close(c);
+    drop_root(root);
+}
+
 CU_TestInfo journal_tests[] = {
     {"test_journal_reads_back_after_a_cursor", test_journal_reads_back_after_a_cursor},
     {"test_journal_one_writer_and_a_replaced_finished_one",
@@ -443,5 +500,7 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_full_arena_makes_room_from_the_oldest_finished",
      test_journal_full_arena_makes_room_from_the_oldest_finished},
     {"test_journal_follower_is_woken_by_a_record", test_journal_follower_is_woken_by_a_record},
+    {"test_journal_arena_repaired_after_a_holder_died",
+     test_journal_arena_repaired_after_a_holder_died},
     CU_TEST_INFO_NULL,
 };
