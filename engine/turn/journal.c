@@ -218,14 +218,15 @@ static void bound(struct journal *j, struct arena_entry *en, uint64_t end)
         uint64_t line = 0;
 
         /* the first line start after the oldest chunk (a record may span several chunks) */
-        while (c != ARENA_NONE && arena_chunk(j->a, c)->line == ARENA_NO_LINE)
-            c = arena_chunk(j->a, c)->next;
+        for (uint32_t hops = 0; c != ARENA_NONE && arena_chunk(j->a, c)->line == ARENA_NO_LINE;
+             hops++)
+            c = hops < j->a->h->nchunks ? arena_chunk(j->a, c)->next : ARENA_NONE;
         if (c == ARENA_NONE)
             break;
         line = arena_chunk(j->a, c)->offset + arena_chunk(j->a, c)->line;
         atomic_store(&en->first_seq, seq_at(j, c, line));
         atomic_store(&en->start, line);
-        while (en->first != c)
+        for (uint32_t hops = 0; en->first != c && hops < j->a->h->nchunks; hops++)
             arena_chunk_drop_first(j->a, j->e);
     }
     arena_unlock(j->a);

@@ -560,7 +560,7 @@ void arena_chunk_trim(struct arena *a, uint32_t e, uint64_t end)
         keep = c;
         c = ch->next;
     }
-    while (c != ARENA_NONE) {
+    for (uint32_t n = 0; c != ARENA_NONE && n < a->h->nchunks; n++) {
         uint32_t next = arena_chunk(a, c)->next;
 
         chunk_free(a, c);
