@@ -440,37 +440,49 @@ static void unhash(struct arena *a, uint32_t e)
 
 /* ---- the finished list ---------------------------------------------------------------------- */
 
+/* e out of its list (the running or the finished ones, by its state). */
 static void done_unlink(struct arena *a, uint32_t e)
 {
     struct arena_entry *en = arena_entry(a, e);
+    uint32_t *head = en->state == ARENA_DONE ? &a->h->done_head : &a->h->run_head;
+    uint32_t *tail = en->state == ARENA_DONE ? &a->h->done_tail : &a->h->run_tail;
 
     if (en->done_prev)
         arena_entry(a, en->done_prev)->done_next = en->done_next;
-    else if (a->h->done_head == e)
-        a->h->done_head = en->done_next;
+    else if (*head == e)
+        *head = en->done_next;
     if (en->done_next)
         arena_entry(a, en->done_next)->done_prev = en->done_prev;
-    else if (a->h->done_tail == e)
-        a->h->done_tail = en->done_prev;
+    else if (*tail == e)
+        *tail = en->done_prev;
     en->done_prev = en->done_next = ARENA_NONE;
+}
+
+/* e at the end of the list of its state. */
+static void list_append(struct arena *a, uint32_t e)
+{
+    struct arena_entry *en = arena_entry(a, e);
+    uint32_t *head = en->state == ARENA_DONE ? &a->h->done_head : &a->h->run_head;
+    uint32_t *tail = en->state == ARENA_DONE ? &a->h->done_tail : &a->h->run_tail;
+
+    en->done_prev = *tail;
+    en->done_next = ARENA_NONE;
+    if (*tail)
+        arena_entry(a, *tail)->done_next = e;
+    else
+        *head = e;
+    *tail = e;
 }
 
 void arena_entry_done(struct arena *a, uint32_t e, int64_t finished_ms)
 {
     struct arena_entry *en = arena_entry(a, e);
 
-    if (en->state == ARENA_DONE)
-        done_unlink(a, e);
+    done_unlink(a, e);
     en->state = ARENA_DONE;
     en->meta.state = JOURNAL_DONE;
     en->meta.finished_ms = finished_ms;
-    en->done_prev = a->h->done_tail;
-    en->done_next = ARENA_NONE;
-    if (a->h->done_tail)
-        arena_entry(a, a->h->done_tail)->done_next = e;
-    else
-        a->h->done_head = e;
-    a->h->done_tail = e;
+    list_append(a, e);
 }
 
 /* ---- chunks -------------------------------------------------------------------------------- */
@@ -611,8 +623,7 @@ void arena_entry_free(struct arena *a, uint32_t e)
 
     if (en->state == ARENA_FREE)
         return;
-    if (en->state == ARENA_DONE)
-        done_unlink(a, e);
+    done_unlink(a, e);
     unhash(a, e);
     chunks_free(a, en);
     entry_clear(en);
@@ -628,8 +639,7 @@ void arena_entry_reset(struct arena *a, uint32_t e)
     struct arena_entry *en = arena_entry(a, e);
     char turn_id[JOURNAL_ID_MAX], project_id[JOURNAL_ID_MAX];
 
-    if (en->state == ARENA_DONE)
-        done_unlink(a, e);
+    done_unlink(a, e);
     chunks_free(a, en);
     memcpy(turn_id, en->meta.turn_id, sizeof(turn_id));
     memcpy(project_id, en->meta.project_id, sizeof(project_id));
@@ -638,6 +648,7 @@ void arena_entry_reset(struct arena *a, uint32_t e)
     memcpy(en->meta.turn_id, turn_id, sizeof(turn_id));
     memcpy(en->meta.project_id, project_id, sizeof(project_id));
     en->state = ARENA_RUNNING;
+    list_append(a, e);
     arena_entry_write_by_me(en);
 }
 
@@ -669,6 +680,7 @@ uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *proje
     en->hash_next = *bucket;
     *bucket = e;
     en->state = ARENA_RUNNING;
+    list_append(a, e);
     a->h->used_entries++;
     arena_entry_write_by_me(en);
     return e;

@@ -55,7 +55,7 @@ struct arena_entry {
     uint32_t state;
     _Atomic uint32_t gen; /* bumped when the entry is freed or made anew */
     uint32_t hash_next;   /* the bucket's next entry (+1) */
-    uint32_t done_prev, done_next; /* the finished ones, oldest first (+1) */
+    uint32_t done_prev, done_next; /* its list (+1): the running or the finished ones */
     uint32_t first, last;          /* its chunks (+1) */
     uint32_t nchunks;
     _Atomic int32_t writer; /* pid, 0 when none */
@@ -88,7 +88,8 @@ struct arena_head {
     pthread_mutex_t lock;
     uint32_t free_entries, free_chunks; /* recycled ones (+1) */
     uint32_t fresh_entries, fresh_chunks; /* never used yet: from here on */
-    uint32_t done_head, done_tail;
+    uint32_t done_head, done_tail; /* the finished journals, oldest first */
+    uint32_t run_head, run_tail;   /* the running ones */
     uint32_t used_chunks;
     uint32_t used_entries;
     /* fresh ones are handed out only below these: their pages are allocated in the file

@@ -48,14 +48,21 @@ int journal_sweep_list(const char *root, bool orphans_only, struct journal_entry
         return r;
     arena_lock(a);
     fresh = a->h->fresh_entries;
-    for (uint32_t e = 1; e <= fresh; e++)
+    /* the orphan scan walks the running ones only; a listing every one */
+    for (uint32_t e = orphans_only ? a->h->run_head : 1, hops = 0;
+         e != ARENA_NONE && (orphans_only ? hops < a->h->nentries : e <= fresh); hops++)
+    {
         n += arena_entry(a, e)->state != ARENA_FREE;
+        e = orphans_only ? arena_entry(a, e)->done_next : e + 1;
+    }
     v = calloc(n ? n : 1, sizeof(*v));
     writers = calloc(n ? n : 1, sizeof(*writers));
-    for (uint32_t e = 1; v && writers && e <= fresh && k < n; e++) {
+    for (uint32_t e = orphans_only ? a->h->run_head : 1, next = ARENA_NONE;
+         v && writers && e != ARENA_NONE && e <= fresh && k < n; e = next) {
         struct arena_entry *en = arena_entry(a, e);
         int32_t pid;
 
+        next = orphans_only ? en->done_next : e + 1;
         if (en->state == ARENA_FREE || (orphans_only && en->state == ARENA_DONE))
             continue;
         entry_of(a, e, &v[k], &pid);
@@ -109,9 +116,11 @@ int journal_sweep_run(const char *root, const struct turn_settings *ts, int64_t 
      * look at every entry, now and then) */
     if (now_wall_ms >= a->next_scan_ms) {
         a->next_scan_ms = now_wall_ms + SCAN_MS;
-        for (uint32_t e = 1; e <= a->h->fresh_entries; e++) {
+        for (uint32_t e = a->h->run_head, next, hops = 0;
+             e != ARENA_NONE && hops < a->h->nentries; e = next, hops++) {
             struct arena_entry *en = arena_entry(a, e);
 
+            next = en->done_next;
             if (en->state == ARENA_RUNNING &&
                 atomic_load(&en->changed_ms) + (int64_t)ts->keep_ms <= now_wall_ms &&
                 !arena_writer_alive(en)) {
@@ -164,6 +173,7 @@ void arena_repair(struct arena *a)
     memset(a->buckets, 0, (size_t)h->nbuckets * sizeof(uint32_t));
     h->free_entries = h->free_chunks = ARENA_NONE;
     h->done_head = h->done_tail = ARENA_NONE;
+    h->run_head = h->run_tail = ARENA_NONE;
     h->used_chunks = h->used_entries = 0;
     for (uint32_t e = ne; e >= 1; e--) {
         struct arena_entry *en = arena_entry(a, e);
@@ -202,8 +212,16 @@ void arena_repair(struct arena *a)
         a->buckets[en->hash & (h->nbuckets - 1)] = e;
         h->used_entries++;
         h->used_chunks += n;
-        if (en->state == ARENA_DONE)
+        if (en->state == ARENA_DONE) {
             done[ndone++] = en;
+        } else {
+            en->done_prev = h->run_tail;
+            if (h->run_tail)
+                arena_entry(a, h->run_tail)->done_next = e;
+            else
+                h->run_head = e;
+            h->run_tail = e;
+        }
     }
     for (uint32_t c = nc; c >= 1; c--) {
         struct arena_chunk *ch = arena_chunk(a, c);
