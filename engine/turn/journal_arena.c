@@ -146,9 +146,9 @@ static int open_file(const char *root, const struct turn_settings *ts, size_t *r
             uint64_t per = ARENA_CHUNK + sizeof(struct arena_entry) + sizeof(uint32_t) * 2;
 
             if ((uint64_t)nchunks * per > room) {
-                log_warn("turn journals: %s has room for %llu MiB of them, not %llu", root,
-                         (unsigned long long)(room / per * ARENA_CHUNK >> 20),
-                         (unsigned long long)(ts->total_bytes >> 20));
+                log_warn("turn journals: %s has room for %llu KiB of them, not %llu", root,
+                         (unsigned long long)(room / per * ARENA_CHUNK >> 10),
+                         (unsigned long long)(ts->total_bytes >> 10));
                 nchunks = (uint32_t)(room / per);
             }
         }

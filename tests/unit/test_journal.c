@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -489,6 +491,73 @@ static void test_journal_arena_repaired_after_a_holder_died(void)
     drop_root(root);
 }
 
+/*
+ * The arena on a small tmpfs that something else then fills: it is made to fit (half the room
+ * it found), and what it cannot have is -ENOSPC, never a SIGBUS (its pages are allocated
+ * before they are handed out). In a child of its own mount namespace (root only: elsewhere the
+ * test says so and checks nothing else).
+ */
+static void test_journal_arena_on_a_full_tmpfs_is_enospc_not_sigbus(void)
+{
+    char dir[] = "/tmp/ar-journal-tmpfs.XXXXXX"; /* (a mkdtemp template) */
+    pid_t pid;
+    int status;
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "(not root: no tmpfs of its own to fill) ");
+        CU_PASS("skipped: needs root");
+        return;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    pid = fork();
+    CU_ASSERT_TRUE_FATAL(pid >= 0);
+    if (pid == 0) {
+        struct turn_settings ts = SETTINGS;
+        char root[64], filler[64], line[2048];
+        struct journal *j = NULL;
+        struct journal_reader *r = NULL;
+        uint64_t oldest, seq = 0;
+        int fd, k = 0, n;
+
+        if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mount("tmpfs", dir, "tmpfs", 0, "size=2m") < 0)
+            _exit(2);
+        snprintf(root, sizeof(root), "%s/turns", dir);
+        ts.total_bytes = 64u << 20; /* far more than the tmpfs holds */
+        if (journal_create(root, &ts, "t", "p", "", false, &j) < 0)
+            _exit(3);
+        n = snprintf(line, sizeof(line), "{\"kind\":\"event\",\"t\":\"%01500d\"}\n", 1);
+        if (journal_append(j, ++seq, 1, line, (size_t)n) < 0) /* its first pages */
+            _exit(6);
+        /* something else takes the rest of the file system */
+        snprintf(filler, sizeof(filler), "%s/filler", dir);
+        fd = open(filler, O_WRONLY | O_CREAT, 0600);
+        memset(line, 'f', sizeof(line));
+        while (fd >= 0 && write(fd, line, sizeof(line)) > 0)
+            ;
+        n = snprintf(line, sizeof(line), "{\"kind\":\"event\",\"t\":\"%01500d\"}\n", 1);
+        /* records until there is no room: ENOSPC, not a signal (the pages it had are used) */
+        while (k == 0 && seq < 100000) {
+            seq++;
+            k = journal_append(j, seq, seq, line, (size_t)n);
+        }
+        if (k != -ENOSPC || seq < 10)
+            _exit(4);
+        if (journal_open(root, "t", "p", 0, &r, &oldest) < 0)
+            _exit(5);
+        journal_reader_free(r);
+        journal_close(j);
+        _exit(0);
+    }
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT_EQUAL(rmdir(dir), 0); /* the tmpfs went with the child's namespace */
+    CU_ASSERT_FALSE(WIFSIGNALED(status)); /* no SIGBUS */
+    CU_ASSERT_TRUE(WIFEXITED(status));
+    CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status))
+        fprintf(stderr, "(the child's step %d failed) ", WEXITSTATUS(status));
+}
+
 CU_TestInfo journal_tests[] = {
     {"test_journal_reads_back_after_a_cursor", test_journal_reads_back_after_a_cursor},
     {"test_journal_one_writer_and_a_replaced_finished_one",
@@ -502,5 +571,7 @@ CU_TestInfo journal_tests[] = {
     {"test_journal_follower_is_woken_by_a_record", test_journal_follower_is_woken_by_a_record},
     {"test_journal_arena_repaired_after_a_holder_died",
      test_journal_arena_repaired_after_a_holder_died},
+    {"test_journal_arena_on_a_full_tmpfs_is_enospc_not_sigbus",
+     test_journal_arena_on_a_full_tmpfs_is_enospc_not_sigbus},
     CU_TEST_INFO_NULL,
 };
