@@ -49,7 +49,7 @@ struct engine_adopted {
 void engine_turns_journal_open(const struct engine_turn *t, struct event_stream *es);
 /*
  * A warm turn whose prompt goes to the harness of slot (index, generation): its journal made
- * now, naming the slot in its first write, before the keeper is reached. Then the keeper's
+ * now, naming the slot from the start, before the keeper is reached. Then the keeper's
  * socket gets the attach and the prompt back to back (environment_attach_ahead), and the
  * slot is in the journal before the prompt is anywhere a dying worker could leave it.
  */

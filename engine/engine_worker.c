@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "agenta/platform.h"
-#include "base/log.h"
 #include "base/util.h"
 #include "harness/harness.h"
 #include "harness/login.h"

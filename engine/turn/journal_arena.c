@@ -288,35 +288,40 @@ static bool reserve_pages(struct arena *a, size_t off, size_t size, uint32_t fro
     return fallocate(a->fd, 0, (off_t)lo, (off_t)(hi - lo)) == 0 || errno == EOPNOTSUPP;
 }
 
-/* Fresh entries (chunks) up to n have their pages: the lock held, the pages allocated
- * before (or now: false when there is no room). */
-static bool reserve_entries(struct arena *a, uint32_t n, bool allocate)
+/* The entries or the chunks: where they lie in the file, and their counts in the head (and
+ * in this process: arena_prefault). */
+struct region {
+    size_t off, size;
+    void *base;
+    uint32_t max;
+    uint32_t *fresh, *reserved, *seen, *mapped;
+};
+
+static struct region region_of(struct arena *a, bool chunks)
 {
-    if (a->h->fresh_entries < a->h->reserved_entries && allocate)
-        return true; /* one is there already */
-    if (n > a->h->nentries)
-        n = a->h->nentries;
-    if (n <= a->h->reserved_entries)
-        return true;
-    if (allocate && !reserve_pages(a, a->off_entries, sizeof(struct arena_entry),
-                                   a->h->reserved_entries, n))
-        return false;
-    a->h->reserved_entries = n;
-    return true;
+    struct arena_head *h = a->h;
+
+    return chunks ? (struct region){a->off_chunks, sizeof(struct arena_chunk), a->chunks,
+                                    h->nchunks, &h->fresh_chunks, &h->reserved_chunks,
+                                    &a->seen_chunks, &a->mapped_chunks}
+                  : (struct region){a->off_entries, sizeof(struct arena_entry), a->entries,
+                                    h->nentries, &h->fresh_entries, &h->reserved_entries,
+                                    &a->seen_entries, &a->mapped_entries};
 }
 
-static bool reserve_chunks(struct arena *a, uint32_t n, bool allocate)
+/* Fresh items of g up to n have their pages: the lock held, the pages allocated before (or
+ * now, with allocate: false when there is no room). */
+static bool reserve(struct arena *a, const struct region *g, uint32_t n, bool allocate)
 {
-    if (a->h->fresh_chunks < a->h->reserved_chunks && allocate)
+    if (allocate && *g->fresh < *g->reserved)
         return true; /* one is there already */
-    if (n > a->h->nchunks)
-        n = a->h->nchunks;
-    if (n <= a->h->reserved_chunks)
+    if (n > g->max)
+        n = g->max;
+    if (n <= *g->reserved)
         return true;
-    if (allocate && !reserve_pages(a, a->off_chunks, sizeof(struct arena_chunk),
-                                   a->h->reserved_chunks, n))
+    if (allocate && !reserve_pages(a, g->off, g->size, *g->reserved, n))
         return false;
-    a->h->reserved_chunks = n;
+    *g->reserved = n;
     return true;
 }
 
@@ -329,44 +334,37 @@ static uint32_t ahead(uint32_t fresh, uint32_t *seen)
     return v < AHEAD_MIN ? AHEAD_MIN : v;
 }
 
-void arena_prefault(struct arena *a)
+/* arena_prefault for the entries or the chunks. */
+static void prefault(struct arena *a, const struct region *g)
 {
-    uint32_t fresh_c = __atomic_load_n(&a->h->fresh_chunks, __ATOMIC_RELAXED);
-    uint32_t fresh_e = __atomic_load_n(&a->h->fresh_entries, __ATOMIC_RELAXED);
-    uint32_t chunks = fresh_c + ahead(fresh_c, &a->seen_chunks);
-    uint32_t entries = fresh_e + ahead(fresh_e, &a->seen_entries);
+    uint32_t fresh = __atomic_load_n(g->fresh, __ATOMIC_RELAXED);
+    uint32_t n = fresh + ahead(fresh, g->seen);
+    bool ok;
 
-    if (chunks > a->h->nchunks)
-        chunks = a->h->nchunks;
-    if (entries > a->h->nentries)
-        entries = a->h->nentries;
+    if (n > g->max)
+        n = g->max;
     /* their pages first, without the lock (allocating megabytes takes a while; two processes
      * allocating the same pages is harmless), then the watermark under it */
-    {
-        uint32_t rc = __atomic_load_n(&a->h->reserved_chunks, __ATOMIC_RELAXED);
-        uint32_t re = __atomic_load_n(&a->h->reserved_entries, __ATOMIC_RELAXED);
-        bool ok_c = reserve_pages(a, a->off_chunks, sizeof(struct arena_chunk), rc, chunks);
-        bool ok_e = reserve_pages(a, a->off_entries, sizeof(struct arena_entry), re, entries);
-
-        arena_lock(a);
-        if (ok_c)
-            (void)reserve_chunks(a, chunks, false);
-        if (ok_e)
-            (void)reserve_entries(a, entries, false);
-        chunks = a->h->reserved_chunks;
-        entries = a->h->reserved_entries;
-        arena_unlock(a);
+    ok = reserve_pages(a, g->off, g->size, __atomic_load_n(g->reserved, __ATOMIC_RELAXED), n);
+    arena_lock(a);
+    if (ok)
+        (void)reserve(a, g, n, false);
+    n = *g->reserved;
+    arena_unlock(a);
+    if (n > *g->mapped) {
+        populate(g->base, g->size, *g->mapped, n);
+        *g->mapped = n;
     }
+}
+
+void arena_prefault(struct arena *a)
+{
+    struct region entries = region_of(a, false), chunks = region_of(a, true);
+
     if (!a->mapped_entries) /* the first time: the names too */
         populate(a->buckets, sizeof(uint32_t), 0, a->h->nbuckets);
-    if (entries > a->mapped_entries) {
-        populate(a->entries, sizeof(struct arena_entry), a->mapped_entries, entries);
-        a->mapped_entries = entries;
-    }
-    if (chunks > a->mapped_chunks) {
-        populate(a->chunks, sizeof(struct arena_chunk), a->mapped_chunks, chunks);
-        a->mapped_chunks = chunks;
-    }
+    prefault(a, &entries);
+    prefault(a, &chunks);
 }
 
 void arena_lock(struct arena *a)
@@ -529,6 +527,7 @@ static bool evict_one(struct arena *a, uint32_t keep)
 uint32_t arena_chunk_add(struct arena *a, uint32_t e)
 {
     struct arena_entry *en = arena_entry(a, e);
+    struct region g = region_of(a, true);
     struct arena_chunk *ch;
     uint32_t c = ARENA_NONE;
 
@@ -537,7 +536,7 @@ uint32_t arena_chunk_add(struct arena *a, uint32_t e)
             c = a->h->free_chunks;
             a->h->free_chunks = arena_chunk(a, c)->next;
         } else if (a->h->fresh_chunks < a->h->nchunks &&
-                   reserve_chunks(a, a->h->fresh_chunks + RESERVE_STEP, true)) {
+                   reserve(a, &g, a->h->fresh_chunks + RESERVE_STEP, true)) {
             c = ++a->h->fresh_chunks;
         } else if (!evict_one(a, e)) {
             return ARENA_NONE;
@@ -654,6 +653,7 @@ void arena_entry_reset(struct arena *a, uint32_t e)
 
 uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *project_id)
 {
+    struct region g = region_of(a, false);
     struct arena_entry *en;
     uint32_t e = ARENA_NONE, *bucket;
 
@@ -662,7 +662,7 @@ uint32_t arena_entry_new(struct arena *a, const char *turn_id, const char *proje
             e = a->h->free_entries;
             a->h->free_entries = arena_entry(a, e)->hash_next;
         } else if (a->h->fresh_entries < a->h->nentries &&
-                   reserve_entries(a, a->h->fresh_entries + RESERVE_STEP, true)) {
+                   reserve(a, &g, a->h->fresh_entries + RESERVE_STEP, true)) {
             e = ++a->h->fresh_entries;
         } else if (!evict_one(a, ARENA_NONE)) {
             return ARENA_NONE;
